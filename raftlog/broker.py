@@ -1,0 +1,177 @@
+"""The facade Kafka handlers call. Handlers never reach into Raft or storage directly,
+so the protocol layer stays testable against any node and the core can change shape."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from collections.abc import Awaitable
+from typing import Protocol
+
+from kafka_api.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """Cluster-wide view of one partition, as Metadata reports it."""
+
+    topic: str
+    index: int
+    replicas: tuple[int, ...]
+    leader: int = -1  # -1 while no leader is known
+    leader_epoch: int = -1  # -1 while unknown; never goes down
+    isr: tuple[int, ...] = ()
+    offline: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionInfo, ...]
+    configs: dict[str, str] = field(default_factory=dict)  # explicitly set topic configs only
+    internal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """A CreateTopics entry after defaults are resolved by the handler (-1 means broker default)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, tuple[int, ...]] | None = None
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    topic: TopicInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int  # Kafka ConfigSource: 1 DYNAMIC_TOPIC, 4 STATIC_BROKER, 5 DEFAULT
+    read_only: bool = False
+    sensitive: bool = False
+    config_type: int = 0  # Kafka ConfigType (DescribeConfigs v3+): 1 BOOLEAN 2 STRING 3 INT 4 SHORT 5 LONG 6 DOUBLE 7 LIST
+    documentation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error: ErrorCode = ErrorCode.none
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+class Partition(Protocol):
+    """A replica hosted on this node. Every method that serves clients must be called on the
+    leader; they raise KafkaError(NOT_LEADER_OR_FOLLOWER) otherwise."""
+
+    topic: str
+    index: int
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def leader_epoch(self) -> int:
+        """The current Raft term; the epoch clients are fenced against."""
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def produce(self, records: bytes, acks: int, timeout_ms: int) -> Awaitable[ProduceResult]:
+        """Validates the batches in `records` (CRC, magic, sizes) and proposes them *before
+        returning*, so calls made in request order reach the log in request order. The awaitable
+        resolves after the local append (acks=1) or the Raft commit (acks=-1); for acks=0 it
+        resolves at once. Errors come back as ProduceResult.error, never as exceptions."""
+
+    def read(self, offset: int, max_bytes: int, min_one: bool) -> bytes:
+        """Whole batches from `offset` up to the high watermark, at most max_bytes unless
+        min_one and the first batch is larger. Raises KafkaError(OFFSET_OUT_OF_RANGE)."""
+
+    async def wait_for_data(self, offset: int, timeout: float) -> None:
+        """Returns when the high watermark passes `offset`, leadership is lost or timeout."""
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch answer (epoch, end offset) as DESIGN.md section 3."""
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """Leader epoch of the batch holding `offset` (-1 if unknown)."""
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """First offset whose record timestamp >= timestamp; None when there is none.
+        Also handles the special timestamps -1 (latest), -2 (earliest), -3 (max timestamp)."""
+
+
+class Broker(Protocol):
+    node_id: int
+    cluster_id: str
+
+    def controller_id(self) -> int:
+        """Node id of the controller Raft leader, -1 if none."""
+
+    def live_brokers(self) -> list[BrokerInfo]: ...
+
+    def topics(self) -> dict[str, TopicInfo]: ...
+
+    def topic(self, name: str) -> TopicInfo | None: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    def local_partition(self, topic: str, index: int) -> Partition | None:
+        """The replica hosted on this node, None if this node hosts none."""
+
+    async def create_topics(
+        self, specs: list[TopicSpec], validate_only: bool, timeout_ms: int
+    ) -> list[TopicResult]: ...
+
+    async def delete_topics(self, names: list[str], timeout_ms: int) -> list[TopicResult]: ...
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[tuple[int, ...]] | None,
+        validate_only: bool,
+        timeout_ms: int,
+    ) -> TopicResult: ...
+
+    def topic_configs(self, name: str) -> list[ConfigEntry] | None:
+        """Every topic config with its effective value and source; None if no such topic."""
+
+    def broker_configs(self, node_id: int) -> list[ConfigEntry] | None:
+        """None if node_id is not a known broker."""
+
+    @property
+    def auto_create_topics(self) -> bool: ...
