@@ -4,8 +4,8 @@ so the protocol layer stays testable against any node and the core can change sh
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafka_api.errors import ErrorCode
