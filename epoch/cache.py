@@ -1,0 +1,81 @@
+"""The leader epoch cache: (epoch, start offset) pairs, one per term present in the log.
+
+Segments are kept per term, so the cache is read off the segment list rather than maintained
+beside it; it is also written as Kafka's `leader-epoch-checkpoint` so tools and people can
+read it the way they read Kafka's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from pathlib import Path
+
+UNDEFINED = -1
+
+
+class EpochCache:
+    def __init__(self, checkpoint: Path) -> None:
+        self._checkpoint = checkpoint
+        self._epochs: list[int] = []
+        self._starts: list[int] = []
+
+    def refresh(self, epochs: list[tuple[int, int]]) -> None:
+        """Adopts the log's epochs; rewrites the checkpoint only when they changed."""
+        new_epochs = [e for e, _ in epochs]
+        new_starts = [s for _, s in epochs]
+        if new_epochs == self._epochs and new_starts == self._starts and self._checkpoint.exists():
+            return
+        self._epochs, self._starts = new_epochs, new_starts
+        write_checkpoint(self._checkpoint, epochs)
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._starts, strict=True))
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1] if self._epochs else UNDEFINED
+
+    def start_offset(self, epoch: int) -> int | None:
+        i = bisect.bisect_left(self._epochs, epoch)
+        if i < len(self._epochs) and self._epochs[i] == epoch:
+            return self._starts[i]
+        return None
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (KIP-101/279): where `epoch` ends in this log, and the largest
+        epoch <= it that this log holds. A follower truncates to that offset."""
+        if epoch == UNDEFINED or not self._epochs or epoch > self._epochs[-1]:
+            return UNDEFINED, UNDEFINED
+        if epoch == self._epochs[-1]:
+            return epoch, log_end_offset
+        if epoch < self._epochs[0]:
+            return epoch, self._starts[0]
+        i = bisect.bisect_right(self._epochs, epoch) - 1
+        return self._epochs[i], self._starts[i + 1]
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose span holds `offset` (the largest with start <= offset)."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return self._epochs[i] if i >= 0 else UNDEFINED
+
+
+def write_checkpoint(path: Path, epochs: list[tuple[int, int]]) -> None:
+    """Kafka's format: version line, count line, then `epoch startOffset` lines; written to a
+    temporary file, fsynced and renamed so a crash leaves the old or the new one."""
+    lines = ["0", str(len(epochs))] + [f"{e} {s}" for e, s in epochs]
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_checkpoint(path: Path) -> list[tuple[int, int]]:
+    lines = path.read_text().split("\n")
+    if lines[0].strip() != "0":
+        raise ValueError(f"{path}: unknown leader-epoch-checkpoint version {lines[0]!r}")
+    count = int(lines[1])
+    pairs = [line.split() for line in lines[2 : 2 + count]]
+    return [(int(e), int(s)) for e, s in pairs]

@@ -1,0 +1,135 @@
+"""Each node's history journal: what happened to the terms and logs of its Raft groups.
+
+One JSON object per line in `<data_dir>/history.jsonl`, appended as it happens and flushed to
+the OS at once (so `kill -9` loses nothing written). The record types below are the schema:
+the writer builds these dataclasses and the epoch audit (analytics/) reads them back through
+`parse()`, so both sides share one definition. epoch/README.md documents them for people.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    kind: ClassVar[str] = ""
+    time_ms: int  # wall clock of the node that wrote it, ms since the Unix epoch
+    node: int  # the node that wrote it
+    topic: str  # "__controller" for the controller group
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Election(Record):
+    """This node became leader of `term`; it enters the epoch at its log end offset."""
+
+    kind: ClassVar[str] = "election"
+    term: int
+    log_end_offset: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderSeen(Record):
+    """This node learned of a leader (or of none: leader -1) in `term`."""
+
+    kind: ClassVar[str] = "leader"
+    term: int
+    leader: int
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation(Record):
+    """Raft removed an uncommitted tail from this node's log."""
+
+    kind: ClassVar[str] = "truncation"
+    term: int  # this node's current term when it truncated
+    reason: str  # "raft" (a new leader's log disagreed) or "install" (before a snapshot install)
+    from_index: int  # first Raft index removed
+    to_index: int  # last Raft index removed
+    from_offset: int  # first Kafka offset removed
+    to_offset: int  # offset after the last removed one
+    entry_terms: list[int]  # terms of the removed entries (epochs of the removed batches)
+    records: int
+    batches: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class HighWatermark(Record):
+    """The high watermark moved (sampled: at most once a second per partition, and at every
+    change of term)."""
+
+    kind: ClassVar[str] = "hw"
+    term: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInstall(Record):
+    """This node installed segment data streamed from `leader` to catch up."""
+
+    kind: ClassVar[str] = "snapshot_install"
+    term: int
+    leader: int
+    resume_offset: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochAnswer(Record):
+    """An OffsetForLeaderEpoch answer this node gave as leader."""
+
+    kind: ClassVar[str] = "offset_for_leader_epoch"
+    term: int
+    requested_epoch: int
+    answer_epoch: int
+    end_offset: int
+
+
+RECORD_TYPES: dict[str, type[Record]] = {
+    cls.kind: cls
+    for cls in (Election, LeaderSeen, Truncation, HighWatermark, SnapshotInstall, EpochAnswer)
+}
+
+
+def to_json(record: Record) -> str:
+    return json.dumps({"kind": record.kind, "v": SCHEMA_VERSION, **asdict(record)})
+
+
+def parse(line: str) -> Record:
+    """One history line back into its record; unknown fields are an error, not silently lost."""
+    data: dict[str, Any] = json.loads(line)
+    cls = RECORD_TYPES[data.pop("kind")]
+    data.pop("v", None)
+    names = {f.name for f in fields(cls)}
+    if set(data) != names:
+        raise ValueError(f"{cls.kind} record has fields {sorted(data)}, expected {sorted(names)}")
+    return cls(**data)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class HistoryJournal:
+    FILE_NAME = "history.jsonl"
+
+    def __init__(self, data_dir: Path, node_id: int) -> None:
+        self.path = data_dir / self.FILE_NAME
+        self.node_id = node_id
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the node
+
+    def write(self, record: Record) -> None:
+        self._file.write(to_json(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()

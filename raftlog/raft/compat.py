@@ -1,0 +1,109 @@
+"""Every pysyncobj internal raftlog relies on, checked in one place.
+
+pysyncobj is used through its seams (journal, serializer, transport) and a handful of
+name-mangled attributes. An upgrade that renames any of them must fail at import with a
+message naming what moved, not corrupt a log later. Nothing else in raftlog touches
+pysyncobj privates; they are read through the accessors below.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pysyncobj.syncobj as _syncobj
+from pysyncobj.journal import Journal
+
+PINNED_VERSION = "0.3.17"
+
+# Name-mangled attributes of SyncObj that raftlog reads.
+_PRIVATE_ATTRS = ("_SyncObj__raftMatchIndex",)
+# Methods the seams call, and the module globals they replace.
+_METHODS = (
+    "_applyCommand",
+    "doTick",
+    "transferLeadership",
+    "forceLogCompaction",
+    "_getLeader",
+    "_isLeader",
+    "isNodeConnected",
+)
+_MODULE_GLOBALS = ("createJournal", "Serializer")
+# The command type bytes pysyncobj writes into the log itself.
+NO_OP = 1
+REGULAR = 0
+
+
+class PysyncobjIncompatible(RuntimeError):
+    pass
+
+
+def check() -> None:
+    """Raises PysyncobjIncompatible naming every seam that does not look as expected."""
+    problems = []
+    version = _installed_version()
+    if version != PINNED_VERSION:
+        problems.append(f"pysyncobj {version} installed, raftlog is built for {PINNED_VERSION}")
+    syncobj_cls = _syncobj.SyncObj
+    for name in _METHODS:
+        if not callable(getattr(syncobj_cls, name, None)):
+            problems.append(f"SyncObj.{name} is missing")
+    for name in _MODULE_GLOBALS:
+        if not hasattr(_syncobj, name):
+            problems.append(f"pysyncobj.syncobj.{name} is missing")
+    params = inspect.signature(syncobj_cls.__init__).parameters
+    if "transport" not in params:
+        problems.append("SyncObj.__init__ no longer takes a transport")
+    if _syncobj._COMMAND_TYPE.NO_OP != NO_OP or _syncobj._COMMAND_TYPE.REGULAR != REGULAR:
+        problems.append("pysyncobj command type bytes changed")
+    source = inspect.getsource(syncobj_cls)
+    for attr in _PRIVATE_ATTRS:
+        if attr.replace("_SyncObj", "self.") not in source:
+            problems.append(f"SyncObj no longer has {attr}")
+    if "createJournal(self.__conf.journalFile)" not in source:
+        problems.append("SyncObj no longer builds its log with createJournal(conf.journalFile)")
+    if "Serializer(self.__conf.fullDumpFile" not in source:
+        problems.append("SyncObj no longer builds its serializer with Serializer(conf.fullDumpFile")
+    if problems:
+        raise PysyncobjIncompatible("; ".join(problems))
+
+
+def _installed_version() -> str | None:
+    from importlib.metadata import version
+
+    return version("pysyncobj")
+
+
+_original_create_journal = _syncobj.createJournal
+_original_serializer = _syncobj.Serializer
+
+
+def _create_journal(journal_file: Any) -> Journal:
+    """A Journal instance passed as conf.journalFile is the journal itself."""
+    if isinstance(journal_file, Journal):
+        return journal_file
+    return _original_create_journal(journal_file)
+
+
+class SnapshotSeam:
+    """Marker base: an instance passed as conf.fullDumpFile is used as the serializer."""
+
+
+def _create_serializer(file_name: Any, *args: Any) -> Any:
+    if isinstance(file_name, SnapshotSeam):
+        return file_name
+    return _original_serializer(file_name, *args)
+
+
+def install() -> None:
+    """Checks the pinned internals and hooks the journal and serializer factories."""
+    if _syncobj.createJournal is _create_journal:
+        return
+    check()
+    _syncobj.createJournal = _create_journal
+    _syncobj.Serializer = _create_serializer
+
+
+def match_indexes(obj: _syncobj.SyncObj) -> dict[str, int]:
+    """Leader's view of each follower's replicated index, by node id."""
+    return {node.id: idx for node, idx in obj._SyncObj__raftMatchIndex.items()}

@@ -1,0 +1,147 @@
+"""One Raft group: a pysyncobj SyncObj on the node's mesh, ticked by the node's ticker."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pysyncobj import SyncObj, SyncObjConf
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.node import Node
+
+from raftlog.raft import compat
+from raftlog.raft.journal import SegmentJournal
+from raftlog.raft.mesh import Mesh
+from raftlog.raft.ticker import Ticker
+from raftlog.raft.transport import GroupTransport
+
+compat.install()
+log = logging.getLogger(__name__)
+
+Callback = Callable[[Any, int], None]
+
+
+@dataclass(frozen=True)
+class RaftTimings:
+    """pysyncobj's defaults wait up to 100 ms to batch appends and hold a leader that lost its
+    majority for 30 s; a Kafka client needs acks in milliseconds and failover in seconds."""
+
+    heartbeat: float = 0.1
+    election_min: float = 0.5
+    election_max: float = 1.0
+    leader_fallback: float = 2.0
+    compaction_entries: int = 5000
+    compaction_seconds: float = 60.0
+    # Above pysyncobj's chunked-transfer threshold it mis-detects the last chunk (DESIGN.md
+    # section 2), so every entry must stay below this; produce enforces it.
+    max_message_bytes: int = 16 * 1024 * 1024
+
+
+class RaftGroup:
+    def __init__(
+        self,
+        name: str,
+        self_id: str,
+        peer_ids: list[str],
+        journal: SegmentJournal,
+        mesh: Mesh,
+        ticker: Ticker,
+        timings: RaftTimings,
+        *,
+        snapshots: Any = None,
+        factory: Callable[..., SyncObj] = SyncObj,
+        on_change: Callable[[RaftGroup], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.self_id = self_id
+        self.journal = journal
+        self._ticker = ticker
+        self._on_change = on_change
+        self._seen: tuple[str | None, int, bool] = (None, 0, False)
+        conf = SyncObjConf(
+            autoTick=False,
+            appendEntriesUseBatch=False,
+            appendEntriesPeriod=timings.heartbeat,
+            raftMinTimeout=timings.election_min,
+            raftMaxTimeout=timings.election_max,
+            leaderFallbackTimeout=timings.leader_fallback,
+            appendEntriesBatchSizeBytes=timings.max_message_bytes,
+            logCompactionMinEntries=timings.compaction_entries,
+            logCompactionMinTime=timings.compaction_seconds,
+            journalFile=journal,
+            fullDumpFile=snapshots,
+            useFork=False,
+        )
+        self_node = Node(self_id)
+        others = {Node(p) for p in peer_ids if p != self_id}
+        self.transport = GroupTransport(mesh, name, self_node, others, self.schedule)
+        self.obj = factory(self_node, others, conf=conf, transport=self.transport)
+        self.transport.attach()
+        ticker.add(self)
+
+    # --- driving ---------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        self.obj.doTick(0.0)
+        seen = (self.leader_id, self.term, self.is_leader)
+        if seen != self._seen:
+            self._seen = seen
+            if self._on_change is not None:
+                self._on_change(self)
+
+    def schedule(self) -> None:
+        self._ticker.schedule(self)
+
+    def propose(self, command: bytes, callback: Callback | None) -> None:
+        """Queues a command for the leader; the callback gets (result, FAIL_REASON) after the
+        entry is committed and applied here, or a failure."""
+        # A full wake-up pipe in pysyncobj raises after the command was queued: harmless.
+        with contextlib.suppress(BlockingIOError):
+            self.obj._applyCommand(command, callback)
+        self.schedule()
+
+    def transfer_leadership(self, callback: Callback | None = None) -> None:
+        self.obj.transferLeadership(callback=callback)
+        self.schedule()
+
+    def force_compaction(self) -> None:
+        self.obj.forceLogCompaction()
+
+    def close(self) -> None:
+        self._ticker.remove(self)
+        self.obj.destroy()
+
+    # --- state -------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.obj._isLeader()
+
+    @property
+    def leader_id(self) -> str | None:
+        leader = self.obj._getLeader()
+        return leader.id if leader is not None else None
+
+    @property
+    def term(self) -> int:
+        return self.obj.raftCurrentTerm
+
+    @property
+    def commit_index(self) -> int:
+        return self.obj.raftCommitIndex
+
+    def match_indexes(self) -> dict[str, int]:
+        return compat.match_indexes(self.obj)
+
+    def connected_peers(self) -> set[str]:
+        return {n.id for n in self.transport.nodes() if self.obj.isNodeConnected(n)}
+
+
+def failure_name(reason: int) -> str:
+    for name, value in vars(FAIL_REASON).items():
+        if value == reason and not name.startswith("_"):
+            return name
+    return str(reason)

@@ -1,0 +1,494 @@
+"""pysyncobj's Journal seam: the Raft log of a partition *is* its Kafka segment log.
+
+pysyncobj sees a window of entries (from the last snapshot point on). A data entry's command
+is `DATA` + Kafka record batches; `add()` is the one place where the term of the Raft entry is
+known, so it is where batches get their offsets and `partitionLeaderEpoch`. Entries keep only
+their location in memory and in `raft/window`; the bytes are read back lazily when pysyncobj
+sends them to a follower. Commands that are not batches (pysyncobj's no-op, the controller's
+pickled calls) are small and live inline in the window file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import crc32c
+import msgpack
+from pysyncobj.journal import Journal
+
+from raftlog.raft.compat import NO_OP
+from raftlog.storage.log import Location, Log, TruncateResult
+
+log = logging.getLogger(__name__)
+
+DATA = 0x4B  # b"K": a command carrying Kafka record batches
+DATA_PREFIX = bytes([DATA])
+_RECORD_HEAD = struct.Struct(">II")  # payload length, crc32c of payload
+
+
+class JournalListener(Protocol):
+    """What a partition learns from its Raft log, in log order."""
+
+    def appended(self, entry: Entry, command: object) -> None: ...
+
+    def truncated(self, removed: list[Entry], result: TruncateResult | None, reason: str) -> None:
+        ...
+
+    def committed(self, commit_index: int, high_watermark: int) -> None: ...
+
+
+@dataclass(slots=True)
+class Entry:
+    """One Raft entry as the window keeps it: where its batches are, not the batches."""
+
+    idx: int
+    term: int
+    offset: int  # first Kafka offset of the entry (log end offset for no-ops)
+    next_offset: int
+    location: Location | None = None  # None for inline entries
+    inline: bytes | None = None  # the whole command, for entries that are not batches
+    file_pos: int = 0  # where this entry's record starts in the window file
+
+    def pack(self) -> list:
+        if self.location is None:
+            return [self.idx, self.term, self.offset, self.next_offset, self.inline]
+        loc = self.location
+        return [
+            self.idx,
+            self.term,
+            self.offset,
+            self.next_offset,
+            None,
+            loc.segment_base,
+            loc.position,
+            loc.size,
+        ]
+
+    @classmethod
+    def unpack(cls, fields: list) -> Entry:
+        idx, term, offset, next_offset, inline = fields[:5]
+        if inline is not None:
+            return cls(idx, term, offset, next_offset, inline=inline)
+        base, position, size = fields[5:8]
+        return cls(idx, term, offset, next_offset, Location(base, term, position, size))
+
+
+class StoredCommand:
+    """A data command that reads its batches from the segment only when it is sent.
+
+    pysyncobj asks an entry for its type byte (`command[:1]`) when applying and for its length
+    when sizing a batch of entries; neither needs the data. The mesh turns it into bytes."""
+
+    __slots__ = ("_log", "_location")
+
+    def __init__(self, log: Log, location: Location) -> None:
+        self._log = log
+        self._location = location
+
+    def __len__(self) -> int:
+        return 1 + self._location.size
+
+    def __getitem__(self, item: slice | int) -> bytes | int:
+        if item == slice(None, 1, None):
+            return DATA_PREFIX
+        return bytes(self)[item]
+
+    def __bytes__(self) -> bytes:
+        return DATA_PREFIX + self._log.read_location(self._location)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredCommand):
+            return self._location == other._location
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._location)
+
+
+class WindowView:
+    """A lazy slice of the window: pysyncobj slices the whole tail and then walks it only until
+    its byte budget is spent, so materialising the slice would read the whole tail."""
+
+    __slots__ = ("_journal", "_start", "_stop")
+
+    def __init__(self, journal: SegmentJournal, start: int, stop: int) -> None:
+        self._journal = journal
+        self._start = start
+        self._stop = max(start, stop)
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    def __iter__(self) -> Iterator[tuple]:
+        for i in range(self._start, self._stop):
+            yield self._journal._tuple(i)
+
+    def __getitem__(self, item: int | slice) -> tuple | WindowView:
+        if isinstance(item, slice):
+            start, stop, step = item.indices(len(self))
+            if step != 1:
+                raise ValueError("stepped slices are not supported")
+            return WindowView(self._journal, self._start + start, self._start + stop)
+        if item < 0:
+            item += len(self)
+        if not 0 <= item < len(self):
+            raise IndexError(item)
+        return self._journal._tuple(self._start + item)
+
+    def entries(self) -> list[tuple]:
+        return list(self)
+
+
+class RaftState:
+    """currentTerm and votedFor, fsynced before pysyncobj acts on them; commit index lazily."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self.term = 0
+        self.voted_for: str | None = None
+        self.commit_index = 1
+        self._dirty = False
+        if path.exists():
+            data = msgpack.unpackb(path.read_bytes())
+            self.term, self.voted_for, self.commit_index = data
+
+    def set_term(self, term: int, voted_for: str | None) -> None:
+        self.term, self.voted_for = term, voted_for
+        self.save(fsync=True)
+
+    def set_commit(self, index: int) -> None:
+        if index != self.commit_index:
+            self.commit_index = index
+            self._dirty = True
+
+    def save(self, fsync: bool) -> None:
+        tmp = self._path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            f.write(msgpack.packb([self.term, self.voted_for, self.commit_index]))
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, self._path)
+        if fsync:
+            _fsync_dir(self._path.parent)
+        self._dirty = False
+
+    def flush_if_dirty(self) -> None:
+        if self._dirty:
+            self.save(fsync=False)
+
+
+class SegmentJournal(Journal):
+    """The Journal pysyncobj is handed (via conf.journalFile, see raft/compat.py)."""
+
+    def __init__(self, raft_dir: Path, log: Log | None, listener: JournalListener) -> None:
+        raft_dir.mkdir(parents=True, exist_ok=True)
+        self._dir = raft_dir
+        self._log = log
+        self._listener = listener
+        self._state = RaftState(raft_dir / "state")
+        self._window_path = raft_dir / "window"
+        self._entries: list[Entry] = []
+        self._window_bytes = 0  # data bytes referenced by the window
+        self._load_window()
+        self._file = open(self._window_path, "ab")  # noqa: SIM115 - kept open for appends
+        self._anchoring: list[tuple[int, int]] = []
+        self._high_watermark = self._hw_for(self._state.commit_index)
+
+    # --- pysyncobj Journal interface -------------------------------------------------------
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        if self._anchoring:
+            self._skip_anchor(idx, term)
+            return
+        kind = command[0]
+        if self._log is not None and self._entries:
+            self._check_log_end()
+        if kind == DATA and self._log is not None:
+            result = self._log.append(memoryview(command)[1:], term)
+            entry = Entry(idx, term, result.base_offset, result.next_offset, result.location)
+            self._window_bytes += result.location.size
+        else:
+            if kind == NO_OP and term > 0 and self._log is not None:
+                self._log.begin_term(term)
+            leo = self._log.log_end_offset if self._log is not None else 0
+            entry = Entry(idx, term, leo, leo, inline=bytes(command))
+        self._append_record(entry)
+        self._entries.append(entry)
+        self._listener.appended(entry, command)
+
+    def clear(self) -> None:
+        """pysyncobj clears its log only to re-anchor it on a snapshot. For a partition the segment
+        data stays (the installer already replaced it); the window is rewritten with the
+        snapshot's anchor entries in one atomic step, and the two adds that follow are
+        checked against them instead of appending again."""
+        anchors = self._pending_anchors
+        if self._log is None:
+            # The controller's log is its commands: pysyncobj re-adds them from its own dump.
+            self._entries = []
+            self._rewrite_window()
+            return
+        if not anchors:
+            raise RuntimeError("pysyncobj cleared the journal without an installed snapshot")
+        self._pending_anchors = None
+        self._entries = list(anchors)
+        self._window_bytes = sum(e.location.size for e in anchors if e.location is not None)
+        self._state.set_commit(max(self._state.commit_index, anchors[-1].idx))
+        self._rewrite_window()
+        self._anchoring = [(e.idx, e.term) for e in anchors]
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 - pysyncobj's name
+        self._truncate(entryFrom, "raft")
+
+    def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 - pysyncobj's name
+        if entryTo <= 0:
+            return
+        removed = self._entries[:entryTo]
+        self._entries = self._entries[entryTo:]
+        self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
+        self._rewrite_window()
+
+    def __getitem__(self, item: int | slice) -> tuple | WindowView:
+        if isinstance(item, slice):
+            start, stop, step = item.indices(len(self._entries))
+            if step != 1:
+                raise ValueError("stepped slices are not supported")
+            return WindowView(self, start, stop)
+        return self._tuple(item)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _destroy(self) -> None:
+        self.close()
+
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802, N803
+        self._state.set_commit(raftCommitIndex)
+        hw = self._hw_for(raftCommitIndex)
+        if hw != self._high_watermark:
+            self._high_watermark = hw
+            self._listener.committed(raftCommitIndex, hw)
+
+    def getRaftCommitIndex(self) -> int:  # noqa: N802
+        return self._state.commit_index
+
+    def setCurrentTerm(self, term: int, votedForNodeId: str | None) -> None:  # noqa: N802, N803
+        self._state.set_term(term, votedForNodeId)
+
+    def getCurrentTerm(self) -> int:  # noqa: N802
+        return self._state.term
+
+    def getVotedForNodeId(self) -> str | None:  # noqa: N802
+        return self._state.voted_for
+
+    def onOneSecondTimer(self) -> None:  # noqa: N802
+        self._state.flush_if_dirty()
+        self._file.flush()
+
+    # --- what raftlog reads ------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def window_bytes(self) -> int:
+        return self._window_bytes
+
+    @property
+    def first_index(self) -> int:
+        return self._entries[0].idx if self._entries else 0
+
+    def entry(self, position: int) -> Entry:
+        return self._entries[position]
+
+    def entry_by_index(self, idx: int) -> Entry | None:
+        if not self._entries:
+            return None
+        pos = idx - self._entries[0].idx
+        return self._entries[pos] if 0 <= pos < len(self._entries) else None
+
+    def has_snapshot(self) -> bool:
+        """A window that does not start at Raft index 1 was cut at a snapshot point."""
+        return bool(self._entries) and self._entries[0].idx > 1
+
+    def expect_anchors(self, anchors: list[Entry]) -> None:
+        """Called by the snapshot installer: the clear() and two adds pysyncobj does next
+        re-anchor the window on entries whose data is already in the installed log."""
+        self._pending_anchors = anchors
+
+    def compact_to(self, idx: int) -> None:
+        """Drops entries before `idx` from the window (a snapshot was taken there)."""
+        if self._entries and idx > self._entries[0].idx:
+            # The entry after the snapshot point was applied, hence committed.
+            self._state.set_commit(max(self._state.commit_index, idx + 1))
+            self.deleteEntriesTo(idx - self._entries[0].idx)
+
+    def flush(self) -> None:
+        self._file.flush()
+        self._state.flush_if_dirty()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            self._file.close()
+        self._state.save(fsync=True)
+
+    # --- internals ---------------------------------------------------------------------------
+
+    _pending_anchors: list[Entry] | None = None
+
+    def _tuple(self, position: int) -> tuple:
+        e = self._entries[position]
+        if e.location is None:
+            return (e.inline, e.idx, e.term)
+        return (StoredCommand(self._log, e.location), e.idx, e.term)
+
+    def _hw_for(self, commit_index: int) -> int:
+        """High watermark = the offset after the last committed entry."""
+        if not self._entries:
+            return self._log.log_start_offset if self._log is not None else 0
+        pos = min(commit_index - self._entries[0].idx, len(self._entries) - 1)
+        if pos < 0:
+            return self._entries[0].offset
+        return self._entries[pos].next_offset
+
+    def _skip_anchor(self, idx: int, term: int) -> None:
+        expected = self._anchoring.pop(0)
+        if expected != (idx, term):
+            raise RuntimeError(f"snapshot anchor ({idx}, {term}) does not match {expected}")
+
+    def _append_record(self, entry: Entry) -> None:
+        entry.file_pos = self._file.tell()
+        self._file.write(_frame(entry))
+
+    def _rewrite_window(self) -> None:
+        tmp = self._window_path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            pos = 0
+            for entry in self._entries:
+                entry.file_pos = pos
+                record = _frame(entry)
+                f.write(record)
+                pos += len(record)
+            f.flush()
+            os.fsync(f.fileno())
+        if hasattr(self, "_file") and not self._file.closed:
+            self._file.close()
+        os.replace(tmp, self._window_path)
+        _fsync_dir(self._dir)
+        self._file = open(self._window_path, "ab")  # noqa: SIM115
+
+    def _load_window(self) -> None:
+        if not self._window_path.exists():
+            return
+        data = self._window_path.read_bytes()
+        pos = 0
+        while pos + _RECORD_HEAD.size <= len(data):
+            length, crc = _RECORD_HEAD.unpack_from(data, pos)
+            payload = data[pos + _RECORD_HEAD.size : pos + _RECORD_HEAD.size + length]
+            if len(payload) < length or crc32c.crc32c(payload) != crc:
+                break
+            entry = Entry.unpack(msgpack.unpackb(payload))
+            entry.file_pos = pos
+            if not self._in_log(entry):
+                break
+            self._entries.append(entry)
+            if entry.location is not None:
+                self._window_bytes += entry.location.size
+            pos += _RECORD_HEAD.size + length
+        if pos < len(data):
+            log.warning(
+                "%s: dropping %d bytes of window past a torn or unlogged entry",
+                self._window_path,
+                len(data) - pos,
+            )
+            with open(self._window_path, "r+b") as f:
+                f.truncate(pos)
+        self._cut_log_to_window()
+
+    def _check_log_end(self) -> None:
+        """The log must end where the window's last entry ends before anything is appended; an
+        interrupted snapshot install can leave data past it, which no longer belongs there."""
+        if self._log.log_end_offset != self._entries[-1].next_offset:
+            self._cut_log_to_window()
+
+    def truncate_for_install(self, offset: int, leader_terms: set[int]) -> None:
+        """Drops the window entries a snapshot install replaces: those past `offset` (where
+        this log stops agreeing with the leader's) or of a term the leader never had. Entries
+        before it are identical to the leader's (Raft's log matching), so votes stay honest."""
+        keep = 0
+        for keep, entry in enumerate(self._entries):  # noqa: B007 - keep is used after the loop
+            if entry.next_offset > offset or (entry.term > 0 and entry.term not in leader_terms):
+                break
+        else:
+            keep = len(self._entries)
+        if keep == 0:
+            raise RuntimeError(f"install at offset {offset} would empty the Raft window")
+        self._truncate(keep, "install")
+
+    def _truncate(self, position: int, reason: str) -> None:
+        """Removes the window's entries from `position` on and their data from the log."""
+        if position >= len(self._entries):
+            return
+        first = self._entries[position]
+        result = None
+        if self._log is not None:
+            if first.location is not None:
+                loc = first.location
+                result = self._log.truncate(loc.segment_base, loc.term, loc.position, False)
+            elif first.term > 0 and first.inline[:1] == bytes([NO_OP]):
+                # the no-op opened its term's segment: the whole segment goes with it
+                result = self._log.truncate(first.offset, first.term, 0, True)
+            else:
+                result = self._log.truncate_to_offset(first.offset)
+        removed = self._entries[position:]
+        del self._entries[position:]
+        self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
+        self._file.flush()
+        self._file.truncate(first.file_pos)
+        self._file.seek(0, os.SEEK_END)
+        self._listener.truncated(removed, result, reason)
+
+    def _cut_log_to_window(self) -> None:
+        """Batches appended to the log whose window record was lost are not in the Raft log:
+        keeping them would give the next entries different offsets than on other replicas."""
+        if self._log is None or not self._entries:
+            return
+        last = self._entries[-1]
+        if last.location is not None:
+            loc = last.location
+            end = (loc.segment_base, loc.term, loc.position + loc.size)
+        elif last.term > 0:
+            end = (last.offset, last.term, 0)  # a no-op: its term's segment stays, empty
+        else:
+            end = None
+        if end is None:
+            result = self._log.truncate_to_offset(self._log.log_start_offset)
+        else:
+            result = self._log.truncate(*end, False)
+        if result.bytes or result.terms_removed:
+            log.warning("%s: cut %d bytes the window does not know", self._dir, result.bytes)
+
+    def _in_log(self, entry: Entry) -> bool:
+        """An entry whose batches did not survive log recovery is not in the Raft log either."""
+        return self._log is None or entry.next_offset <= self._log.log_end_offset
+
+
+def _frame(entry: Entry) -> bytes:
+    payload = msgpack.packb(entry.pack())
+    return _RECORD_HEAD.pack(len(payload), crc32c.crc32c(payload)) + payload
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,294 @@
+"""One authenticated TCP connection per node pair, carrying every Raft group.
+
+Redpanda multiplexes its Raft groups over one connection per peer the same way; pysyncobj's
+own transport would open a port and a socket pair per group and pickle every message. Frames
+are a plain msgpack stream (msgpack is self-delimiting). The node with the lower id dials.
+Peers prove they hold the cluster secret with an HMAC challenge in both directions before
+anything else is accepted: pysyncobj unpickles the commands a peer delivers, so only a peer
+that knows the secret may deliver one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import msgpack
+
+log = logging.getLogger(__name__)
+
+RAFT, PING, CONTROL, HELLO, WELCOME, AUTH = range(6)
+HANDSHAKE_TIMEOUT = 5.0
+PING_INTERVAL = 1.0
+DEAD_AFTER = 6.0  # seconds without a byte from a connected peer
+RECONNECT_DELAY = 0.3
+CONGESTED_BYTES = 32 * 1024 * 1024
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+
+
+class Endpoint(Protocol):
+    """A Raft group's end of the mesh."""
+
+    def peer_up(self, peer_id: str) -> None: ...
+
+    def peer_down(self, peer_id: str) -> None: ...
+
+    def deliver(self, peer_id: str, message: dict) -> None: ...
+
+
+def _encode_default(obj: Any) -> Any:
+    """pysyncobj hands us lazy journal objects (see raft/journal.py); bytes go on the wire."""
+    if hasattr(obj, "entries"):
+        return obj.entries()
+    if hasattr(obj, "__bytes__"):
+        return bytes(obj)
+    if isinstance(obj, set | frozenset):
+        return list(obj)
+    raise TypeError(f"cannot send {type(obj).__name__} to a peer")
+
+
+def _mac(secret: bytes, *parts: bytes | str) -> bytes:
+    h = hmac.new(secret, digestmod=hashlib.sha256)
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.digest()
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, mesh: Mesh, dial_peer: str | None) -> None:
+        self._mesh = mesh
+        self._dial_peer = dial_peer
+        self._unpacker = msgpack.Unpacker(
+            raw=False, strict_map_key=False, max_buffer_size=MAX_FRAME_BYTES
+        )
+        self._packer = msgpack.Packer(default=_encode_default, use_bin_type=True)
+        self.transport: asyncio.Transport | None = None
+        self.peer_id: str | None = None
+        self.authenticated = False
+        self.last_received = time.monotonic()
+        self._nonce = os.urandom(16)
+        self._peer_nonce = b""
+
+    # --- asyncio.Protocol ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._mesh._loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_deadline)
+        if self._dial_peer is not None:
+            self.write([HELLO, self._mesh.node_id, self._nonce])
+
+    def data_received(self, data: bytes) -> None:
+        self.last_received = time.monotonic()
+        self._unpacker.feed(data)
+        try:
+            for frame in self._unpacker:
+                if self.transport is None or self.transport.is_closing():
+                    return
+                self._frame(frame)
+        except Exception:
+            log.exception("peer %s: bad frame; closing", self.peer_id or "?")
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._mesh._lost(self)
+
+    # --- frames ----------------------------------------------------------------------------
+
+    def _frame(self, frame: list) -> None:
+        kind = frame[0]
+        if self.authenticated:
+            if kind == RAFT:
+                self._mesh._deliver(self.peer_id, frame[1], frame[2])
+            elif kind == CONTROL:
+                self._mesh._control(self.peer_id, frame[1], frame[2])
+            return
+        secret, me = self._mesh._secret, self._mesh.node_id
+        if kind == HELLO and self._dial_peer is None:
+            _, peer, nonce = frame
+            if peer not in self._mesh.peers or peer == me:
+                raise ValueError(f"unknown node {peer!r}")
+            self.peer_id, self._peer_nonce = peer, nonce
+            self.write([WELCOME, me, self._nonce, _mac(secret, "W", nonce, self._nonce, peer, me)])
+        elif kind == WELCOME and self._dial_peer is not None:
+            _, peer, nonce, mac = frame
+            expected = _mac(secret, "W", self._nonce, nonce, me, peer)
+            if peer != self._dial_peer or not hmac.compare_digest(mac, expected):
+                raise ValueError(f"node {peer!r} failed authentication")
+            self.peer_id = peer
+            self.write([AUTH, _mac(secret, "A", nonce, self._nonce, me, peer)])
+            self._mesh._established(self)
+        elif kind == AUTH and self._dial_peer is None and self.peer_id is not None:
+            expected = _mac(secret, "A", self._nonce, self._peer_nonce, self.peer_id, me)
+            if not hmac.compare_digest(frame[1], expected):
+                raise ValueError(f"node {self.peer_id!r} failed authentication")
+            self._mesh._established(self)
+        else:
+            raise ValueError(f"unexpected frame {kind} before authentication")
+
+    def _handshake_deadline(self) -> None:
+        if not self.authenticated:
+            log.warning("peer %s: no handshake within %ss", self.peer_id or "?", HANDSHAKE_TIMEOUT)
+            self.close()
+
+    def write(self, obj: Any) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(self._packer.pack(obj))
+
+    def buffered(self) -> int:
+        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class Mesh:
+    """This node's connections to every peer and the groups that talk over them."""
+
+    def __init__(
+        self,
+        node_id: str,
+        listen: tuple[str, int],
+        peers: dict[str, tuple[str, int]],
+        secret: bytes,
+    ) -> None:
+        self.node_id = node_id
+        self.peers = {p: addr for p, addr in peers.items() if p != node_id}
+        self._listen = listen
+        self._secret = secret
+        self._loop = asyncio.get_event_loop()
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: dict[str, _Connection] = {}
+        self._endpoints: dict[str, Endpoint] = {}
+        self._control_handlers: dict[str, Callable[[str, Any], None]] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._closing = False
+        self.on_peer_change: list[Callable[[str, bool], None]] = []
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._server = await self._loop.create_server(
+            lambda: _Connection(self, None), *self._listen, reuse_address=True
+        )
+        for peer in self.peers:
+            if self.node_id < peer:
+                self._tasks.append(asyncio.create_task(self._dial_forever(peer)))
+        self._tasks.append(asyncio.create_task(self._keepalive()))
+
+    async def close(self) -> None:
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        for conn in list(self._connections.values()):
+            conn.close()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    # --- groups ----------------------------------------------------------------------------
+
+    def register(self, group_id: str, endpoint: Endpoint) -> None:
+        self._endpoints[group_id] = endpoint
+        for peer in self._connections:
+            endpoint.peer_up(peer)
+
+    def unregister(self, group_id: str) -> None:
+        self._endpoints.pop(group_id, None)
+
+    def send(self, peer_id: str, group_id: str, message: Any) -> bool:
+        conn = self._connections.get(peer_id)
+        if conn is None:
+            return False
+        conn.write([RAFT, group_id, message])
+        return True
+
+    def connected(self, peer_id: str) -> bool:
+        return peer_id in self._connections
+
+    def connected_peers(self) -> set[str]:
+        return set(self._connections)
+
+    def congested(self, peer_id: str) -> bool:
+        conn = self._connections.get(peer_id)
+        return conn is None or conn.buffered() > CONGESTED_BYTES
+
+    # --- control messages (gossip) ----------------------------------------------------------
+
+    def on_control(self, kind: str, handler: Callable[[str, Any], None]) -> None:
+        self._control_handlers[kind] = handler
+
+    def broadcast(self, kind: str, payload: Any) -> None:
+        for conn in self._connections.values():
+            conn.write([CONTROL, kind, payload])
+
+    def send_control(self, peer_id: str, kind: str, payload: Any) -> None:
+        conn = self._connections.get(peer_id)
+        if conn is not None:
+            conn.write([CONTROL, kind, payload])
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _deliver(self, peer_id: str, group_id: str, message: dict) -> None:
+        endpoint = self._endpoints.get(group_id)
+        if endpoint is not None:
+            endpoint.deliver(peer_id, message)
+
+    def _control(self, peer_id: str, kind: str, payload: Any) -> None:
+        handler = self._control_handlers.get(kind)
+        if handler is not None:
+            handler(peer_id, payload)
+
+    def _established(self, conn: _Connection) -> None:
+        old = self._connections.get(conn.peer_id)
+        conn.authenticated = True
+        self._connections[conn.peer_id] = conn
+        if old is not None and old is not conn:
+            old.close()  # the peer restarted; its old connection is dead or about to be
+        else:
+            self._notify(conn.peer_id, True)
+        log.info("peer %s connected", conn.peer_id)
+
+    def _lost(self, conn: _Connection) -> None:
+        if conn.peer_id is not None and self._connections.get(conn.peer_id) is conn:
+            del self._connections[conn.peer_id]
+            log.info("peer %s disconnected", conn.peer_id)
+            self._notify(conn.peer_id, False)
+
+    def _notify(self, peer_id: str, up: bool) -> None:
+        for endpoint in list(self._endpoints.values()):
+            if up:
+                endpoint.peer_up(peer_id)
+            else:
+                endpoint.peer_down(peer_id)
+        for callback in self.on_peer_change:
+            callback(peer_id, up)
+
+    async def _dial_forever(self, peer: str) -> None:
+        host, port = self.peers[peer]
+        while not self._closing:
+            if peer not in self._connections:
+                with contextlib.suppress(OSError, TimeoutError):
+                    await asyncio.wait_for(
+                        self._loop.create_connection(lambda: _Connection(self, peer), host, port),
+                        HANDSHAKE_TIMEOUT,
+                    )
+            await asyncio.sleep(RECONNECT_DELAY)
+
+    async def _keepalive(self) -> None:
+        while True:
+            await asyncio.sleep(PING_INTERVAL)
+            now = time.monotonic()
+            for conn in list(self._connections.values()):
+                if now - conn.last_received > DEAD_AFTER:
+                    log.warning("peer %s silent for %.1fs; dropping", conn.peer_id, DEAD_AFTER)
+                    conn.close()
+                else:
+                    conn.write([PING])

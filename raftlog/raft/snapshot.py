@@ -1,0 +1,286 @@
+"""pysyncobj's Serializer seam for partitions: a snapshot is a point in the segment log.
+
+Taking a snapshot costs nothing: the data is already in the segments, so the window is just
+cut at pysyncobj's snapshot point (its two anchor entries stay). Sending one to a follower
+that fell behind that point streams segment data, and only what the follower lacks: the
+first chunk is a manifest with the leader's epochs (term, start offset); the follower finds
+where its log stops agreeing (as KIP-279 does with OffsetForLeaderEpoch), truncates there and
+tells the leader that offset; the leader streams whole batches from it up to the snapshot
+point. pysyncobj's push-only transfer drives it: `None` from getTransmissionData means
+"nothing to send right now".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pysyncobj.config import SERIALIZER_STATE
+
+from raftlog.raft.compat import NO_OP, SnapshotSeam
+from raftlog.raft.journal import Entry, SegmentJournal, StoredCommand
+from raftlog.storage.batch import iter_batches
+from raftlog.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 1024 * 1024
+RESUME_TIMEOUT = 10.0
+RESUME = "rl_snapshot_resume"  # follower -> leader, outside pysyncobj's message types
+
+
+class SnapshotLink(Protocol):
+    """What the snapshotter needs from the group's transport."""
+
+    def congested(self, node_id: str) -> bool: ...
+
+    def send_side_message(self, node_id: str, message: dict) -> None: ...
+
+    def nodes(self) -> set[Any]: ...
+
+
+class SnapshotListener(Protocol):
+    def snapshot_installed(self, resume_offset: int, end_offset: int, source: str) -> None: ...
+
+
+@dataclass
+class _Outbound:
+    anchors: list[Entry]
+    end_offset: int
+    started: float
+    cursor: int | None = None  # set once the follower said where to resume
+
+
+@dataclass
+class _Inbound:
+    leader: str
+    anchors: list[Entry]
+    end_offset: int
+    epochs: list[tuple[int, int]]
+    resume_offset: int
+
+
+def agreement_offset(
+    local: list[tuple[int, int]],
+    local_end: int,
+    leader: list[tuple[int, int]],
+    leader_end: int,
+) -> int:
+    """Largest offset up to which two logs hold the same batches, from their epoch lists.
+
+    Raft's log matching makes a term's batches identical on every log that has them, so
+    the logs agree up to the end of the last term they share (the smaller of its two ends)."""
+
+    def ends(epochs: list[tuple[int, int]], end: int) -> dict[int, tuple[int, int]]:
+        spans = {}
+        for i, (term, start) in enumerate(epochs):
+            stop = epochs[i + 1][1] if i + 1 < len(epochs) else end
+            spans[term] = (start, stop)
+        return spans
+
+    mine, theirs = ends(local, local_end), ends(leader, leader_end)
+    agreed = 0
+    for term in sorted(set(mine) & set(theirs)):
+        (start, stop), (their_start, their_stop) = mine[term], theirs[term]
+        if start != their_start:
+            break
+        agreed = min(stop, their_stop)
+        if stop != their_stop:
+            break
+    return agreed
+
+
+class PartitionSnapshots(SnapshotSeam):
+    """Passed to pysyncobj as conf.fullDumpFile; raft/compat.py makes it the serializer."""
+
+    def __init__(
+        self,
+        journal: SegmentJournal,
+        log_: Log,
+        self_id: str,
+        link: SnapshotLink | None,
+        listener: SnapshotListener,
+    ) -> None:
+        self._journal = journal
+        self._log = log_
+        self._self_id = self_id
+        self.link = link
+        self._listener = listener
+        self._taken: int | None = None
+        self._outbound: dict[Any, _Outbound] = {}
+        self._inbound: _Inbound | None = None
+        self._installed: list[Entry] | None = None
+
+    def __fspath__(self) -> str:
+        # pysyncobj loads a dump at start only if this "file" exists: it does once the window
+        # was cut at a snapshot point.
+        return os.devnull if self._journal.has_snapshot() else "/nonexistent/raftlog-snapshot"
+
+    # --- taking snapshots ------------------------------------------------------------------
+
+    def checkSerializing(self) -> tuple[int, int | None]:  # noqa: N802 - pysyncobj's name
+        if self._taken is None:
+            return SERIALIZER_STATE.NOT_SERIALIZING, None
+        taken, self._taken = self._taken, None
+        return SERIALIZER_STATE.SUCCESS, taken
+
+    def serialize(self, data: tuple, idx: int) -> None:
+        if self._outbound:
+            return  # cutting the window now would move the point a follower is installing
+        self._journal.compact_to(idx)
+        self._taken = idx
+
+    def deserialize(self) -> tuple:
+        anchors = self._installed
+        self._installed = None
+        if anchors is not None:
+            e0, e1 = (self._anchor_tuple(e) for e in anchors)
+        else:
+            e0, e1 = self._journal[0], self._journal[1]
+        return (None, e1, e0, self.link.nodes())
+
+    # --- leader side -------------------------------------------------------------------------
+
+    def getTransmissionData(self, node: Any) -> tuple | None:  # noqa: N802
+        out = self._outbound.get(node)
+        now = time.monotonic()
+        if out is None:
+            anchors = [self._journal.entry(0), self._journal.entry(1)]
+            out = _Outbound(anchors, anchors[1].next_offset, now)
+            self._outbound[node] = out
+            manifest = {
+                "kind": "manifest",
+                "leader": self._self_id,
+                "anchors": [_anchor_fields(e) for e in anchors],
+                "end": out.end_offset,
+                "log_start": self._log.log_start_offset,
+                "epochs": [[t, s] for t, s in self._log.epochs() if s <= out.end_offset],
+            }
+            return (manifest, True, False)
+        if out.cursor is None:
+            if now - out.started > RESUME_TIMEOUT:
+                del self._outbound[node]  # the follower went quiet: start over next time
+            return None
+        if self.link.congested(node.id):
+            return None
+        if out.cursor >= out.end_offset:
+            del self._outbound[node]
+            return ({"kind": "end"}, False, True)
+        data = self._log.read(out.cursor, CHUNK_BYTES, out.end_offset, True)
+        last = None
+        for _, header in iter_batches(data):
+            last = header
+        out.cursor = last.next_offset if last is not None else out.end_offset
+        return ({"kind": "data", "batches": data}, False, False)
+
+    def cancelTransmisstion(self, node: Any) -> None:  # noqa: N802 - pysyncobj's spelling
+        self._outbound.pop(node, None)
+
+    def resume_requested(self, node: Any, offset: int) -> None:
+        out = self._outbound.get(node)
+        if out is not None and out.cursor is None:
+            out.cursor = max(offset, self._log.log_start_offset)
+
+    # --- follower side -----------------------------------------------------------------------
+
+    def setTransmissionData(self, data: tuple | None) -> bool:  # noqa: N802
+        if data is None:
+            return False
+        chunk, is_first, is_last = data
+        if is_first:
+            self._start_install(chunk)
+            return False
+        inbound = self._inbound
+        if inbound is None:
+            return False
+        if chunk["kind"] == "data":
+            self._append_chunk(inbound, chunk["batches"])
+            return False
+        if not is_last:
+            return False
+        self._inbound = None
+        if self._log.log_end_offset != inbound.end_offset:
+            log.error(
+                "snapshot install ended at %d, expected %d; waiting for a new one",
+                self._log.log_end_offset,
+                inbound.end_offset,
+            )
+            return False
+        anchors = [self._locate(e) for e in inbound.anchors]
+        self._journal.expect_anchors(anchors)
+        self._installed = anchors
+        self._listener.snapshot_installed(inbound.resume_offset, inbound.end_offset, inbound.leader)
+        return True
+
+    def _start_install(self, manifest: dict) -> None:
+        epochs = [(t, s) for t, s in manifest["epochs"]]
+        end = manifest["end"]
+        leader_start = manifest["log_start"]
+        agreed = agreement_offset(self._log.epochs(), self._log.log_end_offset, epochs, end)
+        agreed = min(agreed, end)
+        self._journal.truncate_for_install(agreed, {t for t, _ in epochs})
+        if self._log.log_end_offset < leader_start:
+            self._log.reset(leader_start)  # everything we hold was deleted by retention there
+        resume = self._log.log_end_offset
+        anchors = [_anchor_entry(f) for f in manifest["anchors"]]
+        self._inbound = _Inbound(manifest["leader"], anchors, end, epochs, resume)
+        self._begin_terms_at(self._inbound, resume)
+        self.link.send_side_message(manifest["leader"], {"type": RESUME, "offset": resume})
+
+    def _append_chunk(self, inbound: _Inbound, batches: bytes) -> None:
+        """Appends whole batches, one term at a time: the epoch in each batch header is the
+        term it was written in, and log.append keeps segments per term."""
+        view = memoryview(batches)
+        run_start, run_term = 0, None
+        for pos, header in iter_batches(view):
+            term = header.partition_leader_epoch
+            if term != run_term:
+                if run_term is not None:
+                    self._log.append(view[run_start:pos], run_term)
+                if header.base_offset != self._log.log_end_offset:
+                    raise RuntimeError(
+                        f"snapshot data at offset {header.base_offset}, log ends at "
+                        f"{self._log.log_end_offset}"
+                    )
+                self._begin_terms_at(inbound, header.base_offset)
+                run_start, run_term = pos, term
+        if run_term is not None:
+            self._log.append(view[run_start:], run_term)
+        self._begin_terms_at(inbound, self._log.log_end_offset)
+
+    def _begin_terms_at(self, inbound: _Inbound, offset: int) -> None:
+        """Terms that start at `offset` get their segment now, including terms that hold no
+        data at all, so the follower's epoch list comes out the same as the leader's."""
+        last_anchor_term = inbound.anchors[-1].term
+        for term, start in inbound.epochs:
+            if start != offset or term <= self._log.active_term:
+                continue
+            if start == inbound.end_offset and term > last_anchor_term:
+                continue  # a term that begins after the snapshot: its no-op comes by Raft
+            self._log.begin_term(term)
+
+    def _locate(self, anchor: Entry) -> Entry:
+        if anchor.inline is not None:
+            return anchor
+        location = self._log.locate(anchor.offset, anchor.next_offset)
+        return Entry(anchor.idx, anchor.term, anchor.offset, anchor.next_offset, location)
+
+    def _anchor_tuple(self, entry: Entry) -> tuple:
+        if entry.location is None:
+            return (entry.inline, entry.idx, entry.term)
+        return (StoredCommand(self._log, entry.location), entry.idx, entry.term)
+
+
+def _anchor_fields(entry: Entry) -> list:
+    return [entry.idx, entry.term, entry.offset, entry.next_offset, entry.inline]
+
+
+def _anchor_entry(fields: list) -> Entry:
+    idx, term, offset, next_offset, inline = fields
+    return Entry(idx, term, offset, next_offset, inline=inline)
+
+
+__all__ = ["NO_OP", "PartitionSnapshots", "RESUME", "agreement_offset"]
