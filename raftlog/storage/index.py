@@ -1,0 +1,157 @@
+"""Sparse offset (.index) and time (.timeindex) indexes in Kafka's on-disk layout.
+
+Entries live in compact arrays searched with bisect. The files are derived data that recovery
+rebuilds from the .log, so new entries are written out only on flush: the append hot path pays
+no extra syscall for them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from itertools import pairwise
+from pathlib import Path
+from typing import ClassVar
+
+__all__ = ["OffsetIndex", "TimeIndex"]
+
+
+class _SparseIndex:
+    """Two parallel arrays (key, value), both strictly increasing, mirrored to an append-only file."""
+
+    ENTRY: ClassVar[struct.Struct]
+    KEY_TYPE: ClassVar[str]
+
+    __slots__ = ("path", "base_offset", "_keys", "_values", "_persisted", "_dirty")
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._keys = array(self.KEY_TYPE)
+        self._values = array("i")
+        self._persisted = 0  # entries already in the file
+        self._dirty = False
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def load(self) -> bool:
+        """Reads the file; False when it is missing or malformed, so the caller rebuilds it."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return False
+        if len(data) % self.ENTRY.size:
+            return False
+        columns = list(zip(*self.ENTRY.iter_unpack(data), strict=True)) or [(), ()]
+        keys, values = array(self.KEY_TYPE, columns[0]), array("i", columns[1])
+        if values and values[0] < 0:
+            return False
+        if not all(a < b for a, b in pairwise(keys)) or not all(a < b for a, b in pairwise(values)):
+            return False
+        self._keys, self._values = keys, values
+        self._persisted = len(keys)
+        self._dirty = False
+        return True
+
+    def reset(self) -> None:
+        """Empties the index and its file, ahead of a rebuild or for a new segment."""
+        self._keys = array(self.KEY_TYPE)
+        self._values = array("i")
+        with open(self.path, "wb"):
+            pass
+        self._persisted = 0
+        self._dirty = True
+
+    def flush(self) -> None:
+        if not self._dirty:
+            return
+        pack = self.ENTRY.pack
+        pending = b"".join(
+            pack(self._keys[i], self._values[i]) for i in range(self._persisted, len(self._keys))
+        )
+        with open(self.path, "ab") as file:
+            file.write(pending)
+            file.flush()
+            os.fsync(file.fileno())
+        self._persisted = len(self._keys)
+        self._dirty = False
+
+    def _add(self, key: int, value: int) -> None:
+        self._keys.append(key)
+        self._values.append(value)
+        self._dirty = True
+
+    def _keep(self, count: int) -> None:
+        if count >= len(self._keys):
+            return
+        del self._keys[count:]
+        del self._values[count:]
+        if self._persisted > count:
+            os.truncate(self.path, count * self.ENTRY.size)
+            self._persisted = count
+        self._dirty = True
+
+
+class OffsetIndex(_SparseIndex):
+    """Entries: (offset relative to the segment base, byte position of the batch it starts)."""
+
+    ENTRY = struct.Struct(">ii")
+    KEY_TYPE = "i"
+    __slots__ = ()
+
+    def append(self, offset: int, position: int) -> None:
+        self._add(offset - self.base_offset, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or below `offset`; the segment start if none."""
+        return self._entry(bisect_right(self._keys, offset - self.base_offset) - 1)
+
+    def last(self) -> tuple[int, int]:
+        return self._entry(len(self._keys) - 1)
+
+    def last_before(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the last entry below `position`; the segment start if none."""
+        return self._entry(bisect_left(self._values, position) - 1)
+
+    def _entry(self, i: int) -> tuple[int, int]:
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._keys[i], self._values[i]
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drops entries for batches at or after `position`."""
+        self._keep(bisect_left(self._values, position))
+
+
+class TimeIndex(_SparseIndex):
+    """Entries: (largest timestamp so far, relative offset of the batch that holds it)."""
+
+    ENTRY = struct.Struct(">qi")
+    KEY_TYPE = "q"
+    __slots__ = ()
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Only growth is recorded; -1 (no timestamp) never is, keeping entries non-negative."""
+        if timestamp > (self._keys[-1] if self._keys else -1):
+            self._add(timestamp, offset - self.base_offset)
+
+    def last(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the last entry."""
+        if not self._keys:
+            return None
+        return self._keys[-1], self.base_offset + self._values[-1]
+
+    def lookup(self, timestamp: int) -> int:
+        """Offset to start scanning from for the first record at or after `timestamp`.
+
+        Entries carry the maximum so far, so everything up to the entry before the first one
+        reaching `timestamp` is older than it."""
+        i = bisect_left(self._keys, timestamp)
+        return self.base_offset if i == 0 else self.base_offset + self._values[i - 1]
+
+    def truncate_after(self, offset: int) -> None:
+        """Drops entries whose batch lies after `offset`."""
+        self._keep(bisect_right(self._values, offset - self.base_offset))

@@ -1,0 +1,411 @@
+"""A partition's log: its segments in (base offset, term) order.
+
+Offsets are assigned here, at append time, from the log end offset, so every replica applying
+the same Raft entries stores byte-identical segments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.storage.batch import BatchHeader, record_timestamps
+from raftlog.storage.segment import Segment, parse_segment_name, segment_stem
+
+__all__ = ["AppendResult", "Location", "Log", "LogConfig", "TruncateResult"]
+
+log = logging.getLogger(__name__)
+
+CLEAN_MARKER = ".clean"
+_INT32_MAX = 2**31 - 1  # index entries hold positions and relative offsets as int32
+
+
+@dataclass
+class LogConfig:
+    segment_bytes: int = 128 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000  # -1 = infinite
+    retention_bytes: int = -1  # -1 = infinite
+
+    def __post_init__(self) -> None:
+        if not 0 < self.segment_bytes <= _INT32_MAX:
+            raise ValueError(f"segment_bytes must be in 1..{_INT32_MAX}, got {self.segment_bytes}")
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where one appended entry's bytes live."""
+
+    segment_base: int
+    term: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    next_offset: int
+    location: Location
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateResult:
+    records: int
+    batches: int
+    bytes: int
+    terms_removed: list[int]
+
+
+def _segment_key(segment: Segment) -> tuple[int, int]:
+    return segment.base_offset, segment.term
+
+
+def _base_key(segment: Segment) -> int:
+    return segment.base_offset
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self.directory = Path(directory)
+        self.config = config
+        self.directory.mkdir(parents=True, exist_ok=True)
+        marker = self.directory / CLEAN_MARKER
+        self.was_clean = marker.exists()
+        if self.was_clean:
+            marker.unlink()  # from here on a crash must not pass for a clean shutdown
+            _fsync_dir(self.directory)
+        # Where the log stands when truncation removed every segment (kept in memory only).
+        self._empty_at = 0
+        self._segments = self._open_segments()
+
+    def _open_segments(self) -> list[Segment]:
+        names: dict[tuple[int, int], set[str]] = {}
+        for entry in os.scandir(self.directory):
+            parsed = parse_segment_name(entry.name)
+            if parsed is not None and entry.is_file():
+                names.setdefault(parsed[:2], set()).add(parsed[2])
+        for (base, term), extensions in list(names.items()):
+            if "log" not in extensions:  # a crash interrupted Segment.delete()
+                for extension in extensions:
+                    (self.directory / f"{segment_stem(base, term)}.{extension}").unlink()
+                del names[base, term]
+        keys = sorted(names)
+        interval = self.config.index_interval_bytes
+        # Earlier segments were fsynced when they rolled; only the last can be torn.
+        suspect = keys[-1] if keys and not self.was_clean else None
+        segments = [
+            Segment.open(self.directory, base, term, interval, verify=(base, term) == suspect)
+            for base, term in keys
+        ]
+        for i in range(1, len(segments)):
+            previous, segment = segments[i - 1], segments[i]
+            if segment.base_offset != previous.next_offset or segment.term < previous.term:
+                log.warning("%s: log is discontinuous at %s, dropping the rest", previous, segment)
+                for dropped in segments[i:]:
+                    dropped.delete()
+                del segments[i:]
+                break
+        return segments
+
+    # -- shape ---------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset if self._segments else self._empty_at
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset if self._segments else self._empty_at
+
+    @property
+    def active_term(self) -> int:
+        return self._segments[-1].term if self._segments else -1
+
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    def epochs(self) -> list[tuple[int, int]]:
+        """(term, start offset) per term: the epoch cache is the segment list."""
+        epochs: list[tuple[int, int]] = []
+        for segment in self._segments:
+            if not epochs or epochs[-1][0] != segment.term:
+                epochs.append((segment.term, segment.base_offset))
+        return epochs
+
+    def epoch_for_offset(self, offset: int) -> int:
+        if not self.log_start_offset <= offset < self.log_end_offset:
+            return -1
+        return self._segments[self._holding(offset)].term
+
+    def _holding(self, offset: int) -> int:
+        """Index of the segment holding `offset`, which must be in the log. Empty segments share
+        their base with the next one and sort before it, so the last base <= offset is it."""
+        return bisect_right(self._segments, offset, key=_base_key) - 1
+
+    def _index_of(self, segment_base: int, term: int) -> int:
+        i = bisect_right(self._segments, (segment_base, term), key=_segment_key) - 1
+        if i < 0 or _segment_key(self._segments[i]) != (segment_base, term):
+            raise ValueError(f"no segment {segment_base}-{term} in {self.directory}")
+        return i
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def begin_term(self, term: int) -> None:
+        """A term owns a segment from its start, even if its leader never writes a batch."""
+        if term == self.active_term:
+            return
+        if term < self.active_term:
+            raise ValueError(f"term {term} is older than the active term {self.active_term}")
+        self._roll(term)
+
+    def _roll(self, term: int) -> None:
+        if self._segments:
+            self._segments[-1].flush()
+        segment = Segment.create(
+            self.directory, self.log_end_offset, term, self.config.index_interval_bytes
+        )
+        _fsync_dir(self.directory)
+        self._segments.append(segment)
+
+    def append(self, batches: bytes | bytearray | memoryview, term: int) -> AppendResult:
+        size = len(batches)
+        if not size:
+            raise ValueError("nothing to append")
+        self.begin_term(term)
+        segment = self._segments[-1]
+        if segment.size and (
+            segment.size + size > self.config.segment_bytes
+            or segment.next_offset - segment.base_offset > _INT32_MAX
+        ):
+            self._roll(term)
+            segment = self._segments[-1]
+        position = segment.size
+        base_offset = segment.next_offset
+        max_timestamp = segment.append(batches)
+        location = Location(segment.base_offset, term, position, segment.size - position)
+        return AppendResult(base_offset, segment.next_offset, location, max_timestamp)
+
+    def truncate(
+        self, segment_base: int, term: int, position: int, drop_segment: bool
+    ) -> TruncateResult:
+        """Raft truncation: everything from `position` of segment (segment_base, term) on, and
+        with drop_segment that whole segment too."""
+        if not self._segments:
+            return TruncateResult(0, 0, 0, [])
+        i = self._index_of(segment_base, term)
+        if drop_segment:
+            return self._remove(i, 0, whole=True)
+        return self._remove(i, position, whole=False)
+
+    def truncate_to_offset(self, offset: int) -> TruncateResult:
+        """Removes every batch at or after `offset`, which must start a batch."""
+        if offset >= self.log_end_offset:
+            return TruncateResult(0, 0, 0, [])
+        if offset <= self.log_start_offset:
+            return self._remove(0, 0, whole=True)
+        i = self._holding(offset)
+        position, header = self._segments[i].find(offset)
+        if header.base_offset != offset:
+            raise ValueError(f"offset {offset} is inside the batch at {header.base_offset}")
+        return self._remove(i, position, whole=position == 0)
+
+    def reset(self, offset: int) -> None:
+        """Empties the log so it continues at `offset`: a follower whose whole log lies below
+        the leader's log start. Held in memory until the next segment is created."""
+        if self._segments:
+            self._remove(0, 0, whole=True)
+        self._empty_at = offset
+
+    def _remove(self, i: int, position: int, whole: bool) -> TruncateResult:
+        """Cuts segment i at `position` (or removes it when `whole`) and removes all later ones."""
+        target = self._segments[i]
+        doomed = self._segments[i if whole else i + 1 :]
+        records = batches = removed_bytes = 0
+        for segment, start in [(target, position), *((s, 0) for s in doomed if s is not target)]:
+            removed_bytes += segment.size - start
+            for _, header in segment.headers(start):
+                records += header.record_count
+                batches += 1
+        if not whole:
+            target.truncate(position)  # first: it rejects a position inside a batch
+        if whole and i == 0:
+            self._empty_at = target.base_offset
+        for segment in reversed(doomed):
+            segment.delete()
+        del self._segments[len(self._segments) - len(doomed) :]
+        remaining = {segment.term for segment in self._segments}
+        terms = list(dict.fromkeys(s.term for s in doomed if s.term not in remaining))
+        return TruncateResult(records, batches, removed_bytes, terms)
+
+    def apply_retention(self, now_ms: int, floor_offset: int) -> int:
+        """Deletes whole segments from the start; never the active one, never past
+        `floor_offset` (what Raft still needs)."""
+        retention_ms = self.config.retention_ms
+        retention_bytes = self.config.retention_bytes
+        total = sum(segment.size for segment in self._segments)
+        deleted = 0
+        while len(self._segments) > 1:
+            segment = self._segments[0]
+            if segment.next_offset > floor_offset:
+                break
+            expired = retention_ms >= 0 and segment.max_timestamp < now_ms - retention_ms
+            oversized = retention_bytes >= 0 and total - segment.size >= retention_bytes
+            if not (expired or oversized):
+                break
+            total -= segment.size
+            segment.delete()
+            del self._segments[0]
+            deleted += 1
+        return deleted
+
+    def flush(self) -> None:
+        """Only the active segment can have unsynced data: the others were flushed on roll."""
+        if self._segments:
+            self._segments[-1].flush()
+
+    def close(self) -> None:
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+        marker = self.directory / CLEAN_MARKER
+        with open(marker, "wb") as file:
+            os.fsync(file.fileno())
+        _fsync_dir(self.directory)
+
+    @staticmethod
+    def replace_directory(live: Path, staged: Path) -> None:
+        """Swaps a fully written staged log directory in for the (closed) live one; a crash
+        leaves either the old or the new directory at `live`, or `live.old` and `staged` both."""
+        live, staged = Path(live), Path(staged)
+        old = live.with_name(live.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        for root, _, files in os.walk(staged):
+            for name in files:
+                fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            _fsync_dir(Path(root))
+        if live.exists():
+            os.rename(live, old)
+        os.rename(staged, live)
+        _fsync_dir(live.parent)
+        shutil.rmtree(old, ignore_errors=True)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, upper_bound: int, min_one: bool) -> bytes:
+        """Whole batches from the one holding `offset`, none past `upper_bound` (the high
+        watermark), at most `max_bytes` unless `min_one` lets a larger first batch through."""
+        start, end = self.log_start_offset, self.log_end_offset
+        if not start <= offset <= end:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"offset {offset} is outside the log [{start}, {end})",
+            )
+        if offset >= min(upper_bound, end):
+            return b""
+        i = self._holding(offset)
+        position, _ = self._segments[i].find(offset)
+        parts: list[bytes] = []
+        total = 0
+        for segment in self._segments[i:]:
+            data, stopped = segment.read_batches(
+                position, max_bytes - total, upper_bound, min_one and not total
+            )
+            parts.append(data)
+            total += len(data)
+            if stopped or total >= max_bytes:
+                break
+            position = 0
+        return b"".join(parts)
+
+    def locate(self, offset: int, next_offset: int) -> Location:
+        """The Location of the batches holding exactly [offset, next_offset), which must lie in
+        one segment: how an installed snapshot finds the entries it anchors on."""
+        if not self.log_start_offset <= offset < next_offset <= self.log_end_offset:
+            raise ValueError(f"offsets [{offset}, {next_offset}) are not in the log")
+        segment = self._segments[self._holding(offset)]
+        start, first = segment.find(offset)
+        if first.base_offset != offset:
+            raise ValueError(f"offset {offset} is inside the batch at {first.base_offset}")
+        for position, header in segment.headers(start):
+            if header.next_offset == next_offset:
+                end = position + header.size
+                return Location(segment.base_offset, segment.term, start, end - start)
+            if header.next_offset > next_offset:
+                break
+        raise ValueError(f"no batch of {segment} ends at offset {next_offset}")
+
+    def read_location(self, location: Location) -> bytes:
+        segment = self._segments[self._index_of(location.segment_base, location.term)]
+        return segment.read(location.position, location.size)
+
+    def offset_for_timestamp(self, timestamp: int, upper_bound: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record below `upper_bound` stamped at or after
+        `timestamp`: time index to a position, batch max timestamps to a batch, then records."""
+        for segment in self._segments:
+            if segment.base_offset >= upper_bound:
+                break
+            if segment.max_timestamp < timestamp:
+                continue
+            for position, header in segment.headers(segment.timestamp_position(timestamp)):
+                if header.base_offset >= upper_bound:
+                    return None
+                if header.max_timestamp >= timestamp:
+                    batch = segment.read(position, header.size)
+                    for offset, stamp in record_timestamps(batch):
+                        if stamp >= timestamp and offset < upper_bound:
+                            return offset, stamp
+        return None
+
+    def max_timestamp(self, upper_bound: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the newest record below `upper_bound`; the earliest on ties."""
+        best: tuple[int, Segment, int] | None = None  # (timestamp, segment, batch base offset)
+        for segment in self._segments:
+            if segment.base_offset >= upper_bound:
+                break
+            if not segment.size:
+                continue
+            if segment.next_offset <= upper_bound:
+                found = segment.max_timestamp, segment.max_timestamp_offset
+            else:
+                found = _max_below(segment, upper_bound)
+            if found[1] >= 0 and (best is None or found[0] > best[0]):
+                best = found[0], segment, found[1]
+        if best is None:
+            return None
+        timestamp, segment, base_offset = best
+        position, header = segment.find(base_offset)
+        for offset, stamp in record_timestamps(segment.read(position, header.size)):
+            if stamp == timestamp:
+                return timestamp, offset
+        # The producer's max timestamp matches no record: point at the batch, as Kafka does.
+        return timestamp, header.next_offset - 1
+
+
+def _max_below(segment: Segment, upper_bound: int) -> tuple[int, int]:
+    """(max timestamp, base offset of its batch) over the segment's batches below the bound."""
+    best: BatchHeader | None = None
+    for _, header in segment.headers():
+        if header.base_offset >= upper_bound:
+            break
+        if best is None or header.max_timestamp > best.max_timestamp:
+            best = header
+    return (best.max_timestamp, best.base_offset) if best else (-1, -1)

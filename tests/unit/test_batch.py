@@ -1,0 +1,220 @@
+import struct
+
+import cramjam
+import pytest
+from crc32c import crc32c
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.storage.batch import (
+    HEADER_SIZE,
+    assign,
+    crc_ok,
+    iter_batches,
+    parse_header,
+    record_timestamps,
+    validate_produce,
+)
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
+LIMIT = 1 << 20
+
+
+def make_batch(
+    timestamps: list[int], compression: int = NONE, producer: tuple[int, int, int] = (-1, -1, -1)
+) -> bytearray:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=compression,
+        is_transactional=False,
+        producer_id=producer[0],
+        producer_epoch=producer[1],
+        base_sequence=producer[2],
+        batch_size=LIMIT,
+    )
+    for i, ts in enumerate(timestamps):
+        builder.append(i, timestamp=ts, key=b"k%d" % i, value=b"value-" * 30, headers=[])
+    return builder.build()
+
+
+def reseal(buf: bytearray) -> bytearray:
+    """Fixes batchLength and CRC after a test edited the batch."""
+    struct.pack_into(">i", buf, 8, len(buf) - 12)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return buf
+
+
+def snappy_batch(timestamps: list[int], xerial: bool) -> bytearray:
+    """kafka-python can only build snappy batches with python-snappy, which is not installed."""
+    plain = make_batch(timestamps)
+    records = bytes(plain[HEADER_SIZE:])
+    if xerial:  # snappy-java block framing, as the Java producer sends it
+        payload = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+        for i in range(0, len(records), 64):
+            block = bytes(cramjam.snappy.compress_raw(records[i : i + 64]))
+            payload += struct.pack(">i", len(block)) + block
+    else:  # librdkafka sends raw snappy
+        payload = bytes(cramjam.snappy.compress_raw(records))
+    batch = plain[:HEADER_SIZE] + payload
+    struct.pack_into(">h", batch, 21, SNAPPY)
+    return reseal(batch)
+
+
+def code_of(records: object) -> ErrorCode:
+    with pytest.raises(KafkaError) as info:
+        validate_produce(records, LIMIT)  # type: ignore[arg-type]
+    return info.value.code
+
+
+def test_parse_header_reads_every_field() -> None:
+    batch = make_batch([5_000, 5_007, 5_003], GZIP, producer=(42, 3, 17))
+    header = parse_header(batch)
+    assert header.base_offset == 0
+    assert header.size == len(batch) == header.batch_length + 12
+    assert header.partition_leader_epoch == 0
+    assert header.magic == 2
+    assert header.compression == GZIP
+    assert header.last_offset_delta == 2
+    assert header.record_count == 3
+    assert header.base_timestamp == 5_000
+    assert header.max_timestamp == 5_007
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 3, 17)
+    assert header.next_offset == 3
+    assert not header.is_transactional and not header.is_control
+
+
+def test_parse_header_at_position_and_flags() -> None:
+    batch = make_batch([1])
+    struct.pack_into(">h", batch, 21, 0x30)  # transactional + control
+    header = parse_header(b"pad" + bytes(batch), 3)
+    assert header.is_transactional and header.is_control
+    assert header.compression == NONE
+
+
+def test_crc_detects_a_flipped_byte_but_not_offset_or_epoch_rewrites() -> None:
+    batch = make_batch([1, 2])
+    header = parse_header(batch)
+    assert crc_ok(batch, 0, header)
+    assign(batch, 0, 123_456, 9)
+    assert crc_ok(batch, 0, header)
+    batch[HEADER_SIZE + 5] ^= 0x01
+    assert not crc_ok(batch, 0, header)
+
+
+def test_validate_produce_accepts_concatenated_batches() -> None:
+    first, second = make_batch([1, 2, 3]), make_batch([4], ZSTD)
+    headers = validate_produce(bytes(first + second), LIMIT)
+    assert [h.record_count for h in headers] == [3, 1]
+    assert [h.compression for h in headers] == [NONE, ZSTD]
+    assert validate_produce(memoryview(first), LIMIT)[0].size == len(first)
+
+
+@pytest.mark.parametrize("records", [b"", None])
+def test_validate_produce_rejects_missing_records(records: bytes | None) -> None:
+    assert code_of(records) == ErrorCode.corrupt_message
+
+
+def test_validate_produce_rejects_truncation() -> None:
+    batch = bytes(make_batch([1, 2]))
+    assert code_of(batch[:-1]) == ErrorCode.corrupt_message
+    assert code_of(batch + batch[:10]) == ErrorCode.corrupt_message
+
+
+def test_validate_produce_rejects_impossible_length() -> None:
+    batch = make_batch([1])
+    struct.pack_into(">i", batch, 8, 20)
+    assert code_of(bytes(batch)) == ErrorCode.corrupt_message
+
+
+def test_validate_produce_rejects_old_magic() -> None:
+    batch = make_batch([1])
+    batch[16] = 1
+    with pytest.raises(KafkaError) as info:
+        validate_produce(bytes(batch), LIMIT)
+    assert info.value.code == ErrorCode.unsupported_for_message_format
+    assert "v2" in str(info.value)
+
+
+def test_validate_produce_rejects_bad_crc() -> None:
+    batch = make_batch([1, 2])
+    batch[-1] ^= 0xFF
+    assert code_of(bytes(batch)) == ErrorCode.corrupt_message
+
+
+def test_validate_produce_rejects_oversized_batch() -> None:
+    batch = bytes(make_batch([1, 2]))
+    with pytest.raises(KafkaError) as info:
+        validate_produce(batch, len(batch) - 1)
+    assert info.value.code == ErrorCode.message_too_large
+    assert validate_produce(batch, len(batch))
+
+
+@pytest.mark.parametrize(("count", "last_delta"), [(2, 2), (0, -1), (-3, -4)])
+def test_validate_produce_rejects_inconsistent_record_count(count: int, last_delta: int) -> None:
+    batch = make_batch([1, 2, 3])
+    struct.pack_into(">i", batch, 23, last_delta)
+    struct.pack_into(">i", batch, 57, count)
+    assert code_of(bytes(reseal(batch))) == ErrorCode.corrupt_message
+
+
+def test_validate_produce_rejects_counts_the_bytes_cannot_hold() -> None:
+    batch = make_batch([1])
+    struct.pack_into(">i", batch, 23, 999_999)
+    struct.pack_into(">i", batch, 57, 1_000_000)
+    assert code_of(bytes(reseal(batch))) == ErrorCode.corrupt_message
+
+
+def test_assign_rewrites_only_offset_and_epoch() -> None:
+    batch = make_batch([1, 2])
+    before = bytes(batch)
+    assign(batch, 0, 2**40, 77)
+    header = parse_header(batch)
+    assert (header.base_offset, header.partition_leader_epoch) == (2**40, 77)
+    assert header.next_offset == 2**40 + 2
+    assert batch[8:12] == before[8:12]
+    assert batch[16:] == before[16:]
+
+
+def test_iter_batches_stops_at_a_partial_or_garbage_tail() -> None:
+    first, second = bytes(make_batch([1])), bytes(make_batch([2, 3]))
+    data = first + second + second[:30]
+    assert [(pos, h.record_count) for pos, h in iter_batches(data)] == [
+        (0, 1),
+        (len(first), 2),
+    ]
+    assert [pos for pos, _ in iter_batches(data, start=len(first))] == [len(first)]
+    assert [pos for pos, _ in iter_batches(data, end=len(first) + 10)] == [0]
+    garbage = first + b"\x00" * 70
+    assert [pos for pos, _ in iter_batches(garbage)] == [0]
+
+
+@pytest.mark.parametrize("compression", [NONE, GZIP, LZ4, ZSTD, "snappy-xerial", "snappy-raw"])
+def test_record_timestamps_decodes_every_codec(compression: int | str) -> None:
+    stamps = [900, 905, 903, 950, 920]
+    if isinstance(compression, str):
+        batch = snappy_batch(stamps, xerial=compression == "snappy-xerial")
+        expected_codec = SNAPPY
+    else:
+        batch = make_batch(stamps, compression)
+        expected_codec = compression
+    assert parse_header(batch).compression == expected_codec
+    validate_produce(bytes(batch), LIMIT)
+    assign(batch, 0, 1_000, 4)
+    assert record_timestamps(bytes(batch)) == [(1_000 + i, ts) for i, ts in enumerate(stamps)]
+
+
+def test_record_timestamps_uses_max_timestamp_for_log_append_time() -> None:
+    batch = make_batch([10, 30, 20])
+    struct.pack_into(">h", batch, 21, 0x08)
+    struct.pack_into(">q", batch, 35, 99)
+    assert record_timestamps(bytes(batch)) == [(0, 99), (1, 99), (2, 99)]
+
+
+@pytest.mark.parametrize("compression", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_record_timestamps_reports_undecodable_batches(compression: int) -> None:
+    batch = make_batch([1, 2])
+    batch[HEADER_SIZE:] = b"\x07" * 40
+    struct.pack_into(">h", batch, 21, compression)
+    with pytest.raises(KafkaError) as info:
+        record_timestamps(bytes(reseal(batch)))
+    assert info.value.code == ErrorCode.corrupt_message
