@@ -17,7 +17,7 @@ from pysyncobj.journal import Journal
 PINNED_VERSION = "0.3.17"
 
 # Name-mangled attributes of SyncObj that raftlog reads.
-_PRIVATE_ATTRS = ("_SyncObj__raftMatchIndex",)
+_PRIVATE_ATTRS = ("_SyncObj__raftMatchIndex", "_SyncObj__raftNextIndex", "_SyncObj__raftLog")
 # Methods the seams call, and the module globals they replace.
 _METHODS = (
     "_applyCommand",
@@ -107,3 +107,15 @@ def install() -> None:
 def match_indexes(obj: _syncobj.SyncObj) -> dict[str, int]:
     """Leader's view of each follower's replicated index, by node id."""
     return {node.id: idx for node, idx in obj._SyncObj__raftMatchIndex.items()}
+
+
+def match_index(obj: _syncobj.SyncObj, node: Any) -> int:
+    return obj._SyncObj__raftMatchIndex.get(node, 0)
+
+
+def skip_to_log_end(obj: _syncobj.SyncObj, node: Any) -> None:
+    """Makes the leader treat everything as sent to `node`, so its send loop stops walking the
+    backlog; the follower's next success answer sets nextIndex back to what it really has
+    (pysyncobj moves nextIndex whenever matchIndex advances)."""
+    log = obj._SyncObj__raftLog
+    obj._SyncObj__raftNextIndex[node] = log[-1][1] + 1

@@ -37,7 +37,7 @@ class RaftTimings:
     compaction_seconds: float = 60.0
     # Above pysyncobj's chunked-transfer threshold it mis-detects the last chunk (DESIGN.md
     # section 2), so every entry must stay below this; produce enforces it.
-    max_message_bytes: int = 16 * 1024 * 1024
+    max_message_bytes: int = 4 * 1024 * 1024
 
 
 class RaftGroup:
@@ -79,6 +79,10 @@ class RaftGroup:
         others = {Node(p) for p in peer_ids if p != self_id}
         self.transport = GroupTransport(mesh, name, self_node, others, self.schedule)
         self.obj = factory(self_node, others, conf=conf, transport=self.transport)
+        self.transport.match_index = lambda node: compat.match_index(self.obj, node)
+        self.transport.skip_to_log_end = lambda node: compat.skip_to_log_end(self.obj, node)
+        self.transport.heartbeat = timings.heartbeat
+        self.transport.compaction_floor = self._compaction_floor
         self.transport.attach()
         ticker.add(self)
 
@@ -132,6 +136,14 @@ class RaftGroup:
     @property
     def commit_index(self) -> int:
         return self.obj.raftCommitIndex
+
+    def _compaction_floor(self) -> int:
+        """The lowest index a connected follower still needs, if this node leads."""
+        if not self.is_leader:
+            return 2**63
+        matches = self.match_indexes()
+        connected = self.connected_peers()
+        return min((matches.get(p, 0) for p in connected), default=2**63)
 
     def match_indexes(self) -> dict[str, int]:
         return compat.match_indexes(self.obj)

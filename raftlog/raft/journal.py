@@ -37,8 +37,9 @@ class JournalListener(Protocol):
 
     def appended(self, entry: Entry, command: object) -> None: ...
 
-    def truncated(self, removed: list[Entry], result: TruncateResult | None, reason: str) -> None:
-        ...
+    def truncated(
+        self, removed: list[Entry], result: TruncateResult | None, reason: str
+    ) -> None: ...
 
     def committed(self, commit_index: int, high_watermark: int) -> None: ...
 
@@ -195,6 +196,9 @@ class SegmentJournal(Journal):
         self._state = RaftState(raft_dir / "state")
         self._window_path = raft_dir / "window"
         self._entries: list[Entry] = []
+        # Entries pysyncobj deleted whose data is still in the log, in log order (see
+        # deleteEntriesFrom): revived in place if the leader re-sends them.
+        self._hidden: list[Entry] = []
         self._window_bytes = 0  # data bytes referenced by the window
         self._load_window()
         self._file = open(self._window_path, "ab")  # noqa: SIM115 - kept open for appends
@@ -207,6 +211,11 @@ class SegmentJournal(Journal):
         if self._anchoring:
             self._skip_anchor(idx, term)
             return
+        if self._hidden:
+            if (self._hidden[0].idx, self._hidden[0].term) == (idx, term):
+                self._revive()
+                return
+            self._drop_hidden()
         kind = command[0]
         if self._log is not None and self._entries:
             self._check_log_end()
@@ -244,7 +253,20 @@ class SegmentJournal(Journal):
         self._anchoring = [(e.idx, e.term) for e in anchors]
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 - pysyncobj's name
-        self._truncate(entryFrom, "raft")
+        """pysyncobj deletes everything after the leader's prevLogIdx on every append, even when
+        the leader only re-sent entries this log already holds (after a rewind of its nextIndex).
+        Entries with the same index and term are identical (Raft's log matching), so the
+        deleted entries are hidden, not cut: an add of the same (index, term) revives one in
+        place, and only an add that conflicts cuts the log (a real truncation)."""
+        if entryFrom >= len(self._entries):
+            return
+        removed = self._entries[entryFrom:]
+        del self._entries[entryFrom:]
+        self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
+        self._hidden = removed + self._hidden
+        self._file.flush()
+        self._file.truncate(removed[0].file_pos)
+        self._file.seek(0, os.SEEK_END)
 
     def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 - pysyncobj's name
         if entryTo <= 0:
@@ -270,7 +292,10 @@ class SegmentJournal(Journal):
 
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802, N803
         self._state.set_commit(raftCommitIndex)
-        hw = self._hw_for(raftCommitIndex)
+        # pysyncobj lowers its commit index to the log end when it rewinds a follower's log
+        # onto entries it is about to re-add; committed entries never go away, so neither
+        # does the high watermark.
+        hw = max(self._hw_for(raftCommitIndex), self._high_watermark)
         if hw != self._high_watermark:
             self._high_watermark = hw
             self._listener.committed(raftCommitIndex, hw)
@@ -296,6 +321,13 @@ class SegmentJournal(Journal):
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        """Where the Raft log ends (hidden entries' data may still follow it in the segments)."""
+        if self._entries:
+            return self._entries[-1].next_offset
+        return self._log.log_end_offset if self._log is not None else 0
 
     @property
     def window_bytes(self) -> int:
@@ -423,21 +455,32 @@ class SegmentJournal(Journal):
         """Drops the window entries a snapshot install replaces: those past `offset` (where
         this log stops agreeing with the leader's) or of a term the leader never had. Entries
         before it are identical to the leader's (Raft's log matching), so votes stay honest."""
-        keep = 0
-        for keep, entry in enumerate(self._entries):  # noqa: B007 - keep is used after the loop
+        self._drop_hidden()
+        keep = len(self._entries)
+        for i, entry in enumerate(self._entries):
             if entry.next_offset > offset or (entry.term > 0 and entry.term not in leader_terms):
+                keep = i
                 break
-        else:
-            keep = len(self._entries)
         if keep == 0:
             raise RuntimeError(f"install at offset {offset} would empty the Raft window")
-        self._truncate(keep, "install")
+        if keep < len(self._entries):
+            self.deleteEntriesFrom(keep)
+            self._drop_hidden("install")
 
-    def _truncate(self, position: int, reason: str) -> None:
-        """Removes the window's entries from `position` on and their data from the log."""
-        if position >= len(self._entries):
+    def _revive(self) -> None:
+        entry = self._hidden.pop(0)
+        self._append_record(entry)
+        self._entries.append(entry)
+        if entry.location is not None:
+            self._window_bytes += entry.location.size
+        self._listener.appended(entry, None)
+
+    def _drop_hidden(self, reason: str = "raft") -> None:
+        """Cuts the hidden entries' data from the log: the leader's log disagrees with them."""
+        if not self._hidden:
             return
-        first = self._entries[position]
+        removed, self._hidden = self._hidden, []
+        first = removed[0]
         result = None
         if self._log is not None:
             if first.location is not None:
@@ -448,12 +491,6 @@ class SegmentJournal(Journal):
                 result = self._log.truncate(first.offset, first.term, 0, True)
             else:
                 result = self._log.truncate_to_offset(first.offset)
-        removed = self._entries[position:]
-        del self._entries[position:]
-        self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
-        self._file.flush()
-        self._file.truncate(first.file_pos)
-        self._file.seek(0, os.SEEK_END)
         self._listener.truncated(removed, result, reason)
 
     def _cut_log_to_window(self) -> None:

@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -29,7 +30,11 @@ HANDSHAKE_TIMEOUT = 5.0
 PING_INTERVAL = 1.0
 DEAD_AFTER = 6.0  # seconds without a byte from a connected peer
 RECONNECT_DELAY = 0.3
-CONGESTED_BYTES = 32 * 1024 * 1024
+# Bytes queued towards a peer before appends wait. Each group also has its own window (see
+# raft/transport.py); this bounds the sum, so that at the tens of MB/s a Python follower
+# absorbs the queue stays a small fraction of an election timeout deep.
+CONGESTED_BYTES = 8 * 1024 * 1024
+SOCKET_BUFFER = 512 * 1024
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 
 
@@ -81,6 +86,13 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # Small kernel buffers: every group shares this connection, and bytes queued here
+            # delay every other group's heartbeats (see CONGESTED_BYTES).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._mesh._loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_deadline)
         if self._dial_peer is not None:
             self.write([HELLO, self._mesh.node_id, self._nonce])
@@ -171,6 +183,7 @@ class Mesh:
         self._control_handlers: dict[str, Callable[[str, Any], None]] = {}
         self._tasks: list[asyncio.Task] = []
         self._closing = False
+        self._last_error: dict[str, float] = {}
         self.on_peer_change: list[Callable[[str, bool], None]] = []
 
     async def start(self) -> None:
@@ -217,8 +230,12 @@ class Mesh:
         return set(self._connections)
 
     def congested(self, peer_id: str) -> bool:
+        return self.queued(peer_id) > CONGESTED_BYTES
+
+    def queued(self, peer_id: str) -> int:
+        """Bytes waiting to go to the peer; a disconnected peer counts as full."""
         conn = self._connections.get(peer_id)
-        return conn is None or conn.buffered() > CONGESTED_BYTES
+        return conn.buffered() if conn is not None else 2**62
 
     # --- control messages (gossip) ----------------------------------------------------------
 
@@ -238,8 +255,16 @@ class Mesh:
 
     def _deliver(self, peer_id: str, group_id: str, message: dict) -> None:
         endpoint = self._endpoints.get(group_id)
-        if endpoint is not None:
+        if endpoint is None:
+            return
+        try:
             endpoint.deliver(peer_id, message)
+        except Exception:
+            # One group's failure must not take the connection down for every other group.
+            now = time.monotonic()
+            if now - self._last_error.get(group_id, 0.0) > 5.0:
+                self._last_error[group_id] = now
+                log.exception("group %s: message from %s failed", group_id, peer_id)
 
     def _control(self, peer_id: str, kind: str, payload: Any) -> None:
         handler = self._control_handlers.get(kind)

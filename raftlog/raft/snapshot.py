@@ -28,6 +28,8 @@ from raftlog.storage.log import Log
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 1024 * 1024
+# A leader keeps entries a connected follower still lacks, up to this much data.
+HARD_WINDOW_BYTES = 256 * 1024 * 1024
 RESUME_TIMEOUT = 10.0
 RESUME = "rl_snapshot_resume"  # follower -> leader, outside pysyncobj's message types
 
@@ -35,7 +37,9 @@ RESUME = "rl_snapshot_resume"  # follower -> leader, outside pysyncobj's message
 class SnapshotLink(Protocol):
     """What the snapshotter needs from the group's transport."""
 
-    def congested(self, node_id: str) -> bool: ...
+    def queued(self, node_id: str) -> int: ...
+
+    def compaction_floor(self) -> int: ...
 
     def send_side_message(self, node_id: str, message: dict) -> None: ...
 
@@ -48,6 +52,7 @@ class SnapshotListener(Protocol):
 
 @dataclass
 class _Outbound:
+    id: str
     anchors: list[Entry]
     end_offset: int
     started: float
@@ -56,6 +61,7 @@ class _Outbound:
 
 @dataclass
 class _Inbound:
+    id: str
     leader: str
     anchors: list[Entry]
     end_offset: int
@@ -130,6 +136,10 @@ class PartitionSnapshots(SnapshotSeam):
     def serialize(self, data: tuple, idx: int) -> None:
         if self._outbound:
             return  # cutting the window now would move the point a follower is installing
+        if idx > self.link.compaction_floor() and self._journal.window_bytes < HARD_WINDOW_BYTES:
+            # A connected follower still needs entries before idx: cutting them would turn
+            # its ordinary catch-up into a snapshot install. pysyncobj asks again next tick.
+            return
         self._journal.compact_to(idx)
         self._taken = idx
 
@@ -149,10 +159,11 @@ class PartitionSnapshots(SnapshotSeam):
         now = time.monotonic()
         if out is None:
             anchors = [self._journal.entry(0), self._journal.entry(1)]
-            out = _Outbound(anchors, anchors[1].next_offset, now)
+            out = _Outbound(os.urandom(8).hex(), anchors, anchors[1].next_offset, now)
             self._outbound[node] = out
             manifest = {
                 "kind": "manifest",
+                "id": out.id,
                 "leader": self._self_id,
                 "anchors": [_anchor_fields(e) for e in anchors],
                 "end": out.end_offset,
@@ -164,24 +175,24 @@ class PartitionSnapshots(SnapshotSeam):
             if now - out.started > RESUME_TIMEOUT:
                 del self._outbound[node]  # the follower went quiet: start over next time
             return None
-        if self.link.congested(node.id):
-            return None
+        if self.link.queued(node.id) > CHUNK_BYTES:
+            return None  # the connection is busy; pysyncobj asks again on its next send
         if out.cursor >= out.end_offset:
             del self._outbound[node]
-            return ({"kind": "end"}, False, True)
+            return ({"kind": "end", "id": out.id}, False, True)
         data = self._log.read(out.cursor, CHUNK_BYTES, out.end_offset, True)
         last = None
         for _, header in iter_batches(data):
             last = header
         out.cursor = last.next_offset if last is not None else out.end_offset
-        return ({"kind": "data", "batches": data}, False, False)
+        return ({"kind": "data", "id": out.id, "batches": data}, False, False)
 
     def cancelTransmisstion(self, node: Any) -> None:  # noqa: N802 - pysyncobj's spelling
         self._outbound.pop(node, None)
 
-    def resume_requested(self, node: Any, offset: int) -> None:
+    def resume_requested(self, node: Any, transmission: str, offset: int) -> None:
         out = self._outbound.get(node)
-        if out is not None and out.cursor is None:
+        if out is not None and out.id == transmission and out.cursor is None:
             out.cursor = max(offset, self._log.log_start_offset)
 
     # --- follower side -----------------------------------------------------------------------
@@ -194,8 +205,8 @@ class PartitionSnapshots(SnapshotSeam):
             self._start_install(chunk)
             return False
         inbound = self._inbound
-        if inbound is None:
-            return False
+        if inbound is None or chunk.get("id") != inbound.id:
+            return False  # from a transmission this follower is no longer installing
         if chunk["kind"] == "data":
             self._append_chunk(inbound, chunk["batches"])
             return False
@@ -226,9 +237,11 @@ class PartitionSnapshots(SnapshotSeam):
             self._log.reset(leader_start)  # everything we hold was deleted by retention there
         resume = self._log.log_end_offset
         anchors = [_anchor_entry(f) for f in manifest["anchors"]]
-        self._inbound = _Inbound(manifest["leader"], anchors, end, epochs, resume)
+        self._inbound = _Inbound(manifest["id"], manifest["leader"], anchors, end, epochs, resume)
         self._begin_terms_at(self._inbound, resume)
-        self.link.send_side_message(manifest["leader"], {"type": RESUME, "offset": resume})
+        self.link.send_side_message(
+            manifest["leader"], {"type": RESUME, "id": manifest["id"], "offset": resume}
+        )
 
     def _append_chunk(self, inbound: _Inbound, batches: bytes) -> None:
         """Appends whole batches, one term at a time: the epoch in each batch header is the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +11,35 @@ from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
 from raftlog.raft.mesh import Mesh
+
+# Entry bytes a leader may have sent to one follower beyond what it acknowledged: enough to
+# keep a follower busy for a round trip, small enough that groups sharing a connection
+# do not wait long behind each other.
+WINDOW_BYTES = 2 * 1024 * 1024
+
+
+class InFlight:
+    """Bytes of entries sent to one follower that it has not acknowledged. pysyncobj pushes
+    entries with no limit; without one, one busy group fills the connection every group
+    shares and starves the others' heartbeats."""
+
+    def __init__(self) -> None:
+        self._sent: deque[tuple[int, int]] = deque()  # (last index of a send, bytes sent so far)
+        self._acked = 0  # bytes sent so far when the follower last acknowledged
+
+    def admit(self, acked_index: int, first_index: int, size: int) -> bool:
+        while self._sent and self._sent[0][0] <= acked_index:
+            self._acked = self._sent.popleft()[1]
+        # The leader went back (a follower's answer rewound it, or a connection dropped):
+        # what was recorded from first_index on is being sent again, not still in flight.
+        while self._sent and self._sent[-1][0] >= first_index:
+            self._sent.pop()
+        in_flight = self._sent[-1][1] - self._acked if self._sent else 0
+        return in_flight == 0 or in_flight + size <= WINDOW_BYTES
+
+    def sent(self, last_index: int, size: int) -> None:
+        total = self._sent[-1][1] if self._sent else self._acked
+        self._sent.append((last_index, total + size))
 
 
 class GroupTransport(Transport):
@@ -27,6 +58,12 @@ class GroupTransport(Transport):
         self._group_id = group_id
         self._nodes = {n.id: n for n in other_nodes}
         self._on_message = on_message
+        self._windows = {n.id: InFlight() for n in other_nodes}
+        self._last_sent = {n.id: 0.0 for n in other_nodes}
+        self.heartbeat = 0.1
+        self.match_index: Callable[[Node], int] = lambda node: 0
+        self.skip_to_log_end: Callable[[Node], None] = lambda node: None
+        self.compaction_floor: Callable[[], int] = lambda: 2**63
         self.side_messages: dict[str, Callable[[Node, dict], None]] = {}
 
     def attach(self) -> None:
@@ -36,10 +73,27 @@ class GroupTransport(Transport):
     # --- pysyncobj Transport ------------------------------------------------------------------
 
     def send(self, node: Node, message: dict) -> bool:
-        if message.get("entries") and self._mesh.congested(node.id):
-            # Raft tolerates a lost append: the follower answers with the index it lacks and
-            # the leader resends from there once the connection has drained.
-            return False
+        entries = message.get("entries")
+        now = time.monotonic()
+        if entries:
+            window = self._windows[node.id]
+            size = sum(len(e[0]) for e in entries)
+            if self._mesh.congested(node.id) or not window.admit(
+                self.match_index(node), entries[0][1], size
+            ):
+                # Too much is in flight to this follower. Dropping the append is safe: the
+                # follower's next answer moves the leader's nextIndex back to what it has.
+                # pysyncobj would otherwise go on walking its whole backlog, one dropped
+                # append at a time, so it is told everything was sent. The follower's
+                # election timer still needs feeding: now and then the append goes out
+                # without its entries, as a heartbeat.
+                self.skip_to_log_end(node)
+                if now - self._last_sent[node.id] < self.heartbeat / 2:
+                    return False
+                message = {k: v for k, v in message.items() if k != "entries"}
+            else:
+                window.sent(entries[-1][1], size)
+        self._last_sent[node.id] = now
         return self._mesh.send(node.id, self._group_id, message)
 
     def destroy(self) -> None:
@@ -70,8 +124,8 @@ class GroupTransport(Transport):
 
     # --- for the snapshotter --------------------------------------------------------------------
 
-    def congested(self, node_id: str) -> bool:
-        return self._mesh.congested(node_id)
+    def queued(self, node_id: str) -> int:
+        return self._mesh.queued(node_id)
 
     def send_side_message(self, node_id: str, message: dict) -> None:
         self._mesh.send(node_id, self._group_id, message)
