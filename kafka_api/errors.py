@@ -2,7 +2,7 @@
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError"]
+__all__ = ["CloseConnection", "ErrorCode", "KafkaError"]
 
 
 class KafkaError(Exception):
@@ -12,3 +12,8 @@ class KafkaError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka's answer is to drop the connection (e.g. a failed acks=0
+    produce); the server logs the message and closes that connection only."""

@@ -49,7 +49,7 @@ class TopicSpec:
     num_partitions: int = -1
     replication_factor: int = -1
     assignments: dict[int, tuple[int, ...]] | None = None
-    configs: dict[str, str] = field(default_factory=dict)
+    configs: dict[str, str | None] = field(default_factory=dict)  # CreateTopics allows nulls
 
 
 @dataclass(frozen=True, slots=True)

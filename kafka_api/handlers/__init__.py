@@ -1,0 +1,59 @@
+"""The Kafka APIs this listener serves, one module per API. Each module exports API_KEY,
+MIN_VERSION, MAX_VERSION and `async def handle(ctx, request)`; ApiVersions advertises exactly
+the ranges registered here, so a version is served if and only if it is listed."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from kafka_api.context import RequestContext
+from kafka_api.handlers import (
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    fetch,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+)
+
+
+class ApiHandler(Protocol):
+    API_KEY: int
+    MIN_VERSION: int
+    MAX_VERSION: int
+
+    async def handle(self, ctx: RequestContext, request: Any) -> Any:
+        """The kio response entity, or None when the request gets no response."""
+
+
+HANDLERS: dict[int, ApiHandler] = {
+    module.API_KEY: module
+    for module in (
+        api_versions,
+        create_partitions,
+        create_topics,
+        delete_topics,
+        describe_cluster,
+        describe_configs,
+        fetch,
+        list_offsets,
+        metadata,
+        offset_for_leader_epoch,
+        produce,
+    )
+}
+
+
+def supported_versions() -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) for every served API, in api key order."""
+    return sorted((key, h.MIN_VERSION, h.MAX_VERSION) for key, h in HANDLERS.items())
+
+
+def expects_response(api_key: int, request: Any) -> bool:
+    """Only Produce with acks=0 goes unanswered: the client does not read a response to it."""
+    return api_key != produce.API_KEY or request.acks != 0

@@ -1,0 +1,140 @@
+"""kio decode/encode of request headers and bodies, and response framing.
+
+Request headers are parsed here with struct rather than with kio: the header says which body
+type follows, and Kafka ignores unknown tagged fields in a header where kio would raise. Readers
+and writers are cached per type because kio builds them by walking the dataclass schema.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import struct
+from dataclasses import dataclass, fields
+from types import ModuleType
+from typing import Any
+
+from kio.index import load_payload_module, load_request_schema
+from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import read_unsigned_varint
+from kio.static.constants import EntityType
+
+from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
+
+_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_INT32 = struct.Struct(">i")
+_SIZE_PLACEHOLDER = b"\x00\x00\x00\x00"
+
+Frame = bytes | memoryview  # read-only: kio refuses writable buffers
+
+
+class MalformedRequest(Exception):
+    """The frame cannot be understood; the connection that sent it is closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    size: int  # bytes of the fixed part; a flexible header's tagged fields follow
+
+
+def decode_header(frame: Frame) -> RequestHeader:
+    """The fixed part of request headers v1 and v2, which is all a server needs before it knows
+    whether it supports the API version (an unsupported ApiVersions still gets an answer)."""
+    view = memoryview(frame)
+    if len(view) < _HEADER.size:
+        raise MalformedRequest(f"frame of {len(view)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id, client_id_length = _HEADER.unpack_from(view)
+    size = _HEADER.size
+    client_id = None
+    if client_id_length >= 0:
+        end = size + client_id_length
+        if end > len(view):
+            raise MalformedRequest("client id runs past the end of the frame")
+        try:
+            client_id = str(view[size:end], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedRequest(f"client id is not UTF-8: {exc}") from None
+        size = end
+    return RequestHeader(api_key, api_version, correlation_id, client_id, size)
+
+
+@functools.cache
+def _request_reader(api_key: int, api_version: int) -> tuple[bool, Any]:
+    request_type = load_request_schema(api_key, api_version)
+    return request_type.__flexible__, entity_reader(request_type)
+
+
+def decode_request(header: RequestHeader, frame: Frame) -> Any:
+    """The kio request entity that follows `header` in `frame` (bytes or a read-only view: kio
+    refuses writable buffers). Anything kio cannot decode, including the unknown tagged fields it
+    raises KeyError on, is a malformed request."""
+    flexible, read = _request_reader(header.api_key, header.api_version)
+    try:
+        offset = _skip_tagged_fields(frame, header.size) if flexible else header.size
+        request, _ = read(frame, offset)
+    except Exception as exc:  # kio raises KeyError, ValueError, BufferUnderflow, UnicodeError...
+        raise MalformedRequest(
+            f"cannot decode api {header.api_key} v{header.api_version} body: {exc!r}"
+        ) from None
+    return request
+
+
+def _skip_tagged_fields(frame: Frame, offset: int) -> int:
+    """Kafka ignores header tagged fields it does not know (none are defined for requests)."""
+    count, size = read_unsigned_varint(frame, offset)
+    offset += size
+    for _ in range(count):
+        _, size = read_unsigned_varint(frame, offset)
+        offset += size
+        length, size = read_unsigned_varint(frame, offset)
+        offset += size + length
+    if offset > len(memoryview(frame)):
+        raise MalformedRequest("header tagged fields run past the end of the frame")
+    return offset
+
+
+@functools.cache
+def response_module(api_key: int, api_version: int) -> ModuleType:
+    """The kio module holding every response model of one API version."""
+    return load_payload_module(api_key, api_version, EntityType.response)
+
+
+@functools.cache
+def _field_names(entity_type: type) -> frozenset[str]:
+    return frozenset(field.name for field in fields(entity_type))
+
+
+def build(entity_type: type, /, **values: Any) -> Any:
+    """A kio entity from the values this version of it has: fields come and go across versions,
+    so handlers pass everything they know and the version picks what it carries."""
+    names = _field_names(entity_type)
+    return entity_type(**{name: value for name, value in values.items() if name in names})
+
+
+@functools.cache
+def _writer(entity_type: type) -> Any:
+    return entity_writer(entity_type)
+
+
+def encode_response(correlation_id: int, response: Any) -> list[bytes | bytearray]:
+    """One response frame (size, header, body) as buffers to write in order. The header version
+    comes from the kio model: flexible responses carry an empty tagged-field section, except
+    ApiVersions, which always uses header v0 so any client can read it."""
+    response_type = type(response)
+    head = _SIZE_PLACEHOLDER + _INT32.pack(correlation_id)
+    if response_type.__header_schema__.__flexible__:
+        head += b"\x00"
+    if response_type.__api_key__ == FETCH_API_KEY:
+        parts = encode_fetch_response(response, bytearray(head))
+        _INT32.pack_into(parts[0], 0, sum(map(len, parts)) - 4)
+        return parts
+    buffer = io.BytesIO()
+    buffer.write(head)
+    _writer(response_type)(buffer, response)
+    with buffer.getbuffer() as view:
+        _INT32.pack_into(view, 0, len(view) - 4)
+    return [buffer.getvalue()]

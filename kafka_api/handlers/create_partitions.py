@@ -1,0 +1,52 @@
+"""CreatePartitions (37): grows a topic's partition count through the controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE, duplicates, millis
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode
+from raftlog.broker import TopicResult
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    repeated = duplicates(topic.name for topic in request.topics)
+    timeout_ms = millis(request.timeout)
+    results = []
+    for topic in request.topics:
+        if topic.name in repeated:
+            result = TopicResult(
+                topic.name,
+                ErrorCode.invalid_request,
+                f"Create partitions request contains topic {topic.name} more than once",
+            )
+        else:
+            assignments = (
+                None
+                if topic.assignments is None
+                else [tuple(a.broker_ids) for a in topic.assignments]
+            )
+            result = await ctx.broker.create_partitions(
+                topic.name, topic.count, assignments, request.validate_only, timeout_ms
+            )
+        results.append(result)
+    m = response_module(API_KEY, ctx.api_version)
+    return build(
+        m.CreatePartitionsResponse,
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            build(
+                m.CreatePartitionsTopicResult,
+                name=result.name,
+                error_code=result.error,
+                error_message=result.message,
+            )
+            for result in results
+        ),
+    )

@@ -1,0 +1,139 @@
+"""CreateTopics (19): Kafka's request validation here, creation by the controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE, duplicates, millis, topic_name_error
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode
+from raftlog.broker import Broker, ConfigEntry, TopicInfo, TopicResult, TopicSpec
+
+API_KEY = 19
+MIN_VERSION = 2  # Kafka 4's baseline
+MAX_VERSION = 7
+
+_DEFAULT = -1
+DYNAMIC_TOPIC_CONFIG = 1  # Kafka ConfigSource of a config set on the topic itself
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    repeated = duplicates(topic.name for topic in request.topics)
+    results: dict[int, TopicResult] = {}
+    specs: list[TopicSpec] = []
+    positions: list[int] = []
+    for position, topic in enumerate(request.topics):
+        if topic.name in repeated:
+            results[position] = TopicResult(
+                topic.name,
+                ErrorCode.invalid_request,
+                f"Create topics request contains topic {topic.name} more than once",
+            )
+            continue
+        spec_or_error = _spec(topic)
+        if isinstance(spec_or_error, TopicResult):
+            results[position] = spec_or_error
+        else:
+            specs.append(spec_or_error)
+            positions.append(position)
+    if specs:
+        created = await ctx.broker.create_topics(
+            specs, request.validate_only, millis(request.timeout)
+        )
+        by_name = {result.name: result for result in created}
+        for position, spec in zip(positions, specs, strict=True):
+            results[position] = by_name[spec.name]
+    m = response_module(API_KEY, ctx.api_version)
+    return build(
+        m.CreateTopicsResponse,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            _topic_result(m, ctx.broker, results[position]) for position in range(len(results))
+        ),
+    )
+
+
+def _spec(topic: Any) -> TopicSpec | TopicResult:
+    """The spec to hand to the controller, or the result that rejects the entry. Config names
+    and values, and the replicas of a manual assignment, are the facade's to check (one table
+    of topic configs, raftlog.topic_config; it knows the brokers)."""
+    name = topic.name
+    problem = topic_name_error(name)
+    if problem is not None:
+        return TopicResult(name, ErrorCode.invalid_topic_exception, problem)
+    assignments = None
+    if topic.assignments:
+        if topic.num_partitions != _DEFAULT or topic.replication_factor != _DEFAULT:
+            return TopicResult(
+                name,
+                ErrorCode.invalid_request,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        assignments = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+        if sorted(assignments) != list(range(len(topic.assignments))):
+            return TopicResult(
+                name,
+                ErrorCode.invalid_replica_assignment,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+    elif topic.num_partitions == 0 or topic.num_partitions < _DEFAULT:
+        return TopicResult(
+            name,
+            ErrorCode.invalid_partitions,
+            "Number of partitions was set to an invalid non-positive value.",
+        )
+    elif topic.replication_factor == 0 or topic.replication_factor < _DEFAULT:
+        return TopicResult(
+            name,
+            ErrorCode.invalid_replication_factor,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    return TopicSpec(
+        name=name,
+        num_partitions=topic.num_partitions,
+        replication_factor=topic.replication_factor,
+        assignments=assignments,
+        configs={config.name: config.value for config in topic.configs},
+    )
+
+
+def _topic_result(m: Any, broker: Broker, result: TopicResult) -> Any:
+    """v5+ reports what was created: partition count, replication factor and every config."""
+    info = result.topic
+    values: dict[str, Any] = {
+        "num_partitions": _DEFAULT,
+        "replication_factor": _DEFAULT,
+        "configs": None,
+    }
+    if result.error is ErrorCode.none and info is not None and hasattr(m, "CreatableTopicConfigs"):
+        values["num_partitions"] = len(info.partitions)
+        if info.partitions:
+            values["replication_factor"] = len(info.partitions[0].replicas)
+        values["configs"] = tuple(
+            m.CreatableTopicConfigs(
+                name=entry.name,
+                value=None if entry.sensitive else entry.value,
+                read_only=entry.read_only,
+                config_source=entry.source,
+                is_sensitive=entry.sensitive,
+            )
+            for entry in _configs(broker, result.name, info)
+        )
+    return build(
+        m.CreatableTopicResult,
+        name=result.name,
+        topic_id=info.topic_id if info is not None else None,
+        error_code=result.error,
+        error_message=result.message,
+        **values,
+    )
+
+
+def _configs(broker: Broker, name: str, info: TopicInfo) -> list[ConfigEntry]:
+    """Every config of the new topic; a validate-only "creation" has only what was asked for."""
+    entries = broker.topic_configs(name)
+    if entries is not None:
+        return entries
+    return [ConfigEntry(key, value, DYNAMIC_TOPIC_CONFIG) for key, value in info.configs.items()]

@@ -1,0 +1,89 @@
+"""DescribeConfigs (32): topic and broker configs with their sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE, topic_name_error
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode
+from raftlog.broker import Broker, ConfigEntry
+
+API_KEY = 32
+MIN_VERSION = 1  # Kafka 4's baseline
+MAX_VERSION = 4
+
+TOPIC = 2
+BROKER = 4
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    include_documentation = getattr(request, "include_documentation", False)
+    results = []
+    for resource in request.resources:
+        error, message, entries = _lookup(
+            ctx.broker, resource.resource_type, resource.resource_name
+        )
+        # Kafka: a null or empty key list means every key.
+        keys = set(resource.configuration_keys or ())
+        configs = tuple(
+            _config(m, entry, request.include_synonyms, include_documentation)
+            for entry in entries
+            if not keys or entry.name in keys
+        )
+        results.append(
+            build(
+                m.DescribeConfigsResult,
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs,
+            )
+        )
+    return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _lookup(
+    broker: Broker, resource_type: int, name: str
+) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
+    if resource_type == TOPIC:
+        problem = topic_name_error(name)
+        if problem is not None:
+            return ErrorCode.invalid_topic_exception, problem, []
+        entries = broker.topic_configs(name)
+        if entries is None:
+            return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist", []
+        return ErrorCode.none, None, entries
+    if resource_type == BROKER:
+        try:
+            node_id = int(name) if name else broker.node_id
+        except ValueError:
+            return ErrorCode.invalid_request, f"Broker id must be an integer, got {name!r}", []
+        entries = broker.broker_configs(node_id)
+        if entries is None:
+            return ErrorCode.invalid_request, f"Unknown broker id {node_id}", []
+        return ErrorCode.none, None, entries
+    return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
+
+
+def _config(m: Any, entry: ConfigEntry, synonyms: bool, documentation: bool) -> Any:
+    value = None if entry.sensitive else entry.value
+    return build(
+        m.DescribeConfigsResourceResult,
+        name=entry.name,
+        value=value,
+        read_only=entry.read_only,
+        config_source=entry.source,
+        is_sensitive=entry.sensitive,
+        # Only the effective value is known, so it is its own (single) synonym.
+        synonyms=(
+            (m.DescribeConfigsSynonym(name=entry.name, value=value, source=entry.source),)
+            if synonyms
+            else ()
+        ),
+        config_type=entry.config_type,
+        documentation=entry.documentation if documentation else None,
+    )

@@ -1,0 +1,75 @@
+"""ListOffsets (2): offsets by timestamp, including Kafka's special timestamps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE, leader_partition
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.broker import Broker, TimestampOffset, TopicInfo
+
+API_KEY = 2
+MIN_VERSION = 1  # Kafka 4's baseline
+MAX_VERSION = 11
+
+EARLIEST = -2
+# Tiered-storage timestamps (KIP-1005 and later). Without tiered storage the local log is the
+# whole log, so EARLIEST_LOCAL is EARLIEST, and Kafka answers "nothing tiered" (offset -1,
+# timestamp -1, epoch -1) for LATEST_TIERED and EARLIEST_PENDING_UPLOAD.
+EARLIEST_LOCAL = -4
+NOTHING_TIERED = (-5, -6)
+_NOT_FOUND = TimestampOffset(timestamp=-1, offset=-1, leader_epoch=-1)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    m = response_module(API_KEY, version)
+    topics = []
+    for requested_topic in request.topics:
+        topic = ctx.broker.topic(requested_topic.name)
+        partitions = []
+        for requested in requested_topic.partitions:
+            error, found = _lookup(
+                ctx.broker,
+                topic,
+                requested.partition_index,
+                requested.current_leader_epoch if version >= 4 else -1,
+                requested.timestamp,
+            )
+            partitions.append(
+                build(
+                    m.ListOffsetsPartitionResponse,
+                    partition_index=requested.partition_index,
+                    error_code=error,
+                    timestamp=found.timestamp,
+                    offset=found.offset,
+                    leader_epoch=found.leader_epoch,
+                )
+            )
+        topics.append(
+            build(
+                m.ListOffsetsTopicResponse, name=requested_topic.name, partitions=tuple(partitions)
+            )
+        )
+    return build(m.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _lookup(
+    broker: Broker, topic: TopicInfo | None, index: int, client_epoch: int, timestamp: int
+) -> tuple[ErrorCode, TimestampOffset]:
+    if topic is None:
+        return ErrorCode.unknown_topic_or_partition, _NOT_FOUND
+    partition, error = leader_partition(broker, topic, index, client_epoch)
+    if partition is None:
+        return error, _NOT_FOUND
+    if timestamp in NOTHING_TIERED:
+        return ErrorCode.none, _NOT_FOUND
+    try:
+        found = partition.offset_for_timestamp(
+            EARLIEST if timestamp == EARLIEST_LOCAL else timestamp
+        )
+    except KafkaError as exc:
+        return exc.code, _NOT_FOUND
+    return ErrorCode.none, found or _NOT_FOUND

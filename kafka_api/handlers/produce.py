@@ -1,0 +1,148 @@
+"""Produce (0). Every partition is proposed synchronously, in request order, before any is
+awaited: the facade appends in call order, so a connection's produce requests reach each log
+in the order they were sent even though their commits are awaited concurrently."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from kio.serial.readers import tz_aware_from_i64
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import (
+    LEADER_MOVED,
+    NO_THROTTLE,
+    current_leader,
+    endpoints,
+    leader_partition,
+    millis,
+    resolve_topic,
+)
+from kafka_api.context import RequestContext
+from kafka_api.errors import CloseConnection, ErrorCode, KafkaError
+from raftlog.broker import Broker, ProduceResult, TopicInfo
+
+API_KEY = 0
+MIN_VERSION = 3  # v3 is the first with magic-2 batches only; Kafka 4 serves no older one
+MAX_VERSION = 13  # v13 addresses topics by id (KIP-516)
+
+_VALID_ACKS = (0, 1, -1)
+# raftlog has no transaction coordinator, so no transaction can be ongoing: Kafka answers a
+# transactional write to a partition outside an ongoing transaction with INVALID_TXN_STATE.
+_NO_TRANSACTIONS = ProduceResult(
+    error=ErrorCode.invalid_txn_state, message="transactions are not supported by this broker"
+)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    version = ctx.api_version
+    acks = request.acks
+    timeout_ms = millis(request.timeout)
+    proposed = []
+    for topic_data in request.topic_data:
+        topic, topic_error = resolve_topic(
+            broker,
+            getattr(topic_data, "name", None),
+            getattr(topic_data, "topic_id", None),
+            version >= 13,
+        )
+        outcomes = [
+            (
+                data.index,
+                _propose(broker, request, topic, topic_error, data.index, data.records, timeout_ms),
+            )
+            for data in topic_data.partition_data
+        ]
+        proposed.append((topic_data, topic, outcomes))
+
+    m = response_module(API_KEY, version)
+    topics = []
+    failed = []
+    leaders = set()
+    for topic_data, topic, outcomes in proposed:
+        partitions = []
+        for index, outcome in outcomes:
+            result = outcome if isinstance(outcome, ProduceResult) else await outcome
+            values = {}
+            if result.error is not ErrorCode.none:
+                failed.append(f"{index}: {result.error.name}")
+            leader = None
+            if version >= 10 and result.error in LEADER_MOVED:
+                leader = current_leader(broker, topic, index)
+            if leader is not None:
+                leaders.add(leader[0])
+                values["current_leader"] = m.LeaderIdAndEpoch(
+                    leader_id=leader[0], leader_epoch=leader[1]
+                )
+            partitions.append(_partition_response(m, index, result, values))
+        topics.append(
+            build(
+                m.TopicProduceResponse,
+                name=getattr(topic_data, "name", None),
+                topic_id=getattr(topic_data, "topic_id", None),
+                partition_responses=tuple(partitions),
+            )
+        )
+    if acks == 0:
+        if failed:
+            # Kafka's only way to tell an acks=0 producer that it is writing to the wrong place.
+            raise CloseConnection(f"acks=0 produce failed for partitions {', '.join(failed)}")
+        return None
+    return build(
+        m.ProduceResponse,
+        responses=tuple(topics),
+        throttle_time=NO_THROTTLE,
+        node_endpoints=tuple(
+            m.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in endpoints(broker, leaders)
+        ),
+    )
+
+
+def _propose(
+    broker: Broker,
+    request: Any,
+    topic: TopicInfo | None,
+    topic_error: ErrorCode,
+    index: int,
+    records: bytes | None,
+    timeout_ms: int,
+) -> ProduceResult | Awaitable[ProduceResult]:
+    """The result for a partition that fails before reaching the log, else the facade's
+    awaitable, whose proposal has already happened when this returns."""
+    if request.acks not in _VALID_ACKS:
+        return ProduceResult(error=ErrorCode.invalid_required_acks)
+    if request.transactional_id is not None:
+        return _NO_TRANSACTIONS
+    if topic is None:
+        return ProduceResult(error=topic_error)
+    partition, error = leader_partition(broker, topic, index, -1)
+    if partition is None:
+        return ProduceResult(error=error)
+    if not records:
+        return ProduceResult(
+            error=ErrorCode.invalid_record,
+            message="Produce requests must have at least one record batch per partition",
+        )
+    try:
+        return partition.produce(records, request.acks, timeout_ms)
+    except KafkaError as exc:  # the facade may refuse at once (e.g. NOT_LEADER_OR_FOLLOWER)
+        return ProduceResult(error=exc.code, message=exc.message)
+
+
+def _partition_response(m: Any, index: int, result: ProduceResult, extra: dict[str, Any]) -> Any:
+    return build(
+        m.PartitionProduceResponse,
+        index=index,
+        error_code=result.error,
+        base_offset=result.base_offset,
+        log_append_time=(
+            tz_aware_from_i64(result.log_append_time) if result.log_append_time >= 0 else None
+        ),
+        log_start_offset=result.log_start_offset,
+        record_errors=(),
+        error_message=result.message,
+        **extra,
+    )

@@ -1,0 +1,340 @@
+"""The asyncio Kafka listener: framing, per-connection ordering, limits.
+
+Each connection is a BufferedProtocol, so the socket is read straight into a buffer we own and
+reuse (it grows to the largest frame seen, up to MAX_READ_BUFFER_BYTES; a larger frame gets a
+buffer of its own). Frames are decoded in place from read-only views: kio copies what it keeps,
+so a request's bytes are copied once, into the decoded request. Requests start in arrival order
+(a task each, and the loop runs new tasks FIFO, so Produce proposals keep the connection's
+order) and may then run concurrently; responses are written strictly in request order, large
+record sets in slices so they go to the socket rather than into the transport's buffer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import struct
+from typing import Any
+
+from kafka_api import codec
+from kafka_api.context import RequestContext
+from kafka_api.errors import CloseConnection
+from kafka_api.handlers import HANDLERS, api_versions, expects_response
+from raftlog.broker import Broker
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+READ_BUFFER_BYTES = 256 * 1024
+MAX_READ_BUFFER_BYTES = 16 * 1024 * 1024
+WRITE_SLICE_BYTES = 256 * 1024
+# Stop reading from a client whose unfinished requests hold this much (or are this many)...
+MAX_PENDING_REQUESTS = 512
+MAX_PENDING_BYTES = 64 * 1024 * 1024
+# ...and give up on cancelled handlers that do not finish within this at server close.
+CLOSE_GRACE_SECONDS = 5.0
+
+
+class KafkaServer:
+    """One Kafka listener for one node, serving the APIs registered in kafka_api.handlers."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        host: str,
+        port: int,
+        *,
+        max_request_bytes: int = 100 * 1024 * 1024,
+    ) -> None:
+        self.broker = broker
+        self.host = host
+        self.max_request_bytes = max_request_bytes
+        self._requested_port = port
+        self._server: asyncio.Server | None = None
+        self._connections: set[_Connection] = set()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self.host, self._requested_port
+        )
+
+    @property
+    def port(self) -> int:
+        """The bound port, so tests can listen on port 0."""
+        if self._server is None or not self._server.sockets:
+            raise RuntimeError("server is not started")
+        return self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        tasks = [task for conn in list(self._connections) for task in conn.close()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=CLOSE_GRACE_SECONDS)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+
+class _Connection(asyncio.BufferedProtocol):
+    def __init__(self, server: KafkaServer) -> None:
+        self._server = server
+        self._transport: asyncio.Transport | None = None
+        self._peer = "?"
+        self._host = ""
+        self._start = 0  # first unconsumed byte in the read buffer
+        self._end = 0  # end of received data in the read buffer
+        self._use_buffer(bytearray(READ_BUFFER_BYTES))
+        self._large: memoryview | None = None  # a frame too large to keep a buffer for
+        self._large_filled = 0
+        # Requests to answer, in order, with their frame sizes; a task leaves when written.
+        self._pending: collections.deque[tuple[asyncio.Task[Any], int]] = collections.deque()
+        self._tasks: set[asyncio.Task[Any]] = set()  # every running handler
+        self._held_bytes = 0  # frame bytes of requests not yet finished and answered
+        # Response bytes not yet handed to the transport, held back while it is paused.
+        self._unsent: collections.deque[bytes | bytearray | memoryview] = collections.deque()
+        self._closing = False
+        self._reading_paused = False
+        self._writing_paused = False
+
+    # asyncio.BufferedProtocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self._host = str(peer[0])
+            self._peer = f"{peer[0]}:{peer[1]}"
+        self._server._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._unsent.clear()
+        for task in self._tasks:
+            task.cancel()
+        self._server._connections.discard(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._large is not None:
+            return self._large[self._large_filled :]
+        if self._end == len(self._view):
+            self._compact()
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._large is not None:
+            self._large_filled += nbytes
+            if self._large_filled < len(self._large):
+                return
+            frame, self._large = self._large.toreadonly(), None
+            self._handle_frame(frame)
+        else:
+            self._end += nbytes
+        self._process()
+
+    def eof_received(self) -> bool:
+        return False  # close; responses still pending are of no use to a client that left
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._send_unsent()
+        self._update_reading()
+
+    # framing
+
+    def _use_buffer(self, buffer: bytearray) -> None:
+        """Frames are decoded in place from read-only views of this buffer; kio copies what it
+        decodes, so the buffer is reused as soon as a frame's handler has been started."""
+        self._view = memoryview(buffer)
+        self._frames = self._view.toreadonly()
+
+    def _compact(self) -> None:
+        """Moves the unconsumed tail of the read buffer to its front."""
+        length = self._end - self._start
+        self._view[:length] = self._view[self._start : self._end]
+        self._start, self._end = 0, length
+
+    def _process(self) -> None:
+        """Handles every complete frame in the read buffer, unless paused or closing."""
+        while not self._reading_paused and not self._closing:
+            available = self._end - self._start
+            if available < 4:
+                break
+            (size,) = _SIZE.unpack_from(self._view, self._start)
+            if size < 0 or size > self._server.max_request_bytes:
+                self._drop(f"frame size {size} outside 0..{self._server.max_request_bytes}")
+                return
+            if available - 4 >= size:
+                begin = self._start + 4
+                self._start = begin + size
+                self._handle_frame(self._frames[begin : self._start])
+                continue
+            if 4 + size > len(self._view):
+                self._make_room(size, available)
+            break
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    def _make_room(self, size: int, available: int) -> None:
+        """For a frame larger than the read buffer: grow the buffer (fresh memory costs page
+        faults on every request, so buffers are reused) up to MAX_READ_BUFFER_BYTES; beyond
+        that the frame gets a buffer of its own, dropped once decoded."""
+        received = self._view[self._start + 4 : self._end]
+        if 4 + size <= MAX_READ_BUFFER_BYTES:
+            buffer = bytearray(min(max(4 + size, 2 * len(self._view)), MAX_READ_BUFFER_BYTES))
+            buffer[:available] = self._view[self._start : self._end]
+            self._use_buffer(buffer)
+            self._start, self._end = 0, available
+            return
+        self._large = memoryview(bytearray(size))
+        self._large_filled = len(received)
+        self._large[: self._large_filled] = received
+        self._start = self._end = 0
+
+    def _handle_frame(self, frame: memoryview) -> None:
+        """Decodes one request and starts its handler; the frame's memory is reused after."""
+        try:
+            header = codec.decode_header(frame)
+        except codec.MalformedRequest as exc:
+            self._drop(str(exc))
+            return
+        handler = HANDLERS.get(header.api_key)
+        if handler is None:
+            self._drop(f"unknown api key {header.api_key}")
+            return
+        if not handler.MIN_VERSION <= header.api_version <= handler.MAX_VERSION:
+            if header.api_key != api_versions.API_KEY:
+                self._drop(
+                    f"unsupported version {header.api_version} of api {header.api_key} "
+                    f"(serving {handler.MIN_VERSION}..{handler.MAX_VERSION})"
+                )
+                return
+            self._start_task(
+                self._answer(header.correlation_id, api_versions.unsupported_version_response()),
+                len(frame),
+            )
+            return
+        try:
+            request = codec.decode_request(header, frame)
+        except codec.MalformedRequest as exc:
+            self._drop(str(exc))
+            return
+        ctx = RequestContext(self._server.broker, header.api_version, header.client_id, self._host)
+        work = self._run(handler.handle(ctx, request), header.correlation_id)
+        if expects_response(header.api_key, request):
+            self._start_task(work, len(frame))
+        else:
+            self._start_task(work, 0, answered=False)
+
+    # request lifecycle
+
+    async def _run(self, handling: Any, correlation_id: int) -> list[bytes | bytearray] | None:
+        response = await handling
+        return None if response is None else codec.encode_response(correlation_id, response)
+
+    async def _answer(self, correlation_id: int, response: Any) -> list[bytes | bytearray]:
+        return codec.encode_response(correlation_id, response)
+
+    def _start_task(self, work: Any, size: int, *, answered: bool = True) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        self._held_bytes += size
+        task.add_done_callback(self._task_done)
+        if answered:
+            self._pending.append((task, size))
+        else:
+            task.add_done_callback(lambda _: self._release(size))
+        self._update_reading()
+
+    def _release(self, size: int) -> None:
+        self._held_bytes -= size
+        self._update_reading()
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or self._closing:
+            return
+        exc = task.exception()
+        if isinstance(exc, CloseConnection):
+            self._drop(str(exc))
+        elif exc is not None:
+            log.error("handler failed for client %s; closing it", self._peer, exc_info=exc)
+            self._close_transport()
+        else:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Sends finished responses while the oldest pending request is finished."""
+        while self._pending and self._pending[0][0].done() and not self._closing:
+            task, size = self._pending.popleft()
+            self._held_bytes -= size
+            if task.cancelled() or task.exception() is not None:
+                return  # _task_done closes the connection
+            parts = task.result()
+            if parts is not None:
+                self._unsent.extend(parts)
+        self._send_unsent()
+        self._update_reading()
+
+    def _send_unsent(self) -> None:
+        """Hands response bytes to the transport in slices while it is not paused, so a large
+        record set goes mostly straight to the socket instead of into the transport's buffer."""
+        transport = self._transport
+        unsent = self._unsent
+        while unsent and not self._writing_paused:
+            if transport is None or transport.is_closing():
+                unsent.clear()
+                return
+            part = unsent.popleft()
+            if len(part) > WRITE_SLICE_BYTES:
+                view = memoryview(part)
+                unsent.appendleft(view[WRITE_SLICE_BYTES:])
+                part = view[:WRITE_SLICE_BYTES]
+            transport.write(part)
+
+    # flow control and closing
+
+    def _update_reading(self) -> None:
+        """Reads only while the client's unfinished requests and unsent responses are bounded."""
+        if self._closing or self._transport is None:
+            return
+        pause = (
+            self._writing_paused
+            or len(self._tasks) >= MAX_PENDING_REQUESTS
+            or len(self._pending) >= MAX_PENDING_REQUESTS
+            or self._held_bytes >= MAX_PENDING_BYTES
+        )
+        if pause and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        elif not pause and self._reading_paused:
+            self._reading_paused = False
+            self._transport.resume_reading()
+            self._process()
+
+    def _drop(self, reason: str) -> None:
+        log.warning("closing Kafka connection from %s: %s", self._peer, reason)
+        self._close_transport()
+
+    def _close_transport(self) -> None:
+        self._closing = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def close(self) -> list[asyncio.Task[Any]]:
+        """Drops the connection at server shutdown, unsent responses and all (a client that is
+        not reading must not hold shutdown up); returns the cancelled handler tasks."""
+        tasks = list(self._tasks)
+        self._closing = True
+        if self._transport is not None:
+            self._transport.abort()
+        for task in tasks:
+            task.cancel()
+        return tasks

@@ -1,0 +1,227 @@
+"""kafka_api.codec: request header/body decoding, response framing, and the ApiVersions answer
+that lets any client downgrade."""
+
+import io
+import struct
+import uuid
+from datetime import timedelta
+
+import pytest
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from kafka_api import codec
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode
+from kafka_api.handlers import HANDLERS, api_versions, supported_versions
+
+TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
+
+
+def encode_request(api_key, version, correlation_id, request, client_id="tester", header_tags=b""):
+    """A request frame as a client writes it: size, header v1 or v2, body."""
+    header = struct.pack(">hhi", api_key, version, correlation_id)
+    if client_id is None:
+        header += struct.pack(">h", -1)
+    else:
+        header += struct.pack(">h", len(client_id.encode())) + client_id.encode()
+    if type(request).__flexible__:
+        header += header_tags or b"\x00"
+    body = io.BytesIO()
+    entity_writer(type(request))(body, request)
+    payload = header + body.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+def decode(frame):
+    payload = frame[4:]
+    header = codec.decode_header(payload)
+    return header, codec.decode_request(header, payload)
+
+
+def fetch_request(version):
+    module = load_payload_module(1, version, EntityType.request)
+    partition = codec.build(
+        module.FetchPartition,
+        partition=3,
+        current_leader_epoch=7,
+        fetch_offset=12345,
+        last_fetched_epoch=6,
+        log_start_offset=-1,
+        partition_max_bytes=1048576,
+    )
+    topic = codec.build(module.FetchTopic, topic="t1", topic_id=TOPIC_ID, partitions=(partition,))
+    return codec.build(
+        module.FetchRequest,
+        replica_id=-1,
+        max_wait=timedelta(milliseconds=500),
+        min_bytes=1,
+        max_bytes=52428800,
+        isolation_level=1,
+        session_id=0,
+        session_epoch=-1,
+        topics=(topic,),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def produce_request(version):
+    module = load_payload_module(0, version, EntityType.request)
+    data = codec.build(module.PartitionProduceData, index=1, records=b"\x00" * 300_000)
+    topic = codec.build(
+        module.TopicProduceData, name="t1", topic_id=TOPIC_ID, partition_data=(data,)
+    )
+    return codec.build(
+        module.ProduceRequest,
+        transactional_id=None,
+        acks=-1,
+        timeout=timedelta(seconds=30),
+        topic_data=(topic,),
+    )
+
+
+def metadata_request(version):
+    module = load_payload_module(3, version, EntityType.request)
+    topic = codec.build(module.MetadataRequestTopic, name="t1", topic_id=None)
+    return codec.build(
+        module.MetadataRequest,
+        topics=(topic,),
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+REQUESTS = [
+    (1, 4, fetch_request(4)),
+    (1, 12, fetch_request(12)),
+    (1, 13, fetch_request(13)),
+    (1, 18, fetch_request(18)),
+    (0, 3, produce_request(3)),
+    (0, 9, produce_request(9)),
+    (0, 13, produce_request(13)),
+    (3, 0, metadata_request(0)),
+    (3, 12, metadata_request(12)),
+]
+
+
+def test_every_advertised_version_has_kio_models():
+    assert [key for key, _, _ in supported_versions()] == sorted(HANDLERS)
+    for key, low, high in supported_versions():
+        assert low <= high
+        for version in range(low, high + 1):
+            assert load_request_schema(key, version).__version__ == version
+            assert load_response_schema(key, version).__version__ == version
+
+
+@pytest.mark.parametrize(("api_key", "version", "request_"), REQUESTS)
+def test_request_round_trip(api_key, version, request_):
+    header, decoded = decode(encode_request(api_key, version, 991, request_))
+    assert (header.api_key, header.api_version, header.correlation_id) == (api_key, version, 991)
+    assert header.client_id == "tester"
+    assert decoded == request_
+
+
+def test_read_only_view_of_a_reused_buffer_decodes():
+    """The server decodes frames in place from a bytearray it reuses; kio copies out."""
+    frame = encode_request(0, 9, 1, produce_request(9))
+    buffer = bytearray(frame[4:])
+    view = memoryview(buffer).toreadonly()
+    header = codec.decode_header(view)
+    decoded = codec.decode_request(header, view)
+    buffer[:] = bytes(len(buffer))
+    assert decoded == produce_request(9)
+
+
+def test_unknown_header_tagged_fields_are_ignored_and_null_client_id_accepted():
+    tags = b"\x02" + b"\x05\x02ab" + b"\x09\x00"  # two tagged fields nobody defines
+    frame = encode_request(1, 12, 5, fetch_request(12), client_id=None, header_tags=tags)
+    header, decoded = decode(frame)
+    assert header.client_id is None
+    assert decoded == fetch_request(12)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x00\x03\x00",  # shorter than a header
+        struct.pack(">hhih", 3, 1, 1, 50) + b"short",  # client id past the end
+        struct.pack(">hhih", 3, 1, 1, 2) + b"\xff\xfe",  # client id not UTF-8
+    ],
+)
+def test_malformed_headers(payload):
+    with pytest.raises(codec.MalformedRequest):
+        codec.decode_header(payload)
+
+
+def test_malformed_bodies():
+    frame = encode_request(1, 12, 5, fetch_request(12))
+    with pytest.raises(codec.MalformedRequest, match="cannot decode"):
+        decode(frame[:-10])
+    # kio raises KeyError on a tagged field it does not know; that is a malformed request too
+    with pytest.raises(codec.MalformedRequest, match="tag"):
+        decode(frame[:-1] + b"\x01\x09\x01\x00")
+
+
+def _frame_parts(parts):
+    frame = b"".join(parts)
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    return frame[4:]
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "header_size"),
+    [(18, 3, 4), (18, 0, 4), (3, 12, 5), (3, 8, 4), (0, 3, 4), (0, 9, 5)],
+)
+def test_response_framing(api_key, version, header_size):
+    """Flexible responses carry header v1 (tagged fields), except ApiVersions: always v0."""
+    response_type = load_response_schema(api_key, version)
+    m = codec.response_module(api_key, version)
+    if api_key == 18:
+        response = api_versions.response(version, ErrorCode.none)
+    elif api_key == 3:
+        response = codec.build(
+            response_type,
+            throttle_time=timedelta(0),
+            brokers=(
+                codec.build(m.MetadataResponseBroker, node_id=1, host="h", port=9, rack=None),
+            ),
+            cluster_id="c",
+            controller_id=1,
+            topics=(),
+            error_code=ErrorCode.none,
+        )
+    else:
+        response = codec.build(response_type, responses=(), throttle_time=timedelta(0))
+    payload = _frame_parts(codec.encode_response(-17, response))
+    assert struct.unpack_from(">i", payload)[0] == -17
+    if header_size == 5:
+        assert payload[4] == 0
+    decoded, size = entity_reader(response_type)(payload, header_size)
+    assert decoded == response and header_size + size == len(payload)
+
+
+def test_unsupported_api_versions_answer_is_v0_with_every_range():
+    response = api_versions.unsupported_version_response()
+    assert response.__version__ == 0
+    assert response.error_code == ErrorCode.unsupported_version
+    ranges = [(k.api_key, k.min_version, k.max_version) for k in response.api_keys]
+    assert ranges == supported_versions()
+    payload = _frame_parts(codec.encode_response(9, response))
+    v0 = load_response_schema(18, 0)
+    assert entity_reader(v0)(payload, 4)[0] == response
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "error"),
+    [("librdkafka", "2.16.1", ErrorCode.none), ("bad name", "1.0", ErrorCode.invalid_request)],
+)
+async def test_api_versions_checks_client_software_names(name, version, error):
+    request = load_request_schema(18, 3)(client_software_name=name, client_software_version=version)
+    ctx = RequestContext(broker=None, api_version=3, client_id="c", client_host="127.0.0.1")
+    response = await api_versions.handle(ctx, request)
+    assert response.error_code == error
+    assert len(response.api_keys) == len(HANDLERS)

@@ -1,0 +1,741 @@
+"""Handler semantics that real clients rarely exercise on purpose: proposal order, fencing
+order, KIP-74 limits, long-poll, divergence, validation. The facade here is the smallest fake
+that lets each rule be observed; behaviour against real nodes is tested in tests/e2e."""
+
+import asyncio
+import dataclasses
+import types
+import typing
+import uuid
+from datetime import timedelta
+
+import pytest
+from kio.index import load_payload_module, load_request_schema
+from kio.serial import entity_reader
+from kio.static.constants import EntityType
+
+from kafka_api.codec import build, encode_response
+from kafka_api.context import RequestContext
+from kafka_api.errors import CloseConnection, ErrorCode, KafkaError
+from kafka_api.handlers import (
+    HANDLERS,
+    create_topics,
+    delete_topics,
+    describe_configs,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+    supported_versions,
+)
+from raftlog.broker import (
+    BrokerInfo,
+    ConfigEntry,
+    PartitionInfo,
+    ProduceResult,
+    TimestampOffset,
+    TopicInfo,
+    TopicResult,
+)
+
+E = ErrorCode
+
+
+class FakePartition:
+    def __init__(self, topic, index, epoch=5, leader=True):
+        self.topic, self.index = topic, index
+        self.leader_epoch = epoch
+        self.is_leader = leader
+        self.log_start_offset = 0
+        self.high_watermark = 0
+        self.data: dict[int, bytes] = {}  # offset -> what read() returns from there
+        self.calls: list[tuple] = []
+        self.results: list[asyncio.Future] = []
+        self.epoch_ends: dict[int, tuple[int, int]] = {}
+        self.timestamps: dict[int, TimestampOffset | KafkaError] = {}
+        self._appended = asyncio.Event()
+
+    def produce(self, records, acks, timeout_ms):
+        self.calls.append(("produce", records, acks, timeout_ms))
+        self.results.append(asyncio.get_running_loop().create_future())
+        return self.results[-1]
+
+    @property
+    def log_end_offset(self):
+        return self.high_watermark
+
+    def append(self, offset, data):
+        self.data[offset] = data
+        self.high_watermark = offset + 1
+        self._appended.set()
+
+    def read(self, offset, max_bytes, min_one):
+        self.calls.append(("read", offset, max_bytes, min_one))
+        if not self.log_start_offset <= offset <= self.high_watermark:
+            raise KafkaError(E.offset_out_of_range)
+        data = self.data.get(offset, b"")
+        return data if len(data) <= max_bytes or min_one else b""
+
+    async def wait_for_data(self, offset, timeout):
+        if self.high_watermark <= offset:
+            self._appended.clear()
+            await asyncio.wait_for(self._appended.wait(), timeout)
+
+    def end_offset_for_epoch(self, epoch):
+        self.calls.append(("epoch", epoch))
+        return self.epoch_ends.get(epoch, (-1, -1))
+
+    def offset_for_timestamp(self, timestamp):
+        self.calls.append(("timestamp", timestamp))
+        found = self.timestamps.get(timestamp)
+        if isinstance(found, KafkaError):
+            raise found
+        return found
+
+
+class FakeBroker:
+    node_id = 1
+    cluster_id = "cluster"
+    auto_create_topics = True
+
+    def __init__(self):
+        self._topics: dict[str, TopicInfo] = {}
+        self.partitions: dict[tuple[str, int], FakePartition] = {}
+        self.created: list = []
+        self.deleted: list = []
+
+    def add_topic(self, name, count=1, leader=1, **partition_args):
+        infos = tuple(PartitionInfo(name, i, (1, 2), leader, 5, (1, 2)) for i in range(count))
+        self._topics[name] = TopicInfo(name, uuid.uuid4(), infos)
+        for i in range(count):
+            self.partitions[name, i] = FakePartition(name, i, **partition_args)
+        return self._topics[name]
+
+    def controller_id(self):
+        return 1
+
+    def live_brokers(self):
+        return [BrokerInfo(1, "h1", 9091), BrokerInfo(2, "h2", 9092, "r2")]
+
+    def topics(self):
+        return dict(self._topics)
+
+    def topic(self, name):
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id):
+        return next((t for t in self._topics.values() if t.topic_id == topic_id), None)
+
+    def local_partition(self, topic, index):
+        return self.partitions.get((topic, index))
+
+    async def create_topics(self, specs, validate_only, timeout_ms):
+        self.created.extend(specs)
+        return [TopicResult(spec.name) for spec in specs]
+
+    async def delete_topics(self, names, timeout_ms):
+        self.deleted.extend(names)
+        return [TopicResult(name) for name in names]
+
+    def topic_configs(self, name):
+        if name not in self._topics:
+            return None
+        return [
+            ConfigEntry("retention.ms", "1000", 1, config_type=5, documentation="keep"),
+            ConfigEntry("cleanup.policy", "delete", 5, config_type=2, documentation="how"),
+        ]
+
+    def broker_configs(self, node_id):
+        return [ConfigEntry("broker.id", str(node_id), 4, read_only=True)] if node_id < 3 else None
+
+
+def ctx(broker, version):
+    return RequestContext(broker=broker, api_version=version, client_id="c", client_host="h")
+
+
+def request_module(api_key, version):
+    return load_payload_module(api_key, version, EntityType.request)
+
+
+# --------------------------------------------------------------------------- Produce
+
+
+def produce_request(version, partitions, acks=-1, transactional_id=None, by_id=None):
+    """partitions: [(topic name, index, records)], grouped by topic in order."""
+    m = request_module(produce.API_KEY, version)
+    topics: dict[str, list] = {}
+    for name, index, records in partitions:
+        topics.setdefault(name, []).append(m.PartitionProduceData(index=index, records=records))
+    return build(
+        m.ProduceRequest,
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout=timedelta(seconds=3),
+        topic_data=tuple(
+            build(
+                m.TopicProduceData,
+                name=name,
+                topic_id=(by_id or {}).get(name),
+                partition_data=tuple(data),
+            )
+            for name, data in topics.items()
+        ),
+    )
+
+
+def partition_results(response):
+    return [
+        (p.index, p.error_code, p.base_offset)
+        for topic in response.responses
+        for p in topic.partition_responses
+    ]
+
+
+async def test_produce_proposes_every_partition_before_awaiting_any():
+    broker = FakeBroker()
+    broker.add_topic("a", 2)
+    broker.add_topic("b", 1)
+    request = produce_request(9, [("a", 1, b"a1"), ("a", 0, b"a0"), ("b", 0, b"b0")])
+    task = asyncio.create_task(produce.handle(ctx(broker, 9), request))
+    await asyncio.sleep(0)
+    proposed = [broker.partitions[key].calls for key in (("a", 1), ("a", 0), ("b", 0))]
+    assert proposed == [[("produce", r, -1, 3000)] for r in (b"a1", b"a0", b"b0")]
+    # commits complete in another order; answers keep the request's order
+    for key, offset in ((("b", 0), 30), (("a", 0), 20), (("a", 1), 10)):
+        broker.partitions[key].results[0].set_result(ProduceResult(base_offset=offset))
+    response = await task
+    assert partition_results(response) == [(1, E.none, 10), (0, E.none, 20), (0, E.none, 30)]
+
+
+@pytest.mark.parametrize(
+    ("acks", "transactional_id", "partitions", "error"),
+    [
+        (2, None, [("a", 0, b"x")], E.invalid_required_acks),
+        (-1, "txn", [("a", 0, b"x")], E.invalid_txn_state),
+        (-1, None, [("nope", 0, b"x")], E.unknown_topic_or_partition),
+        (-1, None, [("a", 9, b"x")], E.unknown_topic_or_partition),
+        (-1, None, [("a", 0, b"")], E.invalid_record),
+        (-1, None, [("a", 0, None)], E.invalid_record),
+    ],
+)
+async def test_produce_rejections_never_reach_the_log(acks, transactional_id, partitions, error):
+    broker = FakeBroker()
+    broker.add_topic("a")
+    request = produce_request(9, partitions, acks, transactional_id)
+    response = await produce.handle(ctx(broker, 9), request)
+    assert [e for _, e, _ in partition_results(response)] == [error]
+    assert broker.partitions["a", 0].calls == []
+
+
+async def test_produce_to_a_follower_names_the_leader_from_v10():
+    broker = FakeBroker()
+    broker.add_topic("a", leader=2)
+    broker.partitions["a", 0].is_leader = False
+    request = produce_request(10, [("a", 0, b"x")])
+    response = await produce.handle(ctx(broker, 10), request)
+    partition = response.responses[0].partition_responses[0]
+    assert partition.error_code == E.not_leader_or_follower
+    assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (2, 5)
+    assert [(b.node_id, b.host, b.port, b.rack) for b in response.node_endpoints] == [
+        (2, "h2", 9092, "r2")
+    ]
+
+
+async def test_produce_v13_by_topic_id():
+    broker = FakeBroker()
+    topic_id = broker.add_topic("a").topic_id
+    unknown = uuid.uuid4()
+    request = produce_request(
+        13, [("a", 0, b"x"), ("b", 0, b"y")], by_id={"a": topic_id, "b": unknown}
+    )
+    task = asyncio.create_task(produce.handle(ctx(broker, 13), request))
+    await asyncio.sleep(0)
+    broker.partitions["a", 0].results[0].set_result(ProduceResult(base_offset=4))
+    response = await task
+    assert [t.topic_id for t in response.responses] == [topic_id, unknown]
+    assert partition_results(response) == [(0, E.none, 4), (0, E.unknown_topic_id, -1)]
+
+
+async def test_produce_acks0_is_silent_unless_it_fails():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    request = produce_request(9, [("a", 0, b"x")], acks=0)
+    task = asyncio.create_task(produce.handle(ctx(broker, 9), request))
+    await asyncio.sleep(0)
+    broker.partitions["a", 0].results[0].set_result(ProduceResult(base_offset=0))
+    assert await task is None
+    with pytest.raises(CloseConnection):
+        await produce.handle(ctx(broker, 9), produce_request(9, [("b", 0, b"x")], acks=0))
+
+
+# --------------------------------------------------------------------------- Fetch
+
+
+def fetch_request(
+    version, partitions, *, max_bytes=1 << 20, min_bytes=0, max_wait=0, topic_ids=None, **top
+):
+    """partitions: [(topic, index, fetch_offset, partition_max_bytes, current_epoch, last_epoch)]"""
+    m = request_module(fetch.API_KEY, version)
+    topics: dict[str, list] = {}
+    for name, index, offset, limit, current, last in partitions:
+        topics.setdefault(name, []).append(
+            build(
+                m.FetchPartition,
+                partition=index,
+                current_leader_epoch=current,
+                fetch_offset=offset,
+                last_fetched_epoch=last,
+                log_start_offset=-1,
+                partition_max_bytes=limit,
+            )
+        )
+    values = dict(
+        replica_id=-1,
+        max_wait=timedelta(milliseconds=max_wait),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=tuple(
+            build(
+                m.FetchTopic,
+                topic=name,
+                topic_id=(topic_ids or {}).get(name),
+                partitions=tuple(parts),
+            )
+            for name, parts in topics.items()
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    values.update(top)
+    return build(m.FetchRequest, **values)
+
+
+def fetched(response):
+    return [
+        (p.partition_index, p.error_code, p.high_watermark, p.records)
+        for topic in response.responses
+        for p in topic.partitions
+    ]
+
+
+@pytest.mark.parametrize(
+    ("client_epoch", "leader", "error"),
+    [
+        (4, False, E.fenced_leader_epoch),
+        (6, False, E.unknown_leader_epoch),
+        (5, False, E.not_leader_or_follower),
+        (-1, False, E.not_leader_or_follower),
+        (4, True, E.fenced_leader_epoch),
+        (6, True, E.unknown_leader_epoch),
+        (5, True, E.none),
+    ],
+)
+async def test_fetch_checks_the_epoch_before_leadership(client_epoch, leader, error):
+    broker = FakeBroker()
+    broker.add_topic("a", leader=1 if leader else 2)
+    broker.partitions["a", 0].is_leader = leader
+    response = await fetch.handle(
+        ctx(broker, 12), fetch_request(12, [("a", 0, 0, 100, client_epoch, -1)])
+    )
+    assert fetched(response)[0][1] == error
+
+
+async def test_fetch_only_the_first_partition_with_data_may_exceed_limits():
+    broker = FakeBroker()
+    broker.add_topic("a", 3)
+    for i in range(3):
+        broker.partitions["a", i].append(0, bytes(100))
+    request = fetch_request(
+        11, [("a", i, 0, 60, -1, -1) for i in range(3)], max_bytes=150, min_bytes=1
+    )
+    response = await fetch.handle(ctx(broker, 11), request)
+    reads = [broker.partitions["a", i].calls for i in range(3)]
+    assert reads == [[("read", 0, 60, True)], [("read", 0, 50, False)], [("read", 0, 50, False)]]
+    assert [len(records) for *_, records in fetched(response)] == [100, 0, 0]
+
+
+async def test_fetch_long_poll_wakes_on_new_data():
+    broker = FakeBroker()
+    broker.add_topic("a", 2)
+    request = fetch_request(
+        11, [("a", 0, 0, 100, -1, -1), ("a", 1, 0, 100, -1, -1)], min_bytes=1, max_wait=10_000
+    )
+    task = asyncio.create_task(fetch.handle(ctx(broker, 11), request))
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    broker.partitions["a", 1].append(0, b"batch")
+    response = await asyncio.wait_for(task, 1)
+    assert fetched(response) == [(0, E.none, 0, b""), (1, E.none, 1, b"batch")]
+
+
+async def test_fetch_long_poll_gives_up_after_max_wait():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    request = fetch_request(11, [("a", 0, 0, 100, -1, -1)], min_bytes=1, max_wait=100)
+    response = await fetch.handle(ctx(broker, 11), request)
+    assert 0.09 < loop.time() - started < 0.5
+    assert fetched(response) == [(0, E.none, 0, b"")]
+
+
+async def test_fetch_reports_divergence_instead_of_records():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    partition = broker.partitions["a", 0]
+    partition.append(50, b"batch")
+    partition.epoch_ends[3] = (3, 40)  # epoch 3 ended at 40, the follower fetches from 50
+    response = await fetch.handle(ctx(broker, 12), fetch_request(12, [("a", 0, 50, 100, 5, 3)]))
+    data = response.responses[0].partitions[0]
+    assert (data.error_code, data.records, data.high_watermark) == (E.none, b"", 51)
+    assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (3, 40)
+    assert ("read", 50, 100, True) not in partition.calls
+
+
+async def test_fetch_in_the_current_epoch_needs_no_epoch_lookup():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    partition = broker.partitions["a", 0]
+    partition.append(50, b"batch")
+    response = await fetch.handle(ctx(broker, 12), fetch_request(12, [("a", 0, 50, 100, 5, 5)]))
+    assert fetched(response) == [(0, E.none, 51, b"batch")]
+    assert [call[0] for call in partition.calls] == ["read"]
+
+
+async def test_fetch_out_of_range_reports_the_log_bounds():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    partition = broker.partitions["a", 0]
+    partition.append(9, b"x")
+    partition.log_start_offset = 5
+    response = await fetch.handle(ctx(broker, 11), fetch_request(11, [("a", 0, 2, 100, -1, -1)]))
+    data = response.responses[0].partitions[0]
+    assert (data.error_code, data.high_watermark, data.log_start_offset) == (
+        E.offset_out_of_range,
+        10,
+        5,
+    )
+
+
+async def test_fetch_sessions_are_never_created():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    incremental = fetch_request(11, [], session_id=7, session_epoch=3)
+    response = await fetch.handle(ctx(broker, 11), incremental)
+    assert (response.error_code, response.session_id) == (E.fetch_session_id_not_found, 0)
+    opening = fetch_request(11, [("a", 0, 0, 100, -1, -1)], session_epoch=0)
+    response = await fetch.handle(ctx(broker, 11), opening)
+    assert (response.error_code, response.session_id) == (E.none, 0)
+
+
+async def test_fetch_v13_by_topic_id():
+    broker = FakeBroker()
+    topic_id = broker.add_topic("a").topic_id
+    broker.partitions["a", 0].append(0, b"x")
+    request = fetch_request(
+        13,
+        [("a", 0, 0, 100, -1, -1), ("b", 0, 0, 100, -1, -1)],
+        topic_ids={"a": topic_id, "b": uuid.uuid4()},
+    )
+    response = await fetch.handle(ctx(broker, 13), request)
+    assert [t.topic_id == topic_id for t in response.responses] == [True, False]
+    assert [(i, e, r) for i, e, _, r in fetched(response)] == [
+        (0, E.none, b"x"),
+        (0, E.unknown_topic_id, b""),
+    ]
+
+
+async def test_fetch_from_a_follower_names_the_leader():
+    broker = FakeBroker()
+    topic_id = broker.add_topic("a", leader=2).topic_id
+    broker.partitions["a", 0].is_leader = False
+    for version, endpoints in ((12, []), (16, [(2, "h2", 9092)])):
+        request = fetch_request(version, [("a", 0, 0, 100, 5, -1)], topic_ids={"a": topic_id})
+        response = await fetch.handle(ctx(broker, version), request)
+        leader = response.responses[0].partitions[0].current_leader
+        assert (leader.leader_id, leader.leader_epoch) == (2, 5)
+        assert [(b.node_id, b.host, b.port) for b in getattr(response, "node_endpoints", ())] == (
+            endpoints
+        )
+
+
+# --------------------------------------------------------------------------- ListOffsets
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "asked", "answer"),
+    [
+        (-1, -1, (E.none, 7, 10, 5)),
+        (-2, -2, (E.none, 7, 10, 5)),
+        (-4, -2, (E.none, 7, 10, 5)),  # earliest local = earliest without tiered storage
+        (-5, None, (E.none, -1, -1, -1)),  # nothing is tiered
+        (123, 123, (E.none, -1, -1, -1)),  # no record that late
+        (-3, -3, (E.offset_not_available, -1, -1, -1)),
+    ],
+)
+async def test_list_offsets(timestamp, asked, answer):
+    broker = FakeBroker()
+    broker.add_topic("a")
+    partition = broker.partitions["a", 0]
+    partition.timestamps = {
+        -1: TimestampOffset(7, 10, 5),
+        -2: TimestampOffset(7, 10, 5),
+        -3: KafkaError(E.offset_not_available),
+    }
+    m = request_module(list_offsets.API_KEY, 7)
+    request = m.ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            m.ListOffsetsTopic(
+                name="a",
+                partitions=(
+                    m.ListOffsetsPartition(
+                        partition_index=0, current_leader_epoch=5, timestamp=timestamp
+                    ),
+                ),
+            ),
+        ),
+    )
+    response = await list_offsets.handle(ctx(broker, 7), request)
+    p = response.topics[0].partitions[0]
+    assert (p.error_code, p.timestamp, p.offset, p.leader_epoch) == answer
+    assert partition.calls == ([("timestamp", asked)] if asked is not None else [])
+
+
+# --------------------------------------------------------------------------- Metadata
+
+
+async def test_metadata_auto_creates_valid_unknown_names_only():
+    broker = FakeBroker()
+    broker.add_topic("known", 2, leader=-1)
+    m = request_module(metadata.API_KEY, 9)
+    request = m.MetadataRequest(
+        topics=tuple(m.MetadataRequestTopic(name=n) for n in ("known", "new", "bad/name", "new")),
+        allow_auto_topic_creation=True,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    response = await metadata.handle(ctx(broker, 9), request)
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("known", E.none),
+        ("new", E.leader_not_available),
+        ("bad/name", E.invalid_topic_exception),
+        ("new", E.leader_not_available),
+    ]
+    assert [spec.name for spec in broker.created] == ["new"]
+    partitions = response.topics[0].partitions
+    assert [(p.error_code, p.leader_id, p.leader_epoch) for p in partitions] == [
+        (E.leader_not_available, -1, 5)
+    ] * 2
+    assert [b.node_id for b in response.brokers] == [1, 2]
+    assert (response.cluster_id, response.controller_id) == ("cluster", 1)
+
+
+async def test_metadata_without_auto_creation_and_all_topics():
+    broker = FakeBroker()
+    broker.add_topic("known")
+    m = request_module(metadata.API_KEY, 4)
+    request = m.MetadataRequest(
+        topics=(m.MetadataRequestTopic(name="new"),), allow_auto_topic_creation=False
+    )
+    response = await metadata.handle(ctx(broker, 4), request)
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("new", E.unknown_topic_or_partition)
+    ]
+    assert broker.created == []
+    for version, topics in ((0, ()), (1, None)):
+        m = request_module(metadata.API_KEY, version)
+        response = await metadata.handle(ctx(broker, version), m.MetadataRequest(topics=topics))
+        assert [t.name for t in response.topics] == ["known"]
+
+
+# --------------------------------------------------------------------------- admin
+
+
+async def test_create_topics_validates_before_the_controller():
+    broker = FakeBroker()
+    m = request_module(create_topics.API_KEY, 7)
+
+    def topic(name, partitions=-1, rf=-1, assignments=()):
+        return m.CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=rf,
+            assignments=tuple(
+                m.CreatableReplicaAssignment(partition_index=i, broker_ids=b)
+                for i, b in assignments
+            ),
+            configs=(m.CreatableTopicConfig(name="retention.ms", value="5"),),
+        )
+
+    topics = (
+        topic("ok", 3, 1),
+        topic("dup"),
+        topic("dup"),
+        topic("a" * 250),
+        topic(".."),
+        topic("zero", 0),
+        topic("neg", -2),
+        topic("norf", 1, 0),
+        topic("both", 2, -1, [(0, (1,))]),
+        topic("gap", assignments=[(0, (1,)), (2, (1,))]),
+        topic("manual", assignments=[(1, (2,)), (0, (1,))]),
+    )
+    request = m.CreateTopicsRequest(
+        topics=topics, timeout=timedelta(seconds=5), validate_only=False
+    )
+    response = await create_topics.handle(ctx(broker, 7), request)
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("ok", E.none),
+        ("dup", E.invalid_request),
+        ("dup", E.invalid_request),
+        ("a" * 250, E.invalid_topic_exception),
+        ("..", E.invalid_topic_exception),
+        ("zero", E.invalid_partitions),
+        ("neg", E.invalid_partitions),
+        ("norf", E.invalid_replication_factor),
+        ("both", E.invalid_request),
+        ("gap", E.invalid_replica_assignment),
+        ("manual", E.none),
+    ]
+    assert [(s.name, s.num_partitions, s.assignments, s.configs) for s in broker.created] == [
+        ("ok", 3, None, {"retention.ms": "5"}),
+        ("manual", -1, {0: (1,), 1: (2,)}, {"retention.ms": "5"}),
+    ]
+
+
+async def test_delete_topics_by_name_and_id():
+    broker = FakeBroker()
+    topic_id = broker.add_topic("a").topic_id
+    broker.add_topic("b")
+    m = request_module(delete_topics.API_KEY, 6)
+    unknown = uuid.uuid4()
+    request = m.DeleteTopicsRequest(
+        topics=(
+            m.DeleteTopicState(name=None, topic_id=topic_id),
+            m.DeleteTopicState(name="b", topic_id=None),
+            m.DeleteTopicState(name=None, topic_id=unknown),
+            m.DeleteTopicState(name="b", topic_id=None),
+        ),
+        timeout=timedelta(seconds=1),
+    )
+    response = await delete_topics.handle(ctx(broker, 6), request)
+    assert [(r.name, r.topic_id, r.error_code) for r in response.responses] == [
+        ("a", topic_id, E.none),
+        ("b", None, E.invalid_request),
+        (None, unknown, E.unknown_topic_id),
+        ("b", None, E.invalid_request),
+    ]
+    assert broker.deleted == ["a"]
+
+
+async def test_describe_configs():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    m = request_module(describe_configs.API_KEY, 3)
+    request = m.DescribeConfigsRequest(
+        resources=(
+            m.DescribeConfigsResource(
+                resource_type=2, resource_name="a", configuration_keys=("retention.ms",)
+            ),
+            m.DescribeConfigsResource(resource_type=2, resource_name="a", configuration_keys=()),
+            m.DescribeConfigsResource(
+                resource_type=2, resource_name="nope", configuration_keys=None
+            ),
+            m.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),
+            m.DescribeConfigsResource(resource_type=4, resource_name="x", configuration_keys=None),
+            m.DescribeConfigsResource(resource_type=8, resource_name="1", configuration_keys=None),
+        ),
+        include_synonyms=True,
+        include_documentation=True,
+    )
+    response = await describe_configs.handle(ctx(broker, 3), request)
+    results = response.results
+    assert [r.error_code for r in results] == [
+        E.none,
+        E.none,
+        E.unknown_topic_or_partition,
+        E.none,
+        E.invalid_request,
+        E.invalid_request,
+    ]
+    only = results[0].configs
+    assert [(c.name, c.value, c.config_source, c.config_type, c.documentation) for c in only] == [
+        ("retention.ms", "1000", 1, 5, "keep")
+    ]
+    assert [(s.name, s.value, s.source) for s in only[0].synonyms] == [("retention.ms", "1000", 1)]
+    assert [c.name for c in results[1].configs] == ["retention.ms", "cleanup.policy"]
+    assert [(c.name, c.value) for c in results[3].configs] == [("broker.id", "1")]
+
+
+# --------------------------------------------------------------------------- every version
+
+SMOKE_TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
+# Field values that take each handler down its main path rather than a rejection.
+SMOKE_VALUES = {
+    "acks": -1,
+    "transactional_id": None,
+    "num_partitions": -1,
+    "replication_factor": -1,
+    "resource_type": 2,
+    "endpoint_type": 1,
+    "topic_id": SMOKE_TOPIC_ID,
+    "count": 2,
+}
+
+
+def sample(kind, name=""):
+    """A value of a kio field type: one element per array, so every level is built."""
+    if name in SMOKE_VALUES:
+        return SMOKE_VALUES[name]
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        return sample(next(a for a in typing.get_args(kind) if a is not type(None)), name)
+    if origin is tuple:
+        return (sample(typing.get_args(kind)[0], name),)
+    if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        return kind(**{f.name: sample(hints[f.name], f.name) for f in dataclasses.fields(kind)})
+    if issubclass(kind, timedelta):
+        return timedelta(0)
+    for base, value in ((bool, False), (bytes, b"records"), (str, "t"), (int, 0)):
+        if issubclass(kind, base):
+            return value
+    if kind is uuid.UUID:
+        return SMOKE_TOPIC_ID
+    raise TypeError(f"no sample for {kind}")
+
+
+class SmokeBroker(FakeBroker):
+    def __init__(self):
+        super().__init__()
+        self.add_topic("t", 2)
+        self._topics["t"] = dataclasses.replace(self._topics["t"], topic_id=SMOKE_TOPIC_ID)
+        for partition in self.partitions.values():
+            partition.produce = self._committed
+
+    @staticmethod
+    def _committed(records, acks, timeout_ms):
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(ProduceResult(base_offset=0, log_start_offset=0))
+        return done
+
+    async def create_partitions(self, name, count, assignments, validate_only, timeout_ms):
+        return TopicResult(name)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version"),
+    [(key, v) for key, low, high in supported_versions() for v in range(low, high + 1)],
+)
+async def test_every_served_version_answers_and_encodes(api_key, version):
+    request = sample(load_request_schema(api_key, version))
+    response = await HANDLERS[api_key].handle(ctx(SmokeBroker(), version), request)
+    assert response.__version__ == version
+    payload = b"".join(encode_response(1, response))[4:]
+    header = 5 if type(response).__header_schema__.__flexible__ else 4
+    assert entity_reader(type(response))(payload, header)[0] == response

@@ -1,0 +1,302 @@
+"""KafkaServer framing, ordering and limits over real sockets on 127.0.0.1. Fake handlers are
+swapped into the registry where a test needs control over timing, so only the server is under
+test here; handler semantics are tested in test_kafka_handlers.py."""
+
+import asyncio
+import io
+import logging
+import struct
+import time
+import types
+from datetime import timedelta
+
+import pytest
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from kafka_api import server as server_module
+from kafka_api.codec import build, response_module
+from kafka_api.errors import ErrorCode
+from kafka_api.handlers import HANDLERS, supported_versions
+from kafka_api.server import KafkaServer
+
+PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
+
+
+def frame(api_key, version, correlation_id, request=None, body=b"", flexible=False):
+    """A request frame: size, header v1 or v2 (client id "t"), body."""
+    flexible = flexible or (request is not None and type(request).__flexible__)
+    header = struct.pack(">hhih", api_key, version, correlation_id, 1) + b"t"
+    if flexible:
+        header += b"\x00"
+    if request is not None:
+        buffer = io.BytesIO()
+        entity_writer(type(request))(buffer, request)
+        body = buffer.getvalue()
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def metadata_request(*names):
+    m = load_payload_module(METADATA, 1, EntityType.request)
+    return m.MetadataRequest(topics=tuple(m.MetadataRequestTopic(name=n) for n in names))
+
+
+def produce_request(acks, records=b"r"):
+    m = load_payload_module(PRODUCE, 3, EntityType.request)
+    data = m.PartitionProduceData(index=0, records=records)
+    return m.ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=timedelta(seconds=1),
+        topic_data=(m.TopicProduceData(name="t", partition_data=(data,)),),
+    )
+
+
+def metadata_response(names):
+    m = response_module(METADATA, 1)
+    topics = tuple(
+        build(m.MetadataResponseTopic, error_code=ErrorCode.none, name=n, partitions=())
+        for n in names
+    )
+    return build(m.MetadataResponse, brokers=(), controller_id=-1, topics=topics)
+
+
+def produce_response(base_offset):
+    m = response_module(PRODUCE, 3)
+    partition = build(
+        m.PartitionProduceResponse, index=0, error_code=ErrorCode.none, base_offset=base_offset
+    )
+    topic = build(m.TopicProduceResponse, name="t", partition_responses=(partition,))
+    return build(m.ProduceResponse, responses=(topic,), throttle_time=timedelta(0))
+
+
+def fake_handler(api_key, handle):
+    return types.SimpleNamespace(API_KEY=api_key, MIN_VERSION=0, MAX_VERSION=13, handle=handle)
+
+
+async def read_response(reader, api_key, version, timeout=5.0):
+    size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout))[0]
+    payload = await asyncio.wait_for(reader.readexactly(size), timeout)
+    correlation_id = struct.unpack_from(">i", payload)[0]
+    return correlation_id, entity_reader(load_response_schema(api_key, version))(payload, 4)[0]
+
+
+async def is_closed(reader, timeout=5.0):
+    try:
+        return await asyncio.wait_for(reader.read(65536), timeout) == b""
+    except ConnectionResetError:
+        return True
+
+
+@pytest.fixture
+async def kafka():
+    server = KafkaServer(broker=None, host="127.0.0.1", port=0, max_request_bytes=8 * 1024 * 1024)
+    await server.start()
+    yield server
+    await server.close()
+
+
+async def connect(server):
+    return await asyncio.open_connection("127.0.0.1", server.port)
+
+
+async def assert_serving(server):
+    reader, writer = await connect(server)
+    writer.write(frame(API_VERSIONS, 0, 5))
+    correlation_id, response = await read_response(reader, API_VERSIONS, 0)
+    assert (correlation_id, response.error_code) == (5, ErrorCode.none)
+    writer.close()
+
+
+async def test_responses_follow_request_order_while_handlers_overlap(kafka, monkeypatch):
+    async def handle(ctx, request):
+        await asyncio.sleep(float(request.topics[0].name))
+        return metadata_response([request.topics[0].name])
+
+    monkeypatch.setitem(HANDLERS, METADATA, fake_handler(METADATA, handle))
+    reader, writer = await connect(kafka)
+    delays = ["0.3", "0", "0.15", "0"]
+    started = time.monotonic()
+    writer.write(b"".join(frame(METADATA, 1, i, metadata_request(d)) for i, d in enumerate(delays)))
+    answers = [await read_response(reader, METADATA, 1) for _ in delays]
+    assert [(cid, r.topics[0].name) for cid, r in answers] == list(enumerate(delays))
+    assert time.monotonic() - started < 0.45, "handlers ran one after another"
+    writer.close()
+
+
+@pytest.mark.parametrize("limit", [512, 3])
+async def test_requests_start_in_arrival_order(kafka, monkeypatch, limit):
+    """Also with reading paused and resumed every few requests by the in-flight limit."""
+    monkeypatch.setattr(server_module, "MAX_PENDING_REQUESTS", limit)
+    started = []
+
+    async def handle(ctx, request):
+        started.append(request.topics[0].name)  # before any await, as Produce proposes
+        await asyncio.sleep(0)
+        return metadata_response([])
+
+    monkeypatch.setitem(HANDLERS, METADATA, fake_handler(METADATA, handle))
+    reader, writer = await connect(kafka)
+    names = [str(i) for i in range(200)]
+    writer.write(b"".join(frame(METADATA, 1, i, metadata_request(n)) for i, n in enumerate(names)))
+    for i in range(len(names)):
+        assert (await read_response(reader, METADATA, 1))[0] == i
+    assert started == names
+    writer.close()
+
+
+async def test_acks0_produce_is_not_answered_and_blocks_nothing(kafka, monkeypatch):
+    async def produce(ctx, request):
+        if request.acks == 0:
+            await asyncio.sleep(0.5)
+            return None
+        return produce_response(7)
+
+    async def metadata(ctx, request):
+        return metadata_response(["m"])
+
+    monkeypatch.setitem(HANDLERS, PRODUCE, fake_handler(PRODUCE, produce))
+    monkeypatch.setitem(HANDLERS, METADATA, fake_handler(METADATA, metadata))
+    reader, writer = await connect(kafka)
+    writer.write(
+        frame(PRODUCE, 3, 1, produce_request(0)) + frame(METADATA, 1, 2, metadata_request())
+    )
+    started = time.monotonic()
+    assert (await read_response(reader, METADATA, 1))[0] == 2
+    assert time.monotonic() - started < 0.4
+    writer.write(frame(PRODUCE, 3, 3, produce_request(1)))
+    correlation_id, response = await read_response(reader, PRODUCE, 3)
+    assert correlation_id == 3 and response.responses[0].partition_responses[0].base_offset == 7
+    writer.close()
+
+
+def _fetch_v4_body():
+    m = load_payload_module(FETCH, 4, EntityType.request)
+    request = m.FetchRequest(max_wait=timedelta(0), min_bytes=0, topics=())
+    buffer = io.BytesIO()
+    entity_writer(m.FetchRequest)(buffer, request)
+    return buffer.getvalue()
+
+
+BAD_INPUT = {
+    "random bytes": bytes(range(7, 250, 3)),
+    "frame over the limit": struct.pack(">i", 8 * 1024 * 1024 + 1) + b"\x00" * 16,
+    "negative frame size": struct.pack(">i", -1),
+    "empty frame": struct.pack(">i", 0),
+    "unknown api key": frame(31999, 0, 1, body=b"\x00" * 8),
+    "fetch v3 (unsupported)": frame(FETCH, 3, 1, body=_fetch_v4_body()),
+    "fetch v99": frame(FETCH, 99, 1, body=_fetch_v4_body()),
+    "truncated body": frame(METADATA, 1, 1, body=b"\x00\x00"),
+    # ApiVersions v3 ("a", "1") plus a tagged field kio does not know (it raises KeyError)
+    "unknown tagged field": frame(
+        API_VERSIONS, 3, 1, body=b"\x02a\x021" + b"\x01\x09\x01\x00", flexible=True
+    ),
+}
+
+
+@pytest.mark.parametrize("data", BAD_INPUT.values(), ids=BAD_INPUT.keys())
+async def test_bad_input_closes_that_connection_only(kafka, data, caplog):
+    bystander_reader, bystander = await connect(kafka)
+    reader, writer = await connect(kafka)
+    with caplog.at_level(logging.WARNING, logger="kafka_api.server"):
+        writer.write(data)
+        assert await is_closed(reader)
+    assert any("closing Kafka connection from 127.0.0.1" in r.getMessage() for r in caplog.records)
+    writer.close()
+    bystander.write(frame(API_VERSIONS, 0, 8))
+    assert (await read_response(bystander_reader, API_VERSIONS, 0))[0] == 8
+    await assert_serving(kafka)
+    bystander.close()
+
+
+async def test_unknown_api_versions_version_gets_v0_answer(kafka):
+    reader, writer = await connect(kafka)
+    writer.write(frame(API_VERSIONS, 99, 42, body=b"\x07future-body\x00"))
+    correlation_id, response = await read_response(reader, API_VERSIONS, 0)
+    assert correlation_id == 42 and response.error_code == ErrorCode.unsupported_version
+    assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == (
+        supported_versions()
+    )
+    request = load_request_schema(API_VERSIONS, 3)(
+        client_software_name="t", client_software_version="1"
+    )
+    writer.write(frame(API_VERSIONS, 3, 43, request))
+    correlation_id, response = await read_response(reader, API_VERSIONS, 3)
+    assert (correlation_id, response.error_code) == (43, ErrorCode.none)
+    writer.close()
+
+
+async def test_failing_handler_closes_its_connection_and_is_logged(kafka, monkeypatch, caplog):
+    async def handle(ctx, request):
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(HANDLERS, METADATA, fake_handler(METADATA, handle))
+    reader, writer = await connect(kafka)
+    with caplog.at_level(logging.ERROR, logger="kafka_api.server"):
+        writer.write(frame(METADATA, 1, 1, metadata_request()))
+        assert await is_closed(reader)
+    assert any(r.exc_info and "boom" in str(r.exc_info[1]) for r in caplog.records)
+    writer.close()
+    await assert_serving(kafka)
+
+
+@pytest.mark.parametrize("reusable_limit", [16 * 1024 * 1024, 512 * 1024])
+async def test_large_frames_in_small_pieces(kafka, monkeypatch, reusable_limit):
+    """Frames larger than the read buffer: the buffer grows, or past the limit the frame gets
+    a buffer of its own; small frames before and after are unaffected."""
+    monkeypatch.setattr(server_module, "MAX_READ_BUFFER_BYTES", reusable_limit)
+
+    async def produce(ctx, request):
+        return produce_response(len(request.topic_data[0].partition_data[0].records))
+
+    monkeypatch.setitem(HANDLERS, PRODUCE, fake_handler(PRODUCE, produce))
+    reader, writer = await connect(kafka)
+    sizes = [10, 3 * 1024 * 1024, 100, 700 * 1024, 5]
+    data = b"".join(
+        frame(PRODUCE, 3, i, produce_request(1, bytes([i]) * size)) for i, size in enumerate(sizes)
+    )
+    for start in range(0, len(data), 100_003):
+        writer.write(data[start : start + 100_003])
+        await writer.drain()
+    for i, size in enumerate(sizes):
+        correlation_id, response = await read_response(reader, PRODUCE, 3)
+        assert (correlation_id, response.responses[0].partition_responses[0].base_offset) == (
+            i,
+            size,
+        )
+    writer.close()
+
+
+async def test_large_response_is_written_whole_to_a_slow_reader(kafka, monkeypatch):
+    big = bytes(range(256)) * (20 * 1024 * 1024 // 256)
+
+    async def fetch(ctx, request):
+        m = response_module(FETCH, 4)
+        partition = build(
+            m.PartitionData,
+            partition_index=0,
+            error_code=ErrorCode.none,
+            high_watermark=1,
+            aborted_transactions=None,
+            records=big,
+        )
+        topic = build(m.FetchableTopicResponse, topic="t", partitions=(partition,))
+        return build(m.FetchResponse, throttle_time=timedelta(0), responses=(topic,))
+
+    monkeypatch.setitem(HANDLERS, FETCH, fake_handler(FETCH, fetch))
+    reader, writer = await connect(kafka)
+    writer.write(frame(FETCH, 4, 1, body=_fetch_v4_body()) * 2)
+    await asyncio.sleep(0.3)  # let the server fill the socket and pause writing
+    for correlation_id in (1, 1):
+        got, response = await read_response(reader, FETCH, 4, timeout=30)
+        assert got == correlation_id and response.responses[0].partitions[0].records == big
+    writer.close()
+
+
+async def test_close_disconnects_clients(kafka):
+    reader, writer = await connect(kafka)
+    await assert_serving(kafka)
+    await kafka.close()
+    assert await is_closed(reader)
+    writer.close()
