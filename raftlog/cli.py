@@ -1,0 +1,238 @@
+"""The `raftlog` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from raftlog import cluster
+from raftlog.config import ConfigError, NodeConfig
+
+DEFAULT_DATA = Path("data")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args) or 0
+    except (cluster.ClusterError, ConfigError) as e:
+        print(f"raftlog: {e}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="raftlog", description="A Raft-replicated log that speaks the Kafka protocol."
+    )
+    sub = parser.add_subparsers(metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run one node in the foreground")
+    serve.add_argument("--config", type=Path, required=True, help="node config file (TOML)")
+    serve.set_defaults(run=_serve)
+
+    clu = sub.add_parser("cluster", help="a local cluster of node processes on loopback")
+    clu_sub = clu.add_subparsers(metavar="ACTION", required=True)
+    up = clu_sub.add_parser("up", help="start the nodes in the background")
+    up.add_argument("--nodes", type=int, default=3)
+    up.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    up.add_argument(
+        "--kafka-port",
+        type=int,
+        default=9092,
+        help="Kafka port of node 1; node i gets port+i-1 (Raft +1000, admin +2000)",
+    )
+    up.add_argument("--timeout", type=float, default=60.0)
+    up.set_defaults(run=_cluster_up)
+    down = clu_sub.add_parser("down", help="stop the nodes (leadership is handed over first)")
+    down.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    down.set_defaults(run=_cluster_down)
+    st = clu_sub.add_parser("status", help="show the nodes")
+    st.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    st.set_defaults(run=_cluster_status)
+
+    topic = sub.add_parser("topic", help="create, list and describe topics")
+    topic_sub = topic.add_subparsers(metavar="ACTION", required=True)
+    create = topic_sub.add_parser("create")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    create.set_defaults(run=_topic_create)
+    listing = topic_sub.add_parser("list")
+    listing.set_defaults(run=_topic_list)
+    describe = topic_sub.add_parser("describe")
+    describe.add_argument("name")
+    describe.set_defaults(run=_topic_describe)
+    for p in (create, listing, describe):
+        p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
+        p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+
+    epochs = sub.add_parser("epochs", help="print a partition's leader epoch cache")
+    epochs.add_argument("topic")
+    epochs.add_argument("partition", type=int)
+    epochs.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="the local cluster's directory (every node is asked)",
+    )
+    epochs.add_argument(
+        "--admin",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="ask this node's admin listener instead (repeatable)",
+    )
+    epochs.set_defaults(run=_epochs)
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from raftlog.node import Node
+
+    config = NodeConfig.load(args.config)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s [node %(node)s] %(name)s: %(message)s".replace(
+            "%(node)s", str(config.node_id)
+        ),
+        handlers=[logging.FileHandler(config.data_dir / "raftlog.log"), logging.StreamHandler()],
+    )
+
+    async def run() -> None:
+        node = Node(config)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await node.start()
+        await stop.wait()
+        logging.getLogger("raftlog").info("stopping: handing over leadership")
+        await node.stop(graceful=True)
+
+    asyncio.run(run())
+    return 0
+
+
+def _cluster_up(args: argparse.Namespace) -> int:
+    bootstrap = cluster.up(args.data, args.nodes, args.kafka_port, args.timeout)
+    print(f"raftlog cluster of {args.nodes} nodes is up; data in {args.data.resolve()}")
+    print("bootstrap servers:")
+    print(bootstrap)
+    return 0
+
+
+def _cluster_down(args: argparse.Namespace) -> int:
+    for line in cluster.down(args.data):
+        print(line)
+    return 0
+
+
+def _cluster_status(args: argparse.Namespace) -> int:
+    for line in cluster.cluster_status(args.data):
+        print(line)
+    return 0
+
+
+def _bootstrap(args: argparse.Namespace) -> str:
+    if args.bootstrap:
+        return args.bootstrap
+    return cluster.read_state(args.data.resolve())["bootstrap"]
+
+
+def _admin_client(args: argparse.Namespace):  # noqa: ANN202 - kafka-python has no stubs
+    from kafka.admin import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=_bootstrap(args), client_id="raftlog-cli")
+
+
+def _topic_create(args: argparse.Namespace) -> int:
+    from kafka.admin import NewTopic
+
+    configs = {}
+    for item in args.config:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--config expects KEY=VALUE, got {item!r}")
+        configs[key] = value
+    admin = _admin_client(args)
+    try:
+        admin.create_topics(
+            [NewTopic(args.name, args.partitions, args.replication_factor, topic_configs=configs)]
+        )
+    except Exception as e:  # kafka-python raises one class per Kafka error code
+        print(f"raftlog: could not create {args.name}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        admin.close()
+    print(
+        f"created {args.name}: {args.partitions} partitions, replication factor "
+        f"{args.replication_factor}"
+    )
+    return 0
+
+
+def _topic_list(args: argparse.Namespace) -> int:
+    admin = _admin_client(args)
+    try:
+        for name in sorted(admin.list_topics()):
+            print(name)
+    finally:
+        admin.close()
+    return 0
+
+
+def _topic_describe(args: argparse.Namespace) -> int:
+    admin = _admin_client(args)
+    try:
+        (topic,) = admin.describe_topics([args.name])
+    finally:
+        admin.close()
+    if topic["error_code"]:
+        print(f"raftlog: {args.name}: Kafka error {topic['error_code']}", file=sys.stderr)
+        return 1
+    print(f"topic {args.name}  partitions {len(topic['partitions'])}")
+    for p in sorted(topic["partitions"], key=lambda p: p["partition_index"]):
+        print(
+            f"  partition {p['partition_index']}  leader {p['leader_id']}  "
+            f"epoch {p['leader_epoch']}  replicas {p['replica_nodes']}  isr {p['isr_nodes']}"
+        )
+    return 0
+
+
+def _epochs(args: argparse.Namespace) -> int:
+    admins = args.admin or [n["admin"] for n in cluster.read_state(args.data.resolve())["nodes"]]
+    found = False
+    for admin in admins:
+        url = f"http://{admin}/v1/partitions/{args.topic}/{args.partition}/epochs"
+        try:
+            with urllib.request.urlopen(url, timeout=3) as r:
+                answer = json.load(r)
+        except urllib.error.HTTPError as e:
+            print(f"{admin}: {e.read().decode().strip()}")
+            continue
+        except (urllib.error.URLError, OSError) as e:
+            print(f"{admin}: not reachable ({e})")
+            continue
+        found = True
+        print(f"{admin}: term {answer['term']}, log end offset {answer['log_end_offset']}")
+        print("  epoch  start offset")
+        for epoch, start in answer["epochs"]:
+            print(f"  {epoch:>5}  {start}")
+    return 0 if found else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

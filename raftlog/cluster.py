@@ -1,0 +1,256 @@
+"""`raftlog cluster up|down|status`: a cluster of node processes on this machine's loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+RAFT_OFFSET = 1000
+ADMIN_OFFSET = 2000
+HOST = "127.0.0.1"
+
+
+class ClusterError(Exception):
+    pass
+
+
+@dataclass
+class NodeSpec:
+    node_id: int
+    data_dir: Path
+    kafka_port: int
+    raft_port: int
+    admin_port: int
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "raftlog.toml"
+
+    def as_json(self, pid: int | None) -> dict:
+        return {
+            "node_id": self.node_id,
+            "pid": pid,
+            "config": str(self.config_path),
+            "data_dir": str(self.data_dir),
+            "kafka": f"{HOST}:{self.kafka_port}",
+            "raft": f"{HOST}:{self.raft_port}",
+            "admin": f"{HOST}:{self.admin_port}",
+            "log": str(self.data_dir / "raftlog.log"),
+        }
+
+
+def node_specs(data: Path, nodes: int, kafka_port: int) -> list[NodeSpec]:
+    return [
+        NodeSpec(
+            i,
+            data / f"node-{i}",
+            kafka_port + i - 1,
+            kafka_port + RAFT_OFFSET + i - 1,
+            kafka_port + ADMIN_OFFSET + i - 1,
+        )
+        for i in range(1, nodes + 1)
+    ]
+
+
+def write_config(spec: NodeSpec, all_specs: list[NodeSpec], secret: str) -> None:
+    peers = "".join(
+        f'\n[[peers]]\nid = {s.node_id}\nraft = "{HOST}:{s.raft_port}"\n' for s in all_specs
+    )
+    spec.data_dir.mkdir(parents=True, exist_ok=True)
+    spec.config_path.write_text(
+        f"node_id = {spec.node_id}\n"
+        f'data_dir = "{spec.data_dir}"\n'
+        f'kafka_listen = "{HOST}:{spec.kafka_port}"\n'
+        f'advertised_kafka = "{HOST}:{spec.kafka_port}"\n'
+        f'raft_listen = "{HOST}:{spec.raft_port}"\n'
+        f'admin_listen = "{HOST}:{spec.admin_port}"\n'
+        f'cluster_secret = "{secret}"\n' + peers
+    )
+
+
+def start_node(config: Path, data_dir: Path) -> int:
+    """Starts `raftlog serve` detached from this terminal; its console goes to a file."""
+    console = open(data_dir / "console.log", "ab")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raftlog.cli", "serve", "--config", str(config)],
+        stdin=subprocess.DEVNULL,
+        stdout=console,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=data_dir,
+    )
+    console.close()
+    return proc.pid
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours is not alive either.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def status(admin: str, timeout: float = 1.0) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"http://{admin}/v1/status", timeout=timeout) as r:
+            return json.load(r)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def read_state(data: Path) -> dict:
+    path = data / "cluster.json"
+    if not path.exists():
+        raise ClusterError(
+            f"no cluster in {data} (no cluster.json); start one with `raftlog cluster up`"
+        )
+    return json.loads(path.read_text())
+
+
+def up(data: Path, nodes: int, kafka_port: int, timeout: float, progress: bool = True) -> str:
+    data = data.resolve()
+    state_path = data / "cluster.json"
+    if state_path.exists():
+        running = [n for n in json.loads(state_path.read_text())["nodes"] if alive(n["pid"])]
+        if running:
+            raise ClusterError(
+                f"a cluster is already running from {data} (pids "
+                f"{', '.join(str(n['pid']) for n in running)}); `raftlog cluster down --data {data}` first"
+            )
+    specs = node_specs(data, nodes, kafka_port)
+    busy = [
+        p for s in specs for p in (s.kafka_port, s.raft_port, s.admin_port) if not _port_free(p)
+    ]
+    if busy:
+        raise ClusterError(f"ports in use: {', '.join(map(str, busy))}; pick another --kafka-port")
+    secret = secrets.token_hex(16)
+    for spec in specs:
+        if not spec.config_path.exists():
+            write_config(spec, specs, secret)
+    pids = {spec.node_id: start_node(spec.config_path, spec.data_dir) for spec in specs}
+    bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
+    data.mkdir(parents=True, exist_ok=True)
+    state_path.write_text(
+        json.dumps(
+            {"bootstrap": bootstrap, "nodes": [s.as_json(pids[s.node_id]) for s in specs]}, indent=2
+        )
+    )
+    wait_ready(specs, pids, timeout, progress)
+    return bootstrap
+
+
+def wait_ready(specs: list[NodeSpec], pids: dict[int, int], timeout: float, progress: bool) -> None:
+    """Returns once a controller leader exists and every node is registered with it."""
+    deadline = time.monotonic() + timeout
+    wanted = {s.node_id for s in specs}
+    last = ""
+    while time.monotonic() < deadline:
+        dead = [s for s in specs if not alive(pids[s.node_id])]
+        if dead:
+            raise ClusterError(_failure(dead[0], "exited during start-up"))
+        answers = [status(f"{HOST}:{s.admin_port}") for s in specs]
+        up_count = sum(a is not None for a in answers)
+        leaders = {a["controller_leader"] for a in answers if a and a["controller_leader"]}
+        registered = set()
+        for a in answers:
+            if a:
+                registered |= set(a["registered_nodes"])
+        line = (
+            f"nodes answering {up_count}/{len(specs)}, controller leader "
+            f"{next(iter(leaders)) if leaders else 'none yet'}, registered {len(registered & wanted)}/{len(wanted)}"
+        )
+        if progress and line != last:
+            print(line, file=sys.stderr, flush=True)
+            last = line
+        if (
+            up_count == len(specs)
+            and leaders
+            and all(a and wanted <= set(a["registered_nodes"]) and a["cluster_id"] for a in answers)
+        ):
+            return
+        time.sleep(0.2)
+    raise ClusterError(f"cluster not ready after {timeout:.0f}s ({last})")
+
+
+def _failure(spec: NodeSpec, what: str) -> str:
+    tail = ""
+    for name in ("console.log", "raftlog.log"):
+        path = spec.data_dir / name
+        if path.exists():
+            lines = path.read_text(errors="replace").splitlines()[-15:]
+            tail += f"\n--- {path} (last lines) ---\n" + "\n".join(lines)
+    return f"node {spec.node_id} {what}{tail}"
+
+
+def down(data: Path, timeout: float = 20.0) -> list[str]:
+    state = read_state(data.resolve())
+    pids = [n["pid"] for n in state["nodes"] if alive(n["pid"])]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    report = []
+    for node in state["nodes"]:
+        pid = node["pid"]
+        if pid in pids and alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            report.append(
+                f"node {node['node_id']} (pid {pid}) did not stop in {timeout:.0f}s: killed"
+            )
+        elif pid in pids:
+            report.append(f"node {node['node_id']} (pid {pid}) stopped")
+        else:
+            report.append(f"node {node['node_id']} was not running")
+    return report
+
+
+def cluster_status(data: Path) -> list[str]:
+    state = read_state(data.resolve())
+    lines = [f"bootstrap: {state['bootstrap']}"]
+    for node in state["nodes"]:
+        answer = status(node["admin"]) if alive(node["pid"]) else None
+        if answer is None:
+            running = "running, admin not answering" if alive(node["pid"]) else "stopped"
+            lines.append(f"node {node['node_id']}  {node['kafka']}  {running}")
+            continue
+        led = sum(p["is_leader"] for p in answer["partitions"])
+        lines.append(
+            f"node {node['node_id']}  {node['kafka']}  up (pid {node['pid']})  "
+            f"controller leader: {answer['controller_leader']}  "
+            f"replicas: {len(answer['partitions'])}  leading: {led}"
+        )
+    return lines

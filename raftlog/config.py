@@ -1,0 +1,135 @@
+"""A node's configuration file (TOML), as `raftlog serve --config FILE` reads it.
+
+```toml
+node_id = 1
+data_dir = "/var/lib/raftlog"
+kafka_listen = "0.0.0.0:9092"
+advertised_kafka = "node1:9092"
+raft_listen = "0.0.0.0:10092"
+admin_listen = "0.0.0.0:11092"
+cluster_secret = "change-me"
+
+[[peers]]            # every node of the cluster (this one may be listed too)
+id = 2
+raft = "node2:10092"
+
+[broker]             # optional; Kafka's names and defaults
+"num.partitions" = 1
+"default.replication.factor" = 1
+"auto.create.topics.enable" = true
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BROKER_DEFAULTS: dict[str, Any] = {
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+    "auto.create.topics.enable": True,
+    "message.max.bytes": 1048588,
+    "log.segment.bytes": 134217728,
+    "log.retention.ms": 604800000,
+    "log.retention.bytes": -1,
+    "log.retention.check.interval.ms": 300000,
+}
+# Broker settings that are also the defaults of topic settings (Kafka's synonyms).
+TOPIC_SYNONYMS = {
+    "message.max.bytes": "max.message.bytes",
+    "log.segment.bytes": "segment.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def parse_address(value: str, what: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"{what}: expected host:port, got {value!r}")
+    return host or "0.0.0.0", int(port)
+
+
+@dataclass
+class NodeConfig:
+    node_id: int
+    data_dir: Path
+    kafka_listen: tuple[str, int]
+    advertised_kafka: tuple[str, int]
+    raft_listen: tuple[str, int]
+    admin_listen: tuple[str, int]
+    cluster_secret: str
+    peers: dict[int, tuple[str, int]]  # every node's Raft address, this one included
+    broker: dict[str, Any] = field(default_factory=dict)
+    rack: str | None = None
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(self.peers)
+
+    def broker_setting(self, name: str) -> Any:
+        return self.broker.get(name, BROKER_DEFAULTS[name])
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker settings that stand in for unset topic settings."""
+        return {topic: str(self.broker_setting(b)) for b, topic in TOPIC_SYNONYMS.items()}
+
+    @classmethod
+    def load(cls, path: Path) -> NodeConfig:
+        try:
+            raw = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: {e}") from None
+        return cls.from_dict(raw, base=path.parent)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], base: Path) -> NodeConfig:
+        missing = [
+            k
+            for k in ("node_id", "data_dir", "kafka_listen", "raft_listen", "cluster_secret")
+            if k not in raw
+        ]
+        if missing:
+            raise ConfigError(f"missing required settings: {', '.join(missing)}")
+        node_id = int(raw["node_id"])
+        kafka = parse_address(raw["kafka_listen"], "kafka_listen")
+        raft = parse_address(raw["raft_listen"], "raft_listen")
+        advertised = parse_address(
+            raw.get("advertised_kafka", f"{kafka[0]}:{kafka[1]}"), "advertised_kafka"
+        )
+        admin = parse_address(
+            raw.get("admin_listen", f"{kafka[0]}:{kafka[1] + 2000}"), "admin_listen"
+        )
+        peers = {node_id: raft}
+        for peer in raw.get("peers", []):
+            if "id" not in peer or "raft" not in peer:
+                raise ConfigError("each [[peers]] entry needs id and raft")
+            peers[int(peer["id"])] = parse_address(peer["raft"], f"peer {peer['id']} raft")
+        broker = dict(raw.get("broker", {}))
+        unknown = sorted(set(broker) - set(BROKER_DEFAULTS))
+        if unknown:
+            raise ConfigError(f"unknown [broker] settings: {', '.join(unknown)}")
+        data_dir = Path(raw["data_dir"])
+        if not data_dir.is_absolute():
+            data_dir = (base / data_dir).resolve()
+        return cls(
+            node_id=node_id,
+            data_dir=data_dir,
+            kafka_listen=kafka,
+            advertised_kafka=advertised,
+            raft_listen=raft,
+            admin_listen=admin,
+            cluster_secret=str(raw["cluster_secret"]),
+            peers=peers,
+            broker=broker,
+            rack=raw.get("rack"),
+        )

@@ -1,0 +1,189 @@
+"""The controller: cluster metadata replicated by a Raft group spanning every node.
+
+Like Redpanda's raft0, it holds what every node must agree on: which nodes exist and where
+their Kafka listeners are, which topics exist, their ids, replica assignments and configs.
+Decisions that depend on the current state (does the topic already exist?) are taken when a
+command is applied, so two nodes proposing at once cannot both win.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pysyncobj import SyncObj, replicated
+from pysyncobj.config import FAIL_REASON
+
+from raftlog.raft.group import RaftGroup, RaftTimings, failure_name
+from raftlog.raft.journal import SegmentJournal, TruncateResult
+from raftlog.raft.mesh import Mesh
+from raftlog.raft.ticker import Ticker
+
+log = logging.getLogger(__name__)
+
+GROUP_NAME = "__controller"
+EXISTS = "exists"
+UNKNOWN = "unknown"
+
+
+class ControllerUnavailable(Exception):
+    """No controller leader could commit the command in time."""
+
+
+class ControllerMachine(SyncObj):
+    """pysyncobj state machine. Every attribute set after SyncObj.__init__ is state: it is
+    what pysyncobj pickles into its dump at compaction."""
+
+    def __init__(
+        self, self_node: Any, other_nodes: Any, *, on_apply: Callable[[], None], **kwargs: Any
+    ) -> None:
+        self._on_apply = on_apply
+        super().__init__(self_node, other_nodes, **kwargs)
+        self.cluster_id = ""
+        self.nodes: dict[int, dict[str, Any]] = {}
+        self.topics: dict[str, dict[str, Any]] = {}
+
+    @replicated
+    def init_cluster(self, cluster_id: str) -> str:
+        if not self.cluster_id:
+            self.cluster_id = cluster_id
+        self._on_apply()
+        return self.cluster_id
+
+    @replicated
+    def register_node(self, node_id: int, host: str, port: int, rack: str | None) -> None:
+        self.nodes[node_id] = {"host": host, "port": port, "rack": rack}
+        self._on_apply()
+
+    @replicated
+    def create_topic(
+        self,
+        name: str,
+        topic_id: str,
+        assignments: list[list[int]],
+        configs: dict[str, str],
+        internal: bool,
+    ) -> str | None:
+        if name in self.topics:
+            return EXISTS
+        self.topics[name] = {
+            "id": topic_id,
+            "partitions": assignments,
+            "configs": dict(configs),
+            "internal": internal,
+        }
+        self._on_apply()
+        return None
+
+    @replicated
+    def delete_topic(self, name: str) -> str | None:
+        if self.topics.pop(name, None) is None:
+            return UNKNOWN
+        self._on_apply()
+        return None
+
+    @replicated
+    def add_partitions(self, name: str, count: int, new_assignments: list[list[int]]) -> str | None:
+        topic = self.topics.get(name)
+        if topic is None:
+            return UNKNOWN
+        if len(topic["partitions"]) + len(new_assignments) != count:
+            return "stale"  # someone else changed the partition count first
+        topic["partitions"] = topic["partitions"] + new_assignments
+        self._on_apply()
+        return None
+
+    @replicated
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> str | None:
+        topic = self.topics.get(name)
+        if topic is None:
+            return UNKNOWN
+        topic["configs"] = dict(configs)
+        self._on_apply()
+        return None
+
+
+class _NoLog:
+    """The controller journal keeps commands inline; it has no segment log and no listener
+    duties beyond what pysyncobj does itself."""
+
+    def appended(self, entry: object, command: object) -> None:
+        pass
+
+    def truncated(self, removed: list, result: TruncateResult | None, reason: str) -> None:
+        pass
+
+    def committed(self, commit_index: int, high_watermark: int) -> None:
+        pass
+
+
+class Controller:
+    def __init__(
+        self,
+        node_id: int,
+        node_ids: list[int],
+        directory: Path,
+        mesh: Mesh,
+        ticker: Ticker,
+        timings: RaftTimings,
+        on_change: Callable[[], None],
+    ) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._on_change = on_change
+        journal = SegmentJournal(directory / "raft", None, _NoLog())
+        self.group = RaftGroup(
+            GROUP_NAME,
+            str(node_id),
+            [str(n) for n in node_ids],
+            journal,
+            mesh,
+            ticker,
+            timings,
+            snapshots=str(directory / "dump"),
+            factory=functools.partial(ControllerMachine, on_apply=self._applied),
+            on_change=lambda _group: on_change(),
+        )
+        self.state: ControllerMachine = self.group.obj  # type: ignore[assignment]
+
+    def _applied(self) -> None:
+        self._on_change()
+
+    @property
+    def leader_id(self) -> int:
+        leader = self.group.leader_id
+        return int(leader) if leader is not None else -1
+
+    async def call(self, method: str, *args: Any, timeout: float = 10.0) -> Any:
+        """Proposes a replicated call (from any node: pysyncobj forwards it to the leader) and
+        returns its result once applied here."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+
+        def done(result: Any, reason: int) -> None:
+            if not future.done():
+                loop.call_soon(_settle, future, result, reason)
+
+        getattr(self.state, method)(*args, callback=done)
+        self.group.schedule()
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise ControllerUnavailable(
+                f"{method}: no controller commit within {timeout}s"
+            ) from None
+
+    def close(self) -> None:
+        self.group.close()
+
+
+def _settle(future: asyncio.Future, result: Any, reason: int) -> None:
+    if future.done():
+        return
+    if reason == FAIL_REASON.SUCCESS:
+        future.set_result(result)
+    else:
+        future.set_exception(ControllerUnavailable(failure_name(reason)))

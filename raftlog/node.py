@@ -1,0 +1,531 @@
+"""One raftlog node: mesh, controller, partition replicas, Kafka listener, admin listener."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import random
+import shutil
+import uuid
+from pathlib import Path
+
+from epoch.history import HistoryJournal
+from kafka_api.errors import ErrorCode
+from kafka_api.server import KafkaServer
+from raftlog import topic_config
+from raftlog.admin import AdminServer
+from raftlog.broker import (
+    BrokerInfo,
+    ConfigEntry,
+    PartitionInfo,
+    TopicInfo,
+    TopicResult,
+    TopicSpec,
+)
+from raftlog.config import BROKER_DEFAULTS, NodeConfig
+from raftlog.controller import EXISTS, Controller, ControllerUnavailable
+from raftlog.leadership import LeadershipDirectory
+from raftlog.partition import NodeContext, Partition
+from raftlog.raft.group import RaftTimings
+from raftlog.raft.mesh import Mesh
+from raftlog.raft.ticker import Ticker
+from raftlog.storage.log import LogConfig
+
+log = logging.getLogger(__name__)
+
+GOSSIP_INTERVAL = 1.0
+STALL_WARNING = 0.3
+LEADER_WAIT = 10.0
+
+
+class Node:
+    """Implements raftlog.broker.Broker for the Kafka handlers."""
+
+    def __init__(self, config: NodeConfig, timings: RaftTimings | None = None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.timings = timings or RaftTimings()
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._partition_ids: dict[tuple[str, int], str] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._reconcile_pending = False
+        self._changed = asyncio.Event()
+        self.kafka: KafkaServer | None = None
+        self.admin: AdminServer | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        (cfg.data_dir / "data").mkdir(exist_ok=True)
+        self.history = HistoryJournal(cfg.data_dir, self.node_id)
+        peers = {str(n): addr for n, addr in cfg.peers.items()}
+        self.mesh = Mesh(str(self.node_id), cfg.raft_listen, peers, cfg.cluster_secret.encode())
+        await self.mesh.start()
+        self.ticker = Ticker()
+        self.ticker.start()
+        self.leadership = LeadershipDirectory(self.node_id, self.mesh)
+        self.ctx = NodeContext(self.node_id, self.mesh, self.ticker, self.timings, self.history)
+        self.controller = Controller(
+            self.node_id,
+            cfg.node_ids,
+            cfg.data_dir / "controller",
+            self.mesh,
+            self.ticker,
+            self.timings,
+            self._controller_changed,
+        )
+        self._reconcile()
+        self.kafka = KafkaServer(self, *cfg.kafka_listen)
+        await self.kafka.start()
+        self.admin = AdminServer(self, *cfg.admin_listen)
+        await self.admin.start()
+        self._tasks = [
+            asyncio.create_task(self._register()),
+            asyncio.create_task(self._gossip()),
+            asyncio.create_task(self._retention()),
+            asyncio.create_task(self._lag_monitor()),
+        ]
+        log.info("node %d serving Kafka on %s:%d", self.node_id, *cfg.kafka_listen)
+
+    async def stop(self, graceful: bool = True) -> None:
+        if graceful:
+            await self._hand_over_leadership()
+        for task in self._tasks:
+            task.cancel()
+        if self.kafka is not None:
+            await self.kafka.close()
+        if self.admin is not None:
+            await self.admin.close()
+        for partition in self.partitions.values():
+            partition.close()
+        self.controller.close()
+        self.ticker.stop()
+        await self.mesh.close()
+        self.history.close()
+
+    async def _hand_over_leadership(self, timeout: float = 5.0) -> None:
+        """Transfers every group this node leads to a caught-up follower before leaving, so
+        clients see one clean leader change instead of an election timeout."""
+        groups = [p.group for p in self.partitions.values()] + [self.controller.group]
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            leading = [g for g in groups if g.is_leader and g.connected_peers()]
+            if not leading:
+                return
+            for group in leading:
+                group.transfer_leadership()
+            await asyncio.sleep(0.2)
+        log.warning("still leading %d groups after %.0fs; leaving anyway", len(leading), timeout)
+
+    # --- controller state -> local replicas ----------------------------------------------------
+
+    def _controller_changed(self) -> None:
+        self._changed.set()
+        if not self._reconcile_pending:
+            self._reconcile_pending = True
+            asyncio.get_running_loop().call_soon(self._reconcile)
+
+    def _reconcile(self) -> None:
+        """Creates the replicas the controller assigns here and drops the ones it no longer does."""
+        self._reconcile_pending = False
+        wanted: dict[tuple[str, int], tuple[str, tuple[int, ...], dict[str, str]]] = {}
+        for name, topic in self.controller.state.topics.items():
+            for index, replicas in enumerate(topic["partitions"]):
+                if self.node_id in replicas:
+                    wanted[(name, index)] = (topic["id"], tuple(replicas), topic["configs"])
+        for key in list(self.partitions):
+            if key not in wanted or wanted[key][0] != self._partition_ids[key]:
+                self._drop_partition(key)
+        for key, (topic_id, replicas, configs) in wanted.items():
+            if key not in self.partitions:
+                self._open_partition(key, topic_id, replicas, configs)
+
+    def _partition_dir(self, key: tuple[str, int]) -> Path:
+        return self.config.data_dir / "data" / f"{key[0]}-{key[1]}"
+
+    def _open_partition(
+        self,
+        key: tuple[str, int],
+        topic_id: str,
+        replicas: tuple[int, ...],
+        configs: dict[str, str],
+    ) -> None:
+        directory = self._partition_dir(key)
+        id_file = directory / "topic_id"
+        if directory.exists() and (not id_file.exists() or id_file.read_text() != topic_id):
+            shutil.rmtree(directory)  # left over from a deleted topic of the same name
+        directory.mkdir(parents=True, exist_ok=True)
+        id_file.write_text(topic_id)
+        defaults = self.config.topic_defaults()
+
+        def setting(name: str) -> int:
+            return int(topic_config.value(name, configs, defaults))
+
+        log_config = LogConfig(
+            segment_bytes=setting("segment.bytes"),
+            retention_ms=setting("retention.ms"),
+            retention_bytes=setting("retention.bytes"),
+        )
+        self.partitions[key] = Partition(
+            self.ctx,
+            key[0],
+            key[1],
+            f"{topic_id}/{key[1]}",
+            directory,
+            replicas,
+            log_config,
+            setting("max.message.bytes"),
+            self._partition_changed,
+        )
+        self._partition_ids[key] = topic_id
+
+    def _drop_partition(self, key: tuple[str, int]) -> None:
+        partition = self.partitions.pop(key)
+        group = partition.group.name
+        partition.close()
+        self.leadership.forget(group)
+        del self._partition_ids[key]
+        shutil.rmtree(self._partition_dir(key), ignore_errors=True)
+
+    def _partition_changed(self, partition: Partition) -> None:
+        group = partition.group
+        leader = int(group.leader_id) if group.leader_id is not None else None
+        self.leadership.observe(group.name, leader, group.term, self._isr(partition))
+        self._changed.set()
+
+    def _isr(self, partition: Partition) -> tuple[int, ...]:
+        """The leader's view of which replicas hold everything committed; a follower's guess."""
+        group = partition.group
+        if not group.is_leader:
+            return tuple(r for r in partition.replicas if self.leadership.alive(r))
+        matches = group.match_indexes()
+        connected = group.connected_peers()
+        commit = group.commit_index
+        return tuple(
+            r
+            for r in partition.replicas
+            if r == self.node_id or (str(r) in connected and matches.get(str(r), 0) >= commit)
+        )
+
+    # --- background work -------------------------------------------------------------------------
+
+    async def _register(self) -> None:
+        host, port = self.config.advertised_kafka
+        while True:
+            try:
+                await self.controller.call(
+                    "register_node", self.node_id, host, port, self.config.rack
+                )
+                break
+            except ControllerUnavailable:
+                await asyncio.sleep(0.5)
+        while not self.controller.state.cluster_id:
+            try:
+                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+                await self.controller.call("init_cluster", cluster_id)
+            except ControllerUnavailable:
+                await asyncio.sleep(0.5)
+
+    async def _gossip(self) -> None:
+        while True:
+            await asyncio.sleep(GOSSIP_INTERVAL)
+            for partition in self.partitions.values():
+                if partition.is_leader:
+                    self._partition_changed(partition)
+            self.leadership.announce()
+
+    async def _retention(self) -> None:
+        interval = self.config.broker_setting("log.retention.check.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for partition in list(self.partitions.values()):
+                try:
+                    partition.apply_retention()
+                except Exception:
+                    log.exception("retention of %s-%d failed", partition.topic, partition.index)
+
+    async def _lag_monitor(self) -> None:
+        """Warns when the event loop stalls: everything here shares it, and a stall near the
+        election timeout costs leaderships."""
+        loop = asyncio.get_running_loop()
+        last_warning = 0.0
+        while True:
+            start = loop.time()
+            await asyncio.sleep(0.1)
+            lag = loop.time() - start - 0.1
+            if lag > STALL_WARNING and loop.time() - last_warning > 10:
+                last_warning = loop.time()
+                log.warning("event loop stalled for %.2fs", lag)
+
+    async def wait_changed(self, timeout: float) -> None:
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    # --- Broker facade ---------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        return self.controller.state.cluster_id
+
+    def controller_id(self) -> int:
+        return self.controller.leader_id
+
+    def registered_nodes(self) -> dict[int, dict]:
+        return dict(self.controller.state.nodes)
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return [
+            BrokerInfo(node_id, info["host"], info["port"], info.get("rack"))
+            for node_id, info in sorted(self.controller.state.nodes.items())
+            if self.leadership.alive(node_id)
+        ]
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return {name: self._topic_info(name, t) for name, t in self.controller.state.topics.items()}
+
+    def topic(self, name: str) -> TopicInfo | None:
+        topic = self.controller.state.topics.get(name)
+        return self._topic_info(name, topic) if topic is not None else None
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        wanted = str(topic_id)
+        for name, topic in self.controller.state.topics.items():
+            if topic["id"] == wanted:
+                return self._topic_info(name, topic)
+        return None
+
+    def local_partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return bool(self.config.broker_setting("auto.create.topics.enable"))
+
+    def _topic_info(self, name: str, topic: dict) -> TopicInfo:
+        partitions = tuple(
+            self.partition_info(name, topic["id"], i, tuple(replicas))
+            for i, replicas in enumerate(topic["partitions"])
+        )
+        return TopicInfo(
+            name, uuid.UUID(topic["id"]), partitions, dict(topic["configs"]), topic["internal"]
+        )
+
+    def partition_info(
+        self, name: str, topic_id: str, index: int, replicas: tuple[int, ...]
+    ) -> PartitionInfo:
+        group = f"{topic_id}/{index}"
+        known = self.leadership.lookup(group)
+        local = self.partitions.get((name, index))
+        offline = tuple(r for r in replicas if not self.leadership.alive(r))
+        if known is None:
+            return PartitionInfo(name, index, replicas, offline=offline)
+        leader = known.leader
+        electing = local is not None and local.group.leader_id is None
+        if electing or not self.leadership.alive(leader):
+            leader = -1
+        isr = tuple(r for r in known.isr if r not in offline) or tuple(
+            r for r in replicas if r not in offline
+        )
+        return PartitionInfo(name, index, replicas, leader, known.term, isr, offline)
+
+    async def create_topics(
+        self, specs: list[TopicSpec], validate_only: bool, timeout_ms: int
+    ) -> list[TopicResult]:
+        results = []
+        for spec in specs:
+            results.append(await self._create_topic(spec, validate_only, timeout_ms))
+        return results
+
+    async def _create_topic(
+        self, spec: TopicSpec, validate_only: bool, timeout_ms: int
+    ) -> TopicResult:
+        name = spec.name
+        if name in self.controller.state.topics:
+            return TopicResult(
+                name, ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
+            )
+        problem = topic_config.validate(spec.configs)
+        if problem:
+            return TopicResult(name, ErrorCode.invalid_config, problem)
+        live = [b.node_id for b in self.live_brokers()]
+        if spec.assignments:
+            assignments = [list(spec.assignments[i]) for i in sorted(spec.assignments)]
+            error = self._check_assignments(assignments, live)
+            if error:
+                return TopicResult(name, ErrorCode.invalid_replica_assignment, error)
+        else:
+            count = spec.num_partitions
+            if count == -1:
+                count = int(self.config.broker_setting("num.partitions"))
+            rf = spec.replication_factor
+            if rf == -1:
+                rf = int(self.config.broker_setting("default.replication.factor"))
+            if rf > len(live):
+                return TopicResult(
+                    name,
+                    ErrorCode.invalid_replication_factor,
+                    f"Replication factor: {rf} larger than available brokers: {len(live)}.",
+                )
+            assignments = assign_replicas(sorted(live), count, rf)
+        topic_id = str(uuid.uuid4())
+        if validate_only:
+            return TopicResult(name, topic=self._planned_topic(name, topic_id, assignments, spec))
+        try:
+            outcome = await self.controller.call(
+                "create_topic", name, topic_id, assignments, dict(spec.configs), False
+            )
+        except ControllerUnavailable as e:
+            return TopicResult(name, ErrorCode.request_timed_out, str(e))
+        if outcome == EXISTS and self.controller.state.topics[name]["id"] != topic_id:
+            return TopicResult(
+                name, ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
+            )
+        await self._wait_for_leaders(name, min(timeout_ms / 1000, LEADER_WAIT))
+        return TopicResult(name, topic=self.topic(name))
+
+    def _planned_topic(
+        self, name: str, topic_id: str, assignments: list[list[int]], spec: TopicSpec
+    ) -> TopicInfo:
+        partitions = tuple(PartitionInfo(name, i, tuple(r)) for i, r in enumerate(assignments))
+        return TopicInfo(name, uuid.UUID(topic_id), partitions, dict(spec.configs))
+
+    @staticmethod
+    def _check_assignments(assignments: list[list[int]], live: list[int]) -> str | None:
+        sizes = {len(r) for r in assignments}
+        if not assignments or 0 in sizes:
+            return "Every partition needs at least one replica."
+        if len(sizes) != 1:
+            return "All partitions must have the same number of replicas."
+        for replicas in assignments:
+            if len(set(replicas)) != len(replicas):
+                return f"Duplicate replicas in assignment {replicas}."
+            unknown = [r for r in replicas if r not in live]
+            if unknown:
+                return f"Unknown or offline brokers in assignment: {unknown}."
+        return None
+
+    async def _wait_for_leaders(self, name: str, timeout: float) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            topic = self.topic(name)
+            if topic is None or all(p.leader >= 0 for p in topic.partitions):
+                return
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return
+            await self.wait_changed(min(remaining, 0.2))
+
+    async def delete_topics(self, names: list[str], timeout_ms: int) -> list[TopicResult]:
+        results = []
+        for name in names:
+            if name not in self.controller.state.topics:
+                results.append(
+                    TopicResult(
+                        name,
+                        ErrorCode.unknown_topic_or_partition,
+                        "This server does not host this topic.",
+                    )
+                )
+                continue
+            try:
+                outcome = await self.controller.call("delete_topic", name)
+            except ControllerUnavailable as e:
+                results.append(TopicResult(name, ErrorCode.request_timed_out, str(e)))
+                continue
+            if outcome is not None:
+                results.append(TopicResult(name, ErrorCode.unknown_topic_or_partition))
+            else:
+                results.append(TopicResult(name))
+        return results
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[tuple[int, ...]] | None,
+        validate_only: bool,
+        timeout_ms: int,
+    ) -> TopicResult:
+        topic = self.controller.state.topics.get(name)
+        if topic is None:
+            return TopicResult(name, ErrorCode.unknown_topic_or_partition, "Unknown topic.")
+        current = len(topic["partitions"])
+        if count <= current:
+            return TopicResult(
+                name,
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {current} partitions, {count} would not be an increase.",
+            )
+        live = [b.node_id for b in self.live_brokers()]
+        rf = len(topic["partitions"][0])
+        if assignments:
+            new = [list(r) for r in assignments]
+            if len(new) != count - current:
+                return TopicResult(
+                    name,
+                    ErrorCode.invalid_replica_assignment,
+                    f"Expected {count - current} assignments, got {len(new)}.",
+                )
+            error = self._check_assignments(new, live) or (
+                None if len(new[0]) == rf else f"Replica lists must have {rf} replicas."
+            )
+            if error:
+                return TopicResult(name, ErrorCode.invalid_replica_assignment, error)
+        else:
+            if rf > len(live):
+                return TopicResult(
+                    name,
+                    ErrorCode.invalid_replication_factor,
+                    f"Replication factor: {rf} larger than available brokers: {len(live)}.",
+                )
+            new = assign_replicas(sorted(live), count - current, rf, first_partition=current)
+        if validate_only:
+            return TopicResult(name)
+        try:
+            outcome = await self.controller.call("add_partitions", name, count, new)
+        except ControllerUnavailable as e:
+            return TopicResult(name, ErrorCode.request_timed_out, str(e))
+        if outcome is not None:
+            return TopicResult(
+                name, ErrorCode.invalid_partitions, "The partition count changed meanwhile."
+            )
+        await self._wait_for_leaders(name, min(timeout_ms / 1000, LEADER_WAIT))
+        return TopicResult(name, topic=self.topic(name))
+
+    def topic_configs(self, name: str) -> list[ConfigEntry] | None:
+        topic = self.controller.state.topics.get(name)
+        if topic is None:
+            return None
+        return topic_config.effective(topic["configs"], self.config.topic_defaults())
+
+    def broker_configs(self, node_id: int) -> list[ConfigEntry] | None:
+        if node_id not in self.controller.state.nodes and node_id != self.node_id:
+            return None
+        entries = [
+            ConfigEntry("broker.id", str(node_id), topic_config.STATIC_BROKER, read_only=True)
+        ]
+        for name, default in BROKER_DEFAULTS.items():
+            value = self.config.broker.get(name, default)
+            source = (
+                topic_config.STATIC_BROKER if name in self.config.broker else topic_config.DEFAULT
+            )
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            entries.append(ConfigEntry(name, text, source, read_only=True))
+        return entries
+
+
+def assign_replicas(
+    brokers: list[int], partitions: int, rf: int, first_partition: int = 0
+) -> list[list[int]]:
+    """Kafka's rack-unaware placement: replicas of successive partitions start on successive
+    brokers from a random first one, so leaders and load spread evenly."""
+    start = random.randrange(len(brokers))
+    return [
+        [brokers[(start + p + i) % len(brokers)] for i in range(rf)]
+        for p in range(first_partition, first_partition + partitions)
+    ]

@@ -1,0 +1,382 @@
+"""A partition replica: its segment log, its Raft group, and what clients wait on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pysyncobj.config import FAIL_REASON
+
+from epoch import history
+from epoch.cache import EpochCache
+from epoch.history import HistoryJournal
+from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.broker import ProduceResult, TimestampOffset
+from raftlog.raft.group import RaftGroup, RaftTimings
+from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
+from raftlog.raft.mesh import Mesh
+from raftlog.raft.snapshot import RESUME, PartitionSnapshots
+from raftlog.raft.ticker import Ticker
+from raftlog.storage.batch import validate_produce
+from raftlog.storage.log import Log, LogConfig, TruncateResult
+
+log = logging.getLogger(__name__)
+
+# The window pysyncobj sees is cut (a snapshot point) once it references this much data, so a
+# restart replays little and memory holds a short index.
+WINDOW_BYTES = 32 * 1024 * 1024
+# How far a leader's log may run ahead of its commit index. pysyncobj replicates whatever is
+# appended with no limit of its own; a leader far ahead of its followers spends its time
+# walking that backlog and its followers time out waiting for it.
+UNCOMMITTED_BYTES = 4 * 1024 * 1024
+HW_SAMPLE_SECONDS = 1.0
+
+
+@dataclass
+class NodeContext:
+    """What every replica on a node shares."""
+
+    node_id: int
+    mesh: Mesh
+    ticker: Ticker
+    timings: RaftTimings
+    history: HistoryJournal
+
+
+@dataclass(slots=True)
+class _Request:
+    """One produce request's records for this partition, waiting for their offsets."""
+
+    records: bytes
+    offsets: int  # how many offsets its batches take
+    acks: int
+    future: asyncio.Future | None
+    base_offset: int = -1
+
+
+class Proposal(bytes):
+    """The batches of one or more produce requests, proposed as one Raft entry. The journal
+    sees this very object in add() on the leader, which is how the offsets it assigns reach
+    the producers."""
+
+    requests: list[_Request]
+
+
+class Partition:
+    def __init__(
+        self,
+        ctx: NodeContext,
+        topic: str,
+        index: int,
+        group_name: str,
+        directory: Path,
+        replicas: tuple[int, ...],
+        log_config: LogConfig,
+        max_message_bytes: int,
+        on_change: Callable[[Partition], None],
+    ) -> None:
+        self.topic = topic
+        self.index = index
+        self.replicas = replicas
+        self.max_message_bytes = max_message_bytes
+        self._ctx = ctx
+        self._on_change = on_change
+        self._waiters: list[asyncio.Future] = []
+        self._queue: deque[_Request] = deque()
+        self._uncommitted = 0
+        self._last_hw_record = 0.0
+        self._leader_seen: tuple[str | None, int] = (None, 0)
+        self.log = Log(directory, log_config)
+        self.epochs = EpochCache(directory / "leader-epoch-checkpoint")
+        self.epochs.refresh(self.log.epochs())
+        self.journal = SegmentJournal(directory / "raft", self.log, self)
+        self.snapshots = PartitionSnapshots(self.journal, self.log, str(ctx.node_id), None, self)
+        self.group = RaftGroup(
+            group_name,
+            str(ctx.node_id),
+            [str(r) for r in replicas],
+            self.journal,
+            ctx.mesh,
+            ctx.ticker,
+            ctx.timings,
+            snapshots=self.snapshots,
+            on_change=self._group_changed,
+        )
+        self.snapshots.link = self.group.transport
+        self.group.transport.side_messages[RESUME] = self._resume_requested
+
+    # --- facade: state -------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.group.is_leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.group.term
+
+    @property
+    def high_watermark(self) -> int:
+        return self.journal.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.journal.log_end_offset
+
+    # --- facade: produce -------------------------------------------------------------------------
+
+    def produce(self, records: bytes, acks: int, timeout_ms: int) -> Awaitable[ProduceResult]:
+        if not self.is_leader:
+            return _done(ProduceResult(ErrorCode.not_leader_or_follower))
+        if len(records) >= self._ctx.timings.max_message_bytes:
+            return _done(
+                ProduceResult(
+                    ErrorCode.record_list_too_large,
+                    message=f"{len(records)} bytes for one partition in one request",
+                )
+            )
+        try:
+            headers = validate_produce(records, self.max_message_bytes)
+        except KafkaError as e:
+            return _done(ProduceResult(e.code, message=e.message))
+        offsets = sum(h.last_offset_delta + 1 for h in headers)
+        future = asyncio.get_running_loop().create_future() if acks != 0 else None
+        self._queue.append(_Request(records, offsets, acks, future))
+        self._propose_queued()
+        if future is None:
+            return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
+        return self._await_ack(future, timeout_ms)
+
+    def _propose_queued(self) -> None:
+        """Proposes queued requests, in arrival order, as few Raft entries as fit, while the
+        uncommitted part of the log stays within UNCOMMITTED_BYTES."""
+        limit = self._ctx.timings.max_message_bytes - 1
+        while self._queue and self._uncommitted < UNCOMMITTED_BYTES:
+            requests, size = [], 0
+            while self._queue and size + len(self._queue[0].records) <= limit:
+                request = self._queue.popleft()
+                requests.append(request)
+                size += len(request.records)
+            proposal = Proposal(DATA_PREFIX + b"".join(r.records for r in requests))
+            proposal.requests = requests
+            self._uncommitted += len(proposal)
+            self.group.propose(proposal, lambda _r, reason, p=proposal: self._settled(p, reason))
+
+    async def _await_ack(self, future: asyncio.Future, timeout_ms: int) -> ProduceResult:
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
+        except TimeoutError:
+            return ProduceResult(ErrorCode.request_timed_out, message="not committed in time")
+
+    def _settled(self, proposal: Proposal, reason: int) -> None:
+        """pysyncobj's verdict on a proposal: committed in its term, or not."""
+        self._uncommitted -= len(proposal)
+        for request in proposal.requests:
+            if request.future is None or request.future.done():
+                continue
+            if reason == FAIL_REASON.SUCCESS:
+                result = ProduceResult(
+                    base_offset=request.base_offset, log_start_offset=self.log_start_offset
+                )
+            else:
+                result = ProduceResult(ErrorCode.not_leader_or_follower)
+            request.future.set_result(result)
+        self._propose_queued()
+
+    def _fail_queued(self) -> None:
+        """Requests not yet proposed when leadership is lost go back to the client."""
+        while self._queue:
+            request = self._queue.popleft()
+            if request.future is not None and not request.future.done():
+                request.future.set_result(ProduceResult(ErrorCode.not_leader_or_follower))
+
+    # --- facade: reads ---------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, min_one: bool) -> bytes:
+        self._require_leader()
+        return self.log.read(offset, max_bytes, self.high_watermark, min_one)
+
+    async def wait_for_data(self, offset: int, timeout: float) -> None:
+        if self.high_watermark > offset or not self.is_leader:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        self._require_leader()
+        answer = self.epochs.end_offset_for(epoch, self.log_end_offset)
+        self._record(
+            history.EpochAnswer,
+            term=self.leader_epoch,
+            requested_epoch=epoch,
+            answer_epoch=answer[0],
+            end_offset=answer[1],
+        )
+        return answer
+
+    def epoch_for_offset(self, offset: int) -> int:
+        return self.epochs.epoch_for_offset(offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        self._require_leader()
+        hw = self.high_watermark
+        if timestamp == -1:
+            start = self.epochs.start_offset(self.leader_epoch)
+            if start is not None and hw < start:
+                raise KafkaError(
+                    ErrorCode.offset_not_available,
+                    "the high watermark has not reached the start of the current epoch",
+                )
+            return TimestampOffset(-1, hw, self.leader_epoch)
+        if timestamp == -2:
+            start = self.log_start_offset
+            return TimestampOffset(-1, start, self.epoch_for_offset(start))
+        if timestamp == -3:
+            found = self.log.max_timestamp(hw)
+            if found is None:
+                return None
+            ts, offset = found
+            return TimestampOffset(ts, offset, self.epoch_for_offset(offset))
+        found = self.log.offset_for_timestamp(timestamp, hw)
+        if found is None:
+            return None
+        offset, ts = found
+        return TimestampOffset(ts, offset, self.epoch_for_offset(offset))
+
+    # --- JournalListener ---------------------------------------------------------------------------
+
+    def appended(self, entry: Entry, command: object) -> None:
+        if entry.location is None:
+            if entry.term > 0:
+                self.epochs.refresh(self.log.epochs())
+            return
+        if isinstance(command, Proposal):
+            base = entry.offset
+            for request in command.requests:
+                request.base_offset = base
+                base += request.offsets
+                if request.acks == 1 and not request.future.done():
+                    request.future.set_result(
+                        ProduceResult(
+                            base_offset=request.base_offset, log_start_offset=self.log_start_offset
+                        )
+                    )
+        if self.journal.window_bytes > WINDOW_BYTES:
+            self.group.force_compaction()
+
+    def truncated(self, removed: list[Entry], result: TruncateResult | None, reason: str) -> None:
+        self.epochs.refresh(self.log.epochs())
+        self._record(
+            history.Truncation,
+            term=self.group.term,
+            reason=reason,
+            from_index=removed[0].idx,
+            to_index=removed[-1].idx,
+            from_offset=removed[0].offset,
+            to_offset=removed[-1].next_offset,
+            entry_terms=sorted({e.term for e in removed}),
+            records=result.records if result else 0,
+            batches=result.batches if result else 0,
+            bytes=result.bytes if result else 0,
+        )
+
+    def committed(self, commit_index: int, high_watermark: int) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        now = time.monotonic()
+        if now - self._last_hw_record >= HW_SAMPLE_SECONDS:
+            self._last_hw_record = now
+            self._record_hw()
+
+    # --- SnapshotListener -------------------------------------------------------------------------
+
+    def snapshot_installed(self, resume_offset: int, end_offset: int, source: str) -> None:
+        self.epochs.refresh(self.log.epochs())
+        self._record(
+            history.SnapshotInstall,
+            term=self.group.term,
+            leader=int(source),
+            resume_offset=resume_offset,
+            end_offset=end_offset,
+        )
+
+    # --- housekeeping ------------------------------------------------------------------------------
+
+    def apply_retention(self) -> None:
+        """Deletes whole segments past retention, never one the Raft window still reads."""
+        floor = min(self.journal.entry(0).offset, self.high_watermark)
+        if self.log.apply_retention(history.now_ms(), floor):
+            self.epochs.refresh(self.log.epochs())
+
+    def close(self) -> None:
+        self.group.close()
+        self.log.close()
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _group_changed(self, group: RaftGroup) -> None:
+        leader, term = group.leader_id, group.term
+        if (leader, term) != self._leader_seen:
+            self._leader_seen = (leader, term)
+            if group.is_leader:
+                self._record(
+                    history.Election,
+                    term=term,
+                    log_end_offset=self.log_end_offset,
+                    high_watermark=self.high_watermark,
+                )
+            else:
+                self._record(history.LeaderSeen, term=term, leader=int(leader or -1))
+            self._record_hw()
+        if not group.is_leader:
+            self._fail_queued()
+            self.committed(group.commit_index, self.high_watermark)  # wake long polls
+        self._on_change(self)
+
+    def _resume_requested(self, node: object, message: dict) -> None:
+        self.snapshots.resume_requested(node, message["id"], int(message["offset"]))
+        self.group.schedule()
+
+    def _require_leader(self) -> None:
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower)
+
+    def _record_hw(self) -> None:
+        self._record(
+            history.HighWatermark, term=self.group.term, high_watermark=self.high_watermark
+        )
+
+    def _record(self, cls: type[history.Record], **fields: object) -> None:
+        self._ctx.history.write(
+            cls(
+                time_ms=history.now_ms(),
+                node=self._ctx.node_id,
+                topic=self.topic,
+                partition=self.index,
+                **fields,
+            )
+        )
+
+
+def _done(result: ProduceResult) -> Awaitable[ProduceResult]:
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(result)
+    return future
