@@ -39,6 +39,8 @@ class SnapshotLink(Protocol):
 
     def queued(self, node_id: str) -> int: ...
 
+    def skip_to_log_end(self, node: Any) -> None: ...
+
     def compaction_floor(self) -> int: ...
 
     def send_side_message(self, node_id: str, message: dict) -> None: ...
@@ -155,6 +157,16 @@ class PartitionSnapshots(SnapshotSeam):
     # --- leader side -------------------------------------------------------------------------
 
     def getTransmissionData(self, node: Any) -> tuple | None:  # noqa: N802
+        chunk = self._next_chunk(node)
+        if chunk is None:
+            # pysyncobj keeps asking, and sending an empty message per answer, until 0.1 s
+            # have passed, because its loop does not advance on this path. Having it treat
+            # everything as sent ends the loop; the follower's answer to the next heartbeat
+            # brings it back here, where the transmission resumes.
+            self.link.skip_to_log_end(node)
+        return chunk
+
+    def _next_chunk(self, node: Any) -> tuple | None:
         out = self._outbound.get(node)
         now = time.monotonic()
         if out is None:
