@@ -1,0 +1,59 @@
+# raftlog developer entry points.
+#   make run    set up .venv (first time) and start a three-node cluster on loopback
+#   make down   stop it
+#   make test   set up .venv and the test tools (kcat, docker-compose), run every test
+#   make lint   ruff check + ruff format --check
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+DATA ?= data
+NODES ?= 3
+KAFKA_PORT ?= 9092
+PYTEST_ARGS ?=
+
+.PHONY: run down status venv sysdeps test lint clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "raftlog needs Python 3.11; $(PYTHON) is " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[test]'
+	@touch $@
+
+venv: $(STAMP)
+
+# System tools the tests use; installed only when missing.
+sysdeps:
+	@missing=""; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+run: venv
+	$(BIN)/raftlog cluster up --nodes $(NODES) --data $(DATA) --kafka-port $(KAFKA_PORT)
+
+down: venv
+	$(BIN)/raftlog cluster down --data $(DATA)
+
+status: venv
+	$(BIN)/raftlog cluster status --data $(DATA)
+
+test: venv sysdeps
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

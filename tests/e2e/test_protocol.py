@@ -1,0 +1,235 @@
+"""Raw-protocol behaviour of a running node: bad input and leader-epoch fencing.
+
+Bad input gets the right error or a closed connection, and the node keeps serving other
+clients afterwards (checked with a real client). Fencing: Fetch, ListOffsets and
+OffsetForLeaderEpoch with an older current_leader_epoch get FENCED_LEADER_EPOCH (74),
+with a newer one UNKNOWN_LEADER_EPOCH (75).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import time
+
+import pytest
+from kio.index import load_request_schema
+from support import records as R
+from support import wire as W
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+TOPIC = "protocol"
+MAX_FRAME = 100 * 1024 * 1024  # the node's default request size limit
+
+
+@pytest.fixture(scope="module")
+def topic(module_cluster):
+    module_cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+    W.topic_metadata(module_cluster.bootstrap, TOPIC)
+    out = R.produce_confluent(module_cluster.bootstrap, TOPIC, R.make_records("seed", 100, 1))
+    assert len(out.acked) == 100, out.failed[:3]
+    return TOPIC
+
+
+def leader_of(cluster, topic: str = TOPIC) -> tuple[int, W.PartitionMeta]:
+    md = W.topic_metadata(cluster.bootstrap, topic)
+    pm = md.partition(topic, 0)
+    return pm.leader, pm
+
+
+def assert_still_serving(cluster, node_id: int, topic: str = TOPIC) -> None:
+    """The node is alive, answers ApiVersions/Metadata on a fresh connection, and a real
+    client can still produce (acks=all) and read back through the cluster."""
+    assert cluster.is_alive(node_id), f"node {node_id} died\n{cluster.log_tails([node_id])}"
+    with W.KafkaWire(cluster.node(node_id).kafka, timeout=10) as w:
+        assert W.PRODUCE in w.api_versions()
+        md = w.metadata([topic])
+        assert md.topic_errors[topic] == W.NONE
+    run = f"alive{time.monotonic_ns()}"
+    out = R.produce_confluent(cluster.bootstrap, topic, R.make_records(run, 5, 1), timeout=60)
+    assert len(out.acked) == 5, out.failed[:3]
+    ends = W.end_offsets(cluster.bootstrap, topic)
+    start = min(r.offset for r in out.acked)
+    got = R.consume_confluent(cluster.bootstrap, topic, ends, starts={0: start}, timeout=60)
+    R.check_log(out.acked, got, foreign_ok=True).raise_if_failed()
+
+
+def expect_closed_or_answer(
+    w: W.KafkaWire, correlation_id: int | None = None, timeout: float = 15
+) -> str:
+    """The node must close the connection or answer; returns which. Hanging fails."""
+    w.shutdown_write()
+    closed, frames = w.wait_closed(timeout)
+    if frames and correlation_id is not None:
+        cids = [W.response_correlation_id(f) for f in frames]
+        assert correlation_id in cids, (
+            f"answered with correlation ids {cids}, sent {correlation_id}"
+        )
+    assert closed or frames, f"node neither answered nor closed the connection within {timeout}s"
+    return "answered" if frames else "closed"
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_random_bytes(module_cluster, topic, seed):
+    node, _ = leader_of(module_cluster)
+    rng = random.Random(seed)
+    # unframed garbage (its first 4 bytes are some length, maybe huge or negative) ...
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        w.send_bytes(rng.randbytes(rng.randint(1, 4096)))
+        expect_closed_or_answer(w)
+    # ... and a correctly framed body of garbage (random api key, version, everything)
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        body = rng.randbytes(rng.randint(8, 2048))
+        w.send_bytes(struct.pack(">i", len(body)) + body)
+        expect_closed_or_answer(w)
+    assert_still_serving(module_cluster, node)
+
+
+@pytest.mark.parametrize("size", [MAX_FRAME + 1, 2**31 - 1, -1, -(2**31)])
+def test_frame_size_over_limit_or_negative(module_cluster, topic, size):
+    """Only the 4-byte size is sent: the node must not wait for (or allocate) the body."""
+    node, _ = leader_of(module_cluster)
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        w.send_bytes(struct.pack(">i", size) + b"\x00" * 16)
+        closed, frames = w.wait_closed(15)
+        assert closed and not frames, f"size {size}: expected the connection closed, got {frames}"
+    assert_still_serving(module_cluster, node)
+
+
+def test_corrupt_crc_produce_is_rejected(module_cluster, topic):
+    node, _ = leader_of(module_cluster)
+    addr = module_cluster.node(node).kafka
+    with W.KafkaWire(addr) as w:
+        before = w.list_offsets(TOPIC, 0)
+        assert before.error == W.NONE
+        good = W.make_batch([(b"k", b"corrupted-crc-test")])
+        bad = W.corrupt_crc(good)
+        assert bad != good
+        r = w.produce(TOPIC, 0, bad, acks=-1)
+        assert r.error == W.CORRUPT_MESSAGE, f"corrupt CRC answered {r}"
+        after = w.list_offsets(TOPIC, 0)
+        assert after.offset == before.offset, "a batch with a bad CRC changed the log end"
+        # the same connection still works, and an intact batch goes in
+        r = w.produce(TOPIC, 0, good, acks=-1)
+        assert r.error == W.NONE and r.base_offset == before.offset, r
+    assert_still_serving(module_cluster, node)
+
+
+def test_unknown_api_key(module_cluster, topic):
+    node, _ = leader_of(module_cluster)
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        cid = 4242
+        w.send_bytes(
+            W.encode_raw_request(api_key=31999, api_version=0, correlation_id=cid, body=b"\x00" * 8)
+        )
+        expect_closed_or_answer(w, cid)
+    assert_still_serving(module_cluster, node)
+
+
+def test_unsupported_api_versions_version_gets_v0_answer(module_cluster, topic):
+    """ApiVersions of a version the node does not know: a v0 answer with
+    UNSUPPORTED_VERSION (35) and the supported ranges, so the client can downgrade."""
+    node, _ = leader_of(module_cluster)
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        cid = 777
+        v3 = load_request_schema(W.API_VERSIONS, 3)
+        body = W.encode_body(
+            W.build(v3, {"client_software_name": "raftlog-tests", "client_software_version": "0"})
+        )
+        w.send_bytes(W.encode_raw_request(W.API_VERSIONS, 999, cid, body, flexible_header=True))
+        got_cid, resp = W.decode_api_versions_v0(w.recv_frame())
+        assert got_cid == cid
+        assert W.code(resp.error_code) == W.UNSUPPORTED_VERSION
+        keys = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+        assert W.API_VERSIONS in keys and W.PRODUCE in keys and W.FETCH in keys, keys
+    assert_still_serving(module_cluster, node)
+
+
+def test_unsupported_version_of_other_api(module_cluster, topic):
+    node, _ = leader_of(module_cluster)
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        hi = w.api_versions()[W.METADATA][1]
+        cid = 99
+        w.send_bytes(
+            W.encode_raw_request(W.METADATA, hi + 50, cid, b"\x00" * 8, flexible_header=True)
+        )
+        expect_closed_or_answer(w, cid)
+    assert_still_serving(module_cluster, node)
+
+
+def test_half_frame_then_disconnect(module_cluster, topic):
+    node, _ = leader_of(module_cluster)
+    addr = module_cluster.node(node).kafka
+    for _ in range(20):
+        with socket.create_connection(W.parse_address(addr), timeout=5) as s:
+            s.sendall(struct.pack(">i", 1000) + b"\x00\x03")
+    assert_still_serving(module_cluster, node)
+
+
+# --------------------------------------------------------------------------- fencing
+
+
+def test_fencing_on_the_leader(module_cluster, topic):
+    node, pm = leader_of(module_cluster)
+    epoch = pm.leader_epoch
+    assert epoch >= 1, (
+        f"Metadata leader epoch {epoch}: expected a Raft term >= 1 (never -1 or 0 once led)"
+    )
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        for current, want in (
+            (epoch, W.NONE),
+            (epoch - 1, W.FENCED_LEADER_EPOCH),
+            (epoch + 1, W.UNKNOWN_LEADER_EPOCH),
+            (-1, W.NONE),
+        ):
+            f = w.fetch(TOPIC, 0, 0, current_leader_epoch=current)
+            assert f.error == want, (
+                f"Fetch current_leader_epoch={current} (leader at {epoch}): {f.error}, want {want}"
+            )
+            lo = w.list_offsets(TOPIC, 0, W.LATEST, current_leader_epoch=current)
+            assert lo.error == want, (
+                f"ListOffsets current_leader_epoch={current} (leader at {epoch}): {lo.error}, want {want}"
+            )
+            oe = w.offset_for_leader_epoch(
+                TOPIC, 0, leader_epoch=epoch, current_leader_epoch=current
+            )
+            assert oe.error == want, (
+                f"OffsetForLeaderEpoch current_leader_epoch={current} (leader at {epoch}): {oe.error}, want {want}"
+            )
+        # with the right epoch, everything answers with it
+        lo = w.list_offsets(TOPIC, 0, W.LATEST, current_leader_epoch=epoch)
+        assert lo.leader_epoch == epoch, lo
+        oe = w.offset_for_leader_epoch(TOPIC, 0, leader_epoch=epoch, current_leader_epoch=epoch)
+        assert (oe.leader_epoch, oe.end_offset) == (epoch, lo.offset), (
+            f"latest epoch -> (epoch, LEO): {oe}"
+        )
+        oe = w.offset_for_leader_epoch(TOPIC, 0, leader_epoch=-1)
+        assert (oe.leader_epoch, oe.end_offset) == (-1, -1), oe
+        oe = w.offset_for_leader_epoch(TOPIC, 0, leader_epoch=epoch + 5)
+        assert (oe.error, oe.leader_epoch, oe.end_offset) == (W.NONE, -1, -1), oe
+
+
+def test_fencing_on_a_follower(module_cluster, topic):
+    """Kafka checks the epoch before leadership: a follower that knows the current epoch
+    fences an older one (74) and answers NOT_LEADER_OR_FOLLOWER (6) to the current one."""
+    leader, pm = leader_of(module_cluster)
+    epoch = pm.leader_epoch
+    follower = next(n for n in module_cluster.node_ids if n != leader)
+    with W.KafkaWire(module_cluster.node(follower).kafka) as w:
+        f = w.fetch(TOPIC, 0, 0, current_leader_epoch=epoch)
+        assert f.error == W.NOT_LEADER_OR_FOLLOWER, f
+        f = w.fetch(TOPIC, 0, 0, current_leader_epoch=epoch - 1)
+        assert f.error == W.FENCED_LEADER_EPOCH, f
+        lo = w.list_offsets(TOPIC, 0, W.LATEST, current_leader_epoch=epoch)
+        assert lo.error == W.NOT_LEADER_OR_FOLLOWER, lo
+
+
+def test_metadata_epoch_matches_status_term(module_cluster, topic):
+    leader, pm = leader_of(module_cluster)
+    node, term = module_cluster.leader(TOPIC, 0)
+    assert (leader, pm.leader_epoch) == (node, term)
