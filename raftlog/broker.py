@@ -167,6 +167,12 @@ class Broker(Protocol):
         timeout_ms: int,
     ) -> TopicResult: ...
 
+    async def init_producer_id(
+        self, transactional_id: str | None, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch) for an idempotent producer; a known id gets its epoch
+        bumped (KIP-360). Transactions are not supported."""
+
     def topic_configs(self, name: str) -> list[ConfigEntry] | None:
         """Every topic config with its effective value and source; None if no such topic."""
 

@@ -231,7 +231,9 @@ def down(data: Path, timeout: float = 20.0) -> list[str]:
         if alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            report.append(f"node {node['node_id']} (pid {pid}) did not stop in {timeout:.0f}s: killed")
+            report.append(
+                f"node {node['node_id']} (pid {pid}) did not stop in {timeout:.0f}s: killed"
+            )
         else:
             report.append(f"node {node['node_id']} (pid {pid}) stopped")
     return report

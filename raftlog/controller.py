@@ -44,6 +44,7 @@ class ControllerMachine(SyncObj):
         self._on_apply = on_apply
         super().__init__(self_node, other_nodes, **kwargs)
         self.cluster_id = ""
+        self.next_producer_id = 0
         self.nodes: dict[int, dict[str, Any]] = {}
         self.topics: dict[str, dict[str, Any]] = {}
 
@@ -53,6 +54,13 @@ class ControllerMachine(SyncObj):
             self.cluster_id = cluster_id
         self._on_apply()
         return self.cluster_id
+
+    @replicated
+    def allocate_producer_ids(self, count: int) -> int:
+        """A block of producer ids no other node will hand out (Kafka's KIP-730)."""
+        first = self.next_producer_id
+        self.next_producer_id += count
+        return first
 
     @replicated
     def register_node(self, node_id: int, host: str, port: int, rack: str | None) -> None:
@@ -111,7 +119,13 @@ class _NoLog:
     """The controller journal keeps commands inline; it has no segment log and no listener
     duties beyond what pysyncobj does itself."""
 
+    def admit(self, batches: memoryview, command: object) -> memoryview:
+        return batches
+
     def appended(self, entry: object, command: object) -> None:
+        pass
+
+    def compacted(self) -> None:
         pass
 
     def truncated(self, removed: list, result: TruncateResult | None, reason: str) -> None:

@@ -36,6 +36,8 @@ from raftlog.storage.log import LogConfig
 log = logging.getLogger(__name__)
 
 GOSSIP_INTERVAL = 1.0
+PRODUCER_ID_BLOCK = 1000
+MAX_PRODUCER_EPOCH = 32767
 STALL_WARNING = 0.3
 LEADER_WAIT = 10.0
 
@@ -52,6 +54,7 @@ class Node:
         self._tasks: list[asyncio.Task] = []
         self._reconcile_pending = False
         self._changed = asyncio.Event()
+        self._producer_ids: tuple[int, int] | None = None  # [next, end) of this node's block
         self.kafka: KafkaServer | None = None
         self.admin: AdminServer | None = None
 
@@ -496,6 +499,23 @@ class Node:
             )
         await self._wait_for_leaders(name, min(timeout_ms / 1000, LEADER_WAIT))
         return TopicResult(name, topic=self.topic(name))
+
+    async def init_producer_id(
+        self, transactional_id: str | None, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        if transactional_id is not None:
+            return ErrorCode.invalid_request, -1, -1
+        if producer_id >= 0 and 0 <= producer_epoch < MAX_PRODUCER_EPOCH:
+            return ErrorCode.none, producer_id, producer_epoch + 1
+        if self._producer_ids is None or self._producer_ids[0] >= self._producer_ids[1]:
+            try:
+                first = await self.controller.call("allocate_producer_ids", PRODUCER_ID_BLOCK)
+            except ControllerUnavailable:
+                return ErrorCode.coordinator_not_available, -1, -1
+            self._producer_ids = (first, first + PRODUCER_ID_BLOCK)
+        pid = self._producer_ids[0]
+        self._producer_ids = (pid + 1, self._producer_ids[1])
+        return ErrorCode.none, pid, 0
 
     def topic_configs(self, name: str) -> list[ConfigEntry] | None:
         topic = self.controller.state.topics.get(name)

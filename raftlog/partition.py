@@ -17,12 +17,13 @@ from epoch.cache import EpochCache
 from epoch.history import HistoryJournal
 from kafka_api.errors import ErrorCode, KafkaError
 from raftlog.broker import ProduceResult, TimestampOffset
+from raftlog.producer_state import ProducerState, Verdict
 from raftlog.raft.group import RaftGroup, RaftTimings
 from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.snapshot import RESUME, PartitionSnapshots
 from raftlog.raft.ticker import Ticker
-from raftlog.storage.batch import validate_produce
+from raftlog.storage.batch import iter_batches, validate_produce
 from raftlog.storage.log import Log, LogConfig, TruncateResult
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ WINDOW_BYTES = 32 * 1024 * 1024
 # walking that backlog and its followers time out waiting for it.
 UNCOMMITTED_BYTES = 4 * 1024 * 1024
 HW_SAMPLE_SECONDS = 1.0
+REBUILD_CHUNK = 4 * 1024 * 1024
 
 
 @dataclass
@@ -53,10 +55,11 @@ class _Request:
     """One produce request's records for this partition, waiting for their offsets."""
 
     records: bytes
-    offsets: int  # how many offsets its batches take
+    batches: int
     acks: int
     future: asyncio.Future | None
     base_offset: int = -1
+    verdict: Verdict | None = None  # set when the leader left its batches out of the log
 
 
 class Proposal(bytes):
@@ -94,7 +97,10 @@ class Partition:
         self.log = Log(directory, log_config)
         self.epochs = EpochCache(directory / "leader-epoch-checkpoint")
         self.epochs.refresh(self.log.epochs())
+        self._producer_path = directory / "producer-state"
+        self._producers = ProducerState()
         self.journal = SegmentJournal(directory / "raft", self.log, self)
+        self._rebuild_producers()
         self.snapshots = PartitionSnapshots(self.journal, self.log, str(ctx.node_id), None, self)
         self.group = RaftGroup(
             group_name,
@@ -148,9 +154,8 @@ class Partition:
             headers = validate_produce(records, self.max_message_bytes)
         except KafkaError as e:
             return _done(ProduceResult(e.code, message=e.message))
-        offsets = sum(h.last_offset_delta + 1 for h in headers)
         future = asyncio.get_running_loop().create_future() if acks != 0 else None
-        self._queue.append(_Request(records, offsets, acks, future))
+        self._queue.append(_Request(records, len(headers), acks, future))
         self._propose_queued()
         if future is None:
             return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
@@ -184,13 +189,23 @@ class Partition:
             if request.future is None or request.future.done():
                 continue
             if reason == FAIL_REASON.SUCCESS:
-                result = ProduceResult(
-                    base_offset=request.base_offset, log_start_offset=self.log_start_offset
-                )
+                result = self._answer(request)
             else:
                 result = ProduceResult(ErrorCode.not_leader_or_follower)
             request.future.set_result(result)
         self._propose_queued()
+
+    def _answer(self, request: _Request) -> ProduceResult:
+        verdict = request.verdict
+        if verdict is None:
+            return ProduceResult(
+                base_offset=request.base_offset, log_start_offset=self.log_start_offset
+            )
+        if verdict.error == ErrorCode.none:  # a retried batch: where the first copy landed
+            return ProduceResult(
+                base_offset=verdict.base_offset, log_start_offset=self.log_start_offset
+            )
+        return ProduceResult(verdict.error, message=verdict.message)
 
     def _fail_queued(self) -> None:
         """Requests not yet proposed when leadership is lost go back to the client."""
@@ -261,27 +276,51 @@ class Partition:
 
     # --- JournalListener ---------------------------------------------------------------------------
 
+    def admit(self, batches: memoryview, command: object) -> bytes | memoryview:
+        """Producer sequences are judged here, by the leader only, as its own proposal is
+        appended; batches a follower appends were already judged by the leader."""
+        offset = self.log.log_end_offset
+        if not isinstance(command, Proposal):
+            for _, header in iter_batches(batches):
+                self._producers.record(header, offset)
+                offset += header.last_offset_delta + 1
+            return batches
+        kept: list[memoryview] = []
+        found = iter_batches(batches)
+        for request in command.requests:
+            for i in range(request.batches):
+                pos, header = next(found)
+                verdict = self._producers.check(header)
+                if verdict is not None:
+                    request.verdict = request.verdict or verdict
+                    continue
+                if i == 0:
+                    request.base_offset = offset
+                self._producers.record(header, offset)
+                kept.append(batches[pos : pos + header.size])
+                offset += header.last_offset_delta + 1
+        if all(r.verdict is None for r in command.requests):
+            return batches
+        return b"".join(kept)
+
     def appended(self, entry: Entry, command: object) -> None:
+        if isinstance(command, Proposal):
+            for request in command.requests:
+                if request.acks == 1 and not request.future.done():
+                    request.future.set_result(self._answer(request))
         if entry.location is None:
             if entry.term > 0:
                 self.epochs.refresh(self.log.epochs())
             return
-        if isinstance(command, Proposal):
-            base = entry.offset
-            for request in command.requests:
-                request.base_offset = base
-                base += request.offsets
-                if request.acks == 1 and not request.future.done():
-                    request.future.set_result(
-                        ProduceResult(
-                            base_offset=request.base_offset, log_start_offset=self.log_start_offset
-                        )
-                    )
         if self.journal.window_bytes > WINDOW_BYTES:
             self.group.force_compaction()
 
+    def compacted(self) -> None:
+        self._save_producers()
+
     def truncated(self, removed: list[Entry], result: TruncateResult | None, reason: str) -> None:
         self.epochs.refresh(self.log.epochs())
+        self._rebuild_producers()
         self._record(
             history.Truncation,
             term=self.group.term,
@@ -310,6 +349,7 @@ class Partition:
 
     def snapshot_installed(self, resume_offset: int, end_offset: int, source: str) -> None:
         self.epochs.refresh(self.log.epochs())
+        self._rebuild_producers()
         self._record(
             history.SnapshotInstall,
             term=self.group.term,
@@ -328,7 +368,28 @@ class Partition:
 
     def close(self) -> None:
         self.group.close()
+        self._save_producers()
         self.log.close()
+
+    def _save_producers(self) -> None:
+        if not self.journal.has_hidden:  # hidden entries' batches may still be cut
+            self._producers.save(self._producer_path, self.journal.log_end_offset)
+
+    def _rebuild_producers(self) -> None:
+        """Producer state = the last snapshot plus every batch after it. A snapshot from past
+        the log's end (the log was cut since) is useless: then all of the log is read."""
+        state, offset = ProducerState.load(self._producer_path)
+        end = self.journal.log_end_offset
+        if not self.log.log_start_offset <= offset <= end:
+            state, offset = ProducerState(), self.log.log_start_offset
+        while offset < end:
+            data = self.log.read(offset, REBUILD_CHUNK, end, True)
+            if not data:
+                break
+            for _, header in iter_batches(data):
+                state.record(header, header.base_offset)
+                offset = header.next_offset
+        self._producers = state
 
     # --- internals -----------------------------------------------------------------------------
 

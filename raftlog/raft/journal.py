@@ -35,7 +35,12 @@ _RECORD_HEAD = struct.Struct(">II")  # payload length, crc32c of payload
 class JournalListener(Protocol):
     """What a partition learns from its Raft log, in log order."""
 
+    def admit(self, batches: memoryview, command: object) -> bytes | memoryview:
+        """The batches of a data entry that go into the log (the leader may leave some out)."""
+
     def appended(self, entry: Entry, command: object) -> None: ...
+
+    def compacted(self) -> None: ...
 
     def truncated(
         self, removed: list[Entry], result: TruncateResult | None, reason: str
@@ -219,10 +224,15 @@ class SegmentJournal(Journal):
         kind = command[0]
         if self._log is not None and self._entries:
             self._check_log_end()
-        if kind == DATA and self._log is not None:
-            result = self._log.append(memoryview(command)[1:], term)
+        data = self._listener.admit(memoryview(command)[1:], command) if kind == DATA else b""
+        if len(data) and self._log is not None:
+            result = self._log.append(data, term)
             entry = Entry(idx, term, result.base_offset, result.next_offset, result.location)
             self._window_bytes += result.location.size
+        elif kind == DATA:
+            # every batch was left out: the entry stays in the Raft log, with no batches
+            leo = self._log.log_end_offset if self._log is not None else 0
+            entry = Entry(idx, term, leo, leo, inline=DATA_PREFIX)
         else:
             if kind == NO_OP and term > 0 and self._log is not None:
                 self._log.begin_term(term)
@@ -330,6 +340,10 @@ class SegmentJournal(Journal):
         return self._log.log_end_offset if self._log is not None else 0
 
     @property
+    def has_hidden(self) -> bool:
+        return bool(self._hidden)
+
+    @property
     def window_bytes(self) -> int:
         return self._window_bytes
 
@@ -361,6 +375,7 @@ class SegmentJournal(Journal):
             # The entry after the snapshot point was applied, hence committed.
             self._state.set_commit(max(self._state.commit_index, idx + 1))
             self.deleteEntriesTo(idx - self._entries[0].idx)
+            self._listener.compacted()
 
     def flush(self) -> None:
         self._file.flush()

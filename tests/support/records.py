@@ -212,9 +212,7 @@ def produce_kafka_python(
         linger_ms=5,
         request_timeout_ms=30000,
         client_id="raftlog-tests-kafka-python",
-        # kafka-python 3.x turns idempotence on by default, which needs InitProducerId;
-        # these tests check plain acks=all (pass extra={"enable_idempotence": True} to try it)
-        enable_idempotence=False,
+        # kafka-python 3.x is idempotent by default (InitProducerId): left as users get it
         **(extra or {}),
     )
     deadline = time.monotonic() + timeout
@@ -313,10 +311,12 @@ PRODUCERS = {
 
 
 class ContinuousProducer(threading.Thread):
-    """Produces with confluent-kafka (acks=all, no client retries: a failed send is
-    recorded and a *new* record is sent instead) until stop(). Every attempt has a unique
-    value, so the checker can demand exactly-once for acknowledged records and at-most-once
-    for failed ones without idempotence."""
+    """Produces with confluent-kafka (acks=all) until stop(); every record has a unique value.
+
+    By default with no client retries: a failed send is recorded and a *new* record is sent
+    instead, so the checker can demand exactly-once for acknowledged records and at-most-once
+    for failed ones without idempotence. With idempotent=True the client retries as it likes
+    and the broker must drop the duplicates: then every record is in the log at most once."""
 
     def __init__(
         self,
@@ -328,8 +328,10 @@ class ContinuousProducer(threading.Thread):
         rate_per_s: float = 2000.0,
         max_in_flight: int = 2000,
         compression: str = "lz4",
+        idempotent: bool = False,
     ) -> None:
         super().__init__(name=f"producer-{run}", daemon=True)
+        self.idempotent = idempotent
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = list(partitions)
@@ -376,8 +378,8 @@ class ContinuousProducer(threading.Thread):
                 "acks": "all",
                 "compression.type": self.compression,
                 "linger.ms": 5,
-                "retries": 0,
-                "enable.idempotence": False,
+                **({} if self.idempotent else {"retries": 0}),
+                "enable.idempotence": self.idempotent,
                 "max.in.flight.requests.per.connection": 5,
                 "message.timeout.ms": 30000,
                 "request.timeout.ms": 15000,

@@ -33,6 +33,7 @@ FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
 API_VERSIONS = 18
+INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 
 # Versions this helper builds requests for (field layouts checked against kio 0.6.5):
@@ -53,6 +54,8 @@ OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 FENCED_LEADER_EPOCH = 74
@@ -182,8 +185,10 @@ def make_batch(
     records: Sequence[tuple[bytes | None, bytes | None]] | None = None,
     timestamp_ms: int | None = None,
     headers: Sequence[tuple[str, bytes | None]] = (),
+    producer: tuple[int, int, int] = (-1, -1, -1),
 ) -> bytes:
-    """One uncompressed magic-2 RecordBatch (base offset 0, no producer id)."""
+    """One uncompressed magic-2 RecordBatch (base offset 0); `producer` is
+    (producer id, epoch, base sequence), none by default."""
     records = records or [(b"k", b"v")]
     ts = datetime.datetime.fromtimestamp(
         (timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)) / 1000,
@@ -191,9 +196,9 @@ def make_batch(
     )
     hdrs = tuple(RecordHeader(key=k.encode(), value=v) for k, v in headers)
     batch = NewRecordBatch(
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
+        producer_id=producer[0],
+        producer_epoch=producer[1],
+        base_sequence=producer[2],
         attributes=0,
         records=tuple(
             Record(attributes=0, timestamp=ts, offset=i, key=k, value=v, headers=hdrs)
@@ -604,6 +609,15 @@ class KafkaWire:
         return ProduceResult(
             code(p.error_code), int(p.base_offset), getattr(p, "error_message", None)
         )
+
+    def init_producer_id(self, version: int = 4) -> tuple[int, int, int]:
+        """(error, producer id, epoch) for a new idempotent producer."""
+        resp = self.call(
+            INIT_PRODUCER_ID,
+            version,
+            {"transactional_id": None, "transaction_timeout": 60000},
+        )
+        return code(resp.error_code), int(resp.producer_id), int(resp.producer_epoch)
 
 
 _ZERO_UUID = __import__("uuid").UUID(int=0)

@@ -73,13 +73,26 @@ def test_fencing(client, ours, expected):
 def test_history_records_round_trip(tmp_path):
     journal = history.HistoryJournal(tmp_path, node_id=2)
     records = [
-        history.Election(time_ms=1, node=2, topic="t", partition=0, term=3, log_end_offset=10,
-                         high_watermark=9),
-        history.Truncation(time_ms=2, node=2, topic="t", partition=0, term=4, reason="raft",
-                           from_index=5, to_index=7, from_offset=10, to_offset=13,
-                           entry_terms=[3], records=3, batches=2, bytes=300),
-        history.HighWatermark(time_ms=3, node=2, topic="t", partition=0, term=4,
-                              high_watermark=10),
+        history.Election(
+            time_ms=1, node=2, topic="t", partition=0, term=3, log_end_offset=10, high_watermark=9
+        ),
+        history.Truncation(
+            time_ms=2,
+            node=2,
+            topic="t",
+            partition=0,
+            term=4,
+            reason="raft",
+            from_index=5,
+            to_index=7,
+            from_offset=10,
+            to_offset=13,
+            entry_terms=[3],
+            records=3,
+            batches=2,
+            bytes=300,
+        ),
+        history.HighWatermark(time_ms=3, node=2, topic="t", partition=0, term=4, high_watermark=10),
     ]
     for r in records:
         journal.write(r)
@@ -90,5 +103,7 @@ def test_history_records_round_trip(tmp_path):
 
 def test_history_parse_rejects_unknown_fields():
     with pytest.raises(ValueError, match="fields"):
-        history.parse('{"kind": "hw", "time_ms": 1, "node": 1, "topic": "t", "partition": 0, '
-                      '"term": 1, "high_watermark": 2, "surprise": 3}')
+        history.parse(
+            '{"kind": "hw", "time_ms": 1, "node": 1, "topic": "t", "partition": 0, '
+            '"term": 1, "high_watermark": 2, "surprise": 3}'
+        )
