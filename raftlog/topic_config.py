@@ -6,29 +6,62 @@ expect. A topic config falls back to the broker default of the same setting.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from raftlog.broker import ConfigEntry
 
 # Kafka's ConfigType (DescribeConfigs v3+) and ConfigSource codes.
-BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
+
+COMPACT, DELETE = "compact", "delete"
 
 
 @dataclass(frozen=True)
 class Setting:
+    """`choices` limit a STRING's value, or each item of a LIST's; `minimum`/`maximum` bound
+    numbers."""
+
     name: str
     type: int
     default: str
     doc: str
     choices: tuple[str, ...] = ()
-    minimum: int | None = None
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 TOPIC_SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
-        Setting("cleanup.policy", STRING, "delete", "Old segments are deleted.", ("delete",)),
+        Setting(
+            "cleanup.policy",
+            LIST,
+            DELETE,
+            "delete: old segments are deleted by retention.ms/retention.bytes; compact: only "
+            "the latest record per key is kept; both: compaction plus retention.",
+            (COMPACT, DELETE),
+        ),
+        Setting(
+            "delete.retention.ms",
+            LONG,
+            "86400000",
+            "How long a compacted topic keeps a tombstone (a null value) after its batch's "
+            "timestamp, so that consumers can see the deletion.",
+            (),
+            0,
+        ),
+        Setting(
+            "min.cleanable.dirty.ratio",
+            DOUBLE,
+            "0.5",
+            "Compaction runs once the bytes not yet compacted reach this share of the "
+            "compactable log.",
+            (),
+            0,
+            1,
+        ),
         Setting(
             "retention.ms", LONG, "604800000", "Delete segments older than this; -1: never.", (), -1
         ),
@@ -64,16 +97,59 @@ def validate(configs: dict[str, str | None]) -> str | None:
             return f"Unknown topic config name: {name}"
         if value is None:
             return f"Null value not supported for topic config {name}"
-        if setting.choices and value not in setting.choices:
-            return f"Invalid value {value} for {name}; supported: {', '.join(setting.choices)}"
-        if setting.type in (INT, LONG):
-            try:
-                number = int(value)
-            except ValueError:
-                return f"Invalid value {value} for {name}: not a number"
-            if setting.minimum is not None and number < setting.minimum:
-                return f"Invalid value {value} for {name}: must be at least {setting.minimum}"
+        problem = _check(setting, value)
+        if problem is not None:
+            return f"Invalid value {value!r} for {name}: {problem}"
     return None
+
+
+def _check(setting: Setting, value: str) -> str | None:
+    if setting.type == LIST:
+        items = split_list(value)
+        if not items:
+            return "the list must not be empty"
+        unknown = [repr(item) for item in items if item not in setting.choices]
+        if unknown:
+            return f"{', '.join(unknown)} not supported; supported: {', '.join(setting.choices)}"
+        return None
+    if setting.choices and value not in setting.choices:
+        return f"supported: {', '.join(setting.choices)}"
+    number: float
+    if setting.type in (INT, LONG):
+        try:
+            number = int(value)
+        except ValueError:
+            return "not a number"
+    elif setting.type == DOUBLE:
+        try:
+            number = float(value)
+        except ValueError:
+            return "not a number"
+        if not math.isfinite(number):
+            return "not a finite number"
+    else:
+        return None
+    if setting.minimum is not None and number < setting.minimum:
+        return f"must be at least {_plain(setting.minimum)}"
+    if setting.maximum is not None and number > setting.maximum:
+        return f"must be at most {_plain(setting.maximum)}"
+    return None
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if number == int(number) else str(number)
+
+
+def split_list(value: str) -> list[str]:
+    """A LIST value's items as Kafka parses them: comma-separated, blanks around items
+    trimmed, a blank value is the empty list (and "a,,b" has an empty item)."""
+    return [item.strip() for item in value.split(",")] if value.strip() else []
+
+
+def cleanup_policies(value: str) -> frozenset[str]:
+    """The policies of a valid cleanup.policy value ("compact", "delete" or both, in any order
+    and spacing), for the code that runs retention and compaction."""
+    return frozenset(split_list(value))
 
 
 def effective(topic_configs: dict[str, str], broker_defaults: dict[str, str]) -> list[ConfigEntry]:

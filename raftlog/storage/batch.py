@@ -1,7 +1,7 @@
 """Kafka RecordBatch (magic 2): header parsing, CRC-32C, offset/epoch rewrite.
 
 Batches are stored exactly as clients produce and fetch them, so the broker only ever looks at
-the 61-byte header; records are decoded only for ListOffsets by timestamp.
+the 61-byte header; records are decoded only for ListOffsets by timestamp and compaction.
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ __all__ = [
     "MIN_BATCH_LENGTH",
     "BatchHeader",
     "assign",
+    "build",
     "crc_ok",
     "iter_batches",
     "parse_header",
     "record_timestamps",
+    "snappy_decode",
+    "snappy_encode",
     "validate_produce",
 ]
 
@@ -33,6 +36,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 _INT32 = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 
 HEADER_SIZE = _HEADER.size  # 61
 LENGTH_OVERHEAD = 12  # baseOffset + batchLength precede what batchLength counts
@@ -43,7 +47,9 @@ _MIN_RECORD_SIZE = 7  # length, attributes, timestamp/offset deltas, key/value l
 _COMPRESSION_MASK = 0x07
 _SNAPPY = 2
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"  # snappy-java's block framing; librdkafka sends raw snappy
-_XERIAL_HEADER_SIZE = 16
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, compatible with 1
+_XERIAL_HEADER_SIZE = len(_XERIAL_HEADER)
+_XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
 
 class BatchHeader(NamedTuple):
@@ -162,6 +168,15 @@ def assign(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> Non
     _LEADER_EPOCH.pack_into(buf, pos + 12, leader_epoch)
 
 
+def build(header: BatchHeader, records: bytes) -> bytes:
+    """A batch with `header`'s fields around `records` (already compressed as its attributes
+    say); batchLength and CRC-32C are recomputed, as a rewritten batch needs them."""
+    head = bytearray(_HEADER.pack(*header._replace(batch_length=MIN_BATCH_LENGTH + len(records))))
+    head += records
+    _CRC.pack_into(head, _CRC_START - 4, crc32c(memoryview(head)[_CRC_START:]))
+    return bytes(head)
+
+
 def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
     return crc32c(memoryview(buf)[pos + _CRC_START : pos + header.size]) == header.crc
 
@@ -182,7 +197,7 @@ def _without_snappy(batch: bytes | bytearray | memoryview, header: BatchHeader) 
     does, so hand it an equivalent uncompressed batch (the CRC is not checked when decoding)."""
     payload = bytes(memoryview(batch)[HEADER_SIZE : header.size])
     try:
-        records = _snappy_decode(payload)
+        records = snappy_decode(payload)
     except Exception as exc:
         raise _corrupt(f"cannot decompress snappy batch at offset {header.base_offset}") from exc
     plain = header._replace(
@@ -192,7 +207,8 @@ def _without_snappy(batch: bytes | bytearray | memoryview, header: BatchHeader) 
     return _HEADER.pack(*plain) + records
 
 
-def _snappy_decode(payload: bytes) -> bytes:
+def snappy_decode(payload: bytes) -> bytes:
+    """Raw snappy (librdkafka) or snappy-java's xerial block framing (the Java producer)."""
     if not payload.startswith(_XERIAL_MAGIC):
         return bytes(cramjam.snappy.decompress_raw(payload))
     out = bytearray()
@@ -202,4 +218,17 @@ def _snappy_decode(payload: bytes) -> bytes:
         pos += 4
         out += cramjam.snappy.decompress_raw(payload[pos : pos + block])
         pos += block
+    return bytes(out)
+
+
+def snappy_encode(records: bytes, like: bytes) -> bytes:
+    """Snappy in the framing of `like`, a payload of the same producer: xerial blocks for the
+    Java client's batches, raw snappy for librdkafka's, so each reads back what it wrote."""
+    if not like.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.compress_raw(records))
+    out = bytearray(_XERIAL_HEADER)
+    for pos in range(0, len(records), _XERIAL_BLOCK):
+        block = cramjam.snappy.compress_raw(records[pos : pos + _XERIAL_BLOCK])
+        out += _INT32.pack(len(block))
+        out += block
     return bytes(out)

@@ -1,7 +1,9 @@
 """A partition's log: its segments in (base offset, term) order.
 
 Offsets are assigned here, at append time, from the log end offset, so every replica applying
-the same Raft entries stores byte-identical segments.
+the same Raft entries stores byte-identical segments. Compaction (raftlog.storage.compaction)
+later removes records below a floor, leaving gaps between batches; a read at an offset in a gap
+starts at the next batch, and segment boundaries, hence epochs and the log end, never move.
 """
 
 from __future__ import annotations
@@ -10,14 +12,24 @@ import logging
 import os
 import shutil
 from bisect import bisect_right
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_api.errors import ErrorCode, KafkaError
-from raftlog.storage.batch import BatchHeader, record_timestamps
-from raftlog.storage.segment import Segment, parse_segment_name, segment_stem
+from raftlog.storage import compaction
+from raftlog.storage.batch import BatchHeader, parse_header, record_timestamps
+from raftlog.storage.compaction import CompactionResult, OffsetMap
+from raftlog.storage.segment import Segment, fsync_dir, parse_segment_name, segment_stem
 
-__all__ = ["AppendResult", "Location", "Log", "LogConfig", "TruncateResult"]
+__all__ = [
+    "AppendResult",
+    "CompactionResult",
+    "Location",
+    "Log",
+    "LogConfig",
+    "TruncateResult",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +83,6 @@ def _base_key(segment: Segment) -> int:
     return segment.base_offset
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Log:
     def __init__(self, directory: Path, config: LogConfig) -> None:
         self.directory = Path(directory)
@@ -88,10 +92,13 @@ class Log:
         self.was_clean = marker.exists()
         if self.was_clean:
             marker.unlink()  # from here on a crash must not pass for a clean shutdown
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         # Where the log stands when truncation removed every segment (kept in memory only).
         self._empty_at = 0
+        compaction.finish_swaps(self.directory)
         self._segments = self._open_segments()
+        # Compaction's first dirty offset: below it every key appears at most once.
+        self._clean_offset = compaction.read_checkpoint(self.directory)
 
     def _open_segments(self) -> list[Segment]:
         names: dict[tuple[int, int], set[str]] = {}
@@ -179,10 +186,14 @@ class Log:
         segment = Segment.create(
             self.directory, self.log_end_offset, term, self.config.index_interval_bytes
         )
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         self._segments.append(segment)
 
-    def append(self, batches: bytes | bytearray | memoryview, term: int) -> AppendResult:
+    def append(
+        self, batches: bytes | bytearray | memoryview, term: int, keep_offsets: bool = False
+    ) -> AppendResult:
+        """Offsets continue from the log end offset; with `keep_offsets` the batches keep
+        theirs, which may leave gaps: how a follower copies a compacted leader's segments."""
         size = len(batches)
         if not size:
             raise ValueError("nothing to append")
@@ -196,7 +207,9 @@ class Log:
             segment = self._segments[-1]
         position = segment.size
         base_offset = segment.next_offset
-        max_timestamp = segment.append(batches)
+        max_timestamp = segment.append(batches, keep_offsets)
+        if keep_offsets:
+            base_offset = parse_header(batches).base_offset
         location = Location(segment.base_offset, term, position, segment.size - position)
         return AppendResult(base_offset, segment.next_offset, location, max_timestamp)
 
@@ -219,9 +232,13 @@ class Log:
         if offset <= self.log_start_offset:
             return self._remove(0, 0, whole=True)
         i = self._holding(offset)
-        position, header = self._segments[i].find(offset)
+        segment = self._segments[i]
+        position, header = segment.find(offset)
         if header.base_offset != offset:
             raise ValueError(f"offset {offset} is inside the batch at {header.base_offset}")
+        if offset > segment.base_offset and segment.find(offset - 1)[1].base_offset == offset:
+            # offset - 1 was compacted away: the cut log would end below `offset`
+            raise ValueError(f"offset {offset} follows a gap compaction left in {segment}")
         return self._remove(i, position, whole=position == 0)
 
     def reset(self, offset: int) -> None:
@@ -248,6 +265,9 @@ class Log:
         for segment in reversed(doomed):
             segment.delete()
         del self._segments[len(self._segments) - len(doomed) :]
+        if self._clean_offset > self.log_end_offset:  # data from here on may be rewritten
+            self._clean_offset = self.log_end_offset
+            compaction.write_checkpoint(self.directory, self._clean_offset)
         remaining = {segment.term for segment in self._segments}
         terms = list(dict.fromkeys(s.term for s in doomed if s.term not in remaining))
         return TruncateResult(records, batches, removed_bytes, terms)
@@ -273,6 +293,113 @@ class Log:
             deleted += 1
         return deleted
 
+    def compact(
+        self,
+        now_ms: int,
+        floor_offset: int,
+        delete_retention_ms: int,
+        min_cleanable_dirty_ratio: float,
+        max_map_keys: int = compaction.MAX_MAP_KEYS,
+    ) -> CompactionResult:
+        """A whole compact_steps() pass in one call."""
+        steps = self.compact_steps(
+            now_ms, floor_offset, delete_retention_ms, min_cleanable_dirty_ratio, max_map_keys
+        )
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def compact_steps(
+        self,
+        now_ms: int,
+        floor_offset: int,
+        delete_retention_ms: int,
+        min_cleanable_dirty_ratio: float,
+        max_map_keys: int = compaction.MAX_MAP_KEYS,
+    ) -> Generator[None, None, CompactionResult]:
+        """One compaction pass (rules in raftlog.storage.compaction) over the segments entirely
+        below `floor_offset` (what Raft may still truncate, or send as stored, starts there),
+        never the active one; it runs only once dirty bytes / cleanable bytes reach
+        `min_cleanable_dirty_ratio`. Offsets, epochs and segment names do not change.
+
+        The pass yields every few milliseconds of work so that an event loop can serve others:
+        call next() until StopIteration, whose value is the CompactionResult. Between steps
+        the log may be appended to, read and truncated above the floor; if it loses a segment
+        the pass reads (retention, reset), the pass ends with `aborted`, the log consistent."""
+        cleanable = [s for s in self._segments[:-1] if s.next_offset <= floor_offset]
+        first_dirty = max(self._clean_offset, self.log_start_offset)
+        dirty = [s for s in cleanable if s.next_offset > first_dirty]
+        total = sum(s.size for s in cleanable)
+        dirty_bytes = sum(s.size for s in dirty)
+        ratio = dirty_bytes / total if total else 0.0
+        if not dirty_bytes or ratio < min_cleanable_dirty_ratio:
+            return CompactionResult(ratio, first_dirty_offset=first_dirty)
+        involved = [s for s in self._segments if s.base_offset < floor_offset]  # a prefix
+
+        def alive() -> bool:
+            return len(self._segments) >= len(involved) and all(
+                a is b for a, b in zip(involved, self._segments, strict=False)
+            )
+
+        offsets = OffsetMap(floor_offset)
+        mapped_to = first_dirty
+        rewritten = removed = tombstones = before = after = 0
+        try:
+            for n, segment in enumerate(dirty):
+                if not (yield from offsets.add(segment, max_map_keys if n else None, alive)):
+                    break
+                mapped_to = segment.next_offset
+            else:  # later data below the floor also supersedes, though it is not rewritten yet
+                for segment in involved[len(cleanable) :]:
+                    if not (yield from offsets.add(segment, max_map_keys, alive)):
+                        break
+            horizon = now_ms - delete_retention_ms
+            for i, segment in enumerate(cleanable):
+                if segment.next_offset > mapped_to:
+                    break
+                if not segment.size:
+                    continue
+                outcome = yield from compaction.clean_segment(segment, offsets, horizon, alive)
+                if not outcome.changed:
+                    continue
+                removed += outcome.records_removed
+                tombstones += outcome.tombstones_expired
+                before += segment.size
+                after += outcome.size
+                involved[i] = self._swap_in(i)
+                rewritten += 1
+        except compaction.Aborted:
+            log.warning("%s: compaction stopped, the log lost a segment it read", self.directory)
+            return CompactionResult(
+                ratio, False, rewritten, removed, tombstones, before, after, first_dirty, 0, True
+            )
+        self._clean_offset = mapped_to
+        compaction.write_checkpoint(self.directory, mapped_to)
+        return CompactionResult(
+            ratio, True, rewritten, removed, tombstones, before, after, mapped_to, len(offsets.keys)
+        )
+
+    def _swap_in(self, i: int) -> Segment:
+        """Replaces segment i by its fsynced rewrite; the rename to .swap is the commit point.
+        Until the reopen the old descriptor keeps serving the old, equally valid, data."""
+        segment = self._segments[i]
+        cleaned = compaction.cleaned_path(segment)
+        swap = cleaned.with_name(segment.path.name + compaction.SWAP)
+        os.rename(cleaned, swap)
+        fsync_dir(self.directory)
+        compaction.install_swap(swap)
+        segment.close()
+        self._segments[i] = Segment.open(
+            self.directory,
+            segment.base_offset,
+            segment.term,
+            self.config.index_interval_bytes,
+            verify=True,
+        )
+        return self._segments[i]
+
     def flush(self) -> None:
         """Only the active segment can have unsynced data: the others were flushed on roll."""
         if self._segments:
@@ -285,7 +412,7 @@ class Log:
         marker = self.directory / CLEAN_MARKER
         with open(marker, "wb") as file:
             os.fsync(file.fileno())
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     @staticmethod
     def replace_directory(live: Path, staged: Path) -> None:
@@ -301,11 +428,11 @@ class Log:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            _fsync_dir(Path(root))
+            fsync_dir(Path(root))
         if live.exists():
             os.rename(live, old)
         os.rename(staged, live)
-        _fsync_dir(live.parent)
+        fsync_dir(live.parent)
         shutil.rmtree(old, ignore_errors=True)
 
     # -- reads ---------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from raftlog.storage.batch import (
 )
 from raftlog.storage.index import OffsetIndex, TimeIndex
 
-__all__ = ["Segment", "parse_segment_name", "segment_stem"]
+__all__ = ["Segment", "fsync_dir", "parse_segment_name", "segment_stem"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,15 @@ _NAME = re.compile(r"^(\d{20})-(\d+)\.(log|index|timeindex)$")
 
 def segment_stem(base_offset: int, term: int) -> str:
     return f"{base_offset:020d}-{term}"
+
+
+def fsync_dir(path: Path) -> None:
+    """Makes renames, creations and deletions in `path` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def parse_segment_name(name: str) -> tuple[int, int, str] | None:
@@ -130,12 +139,18 @@ class Segment:
         self.size = position + size
         self.next_offset = base_offset + header.last_offset_delta + 1
 
-    def _fits(self, header: BatchHeader) -> bool:
-        """Stored batches must continue the offsets and carry this segment's term."""
+    def _fits(self, header: BatchHeader, exact: bool = False) -> bool:
+        """Stored batches must carry this segment's term and move the offsets forward. A gap
+        is legal (compaction removes whole batches, as in Kafka); with `exact` the batch must
+        start at next_offset, as the batch an index entry points at does."""
         return (
             header.batch_length >= MIN_BATCH_LENGTH
             and header.magic == 2
-            and header.base_offset == self.next_offset
+            and (
+                header.base_offset == self.next_offset
+                if exact
+                else header.base_offset >= self.next_offset
+            )
             and header.partition_leader_epoch == self.term
             and header.last_offset_delta >= 0
         )
@@ -151,20 +166,23 @@ class Segment:
         if len(self._offsets) and last_position >= file_size:
             return False
         self._restart_at(last_position, last_offset)
+        exact = bool(len(self._offsets))
         for position, header in self.headers(last_position, file_size):
-            if not self._fits(header):
+            if not self._fits(header, exact):
                 return False
+            exact = False
             self._track(position, header.base_offset, header)
         return self.size == file_size
 
     # -- writes --------------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray | memoryview) -> int:
+    def append(self, data: bytes | bytearray | memoryview, keep_offsets: bool = False) -> int:
         """Stores whole batches, rewriting their base offsets and leader epochs in one copy.
-        Returns the largest batch max timestamp."""
+        With `keep_offsets` the base offsets stay as they are, gaps included: batches copied
+        from a compacted log. Returns the largest batch max timestamp."""
         buf = bytearray(data)
         total = len(buf)
-        headers: list[BatchHeader] = []
+        headers: list[tuple[int, BatchHeader]] = []
         offset = self.next_offset
         term = self.term
         pos = 0
@@ -173,19 +191,21 @@ class Segment:
             size = header.size
             if header.batch_length < MIN_BATCH_LENGTH or pos + size > total:
                 raise ValueError(f"malformed record batch at byte {pos} of an append")
+            if keep_offsets:
+                if header.base_offset < offset:
+                    raise ValueError(f"batch at offset {header.base_offset} is below {offset}")
+                offset = header.base_offset
             assign(buf, pos, offset, term)
-            headers.append(header)
+            headers.append((offset, header))
             offset += header.last_offset_delta + 1
             pos += size
         self._write(buf)
         position = self.size
-        offset = self.next_offset
         max_timestamp = -1
-        for header in headers:
+        for offset, header in headers:
             self._track(position, offset, header)
             max_timestamp = max(max_timestamp, header.max_timestamp)
             position = self.size
-            offset = self.next_offset
         return max_timestamp
 
     def _write(self, buf: bytearray) -> None:

@@ -1,0 +1,74 @@
+"""AlterConfigs (33): replaces every explicit config of a topic. Broker configs live in each
+node's config file, so they are not alterable over the protocol."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE, duplicates, topic_name_error
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+TOPIC = 2
+BROKER = 4
+
+Outcome = tuple[ErrorCode, str | None]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    repeated = repeated_resources(request.resources)
+    responses = []
+    for resource in request.resources:
+        error, message = resource_error(resource, repeated) or await _alter(
+            ctx, resource, request.validate_only
+        )
+        responses.append(
+            build(
+                m.AlterConfigsResourceResponse,
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))
+
+
+async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+    changes = {config.name: config.value for config in resource.configs}
+    result = await ctx.broker.alter_topic_configs(
+        resource.resource_name, changes, incremental=False, validate_only=validate_only
+    )
+    return result.error, result.message
+
+
+def repeated_resources(resources: Iterable[Any]) -> set[tuple[int, str]]:
+    """Resources named more than once in one request; Kafka rejects each of them."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    return {key for key, count in counts.items() if count > 1}
+
+
+def resource_error(resource: Any, repeated: set[tuple[int, str]]) -> Outcome | None:
+    """Why this resource's configs cannot be altered (shared with IncrementalAlterConfigs);
+    None for a well-formed topic resource."""
+    kind, name = resource.resource_type, resource.resource_name
+    if (kind, name) in repeated:
+        return ErrorCode.invalid_request, f"Duplicate resource {name!r} of type {kind}"
+    if kind == BROKER:
+        return ErrorCode.invalid_request, "broker configs are static; edit the node's config file"
+    if kind != TOPIC:
+        return ErrorCode.invalid_request, f"Unsupported resource type {kind}"
+    problem = topic_name_error(name)
+    if problem is not None:
+        return ErrorCode.invalid_topic_exception, problem
+    if duplicates(config.name for config in resource.configs):
+        return ErrorCode.invalid_request, "Error due to duplicate config keys"
+    return None

@@ -1,0 +1,86 @@
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on topic configs; APPEND and
+SUBTRACT only for list configs (cleanup.policy), computed here from the current value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode
+from kafka_api.handlers.alter_configs import Outcome, repeated_resources, resource_error
+from raftlog.topic_config import LIST, split_list
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    repeated = repeated_resources(request.resources)
+    responses = []
+    for resource in request.resources:
+        error, message = resource_error(resource, repeated) or await _alter(
+            ctx, resource, request.validate_only
+        )
+        responses.append(
+            build(
+                m.AlterConfigsResourceResponse,
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return build(
+        m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses)
+    )
+
+
+async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+    name = resource.resource_name
+    changes: dict[str, str | None] = {}
+    for config in resource.configs:
+        operation = config.config_operation
+        if operation == SET:
+            changes[config.name] = config.value
+        elif operation == DELETE:
+            changes[config.name] = None
+        elif operation in (APPEND, SUBTRACT):
+            outcome = _list_change(ctx, name, config, operation == APPEND)
+            if isinstance(outcome, tuple):
+                return outcome
+            changes[config.name] = outcome
+        else:
+            return ErrorCode.invalid_request, f"Unknown config operation {operation}"
+    result = await ctx.broker.alter_topic_configs(
+        name, changes, incremental=True, validate_only=validate_only
+    )
+    return result.error, result.message
+
+
+def _list_change(ctx: RequestContext, topic: str, config: Any, append: bool) -> str | Outcome:
+    """The new value of a list config, or why there is none. Like Kafka, APPEND adds the items
+    not there yet and SUBTRACT removes every occurrence, keeping the current order."""
+    entries = ctx.broker.topic_configs(topic)
+    if entries is None:
+        return ErrorCode.unknown_topic_or_partition, f"Topic {topic} does not exist"
+    current = next((entry for entry in entries if entry.name == config.name), None)
+    if current is None:
+        return ErrorCode.invalid_config, f"Unknown topic config name: {config.name}"
+    if current.config_type != LIST:
+        verb = "append" if append else "subtract"
+        return ErrorCode.invalid_config, (
+            f"Config value {verb} is not allowed for config key: {config.name}"
+        )
+    if config.value is None:
+        return ErrorCode.invalid_config, f"Null value not supported for topic config {config.name}"
+    items = split_list(current.value or "")
+    given = split_list(config.value)
+    if append:
+        return ",".join(items + [item for item in dict.fromkeys(given) if item not in items])
+    return ",".join(item for item in items if item not in given)
