@@ -8,18 +8,31 @@ from typing import Any, Protocol
 
 from kafka_api.context import RequestContext
 from kafka_api.handlers import (
+    alter_configs,
     api_versions,
     create_partitions,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_groups,
+    describe_log_dirs,
     fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sync_group,
 )
 
 
@@ -35,18 +48,31 @@ class ApiHandler(Protocol):
 HANDLERS: dict[int, ApiHandler] = {
     module.API_KEY: module
     for module in (
+        alter_configs,
         api_versions,
         create_partitions,
         create_topics,
+        delete_groups,
         delete_topics,
         describe_cluster,
         describe_configs,
+        describe_groups,
+        describe_log_dirs,
         fetch,
+        find_coordinator,
+        heartbeat,
+        incremental_alter_configs,
         init_producer_id,
+        join_group,
+        leave_group,
+        list_groups,
         list_offsets,
         metadata,
+        offset_commit,
+        offset_fetch,
         offset_for_leader_epoch,
         produce,
+        sync_group,
     )
 }
 

@@ -14,6 +14,7 @@ from kafka_api.common import (
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection, ErrorCode
 from raftlog.broker import Broker, TopicInfo, TopicSpec
+from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -79,7 +80,9 @@ async def _requested_topics(
             answers.append(_topic(m, topic))
         elif topic_name_error(name) is not None:
             answers.append(_error_topic(m, ErrorCode.invalid_topic_exception, name))
-        elif allow_create:
+        elif allow_create or name == OFFSETS_TOPIC:
+            # Kafka creates its internal topic on Metadata whatever the client allows, and
+            # answers INVALID_REPLICATION_FACTOR while too few brokers live (KIP-115).
             to_create.setdefault(name, []).append(len(answers))
             answers.append(None)
         else:

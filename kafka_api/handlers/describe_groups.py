@@ -1,0 +1,57 @@
+"""DescribeGroups (15): state, protocol and members of groups this node coordinates.
+v4 adds the members' instance ids; v6 reports an unknown group as GROUP_ID_NOT_FOUND where
+earlier versions describe it as a "Dead" group without error (KIP-1043)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+GROUP_ID_NOT_FOUND_VERSION = 6
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    m = response_module(API_KEY, version)
+    described = []
+    for group in await ctx.broker.groups.describe_groups(request.groups):
+        error, message = group.error, None
+        if error is ErrorCode.group_id_not_found:
+            if version < GROUP_ID_NOT_FOUND_VERSION:
+                error = ErrorCode.none
+            else:
+                message = f"Group {group.group_id} not found."
+        members = tuple(
+            build(
+                m.DescribedGroupMember,
+                member_id=x.member_id,
+                group_instance_id=x.group_instance_id,
+                client_id=x.client_id,
+                client_host=x.client_host,
+                member_metadata=x.metadata,
+                member_assignment=x.assignment,
+            )
+            for x in group.members
+        )
+        described.append(
+            build(
+                m.DescribedGroup,
+                error_code=error,
+                error_message=message,
+                group_id=group.group_id,
+                group_state=group.state,
+                protocol_type=group.protocol_type,
+                protocol_data=group.protocol_data,
+                members=members,
+                authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+            )
+        )
+    return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))

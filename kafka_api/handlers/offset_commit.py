@@ -1,0 +1,79 @@
+"""OffsetCommit (8): a consumer's committed positions, stored in `__consumer_offsets`.
+
+From v2, the first version kio models (Kafka 4 dropped v0-v1 as well). v6 adds the committed
+leader epoch, v7 the instance id. v10 names topics by id only and is not served. Topics or
+partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers; the retention
+time of v2-v4 is ignored (offsets follow the group's retention, as since Kafka 2.1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode
+from raftlog.groups.results import CommitOffset
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+GROUP_ID_NOT_FOUND_VERSION = 9  # older versions report a missing group as ILLEGAL_GENERATION
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    entries = [(topic.name, p) for topic in request.topics for p in topic.partitions]
+    errors: list[ErrorCode] = []
+    commits: list[CommitOffset] = []
+    for name, p in entries:
+        topic = broker.topic(name)
+        if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+            errors.append(ErrorCode.unknown_topic_or_partition)
+            continue
+        errors.append(ErrorCode.none)
+        commits.append(
+            CommitOffset(
+                name,
+                p.partition_index,
+                p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata,
+            )
+        )
+    if commits:
+        results = iter(
+            await broker.groups.offset_commit(
+                request.group_id,
+                request.generation_id_or_member_epoch,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                commits,
+            )
+        )
+        errors = [next(results) if e is ErrorCode.none else e for e in errors]
+    if version < GROUP_ID_NOT_FOUND_VERSION:
+        errors = [
+            ErrorCode.illegal_generation if e is ErrorCode.group_id_not_found else e for e in errors
+        ]
+    m = response_module(API_KEY, version)
+    answers = iter(errors)
+    topics = tuple(
+        build(
+            m.OffsetCommitResponseTopic,
+            name=topic.name,
+            partitions=tuple(
+                build(
+                    m.OffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=next(answers),
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)

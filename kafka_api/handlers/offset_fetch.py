@@ -1,0 +1,79 @@
+"""OffsetFetch (9): a group's committed positions. v1 (the first kio models; v0 read ZooKeeper)
+names partitions, v2+ may ask for all of them (null topics) and reports coordinator errors at
+the top, v5 returns the committed leader epoch, v7 adds require_stable (nothing is ever unstable
+without transactions), v8 asks for several groups at once. v10 names topics by id only and is
+not served."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE
+from kafka_api.context import RequestContext
+from kafka_api.errors import ErrorCode
+from raftlog.groups.results import FetchedOffset, OffsetFetchResult
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+TOP_LEVEL_ERROR_VERSION = 2
+MULTI_GROUP_VERSION = 8
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    m = response_module(API_KEY, version)
+    groups = ctx.broker.groups
+    if version >= MULTI_GROUP_VERSION:
+        results = await asyncio.gather(
+            *(groups.offset_fetch(g.group_id, _partitions(g.topics)) for g in request.groups)
+        )
+        answers = tuple(
+            build(
+                m.OffsetFetchResponseGroup,
+                group_id=g.group_id,
+                topics=_topics(m.OffsetFetchResponseTopics, m.OffsetFetchResponsePartitions, r),
+                error_code=r.error,
+            )
+            for g, r in zip(request.groups, results, strict=True)
+        )
+        return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=answers)
+    wanted = _partitions(request.topics)
+    result = await groups.offset_fetch(request.group_id, wanted)
+    if version < TOP_LEVEL_ERROR_VERSION and result.error is not ErrorCode.none:
+        # No top-level error field yet: every requested partition carries it.
+        failed = tuple(FetchedOffset(t, p, error=result.error) for t, p in wanted or ())
+        result = OffsetFetchResult(ErrorCode.none, failed)
+    return build(
+        m.OffsetFetchResponse,
+        throttle_time=NO_THROTTLE,
+        topics=_topics(m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition, result),
+        error_code=result.error,
+    )
+
+
+def _partitions(topics: Any) -> list[tuple[str, int]] | None:
+    if topics is None:
+        return None
+    return [(t.name, p) for t in topics for p in t.partition_indexes]
+
+
+def _topics(topic_type: type, partition_type: type, result: OffsetFetchResult) -> tuple[Any, ...]:
+    by_topic: dict[str, list[Any]] = {}
+    for o in result.offsets:
+        by_topic.setdefault(o.topic, []).append(
+            build(
+                partition_type,
+                partition_index=o.partition,
+                committed_offset=o.offset,
+                committed_leader_epoch=o.leader_epoch,
+                metadata=o.metadata,
+                error_code=o.error,
+            )
+        )
+    return tuple(
+        build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()
+    )

@@ -1,0 +1,1 @@
+"""Consumer groups: the group coordinator and its `__consumer_offsets` records."""
