@@ -6,9 +6,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kafka_api.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from raftlog.groups.coordinator import GroupCoordinator
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,35 @@ class ProduceResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Coordinator:
+    """FindCoordinator's answer for one key."""
+
+    error: ErrorCode
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDirInfo:
+    """One partition replica in a log directory (DescribeLogDirs)."""
+
+    topic: str
+    partition: int
+    size: int  # bytes of segment files
+    offset_lag: int  # how far this replica's log end is behind the high watermark it knows
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    path: str
+    replicas: tuple[ReplicaDirInfo, ...]
+    total_bytes: int = -1  # of the file system, -1 if unknown
+    usable_bytes: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class TimestampOffset:
     timestamp: int
     offset: int
@@ -137,6 +169,7 @@ class Partition(Protocol):
 class Broker(Protocol):
     node_id: int
     cluster_id: str
+    groups: GroupCoordinator  # raftlog.groups.coordinator.GroupCoordinator
 
     def controller_id(self) -> int:
         """Node id of the controller Raft leader, -1 if none."""
@@ -172,6 +205,18 @@ class Broker(Protocol):
     ) -> tuple[ErrorCode, int, int]:
         """(error, producer id, epoch) for an idempotent producer; a known id gets its epoch
         bumped (KIP-360). Transactions are not supported."""
+
+    async def find_coordinator(self, key: str, key_type: int) -> Coordinator:
+        """The node coordinating `key` (key type 0: group; 1, transactions, is not served).
+        Creates __consumer_offsets when it is missing and enough nodes are live (KIP-115)."""
+
+    async def alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
+    ) -> TopicResult:
+        """AlterConfigs (incremental=False: `changes` replaces every explicit config) or
+        IncrementalAlterConfigs (only `changes`; a None value deletes the setting)."""
+
+    def log_dirs(self) -> list[LogDirInfo]: ...
 
     def topic_configs(self, name: str) -> list[ConfigEntry] | None:
         """Every topic config with its effective value and source; None if no such topic."""

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from raftlog import cluster
+from raftlog import cluster, groups_cli
 from raftlog.config import ConfigError, NodeConfig
 
 DEFAULT_DATA = Path("data")
@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     except (cluster.ClusterError, ConfigError) as e:
         print(f"raftlog: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # e.g. `raftlog offsets-topic dump | head`
+        sys.stderr.close()
+        return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,7 +56,18 @@ def _parser() -> argparse.ArgumentParser:
         help="Kafka port of node 1; node i gets port+i-1 (Raft +1000, admin +2000)",
     )
     up.add_argument("--timeout", type=float, default=60.0)
+    up.add_argument(
+        "--broker",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [broker] setting for every node's config (repeatable)",
+    )
     up.set_defaults(run=_cluster_up)
+    add = clu_sub.add_parser("add-node", help="start one more node that joins the cluster")
+    add.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add.add_argument("--timeout", type=float, default=60.0)
+    add.set_defaults(run=_cluster_add_node)
     down = clu_sub.add_parser("down", help="stop the nodes (leadership is handed over first)")
     down.add_argument("--data", type=Path, default=DEFAULT_DATA)
     down.set_defaults(run=_cluster_down)
@@ -75,6 +89,21 @@ def _parser() -> argparse.ArgumentParser:
     describe.add_argument("name")
     describe.set_defaults(run=_topic_describe)
     for p in (create, listing, describe):
+        p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
+        p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+
+    groups = sub.add_parser("groups", help="list and describe consumer groups")
+    groups_sub = groups.add_subparsers(metavar="ACTION", required=True)
+    glist = groups_sub.add_parser("list")
+    glist.set_defaults(run=lambda a: groups_cli.groups_list(_bootstrap(a)))
+    gdesc = groups_sub.add_parser("describe")
+    gdesc.add_argument("group")
+    gdesc.set_defaults(run=lambda a: groups_cli.groups_describe(_bootstrap(a), a.group))
+    offsets = sub.add_parser("offsets-topic", help="read __consumer_offsets")
+    offsets_sub = offsets.add_subparsers(metavar="ACTION", required=True)
+    dump = offsets_sub.add_parser("dump", help="decode every record to a JSON line")
+    dump.set_defaults(run=lambda a: groups_cli.offsets_topic_dump(_bootstrap(a)))
+    for p in (glist, gdesc, dump):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
 
@@ -127,10 +156,18 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _cluster_up(args: argparse.Namespace) -> int:
-    bootstrap = cluster.up(args.data, args.nodes, args.kafka_port, args.timeout)
+    broker = dict(cluster.parse_setting(item) for item in args.broker)
+    bootstrap = cluster.up(args.data, args.nodes, args.kafka_port, args.timeout, broker)
     print(f"raftlog cluster of {args.nodes} nodes is up; data in {args.data.resolve()}")
     print("bootstrap servers:")
     print(bootstrap)
+    return 0
+
+
+def _cluster_add_node(args: argparse.Namespace) -> int:
+    spec = cluster.add_node(args.data, args.timeout)
+    print(f"node {spec.node_id} joined; Kafka on 127.0.0.1:{spec.kafka_port}")
+    print(cluster.read_state(args.data.resolve())["bootstrap"])
     return 0
 
 

@@ -15,6 +15,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from raftlog.config import NodeConfig
 
 RAFT_OFFSET = 1000
 ADMIN_OFFSET = 2000
@@ -63,10 +66,15 @@ def node_specs(data: Path, nodes: int, kafka_port: int) -> list[NodeSpec]:
     ]
 
 
-def write_config(spec: NodeSpec, all_specs: list[NodeSpec], secret: str) -> None:
+def write_config(
+    spec: NodeSpec, all_specs: list[NodeSpec], secret: str, broker: dict[str, Any]
+) -> None:
     peers = "".join(
         f'\n[[peers]]\nid = {s.node_id}\nraft = "{HOST}:{s.raft_port}"\n' for s in all_specs
     )
+    settings = "".join(f'"{k}" = {_toml_value(v)}\n' for k, v in sorted(broker.items()))
+    if settings:
+        peers += "\n[broker]\n" + settings
     spec.data_dir.mkdir(parents=True, exist_ok=True)
     spec.config_path.write_text(
         f"node_id = {spec.node_id}\n"
@@ -77,6 +85,29 @@ def write_config(spec: NodeSpec, all_specs: list[NodeSpec], secret: str) -> None
         f'admin_listen = "{HOST}:{spec.admin_port}"\n'
         f'cluster_secret = "{secret}"\n' + peers
     )
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(str(value))
+
+
+def parse_setting(item: str) -> tuple[str, Any]:
+    """KEY=VALUE from the command line, the value typed as TOML would type it."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise ClusterError(f"expected KEY=VALUE, got {item!r}")
+    if text in ("true", "false"):
+        return key, text == "true"
+    for kind in (int, float):
+        try:
+            return key, kind(text)
+        except ValueError:
+            pass
+    return key, text
 
 
 def start_node(config: Path, data_dir: Path) -> int:
@@ -138,7 +169,14 @@ def read_state(data: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def up(data: Path, nodes: int, kafka_port: int, timeout: float, progress: bool = True) -> str:
+def up(
+    data: Path,
+    nodes: int,
+    kafka_port: int,
+    timeout: float,
+    broker: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> str:
     data = data.resolve()
     state_path = data / "cluster.json"
     if state_path.exists():
@@ -157,7 +195,7 @@ def up(data: Path, nodes: int, kafka_port: int, timeout: float, progress: bool =
     secret = secrets.token_hex(16)
     for spec in specs:
         if not spec.config_path.exists():
-            write_config(spec, specs, secret)
+            write_config(spec, specs, secret, broker or {})
     pids = {spec.node_id: start_node(spec.config_path, spec.data_dir) for spec in specs}
     bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
     data.mkdir(parents=True, exist_ok=True)
@@ -168,6 +206,37 @@ def up(data: Path, nodes: int, kafka_port: int, timeout: float, progress: bool =
     )
     wait_ready(specs, pids, timeout, progress)
     return bootstrap
+
+
+def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
+    """Starts one more node that joins the running cluster: it knows every existing node,
+    proves the cluster secret, and the cluster adds it to its controller group."""
+    data = data.resolve()
+    state = read_state(data)
+    first = NodeConfig.load(Path(state["nodes"][0]["config"]))
+    base = first.kafka_listen[1] - (first.node_id - 1)
+    node_id = max(n["node_id"] for n in state["nodes"]) + 1
+    spec = node_specs(data, node_id, base)[-1]
+    busy = [p for p in (spec.kafka_port, spec.raft_port, spec.admin_port) if not _port_free(p)]
+    if busy:
+        raise ClusterError(f"ports in use for node {node_id}: {', '.join(map(str, busy))}")
+    existing = [
+        NodeSpec(
+            n["node_id"],
+            Path(n["data_dir"]),
+            *(int(n[k].rsplit(":", 1)[1]) for k in ("kafka", "raft", "admin")),
+        )
+        for n in state["nodes"]
+    ]
+    write_config(spec, [*existing, spec], first.cluster_secret, first.broker)
+    pid = start_node(spec.config_path, spec.data_dir)
+    state["nodes"].append(spec.as_json(pid))
+    state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])
+    (data / "cluster.json").write_text(json.dumps(state, indent=2))
+    specs = [*existing, spec]
+    pids = {n["node_id"]: n["pid"] for n in state["nodes"]}
+    wait_ready([s for s in specs if alive(pids[s.node_id])], pids, timeout, progress)
+    return spec
 
 
 def wait_ready(specs: list[NodeSpec], pids: dict[int, int], timeout: float, progress: bool) -> None:

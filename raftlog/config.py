@@ -6,6 +6,7 @@ data_dir = "/var/lib/raftlog"
 kafka_listen = "0.0.0.0:9092"
 advertised_kafka = "node1:9092"
 raft_listen = "0.0.0.0:10092"
+advertised_raft = "node1:10092"   # optional; what joining nodes dial
 admin_listen = "0.0.0.0:11092"
 cluster_secret = "change-me"
 
@@ -36,6 +37,16 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "log.retention.ms": 604800000,
     "log.retention.bytes": -1,
     "log.retention.check.interval.ms": 300000,
+    "log.cleaner.backoff.ms": 15000,
+    # __consumer_offsets and groups. 16 partitions, as Redpanda: each is a Raft group, and
+    # Kafka's 50 would cost every idle node fifty more heartbeating groups.
+    "offsets.topic.num.partitions": 16,
+    "offsets.topic.replication.factor": 3,
+    "offsets.retention.minutes": 10080,
+    "offset.metadata.max.bytes": 4096,
+    "group.initial.rebalance.delay.ms": 3000,
+    "group.min.session.timeout.ms": 6000,
+    "group.max.session.timeout.ms": 1800000,
 }
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).
 TOPIC_SYNONYMS = {
@@ -64,6 +75,7 @@ class NodeConfig:
     kafka_listen: tuple[str, int]
     advertised_kafka: tuple[str, int]
     raft_listen: tuple[str, int]
+    advertised_raft: tuple[str, int]
     admin_listen: tuple[str, int]
     cluster_secret: str
     peers: dict[int, tuple[str, int]]  # every node's Raft address, this one included
@@ -109,6 +121,9 @@ class NodeConfig:
         admin = parse_address(
             raw.get("admin_listen", f"{kafka[0]}:{kafka[1] + 2000}"), "admin_listen"
         )
+        advertised_raft = parse_address(
+            raw.get("advertised_raft", f"{raft[0]}:{raft[1]}"), "advertised_raft"
+        )
         peers = {node_id: raft}
         for peer in raw.get("peers", []):
             if "id" not in peer or "raft" not in peer:
@@ -127,6 +142,7 @@ class NodeConfig:
             kafka_listen=kafka,
             advertised_kafka=advertised,
             raft_listen=raft,
+            advertised_raft=advertised_raft,
             admin_listen=admin,
             cluster_secret=str(raw["cluster_secret"]),
             peers=peers,

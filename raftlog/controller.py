@@ -63,8 +63,10 @@ class ControllerMachine(SyncObj):
         return first
 
     @replicated
-    def register_node(self, node_id: int, host: str, port: int, rack: str | None) -> None:
-        self.nodes[node_id] = {"host": host, "port": port, "rack": rack}
+    def register_node(
+        self, node_id: int, host: str, port: int, rack: str | None, raft: list
+    ) -> None:
+        self.nodes[node_id] = {"host": host, "port": port, "rack": rack, "raft": raft}
         self._on_apply()
 
     @replicated
@@ -158,6 +160,7 @@ class Controller:
             ticker,
             timings,
             snapshots=str(directory / "dump"),
+            dynamic_membership=True,
             factory=functools.partial(ControllerMachine, on_apply=self._applied),
             on_change=lambda _group: on_change(),
         )
@@ -188,6 +191,23 @@ class Controller:
         except TimeoutError:
             raise ControllerUnavailable(
                 f"{method}: no controller commit within {timeout}s"
+            ) from None
+
+    async def add_member(self, node_id: int, timeout: float = 10.0) -> None:
+        """Makes a node that joined a voting member of the controller group."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+
+        def done(result: Any, reason: int) -> None:
+            if not future.done():
+                loop.call_soon(_settle, future, result, reason)
+
+        self.group.add_member(str(node_id), done)
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise ControllerUnavailable(
+                f"adding node {node_id}: no commit within {timeout}s"
             ) from None
 
     def close(self) -> None:

@@ -19,19 +19,24 @@ from raftlog.admin import AdminServer
 from raftlog.broker import (
     BrokerInfo,
     ConfigEntry,
+    Coordinator,
+    LogDirInfo,
     PartitionInfo,
+    ReplicaDirInfo,
     TopicInfo,
     TopicResult,
     TopicSpec,
 )
 from raftlog.config import BROKER_DEFAULTS, NodeConfig
 from raftlog.controller import EXISTS, Controller, ControllerUnavailable
+from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
+from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.leadership import LeadershipDirectory
+from raftlog.offsets_partition import OffsetsPartition
 from raftlog.partition import NodeContext, Partition
 from raftlog.raft.group import RaftTimings
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.ticker import Ticker
-from raftlog.storage.log import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +60,7 @@ class Node:
         self._reconcile_pending = False
         self._changed = asyncio.Event()
         self._producer_ids: tuple[int, int] | None = None  # [next, end) of this node's block
+        self._coordinating: set[int] = set()  # __consumer_offsets partitions attached to groups
         self.kafka: KafkaServer | None = None
         self.admin: AdminServer | None = None
 
@@ -66,12 +72,20 @@ class Node:
         (cfg.data_dir / "data").mkdir(exist_ok=True)
         self.history = HistoryJournal(cfg.data_dir, self.node_id)
         peers = {str(n): addr for n, addr in cfg.peers.items()}
-        self.mesh = Mesh(str(self.node_id), cfg.raft_listen, peers, cfg.cluster_secret.encode())
+        self.mesh = Mesh(
+            str(self.node_id),
+            cfg.raft_listen,
+            peers,
+            cfg.cluster_secret.encode(),
+            advertise=cfg.advertised_raft,
+        )
+        self.mesh.on_new_peer.append(self._peer_joined)
         await self.mesh.start()
         self.ticker = Ticker()
         self.ticker.start()
         self.leadership = LeadershipDirectory(self.node_id, self.mesh)
         self.ctx = NodeContext(self.node_id, self.mesh, self.ticker, self.timings, self.history)
+        self.groups = GroupCoordinator(self.node_id, self._group_config(None))
         self.controller = Controller(
             self.node_id,
             cfg.node_ids,
@@ -90,6 +104,7 @@ class Node:
             asyncio.create_task(self._register()),
             asyncio.create_task(self._gossip()),
             asyncio.create_task(self._retention()),
+            asyncio.create_task(self._compaction()),
             asyncio.create_task(self._lag_monitor()),
         ]
         log.info("node %d serving Kafka on %s:%d", self.node_id, *cfg.kafka_listen)
@@ -103,6 +118,7 @@ class Node:
             await self.kafka.close()
         if self.admin is not None:
             await self.admin.close()
+        self.groups.close()
         for partition in self.partitions.values():
             partition.close()
         self.controller.close()
@@ -126,8 +142,28 @@ class Node:
 
     # --- controller state -> local replicas ----------------------------------------------------
 
+    def _peer_joined(self, peer: str, address: tuple[str, int]) -> None:
+        """A node this one did not know connected with the cluster secret: it is joining."""
+        if peer not in self.controller.group.members():
+            log.info("node %s (%s:%d) is joining the cluster", peer, *address)
+            self._tasks.append(asyncio.create_task(self._admit(int(peer))))
+
+    async def _admit(self, node_id: int) -> None:
+        for _ in range(30):
+            if str(node_id) in self.controller.group.members():
+                return
+            try:
+                await self.controller.add_member(node_id)
+                return
+            except ControllerUnavailable:
+                await asyncio.sleep(1.0)
+        log.warning("node %d could not be added to the controller group", node_id)
+
     def _controller_changed(self) -> None:
         self._changed.set()
+        for node_id, info in self.controller.state.nodes.items():
+            if info.get("raft"):
+                self.mesh.add_peer(str(node_id), tuple(info["raft"]))
         if not self._reconcile_pending:
             self._reconcile_pending = True
             asyncio.get_running_loop().call_soon(self._reconcile)
@@ -135,6 +171,10 @@ class Node:
     def _reconcile(self) -> None:
         """Creates the replicas the controller assigns here and drops the ones it no longer does."""
         self._reconcile_pending = False
+        offsets_topic = self.controller.state.topics.get(OFFSETS_TOPIC)
+        if offsets_topic is not None:
+            # a group's partition follows the topic's real partition count
+            self.groups.config.num_partitions = len(offsets_topic["partitions"])
         wanted: dict[tuple[str, int], tuple[str, tuple[int, ...], dict[str, str]]] = {}
         for name, topic in self.controller.state.topics.items():
             for index, replicas in enumerate(topic["partitions"]):
@@ -146,6 +186,10 @@ class Node:
         for key, (topic_id, replicas, configs) in wanted.items():
             if key not in self.partitions:
                 self._open_partition(key, topic_id, replicas, configs)
+            else:
+                settings = self._settings(configs)
+                if settings != self.partitions[key].settings:
+                    self.partitions[key].apply_settings(settings)
 
     def _partition_dir(self, key: tuple[str, int]) -> Path:
         return self.config.data_dir / "data" / f"{key[0]}-{key[1]}"
@@ -163,16 +207,6 @@ class Node:
             shutil.rmtree(directory)  # left over from a deleted topic of the same name
         directory.mkdir(parents=True, exist_ok=True)
         id_file.write_text(topic_id)
-        defaults = self.config.topic_defaults()
-
-        def setting(name: str) -> int:
-            return int(topic_config.value(name, configs, defaults))
-
-        log_config = LogConfig(
-            segment_bytes=setting("segment.bytes"),
-            retention_ms=setting("retention.ms"),
-            retention_bytes=setting("retention.bytes"),
-        )
         self.partitions[key] = Partition(
             self.ctx,
             key[0],
@@ -180,14 +214,23 @@ class Node:
             f"{topic_id}/{key[1]}",
             directory,
             replicas,
-            log_config,
-            setting("max.message.bytes"),
+            self._settings(configs),
             self._partition_changed,
         )
         self._partition_ids[key] = topic_id
 
+    def _settings(self, configs: dict[str, str]) -> dict[str, str]:
+        defaults = self.config.topic_defaults()
+        return {
+            name: topic_config.value(name, configs, defaults)
+            for name in topic_config.TOPIC_SETTINGS
+        }
+
     def _drop_partition(self, key: tuple[str, int]) -> None:
         partition = self.partitions.pop(key)
+        if key[0] == OFFSETS_TOPIC and key[1] in self._coordinating:
+            self._coordinating.discard(key[1])
+            self.groups.detach(key[1])
         group = partition.group.name
         partition.close()
         self.leadership.forget(group)
@@ -198,7 +241,35 @@ class Node:
         group = partition.group
         leader = int(group.leader_id) if group.leader_id is not None else None
         self.leadership.observe(group.name, leader, group.term, self._isr(partition))
+        if partition.topic == OFFSETS_TOPIC:
+            self._coordinate(partition)
         self._changed.set()
+
+    def _coordinate(self, partition: Partition) -> None:
+        """The coordinator of a group is the leader of its __consumer_offsets partition."""
+        index = partition.index
+        if partition.term_committed and index not in self._coordinating:
+            self._coordinating.add(index)
+            self.groups.attach(index, OffsetsPartition(partition))
+        elif not partition.is_leader and index in self._coordinating:
+            self._coordinating.discard(index)
+            self.groups.detach(index)
+
+    def _group_config(self, offsets_topic: dict | None) -> GroupConfig:
+        setting = self.config.broker_setting
+        partitions = (
+            len(offsets_topic["partitions"])
+            if offsets_topic is not None
+            else int(setting("offsets.topic.num.partitions"))
+        )
+        return GroupConfig(
+            num_partitions=partitions,
+            initial_rebalance_delay_ms=int(setting("group.initial.rebalance.delay.ms")),
+            min_session_timeout_ms=int(setting("group.min.session.timeout.ms")),
+            max_session_timeout_ms=int(setting("group.max.session.timeout.ms")),
+            offset_metadata_max_bytes=int(setting("offset.metadata.max.bytes")),
+            offsets_retention_minutes=int(setting("offsets.retention.minutes")),
+        )
 
     def _isr(self, partition: Partition) -> tuple[int, ...]:
         """The leader's view of which replicas hold everything committed; a follower's guess."""
@@ -221,7 +292,12 @@ class Node:
         while True:
             try:
                 await self.controller.call(
-                    "register_node", self.node_id, host, port, self.config.rack
+                    "register_node",
+                    self.node_id,
+                    host,
+                    port,
+                    self.config.rack,
+                    list(self.config.advertised_raft),
                 )
                 break
             except ControllerUnavailable:
@@ -250,6 +326,16 @@ class Node:
                     partition.apply_retention()
                 except Exception:
                     log.exception("retention of %s-%d failed", partition.topic, partition.index)
+
+    async def _compaction(self) -> None:
+        interval = self.config.broker_setting("log.cleaner.backoff.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for partition in list(self.partitions.values()):
+                try:
+                    await partition.compact()
+                except Exception:
+                    log.exception("compaction of %s-%d failed", partition.topic, partition.index)
 
     async def _lag_monitor(self) -> None:
         """Warns when the event loop stalls: everything here shares it, and a stall near the
@@ -352,6 +438,9 @@ class Node:
             return TopicResult(
                 name, ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
             )
+        internal = name == OFFSETS_TOPIC
+        if internal:
+            spec = self._offsets_topic_spec(spec)
         problem = topic_config.validate(spec.configs)
         if problem:
             return TopicResult(name, ErrorCode.invalid_config, problem)
@@ -372,7 +461,8 @@ class Node:
                 return TopicResult(
                     name,
                     ErrorCode.invalid_replication_factor,
-                    f"Replication factor: {rf} larger than available brokers: {len(live)}.",
+                    f"Replication factor: {rf} larger than available brokers: {len(live)}."
+                    + (" (offsets.topic.replication.factor, KIP-115)" if internal else ""),
                 )
             assignments = assign_replicas(sorted(live), count, rf)
         topic_id = str(uuid.uuid4())
@@ -380,7 +470,7 @@ class Node:
             return TopicResult(name, topic=self._planned_topic(name, topic_id, assignments, spec))
         try:
             outcome = await self.controller.call(
-                "create_topic", name, topic_id, assignments, dict(spec.configs), False
+                "create_topic", name, topic_id, assignments, dict(spec.configs), internal
             )
         except ControllerUnavailable as e:
             return TopicResult(name, ErrorCode.request_timed_out, str(e))
@@ -390,6 +480,18 @@ class Node:
             )
         await self._wait_for_leaders(name, min(timeout_ms / 1000, LEADER_WAIT))
         return TopicResult(name, topic=self.topic(name))
+
+    def _offsets_topic_spec(self, spec: TopicSpec) -> TopicSpec:
+        """__consumer_offsets gets Kafka's settings unless the request names its own, and is
+        always compacted: only the latest record per key matters."""
+        setting = self.config.broker_setting
+        partitions, rf = spec.num_partitions, spec.replication_factor
+        if partitions == -1:
+            partitions = int(setting("offsets.topic.num.partitions"))
+        if rf == -1:
+            rf = int(setting("offsets.topic.replication.factor"))
+        configs = {**spec.configs, "cleanup.policy": "compact"}
+        return TopicSpec(spec.name, partitions, rf, spec.assignments, configs)
 
     def _planned_topic(
         self, name: str, topic_id: str, assignments: list[list[int]], spec: TopicSpec
@@ -457,6 +559,14 @@ class Node:
         topic = self.controller.state.topics.get(name)
         if topic is None:
             return TopicResult(name, ErrorCode.unknown_topic_or_partition, "Unknown topic.")
+        if name == OFFSETS_TOPIC:
+            return TopicResult(
+                name,
+                ErrorCode.policy_violation,
+                f"The partition count of {OFFSETS_TOPIC} cannot change: a group's coordinator "
+                "is chosen by hashing its id over the partitions, so every group would move "
+                "to a partition that does not hold its offsets.",
+            )
         current = len(topic["partitions"])
         if count <= current:
             return TopicResult(
@@ -516,6 +626,70 @@ class Node:
         pid = self._producer_ids[0]
         self._producer_ids = (pid + 1, self._producer_ids[1])
         return ErrorCode.none, pid, 0
+
+    async def find_coordinator(self, key: str, key_type: int) -> Coordinator:
+        if key_type != 0:
+            return Coordinator(
+                ErrorCode.invalid_request, message="transactions are not supported by raftlog"
+            )
+        if not key:
+            return Coordinator(ErrorCode.invalid_request, message="empty group id")
+        topic = self.controller.state.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            result = await self._create_topic(TopicSpec(OFFSETS_TOPIC), False, 5000)
+            topic = self.controller.state.topics.get(OFFSETS_TOPIC)
+            if topic is None:
+                return Coordinator(ErrorCode.coordinator_not_available, message=result.message)
+        index = self.groups.partition_for(key)
+        info = self.partition_info(
+            OFFSETS_TOPIC, topic["id"], index, tuple(topic["partitions"][index])
+        )
+        node = self.controller.state.nodes.get(info.leader)
+        if info.leader < 0 or node is None:
+            return Coordinator(
+                ErrorCode.coordinator_not_available,
+                message=f"{OFFSETS_TOPIC} partition {index} has no leader yet",
+            )
+        return Coordinator(ErrorCode.none, info.leader, node["host"], node["port"])
+
+    async def alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
+    ) -> TopicResult:
+        topic = self.controller.state.topics.get(name)
+        if topic is None:
+            return TopicResult(name, ErrorCode.unknown_topic_or_partition, "Unknown topic.")
+        configs: dict[str, str | None] = dict(topic["configs"]) if incremental else {}
+        for key, value in changes.items():
+            if value is None and incremental:
+                configs.pop(key, None)
+            else:
+                configs[key] = value
+        problem = topic_config.validate(configs)
+        if problem:
+            return TopicResult(name, ErrorCode.invalid_config, problem)
+        if validate_only:
+            return TopicResult(name)
+        try:
+            outcome = await self.controller.call("set_topic_configs", name, configs)
+        except ControllerUnavailable as e:
+            return TopicResult(name, ErrorCode.request_timed_out, str(e))
+        if outcome is not None:
+            return TopicResult(name, ErrorCode.unknown_topic_or_partition, "Unknown topic.")
+        return TopicResult(name, topic=self.topic(name))
+
+    def log_dirs(self) -> list[LogDirInfo]:
+        path = self.config.data_dir / "data"
+        usage = shutil.disk_usage(path)
+        replicas = tuple(
+            ReplicaDirInfo(
+                topic,
+                index,
+                sum(s.size for s in p.log.segments()),
+                max(0, p.high_watermark - p.log_end_offset),
+            )
+            for (topic, index), p in sorted(self.partitions.items())
+        )
+        return [LogDirInfo(str(path), replicas, usage.total, usage.free)]
 
     def topic_configs(self, name: str) -> list[ConfigEntry] | None:
         topic = self.controller.state.topics.get(name)

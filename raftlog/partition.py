@@ -25,6 +25,7 @@ from raftlog.raft.snapshot import RESUME, PartitionSnapshots
 from raftlog.raft.ticker import Ticker
 from raftlog.storage.batch import iter_batches, validate_produce
 from raftlog.storage.log import Log, LogConfig, TruncateResult
+from raftlog.topic_config import cleanup_policies
 
 log = logging.getLogger(__name__)
 
@@ -79,22 +80,22 @@ class Partition:
         group_name: str,
         directory: Path,
         replicas: tuple[int, ...],
-        log_config: LogConfig,
-        max_message_bytes: int,
+        settings: dict[str, str],
         on_change: Callable[[Partition], None],
     ) -> None:
         self.topic = topic
         self.index = index
         self.replicas = replicas
-        self.max_message_bytes = max_message_bytes
         self._ctx = ctx
         self._on_change = on_change
         self._waiters: list[asyncio.Future] = []
         self._queue: deque[_Request] = deque()
+        self._term_was_committed = False
         self._uncommitted = 0
         self._last_hw_record = 0.0
         self._leader_seen: tuple[str | None, int] = (None, 0)
-        self.log = Log(directory, log_config)
+        self.log = Log(directory, LogConfig())
+        self.apply_settings(settings)
         self.epochs = EpochCache(directory / "leader-epoch-checkpoint")
         self.epochs.refresh(self.log.epochs())
         self._producer_path = directory / "producer-state"
@@ -335,7 +336,17 @@ class Partition:
             bytes=result.bytes if result else 0,
         )
 
+    @property
+    def term_committed(self) -> bool:
+        """The leader has committed an entry of its own term, hence everything any earlier
+        leader committed: only then does its log show all committed records."""
+        entry = self.journal.entry_by_index(self.group.commit_index)
+        return self.is_leader and entry is not None and entry.term == self.group.term
+
     def committed(self, commit_index: int, high_watermark: int) -> None:
+        if not self._term_was_committed and self.is_leader and self.term_committed:
+            self._term_was_committed = True
+            self._on_change(self)
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -360,11 +371,41 @@ class Partition:
 
     # --- housekeeping ------------------------------------------------------------------------------
 
+    def apply_settings(self, settings: dict[str, str]) -> None:
+        """The topic's effective configs; they can change while the partition runs."""
+        self.settings = dict(settings)
+        self.max_message_bytes = int(settings["max.message.bytes"])
+        self.log.config = LogConfig(
+            segment_bytes=int(settings["segment.bytes"]),
+            retention_ms=int(settings["retention.ms"]),
+            retention_bytes=int(settings["retention.bytes"]),
+        )
+
+    @property
+    def _cleanable_floor(self) -> int:
+        """Retention and compaction never touch what the Raft window may still send or cut."""
+        return min(self.journal.entry(0).offset, self.high_watermark)
+
     def apply_retention(self) -> None:
-        """Deletes whole segments past retention, never one the Raft window still reads."""
-        floor = min(self.journal.entry(0).offset, self.high_watermark)
-        if self.log.apply_retention(history.now_ms(), floor):
+        """Deletes whole segments past retention."""
+        if "delete" not in cleanup_policies(self.settings["cleanup.policy"]):
+            return
+        if self.log.apply_retention(history.now_ms(), self._cleanable_floor):
             self.epochs.refresh(self.log.epochs())
+
+    async def compact(self) -> None:
+        """Keeps the latest record per key (cleanup.policy=compact), a slice at a time so
+        the event loop every group shares is never held for long."""
+        if "compact" not in cleanup_policies(self.settings["cleanup.policy"]):
+            return
+        steps = self.log.compact_steps(
+            history.now_ms(),
+            self._cleanable_floor,
+            int(self.settings["delete.retention.ms"]),
+            float(self.settings["min.cleanable.dirty.ratio"]),
+        )
+        for _ in steps:
+            await asyncio.sleep(0)
 
     def close(self) -> None:
         self.group.close()
@@ -397,6 +438,7 @@ class Partition:
         leader, term = group.leader_id, group.term
         if (leader, term) != self._leader_seen:
             self._leader_seen = (leader, term)
+            self._term_was_committed = False
             if group.is_leader:
                 self._record(
                     history.Election,

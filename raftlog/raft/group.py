@@ -52,6 +52,7 @@ class RaftGroup:
         timings: RaftTimings,
         *,
         snapshots: Any = None,
+        dynamic_membership: bool = False,
         factory: Callable[..., SyncObj] = SyncObj,
         on_change: Callable[[RaftGroup], None] | None = None,
     ) -> None:
@@ -74,6 +75,7 @@ class RaftGroup:
             journalFile=journal,
             fullDumpFile=snapshots,
             useFork=False,
+            dynamicMembershipChange=dynamic_membership,
         )
         self_node = Node(self_id)
         others = {Node(p) for p in peer_ids if p != self_id}
@@ -110,6 +112,14 @@ class RaftGroup:
     def transfer_leadership(self, callback: Callback | None = None) -> None:
         self.obj.transferLeadership(callback=callback)
         self.schedule()
+
+    def add_member(self, node_id: str, callback: Callback | None = None) -> None:
+        """Adds a node to this group (pysyncobj forwards it to the leader)."""
+        self.obj.addNodeToCluster(Node(node_id), callback=callback)
+        self.schedule()
+
+    def members(self) -> set[str]:
+        return {self.self_id} | {n.id for n in self.obj.otherNodes}
 
     def force_compaction(self) -> None:
         self.obj.forceLogCompaction()

@@ -301,14 +301,15 @@ class SegmentJournal(Journal):
         self.close()
 
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802, N803
+        # pysyncobj calls this after every append message, changed or not.
+        if raftCommitIndex == self._state.commit_index:
+            return
         self._state.set_commit(raftCommitIndex)
         # pysyncobj lowers its commit index to the log end when it rewinds a follower's log
         # onto entries it is about to re-add; committed entries never go away, so neither
         # does the high watermark.
-        hw = max(self._hw_for(raftCommitIndex), self._high_watermark)
-        if hw != self._high_watermark:
-            self._high_watermark = hw
-            self._listener.committed(raftCommitIndex, hw)
+        self._high_watermark = max(self._hw_for(raftCommitIndex), self._high_watermark)
+        self._listener.committed(raftCommitIndex, self._high_watermark)
 
     def getRaftCommitIndex(self) -> int:  # noqa: N802
         return self._state.commit_index

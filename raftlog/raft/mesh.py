@@ -71,12 +71,14 @@ class _Connection(asyncio.Protocol):
     def __init__(self, mesh: Mesh, dial_peer: str | None) -> None:
         self._mesh = mesh
         self._dial_peer = dial_peer
+        self.dials = dial_peer is not None
         self._unpacker = msgpack.Unpacker(
             raw=False, strict_map_key=False, max_buffer_size=MAX_FRAME_BYTES
         )
         self._packer = msgpack.Packer(default=_encode_default, use_bin_type=True)
         self.transport: asyncio.Transport | None = None
         self.peer_id: str | None = None
+        self.peer_address: tuple[str, int] | None = None
         self.authenticated = False
         self.last_received = time.monotonic()
         self._nonce = os.urandom(16)
@@ -95,7 +97,7 @@ class _Connection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._mesh._loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_deadline)
         if self._dial_peer is not None:
-            self.write([HELLO, self._mesh.node_id, self._nonce])
+            self.write([HELLO, self._mesh.node_id, self._nonce, self._mesh.address])
 
     def data_received(self, data: bytes) -> None:
         self.last_received = time.monotonic()
@@ -124,10 +126,12 @@ class _Connection(asyncio.Protocol):
             return
         secret, me = self._mesh._secret, self._mesh.node_id
         if kind == HELLO and self._dial_peer is None:
-            _, peer, nonce = frame
-            if peer not in self._mesh.peers or peer == me:
-                raise ValueError(f"unknown node {peer!r}")
-            self.peer_id, self._peer_nonce = peer, nonce
+            _, peer, nonce, address = frame
+            if peer == me or not str(peer).isdigit():
+                raise ValueError(f"bad node id {peer!r}")
+            # A node not yet known may be joining: it is let in if it proves it holds the
+            # cluster secret, like any other.
+            self.peer_id, self._peer_nonce, self.peer_address = peer, nonce, tuple(address)
             self.write([WELCOME, me, self._nonce, _mac(secret, "W", nonce, self._nonce, peer, me)])
         elif kind == WELCOME and self._dial_peer is not None:
             _, peer, nonce, mac = frame
@@ -171,6 +175,7 @@ class Mesh:
         listen: tuple[str, int],
         peers: dict[str, tuple[str, int]],
         secret: bytes,
+        advertise: tuple[str, int] | None = None,
     ) -> None:
         self.node_id = node_id
         self.peers = {p: addr for p, addr in peers.items() if p != node_id}
@@ -184,6 +189,9 @@ class Mesh:
         self._tasks: list[asyncio.Task] = []
         self._closing = False
         self._last_error: dict[str, float] = {}
+        self._dialing: set[str] = set()
+        self.address = advertise or listen
+        self.on_new_peer: list[Callable[[str, tuple[str, int]], None]] = []
         self.on_peer_change: list[Callable[[str, bool], None]] = []
 
     async def start(self) -> None:
@@ -191,10 +199,22 @@ class Mesh:
         self._server = await self._loop.create_server(
             lambda: _Connection(self, None), *self._listen, reuse_address=True
         )
-        for peer in self.peers:
-            if self.node_id < peer:
-                self._tasks.append(asyncio.create_task(self._dial_forever(peer)))
+        for peer in list(self.peers):
+            self._dial(peer)
         self._tasks.append(asyncio.create_task(self._keepalive()))
+
+    def add_peer(self, peer_id: str, address: tuple[str, int]) -> None:
+        """A node the cluster learned of (it joined): dial it from now on."""
+        if peer_id != self.node_id and peer_id not in self.peers:
+            self.peers[peer_id] = address
+            self._dial(peer_id)
+
+    def _dial(self, peer: str) -> None:
+        """Every node dials every peer it knows (a joining node knows only the older ones);
+        when both connections come up, the one the lower id dialled is kept."""
+        if peer not in self._dialing:
+            self._dialing.add(peer)
+            self._tasks.append(asyncio.create_task(self._dial_forever(peer)))
 
     async def close(self) -> None:
         self._closing = True
@@ -272,14 +292,27 @@ class Mesh:
             handler(peer_id, payload)
 
     def _established(self, conn: _Connection) -> None:
-        old = self._connections.get(conn.peer_id)
+        peer = conn.peer_id
+        old = self._connections.get(peer)
+        if old is not None and old is not conn and not old.transport.is_closing():
+            # Both sides dialled at once: keep the connection the lower node id dialled.
+            if self._dialer(old) < self._dialer(conn):
+                conn.close()
+                return
+            old.close()
         conn.authenticated = True
-        self._connections[conn.peer_id] = conn
-        if old is not None and old is not conn:
-            old.close()  # the peer restarted; its old connection is dead or about to be
-        else:
-            self._notify(conn.peer_id, True)
-        log.info("peer %s connected", conn.peer_id)
+        self._connections[peer] = conn
+        if peer not in self.peers and conn.peer_address is not None:
+            self.peers[peer] = conn.peer_address
+            self._dial(peer)
+            for callback in self.on_new_peer:
+                callback(peer, conn.peer_address)
+        if old is None or old.transport.is_closing():
+            self._notify(peer, True)
+        log.info("peer %s connected", peer)
+
+    def _dialer(self, conn: _Connection) -> int:
+        return int(self.node_id if conn.dials else conn.peer_id)
 
     def _lost(self, conn: _Connection) -> None:
         if conn.peer_id is not None and self._connections.get(conn.peer_id) is conn:

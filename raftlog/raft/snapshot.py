@@ -264,16 +264,17 @@ class PartitionSnapshots(SnapshotSeam):
             term = header.partition_leader_epoch
             if term != run_term:
                 if run_term is not None:
-                    self._log.append(view[run_start:pos], run_term)
-                if header.base_offset != self._log.log_end_offset:
+                    self._log.append(view[run_start:pos], run_term, keep_offsets=True)
+                # A compacted leader's log has gaps between batches, never overlaps.
+                if header.base_offset < self._log.log_end_offset:
                     raise RuntimeError(
                         f"snapshot data at offset {header.base_offset}, log ends at "
                         f"{self._log.log_end_offset}"
                     )
-                self._begin_terms_at(inbound, header.base_offset)
+                self._begin_terms_at(inbound, self._log.log_end_offset)
                 run_start, run_term = pos, term
         if run_term is not None:
-            self._log.append(view[run_start:], run_term)
+            self._log.append(view[run_start:], run_term, keep_offsets=True)
         self._begin_terms_at(inbound, self._log.log_end_offset)
 
     def _begin_terms_at(self, inbound: _Inbound, offset: int) -> None:

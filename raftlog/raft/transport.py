@@ -99,6 +99,17 @@ class GroupTransport(Transport):
     def destroy(self) -> None:
         self._mesh.unregister(self._group_id)
 
+    def addNode(self, node: Node) -> None:  # noqa: N802 - pysyncobj's name
+        """pysyncobj adds a member (dynamic membership: a node joined the controller group)."""
+        self._nodes[node.id] = node
+        self._windows[node.id] = InFlight()
+        self._last_sent[node.id] = 0.0
+        if self._mesh.connected(node.id):
+            self._onNodeConnected(node)
+
+    def dropNode(self, node: Node) -> None:  # noqa: N802
+        self._nodes.pop(node.id, None)
+
     # --- mesh Endpoint --------------------------------------------------------------------------
 
     def peer_up(self, peer_id: str) -> None:

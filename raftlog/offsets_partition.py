@@ -1,0 +1,63 @@
+"""A `__consumer_offsets` partition led by this node, as its group coordinator uses it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.partition import Partition
+from raftlog.storage.batch import iter_batches
+
+COMMIT_TIMEOUT_MS = 10_000
+READ_CHUNK = 4 * 1024 * 1024
+
+
+class OffsetsPartition:
+    """Implements raftlog.groups.offsets_log.OffsetsLog over a partition replica."""
+
+    def __init__(self, partition: Partition) -> None:
+        self._partition = partition
+        self.index = partition.index
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._partition.leader_epoch
+
+    async def append(self, records: Sequence[tuple[bytes, bytes | None]]) -> int:
+        builder = DefaultRecordBatchBuilder(
+            magic=2,
+            compression_type=0,
+            is_transactional=False,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_sequence=-1,
+            batch_size=2**31 - 1,
+        )
+        now = int(time.time() * 1000)
+        for i, (key, value) in enumerate(records):
+            builder.append(i, timestamp=now, key=key, value=value, headers=[])
+        result = await self._partition.produce(bytes(builder.build()), -1, COMMIT_TIMEOUT_MS)
+        if result.error == ErrorCode.not_leader_or_follower:
+            raise KafkaError(
+                ErrorCode.not_coordinator, "no longer the leader of the group's partition"
+            )
+        if result.error != ErrorCode.none:
+            raise KafkaError(result.error, result.message)
+        return result.base_offset
+
+    def read_committed(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+        log = self._partition.log
+        offset, end = log.log_start_offset, self._partition.high_watermark
+        while offset < end:
+            data = log.read(offset, READ_CHUNK, end, True)
+            if not data:
+                return
+            for pos, header in iter_batches(data):
+                offset = header.next_offset
+                if header.is_control:
+                    continue
+                for record in DefaultRecordBatch(data[pos : pos + header.size]):
+                    yield record.offset, record.key, record.value
