@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -274,10 +275,18 @@ class Cluster:
         base_port: int | None = None,
         name: str = "cluster",
         env: dict[str, str] | None = None,
+        broker: dict[str, Any] | None = None,
+        port_slots: int | None = None,
     ) -> None:
+        """`broker`: `[broker]` settings for every node's config (Kafka names, e.g.
+        {"group.initial.rebalance.delay.ms": 100}); `port_slots`: how many nodes' ports
+        must be free when picking the base port (more than `nodes` for a cluster that
+        will grow with add_node())."""
         self.workdir = Path(workdir).resolve()
         self.data_root = self.workdir  # `--data DIR`
         self.num_nodes = nodes
+        self.broker: dict[str, Any] = dict(broker or {})
+        self.port_slots = max(port_slots or nodes, nodes)
         self.base_port = base_port
         self.name = name
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
@@ -324,7 +333,8 @@ class Cluster:
         self._started = True
         last: Exception | None = None
         for _ in range(attempts):
-            base = self.base_port if self.base_port is not None else pick_base_port(self.num_nodes)
+            base = self.base_port if self.base_port is not None else pick_base_port(self.port_slots)
+            broker_flags = self._broker_flags("up")
             try:
                 proc = self.cli(
                     "cluster",
@@ -335,6 +345,7 @@ class Cluster:
                     str(self.data_root),
                     "--kafka-port",
                     str(base),
+                    *broker_flags,
                     timeout=timeout,
                 )
             except ClusterError as exc:
@@ -354,8 +365,101 @@ class Cluster:
                     f"got {printed[0]!r}, cluster.json says {self.bootstrap!r}"
                 )
             self.wait_all_ready(timeout=timeout)
+            if self.broker and not broker_flags:
+                self.apply_broker_settings(self.node_ids, timeout=timeout)
             return self
         raise ClusterError(f"cluster up failed {attempts} times: {last}")
+
+    # ----------------------------------------------------------------- [broker] settings
+
+    _cli_help: dict[str, str] = {}
+
+    def cli_supports(self, action: str, flag: str) -> bool:
+        """Does `raftlog cluster <action> --help` mention `flag`? (cached per process)"""
+        if action not in Cluster._cli_help:
+            proc = self.cli("cluster", action, "--help", check=False, timeout=30)
+            Cluster._cli_help[action] = proc.stdout + proc.stderr if proc.returncode == 0 else ""
+        return flag in Cluster._cli_help[action]
+
+    def _broker_flags(self, action: str) -> list[str]:
+        """`--broker KEY=VALUE ...` when the CLI has that flag; [] otherwise (the settings
+        are then written into each node's config and the node restarted)."""
+        if not self.broker or not self.cli_supports(action, "--broker"):
+            return []
+        flags = []
+        for key, value in self.broker.items():
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            flags += ["--broker", f"{key}={text}"]
+        return flags
+
+    def apply_broker_settings(self, node_ids: Iterable[int], timeout: float = 120.0) -> None:
+        """Write `self.broker` into the `[broker]` table of each node's raftlog.toml and
+        restart those nodes (SIGTERM, then `raftlog serve --config`). cluster.json gets
+        the new pids so the CLI (`cluster down`, `add-node`) still sees them running."""
+        ids = list(node_ids)
+        for i in ids:
+            self.terminate(i)
+        for i in ids:
+            cfg = self.nodes[i].config
+            cfg.write_text(with_broker_settings(cfg.read_text(), self.broker))
+        for i in ids:
+            self.restart(i, wait=False)
+        self.wait_all_ready(timeout=timeout)
+        self._write_json_pids()
+
+    def _has_broker_settings(self, node_id: int) -> bool:
+        """Does the node's config already hold every `self.broker` setting?"""
+        try:
+            raw = tomllib.loads(self.nodes[node_id].config.read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            return False
+        have = raw.get("broker", {})
+        return all(have.get(k) == v for k, v in self.broker.items())
+
+    def _write_json_pids(self) -> None:
+        path = self.data_root / "cluster.json"
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            doc = json.loads(path.read_text())
+            for n in doc["nodes"]:
+                node = self.nodes.get(int(n["node_id"]))
+                if node is not None:
+                    n["pid"] = node.pid
+            path.write_text(json.dumps(doc, indent=2))
+
+    # ----------------------------------------------------------------- growth
+
+    def add_node(self, timeout: float = 120.0) -> Node:
+        """`raftlog cluster add-node --data DIR`: one more node joins the running cluster
+        (next node id and ports; cluster.json gains it). Waits until every node is ready
+        and registered, with this Cluster's `[broker]` settings applied to the new node."""
+        before = set(self.nodes)
+        flags = self._broker_flags("add-node")
+        proc = self.cli(
+            "cluster", "add-node", "--data", str(self.data_root), *flags, timeout=timeout
+        )
+        self.up_output += proc.stdout
+        self.num_nodes += 1
+        try:
+            self._load_cluster_json()
+        except (ClusterError, OSError, ValueError, KeyError) as exc:
+            self.num_nodes -= 1
+            raise ClusterError(f"after `cluster add-node`: {exc}\n{proc.stdout}") from exc
+        (new,) = set(self.nodes) - before
+        if self.broker and not flags and not self._has_broker_settings(new):
+            self.apply_broker_settings([new], timeout=timeout)
+        self.wait_all_ready(timeout=timeout)
+        return self.nodes[new]
+
+    def wait_live(self, timeout: float = 60.0, nodes: Iterable[int] | None = None) -> None:
+        """Until every node's /v1/status lists all of `nodes` (default: all) as live."""
+        ids = set(nodes) if nodes is not None else set(self.node_ids)
+
+        def all_live() -> bool:
+            return all(
+                ids <= set(self.status(i).get("live_nodes") or []) for i in self.live_nodes()
+            )
+
+        wait_for(all_live, timeout, what=f"nodes {sorted(ids)} live on every node")
 
     def _load_cluster_json(self) -> None:
         path = self.data_root / "cluster.json"
@@ -732,6 +836,35 @@ class Cluster:
 
     def __repr__(self) -> str:
         return f"<Cluster {self.name} {self.bootstrap or self.workdir}>"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(str(value))
+
+
+def with_broker_settings(config_text: str, settings: dict[str, Any]) -> str:
+    """A node config (TOML text) with `settings` in its `[broker]` table (created if
+    missing; keys already there are replaced)."""
+    lines = config_text.splitlines()
+    new = [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in settings.items()]
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "[broker]")
+    except StopIteration:
+        return config_text.rstrip("\n") + "\n\n[broker]\n" + "\n".join(new) + "\n"
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].strip().startswith("[")), len(lines)
+    )
+    keep = []
+    for line in lines[start + 1 : end]:
+        key = line.split("=", 1)[0].strip().strip('"')
+        if "=" in line and key in settings:
+            continue
+        keep.append(line)
+    return "\n".join([*lines[: start + 1], *new, *keep, *lines[end:]]) + "\n"
 
 
 def wait_port_free(port: int, timeout: float = 10.0) -> None:
