@@ -88,9 +88,6 @@ def _parser() -> argparse.ArgumentParser:
     describe = topic_sub.add_parser("describe")
     describe.add_argument("name")
     describe.set_defaults(run=_topic_describe)
-    for p in (create, listing, describe):
-        p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
-        p.add_argument("--data", type=Path, default=DEFAULT_DATA)
 
     groups = sub.add_parser("groups", help="list and describe consumer groups")
     groups_sub = groups.add_subparsers(metavar="ACTION", required=True)
@@ -103,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     offsets_sub = offsets.add_subparsers(metavar="ACTION", required=True)
     dump = offsets_sub.add_parser("dump", help="decode every record to a JSON line")
     dump.set_defaults(run=lambda a: groups_cli.offsets_topic_dump(_bootstrap(a)))
-    for p in (glist, gdesc, dump):
+    for p in (create, listing, describe, glist, gdesc, dump):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
 

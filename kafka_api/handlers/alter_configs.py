@@ -4,7 +4,7 @@ node's config file, so they are not alterable over the protocol."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from kafka_api.codec import build, response_module
@@ -24,22 +24,34 @@ Outcome = tuple[ErrorCode, str | None]
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
+    responses = await alter_each(ctx, request, _alter, m.AlterConfigsResourceResponse)
+    return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses)
+
+
+async def alter_each(
+    ctx: RequestContext,
+    request: Any,
+    alter: Callable[[RequestContext, Any, bool], Awaitable[Outcome]],
+    response_type: type,
+) -> tuple[Any, ...]:
+    """One answer per resource, in request order: the shared checks first, then `alter`.
+    AlterConfigs and IncrementalAlterConfigs differ only in how they alter."""
     repeated = repeated_resources(request.resources)
     responses = []
     for resource in request.resources:
-        error, message = resource_error(resource, repeated) or await _alter(
+        error, message = resource_error(resource, repeated) or await alter(
             ctx, resource, request.validate_only
         )
         responses.append(
             build(
-                m.AlterConfigsResourceResponse,
+                response_type,
                 error_code=error,
                 error_message=message,
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
             )
         )
-    return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))
+    return tuple(responses)
 
 
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:

@@ -9,7 +9,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from kafka_api.errors import ErrorCode
-from kafka_api.handlers.alter_configs import Outcome, repeated_resources, resource_error
+from kafka_api.handlers.alter_configs import Outcome, alter_each
 from raftlog.topic_config import LIST, split_list
 
 API_KEY = 44
@@ -21,24 +21,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    repeated = repeated_resources(request.resources)
-    responses = []
-    for resource in request.resources:
-        error, message = resource_error(resource, repeated) or await _alter(
-            ctx, resource, request.validate_only
-        )
-        responses.append(
-            build(
-                m.AlterConfigsResourceResponse,
-                error_code=error,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return build(
-        m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses)
-    )
+    responses = await alter_each(ctx, request, _alter, m.AlterConfigsResourceResponse)
+    return build(m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses)
 
 
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:

@@ -133,7 +133,7 @@ def _error_topic(m: Any, error: ErrorCode, name: str | None, topic_id: Any = Non
         error_code=error,
         name=name,
         topic_id=topic_id,
-        is_internal=False,
+        is_internal=name == OFFSETS_TOPIC,
         partitions=(),
         topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
     )
