@@ -1,0 +1,134 @@
+"""The journal seam, driven the way pysyncobj drives it: the Raft term of an entry becomes its
+batches' leader epoch, offsets are assigned at append, only real conflicts cut the log."""
+
+from __future__ import annotations
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
+from raftlog.storage.batch import iter_batches
+from raftlog.storage.log import Log, LogConfig
+
+NO_OP = b"\x01"
+
+
+def batch(*values: bytes) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**31 - 1)
+    for i, v in enumerate(values):
+        builder.append(i, timestamp=1000, key=None, value=v, headers=[])
+    return bytes(builder.build())
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.truncations: list[tuple[list[int], str]] = []
+        self.commits: list[tuple[int, int]] = []
+
+    def admit(self, batches, command):
+        return batches
+
+    def appended(self, entry, command):
+        pass
+
+    def compacted(self):
+        pass
+
+    def truncated(self, removed, result, reason):
+        self.truncations.append(([e.idx for e in removed], reason))
+
+    def committed(self, commit_index, high_watermark):
+        self.commits.append((commit_index, high_watermark))
+
+
+def open_journal(tmp_path, listener=None):
+    log = Log(tmp_path / "p", LogConfig())
+    return log, SegmentJournal(tmp_path / "p" / "raft", log, listener or Listener())
+
+
+def stored(log):
+    return [
+        (h.base_offset, h.partition_leader_epoch)
+        for _, h in iter_batches(log.read(log.log_start_offset, 1 << 20, log.log_end_offset, True))
+    ]
+
+
+def test_term_becomes_the_leader_epoch_and_offsets_are_assigned_at_append(tmp_path):
+    log, j = open_journal(tmp_path)
+    j.add(NO_OP, 1, 0)  # pysyncobj's genesis entry
+    j.add(NO_OP, 2, 3)  # a leader of term 3 starts its term
+    j.add(DATA_PREFIX + batch(b"a", b"b"), 3, 3)
+    j.add(NO_OP, 4, 5)
+    j.add(DATA_PREFIX + batch(b"c") + batch(b"d"), 5, 5)
+    assert stored(log) == [(0, 3), (2, 5), (3, 5)]
+    assert log.epochs() == [(3, 0), (5, 2)]  # one segment per term
+    assert j[-1][1:] == (5, 5) and len(j) == 5
+    assert bytes(j[2][0]) == DATA_PREFIX + log.read(0, 1 << 20, 2, True)
+
+
+def test_commit_index_moves_the_high_watermark_never_back(tmp_path):
+    listener = Listener()
+    log, j = open_journal(tmp_path, listener)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    j.add(DATA_PREFIX + batch(b"a", b"b", b"c"), 3, 1)
+    j.setRaftCommitIndex(3)
+    assert j.high_watermark == 3
+    j.setRaftCommitIndex(2)  # pysyncobj clamps when it rewinds onto re-sent entries
+    assert j.high_watermark == 3
+
+
+def test_resent_entries_are_revived_without_cutting_the_log(tmp_path):
+    listener = Listener()
+    log, j = open_journal(tmp_path, listener)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    j.add(DATA_PREFIX + batch(b"a"), 3, 1)
+    j.add(DATA_PREFIX + batch(b"b"), 4, 1)
+    j.deleteEntriesFrom(2)  # the leader rewound and re-sends index 3 and 4
+    assert len(j) == 2 and j.log_end_offset == 0
+    j.add(DATA_PREFIX + batch(b"a"), 3, 1)
+    j.add(DATA_PREFIX + batch(b"b"), 4, 1)
+    assert listener.truncations == []
+    assert stored(log) == [(0, 1), (1, 1)]
+
+
+def test_a_conflicting_entry_cuts_the_log_and_says_so(tmp_path):
+    listener = Listener()
+    log, j = open_journal(tmp_path, listener)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    j.add(DATA_PREFIX + batch(b"a"), 3, 1)
+    j.add(DATA_PREFIX + batch(b"uncommitted"), 4, 1)
+    j.deleteEntriesFrom(3)
+    j.add(NO_OP, 4, 2)  # a new leader's term replaces index 4
+    j.add(DATA_PREFIX + batch(b"b"), 5, 2)
+    assert listener.truncations == [([4], "raft")]
+    assert stored(log) == [(0, 1), (1, 2)]
+    assert log.epochs() == [(1, 0), (2, 1)]
+
+
+def test_window_survives_a_restart_and_unlogged_data_is_cut(tmp_path):
+    log, j = open_journal(tmp_path)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    j.add(DATA_PREFIX + batch(b"a"), 3, 1)
+    j.setRaftCommitIndex(3)
+    j.setCurrentTerm(4, "2")
+    log.append(batch(b"never in the window"), 1)  # as if the window record was lost
+    j.close()
+    log.close()
+    log, j = open_journal(tmp_path)
+    assert [e[1:] for e in j[0:3]] == [(1, 0), (2, 1), (3, 1)]
+    assert (j.getCurrentTerm(), j.getVotedForNodeId()) == (4, "2")
+    assert log.log_end_offset == 1 and j.high_watermark == 1
+
+
+def test_compaction_keeps_the_data_and_a_short_window(tmp_path):
+    log, j = open_journal(tmp_path)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    for i in range(3, 13):
+        j.add(DATA_PREFIX + batch(b"%d" % i), i, 1)
+    j.compact_to(10)
+    assert j[0][1] == 10 and len(j) == 3 and j.has_snapshot()
+    assert log.log_end_offset == 10 and stored(log)[0] == (0, 1)
