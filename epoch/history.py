@@ -84,6 +84,18 @@ class SnapshotInstall(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class Ack(Record):
+    """This node, as leader of `term`, acknowledged records to producers: everything below
+    `end_offset` that it wrote in `term` was answered as written (acks 1: appended here;
+    acks -1: committed). Written before the answers leave the node."""
+
+    kind: ClassVar[str] = "ack"
+    term: int
+    acks: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class EpochAnswer(Record):
     """An OffsetForLeaderEpoch answer this node gave as leader."""
 
@@ -96,7 +108,7 @@ class EpochAnswer(Record):
 
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.kind: cls
-    for cls in (Election, LeaderSeen, Truncation, HighWatermark, SnapshotInstall, EpochAnswer)
+    for cls in (Ack, Election, LeaderSeen, Truncation, HighWatermark, SnapshotInstall, EpochAnswer)
 }
 
 

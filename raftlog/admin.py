@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 if TYPE_CHECKING:
     from raftlog.node import Node
+    from raftlog.partition import Partition
+
+
+def _epoch_state(partition: Partition) -> dict:
+    return {
+        "topic": partition.topic,
+        "partition": partition.index,
+        "term": partition.group.term,
+        "log_end_offset": partition.log_end_offset,
+        "high_watermark": partition.high_watermark,
+        "epochs": [[e, s] for e, s in partition.epochs.entries()],
+    }
 
 
 class AdminServer:
@@ -17,6 +30,11 @@ class AdminServer:
         app = web.Application()
         app.router.add_get("/v1/status", self._status)
         app.router.add_get("/v1/partitions/{topic}/{partition}/epochs", self._epochs)
+        app.router.add_post(
+            "/v1/partitions/{topic}/{partition}/transfer-leadership", self._transfer
+        )
+        app.router.add_get("/v1/history", self._history)
+        app.router.add_get("/v1/epochs", self._all_epochs)
         self._runner = web.AppRunner(app, access_log=None)
 
     async def start(self) -> None:
@@ -56,7 +74,7 @@ class AdminServer:
             }
         )
 
-    async def _epochs(self, request: web.Request) -> web.Response:
+    def _partition(self, request: web.Request) -> Partition:
         try:
             key = (request.match_info["topic"], int(request.match_info["partition"]))
         except ValueError:
@@ -64,12 +82,36 @@ class AdminServer:
         partition = self._node.partitions.get(key)
         if partition is None:
             raise web.HTTPNotFound(text=f"node {self._node.node_id} hosts no replica of {key}\n")
+        return partition
+
+    async def _epochs(self, request: web.Request) -> web.Response:
+        return web.json_response(_epoch_state(self._partition(request)))
+
+    async def _all_epochs(self, request: web.Request) -> web.Response:
+        """Every local replica's epoch cache, for the epoch audit's replica agreement."""
         return web.json_response(
             {
-                "topic": key[0],
-                "partition": key[1],
-                "term": partition.group.term,
-                "log_end_offset": partition.log_end_offset,
-                "epochs": [[e, s] for e, s in partition.epochs.entries()],
+                "node_id": self._node.node_id,
+                "partitions": [_epoch_state(p) for _, p in sorted(self._node.partitions.items())],
             }
         )
+
+    async def _history(self, request: web.Request) -> web.StreamResponse:
+        """This node's history journal (JSON lines, schema in epoch/README.md)."""
+        return web.FileResponse(
+            self._node.history.path, headers={"Content-Type": "application/x-ndjson"}
+        )
+
+    async def _transfer(self, request: web.Request) -> web.Response:
+        """Hands this partition's leadership to its most caught-up follower (an operator's
+        move before maintenance, and how tests force a clean leader change)."""
+        partition = self._partition(request)
+        if not partition.is_leader:
+            raise web.HTTPConflict(text=f"node {self._node.node_id} is not the leader\n")
+        term = partition.group.term
+        partition.group.transfer_leadership()
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            if partition.group.term > term and partition.group.leader_id is not None:
+                break
+        return web.json_response(_epoch_state(partition) | {"leader": partition.group.leader_id})

@@ -57,9 +57,11 @@ class _Request:
 
     records: bytes
     batches: int
+    offsets: int  # how many offsets its batches take
     acks: int
     future: asyncio.Future | None
     base_offset: int = -1
+    term: int = -1  # of the Raft entry that carried it
     verdict: Verdict | None = None  # set when the leader left its batches out of the log
 
 
@@ -90,6 +92,7 @@ class Partition:
         self._on_change = on_change
         self._waiters: list[asyncio.Future] = []
         self._queue: deque[_Request] = deque()
+        self._acks_pending: dict[tuple[int, int], int] = {}
         self._term_was_committed = False
         self._uncommitted = 0
         self._last_hw_record = 0.0
@@ -156,7 +159,8 @@ class Partition:
         except KafkaError as e:
             return _done(ProduceResult(e.code, message=e.message))
         future = asyncio.get_running_loop().create_future() if acks != 0 else None
-        self._queue.append(_Request(records, len(headers), acks, future))
+        offsets = sum(h.last_offset_delta + 1 for h in headers)
+        self._queue.append(_Request(records, len(headers), offsets, acks, future))
         self._propose_queued()
         if future is None:
             return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
@@ -191,10 +195,28 @@ class Partition:
                 continue
             if reason == FAIL_REASON.SUCCESS:
                 result = self._answer(request)
+                self._note_ack(request)
             else:
                 result = ProduceResult(ErrorCode.not_leader_or_follower)
             request.future.set_result(result)
         self._propose_queued()
+
+    def _note_ack(self, request: _Request) -> None:
+        """Acknowledgements go into the history before the answers can leave this node: the
+        write is queued on the event loop ahead of the producer's task (call_soon is FIFO),
+        and all acks of one loop turn share a record."""
+        if request.verdict is not None or request.base_offset < 0:
+            return
+        key = (request.term, request.acks)
+        end = request.base_offset + request.offsets
+        if not self._acks_pending:
+            asyncio.get_running_loop().call_soon(self._record_acks)
+        self._acks_pending[key] = max(end, self._acks_pending.get(key, 0))
+
+    def _record_acks(self) -> None:
+        pending, self._acks_pending = self._acks_pending, {}
+        for (term, acks), end in sorted(pending.items()):
+            self._record(history.Ack, term=term, acks=acks, end_offset=end)
 
     def _answer(self, request: _Request) -> ProduceResult:
         verdict = request.verdict
@@ -307,7 +329,9 @@ class Partition:
     def appended(self, entry: Entry, command: object) -> None:
         if isinstance(command, Proposal):
             for request in command.requests:
+                request.term = entry.term
                 if request.acks == 1 and not request.future.done():
+                    self._note_ack(request)
                     request.future.set_result(self._answer(request))
         if entry.location is None:
             if entry.term > 0:
