@@ -2,20 +2,31 @@
 
 Entries live in compact arrays searched with bisect. The files are derived data that recovery
 rebuilds from the .log, so new entries are written out only on flush: the append hot path pays
-no extra syscall for them.
+no extra syscall for them. Only the active segment's indexes stay loaded; the others' are loaded
+on first use and dropped again under the process-wide budget of raftlog.storage.cache, and
+opening a segment reads no more of them than their last entry (peek_last).
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
-from itertools import pairwise
+from operator import lt
 from pathlib import Path
 from typing import ClassVar
 
 __all__ = ["OffsetIndex", "TimeIndex"]
+
+_SWAP = sys.byteorder == "little"  # the files are big-endian
+_FIXED_BYTES = 320  # an index object, its path and its two empty arrays
+
+
+def _increasing(column: array) -> bool:
+    """Strictly increasing (no Python bytecode per entry)."""
+    return all(map(lt, column, column[1:]))
 
 
 class _SparseIndex:
@@ -26,7 +37,7 @@ class _SparseIndex:
 
     __slots__ = ("path", "base_offset", "_keys", "_values", "_persisted", "_dirty")
 
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, path: str | Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
         self._keys = array(self.KEY_TYPE)
@@ -37,24 +48,66 @@ class _SparseIndex:
     def __len__(self) -> int:
         return len(self._keys)
 
+    @property
+    def nbytes(self) -> int:
+        """Memory the loaded index holds, as charged against the index budget."""
+        keys, values = self._keys, self._values
+        return len(keys) * keys.itemsize + len(values) * values.itemsize + _FIXED_BYTES
+
+    @classmethod
+    def _columns(cls, data: bytes) -> tuple[array, array]:
+        """Both columns of the file's entries, by strided copies rather than per-entry unpacking."""
+        keys, values = array(cls.KEY_TYPE), array("i")
+        key_size, width = keys.itemsize, cls.ENTRY.size
+        count = len(data) // width
+        for column, start, size in ((keys, 0, key_size), (values, key_size, 4)):
+            raw = bytearray(size * count)
+            for byte in range(size):
+                raw[byte::size] = data[start + byte :: width]
+            column.frombytes(raw)
+            if _SWAP:
+                column.byteswap()
+        return keys, values
+
     def load(self) -> bool:
         """Reads the file; False when it is missing or malformed, so the caller rebuilds it."""
         try:
-            data = self.path.read_bytes()
+            with open(self.path, "rb") as file:
+                data = file.read()
         except FileNotFoundError:
             return False
         if len(data) % self.ENTRY.size:
             return False
-        columns = list(zip(*self.ENTRY.iter_unpack(data), strict=True)) or [(), ()]
-        keys, values = array(self.KEY_TYPE, columns[0]), array("i", columns[1])
+        keys, values = self._columns(data)
         if values and values[0] < 0:
             return False
-        if not all(a < b for a, b in pairwise(keys)) or not all(a < b for a, b in pairwise(values)):
+        if not (_increasing(keys) and _increasing(values)):
             return False
         self._keys, self._values = keys, values
         self._persisted = len(keys)
         self._dirty = False
         return True
+
+    @classmethod
+    def peek_last(cls, path: str | Path) -> tuple[bool, tuple[int, int] | None]:
+        """(well-formed, raw last entry or None) from the file's last bytes only: what opening a
+        non-active segment reads instead of the whole index."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False, None
+        try:
+            size = os.fstat(fd).st_size
+            if size % cls.ENTRY.size:
+                return False, None
+            if not size:
+                return True, None
+            data = os.pread(fd, cls.ENTRY.size, size - cls.ENTRY.size)
+        finally:
+            os.close(fd)
+        if len(data) != cls.ENTRY.size:
+            return False, None
+        return True, cls.ENTRY.unpack(data)
 
     def reset(self) -> None:
         """Empties the index and its file, ahead of a rebuild or for a new segment."""
@@ -102,6 +155,27 @@ class OffsetIndex(_SparseIndex):
     KEY_TYPE = "i"
     __slots__ = ()
 
+    @classmethod
+    def _columns(cls, data: bytes) -> tuple[array, array]:
+        flat = array("i")
+        flat.frombytes(data)
+        if _SWAP:
+            flat.byteswap()
+        return flat[0::2], flat[1::2]
+
+    @classmethod
+    def peek_last_entry(
+        cls, path: str | Path, base_offset: int
+    ) -> tuple[bool, tuple[int, int] | None]:
+        """(well-formed, (offset, position) of the last entry or None)."""
+        ok, raw = cls.peek_last(path)
+        if not ok or raw is None:
+            return ok, None
+        relative, position = raw
+        if relative < 0 or position < 0:
+            return False, None
+        return True, (base_offset + relative, position)
+
     def append(self, offset: int, position: int) -> None:
         self._add(offset - self.base_offset, position)
 
@@ -111,6 +185,10 @@ class OffsetIndex(_SparseIndex):
 
     def last(self) -> tuple[int, int]:
         return self._entry(len(self._keys) - 1)
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """(offset, position) of the last entry, None when there is none."""
+        return self._entry(len(self._keys) - 1) if self._keys else None
 
     def last_before(self, position: int) -> tuple[int, int]:
         """(offset, position) of the last entry below `position`; the segment start if none."""
@@ -132,6 +210,19 @@ class TimeIndex(_SparseIndex):
     ENTRY = struct.Struct(">qi")
     KEY_TYPE = "q"
     __slots__ = ()
+
+    @classmethod
+    def peek_last_entry(
+        cls, path: str | Path, base_offset: int
+    ) -> tuple[bool, tuple[int, int] | None]:
+        """(well-formed, (timestamp, offset) of the last entry or None)."""
+        ok, raw = cls.peek_last(path)
+        if not ok or raw is None:
+            return ok, None
+        timestamp, relative = raw
+        if relative < 0:
+            return False, None
+        return True, (timestamp, base_offset + relative)
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Only growth is recorded; -1 (no timestamp) never is, keeping entries non-negative."""

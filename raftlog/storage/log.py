@@ -114,9 +114,19 @@ class Log:
         keys = sorted(names)
         interval = self.config.index_interval_bytes
         # Earlier segments were fsynced when they rolled; only the last can be torn.
-        suspect = keys[-1] if keys and not self.was_clean else None
+        last = keys[-1] if keys else None
+        suspect = last if not self.was_clean else None
+        # Only the last (active) segment loads its indexes; the others check their tail from
+        # the indexes' last entries and load them on first use (raftlog.storage.cache).
         segments = [
-            Segment.open(self.directory, base, term, interval, verify=(base, term) == suspect)
+            Segment.open(
+                self.directory,
+                base,
+                term,
+                interval,
+                verify=(base, term) == suspect,
+                active=(base, term) == last,
+            )
             for base, term in keys
         ]
         for i in range(1, len(segments)):
@@ -126,6 +136,7 @@ class Log:
                 for dropped in segments[i:]:
                     dropped.delete()
                 del segments[i:]
+                segments[-1].activate()
                 break
         return segments
 
@@ -188,6 +199,8 @@ class Log:
         )
         fsync_dir(self.directory)
         self._segments.append(segment)
+        if len(self._segments) > 1:  # its indexes and descriptor go under the budgets
+            self._segments[-2].deactivate()
 
     def append(
         self, batches: bytes | bytearray | memoryview, term: int, keep_offsets: bool = False
@@ -265,6 +278,8 @@ class Log:
         for segment in reversed(doomed):
             segment.delete()
         del self._segments[len(self._segments) - len(doomed) :]
+        if self._segments:
+            self._segments[-1].activate()
         if self._clean_offset > self.log_end_offset:  # data from here on may be rewritten
             self._clean_offset = self.log_end_offset
             compaction.write_checkpoint(self.directory, self._clean_offset)
@@ -397,6 +412,7 @@ class Log:
             segment.term,
             self.config.index_interval_bytes,
             verify=True,
+            active=False,  # compaction never rewrites the active segment
         )
         return self._segments[i]
 

@@ -5,12 +5,14 @@ A segment holds batches of a single Raft term, so the segment list is the epoch 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from raftlog.storage import cache
 from raftlog.storage.batch import (
     HEADER_SIZE,
     MIN_BATCH_LENGTH,
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 _INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 16 * 1024  # header walks: covers an index interval in one pread
 _RECOVER_CHUNK = 4 * 1024 * 1024  # CRC checks need whole batches
+_FLAGS = os.O_RDWR | os.O_APPEND
 _NAME = re.compile(r"^(\d{20})-(\d+)\.(log|index|timeindex)$")
 
 
@@ -54,6 +57,11 @@ def parse_segment_name(name: str) -> tuple[int, int, str] | None:
 
 
 class Segment:
+    """A segment keeps its own bookkeeping resident (base offset, term, size, next offset, max
+    timestamp). The active segment of a Log also keeps its indexes and its descriptor; any other
+    loads its indexes and opens its .log only when a read needs them, under the process-wide
+    budgets of raftlog.storage.cache, which may release them again between two calls."""
+
     __slots__ = (
         "base_offset",
         "term",
@@ -61,49 +69,60 @@ class Segment:
         "next_offset",
         "max_timestamp",
         "max_timestamp_offset",
-        "path",
+        "_dir",
         "_interval",
         "_since_index",
         "_offsets",
         "_times",
         "_fd",
         "_dirty",
+        "_active",
     )
 
-    def __init__(
-        self, directory: Path, base_offset: int, term: int, index_interval_bytes: int, flags: int
-    ) -> None:
-        stem = segment_stem(base_offset, term)
+    def __init__(self, directory: Path, base_offset: int, term: int, index_interval_bytes: int):
         self.base_offset = base_offset
         self.term = term
-        self.path = directory / f"{stem}.log"
+        self._dir = str(directory)  # paths are built on demand: a Path each costs ~0.5 KiB
         self._interval = index_interval_bytes
-        self._offsets = OffsetIndex(directory / f"{stem}.index", base_offset)
-        self._times = TimeIndex(directory / f"{stem}.timeindex", base_offset)
-        # One descriptor serves appends (O_APPEND), preads and ftruncate.
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | flags, 0o644)
+        self._offsets: OffsetIndex | None = None  # loaded indexes, or None
+        self._times: TimeIndex | None = None
+        self._fd = -1  # one descriptor serves appends (O_APPEND), preads and ftruncate
         self._dirty = False
+        self._active = False  # pinned: indexes and descriptor stay, outside the budgets
         self._restart_at(0, base_offset)
 
     @classmethod
     def create(
         cls, directory: Path, base_offset: int, term: int, index_interval_bytes: int
     ) -> Segment:
-        segment = cls(directory, base_offset, term, index_interval_bytes, os.O_CREAT | os.O_EXCL)
-        segment._offsets.reset()
-        segment._times.reset()
+        """A new, active segment."""
+        segment = cls(directory, base_offset, term, index_interval_bytes)
+        segment._fd = cache.open_file(segment._file("log"), _FLAGS | os.O_CREAT | os.O_EXCL)
+        segment._active = True
+        segment._new_indexes()
         return segment
 
     @classmethod
     def open(
-        cls, directory: Path, base_offset: int, term: int, index_interval_bytes: int, verify: bool
+        cls,
+        directory: Path,
+        base_offset: int,
+        term: int,
+        index_interval_bytes: int,
+        verify: bool,
+        active: bool = True,
     ) -> Segment:
         """With `verify`, a full recover(); otherwise the data is trusted up to a cheap check of
-        the indexes against the log tail, and only an inconsistency triggers recover()."""
-        segment = cls(directory, base_offset, term, index_interval_bytes, 0)
+        the indexes against the log tail, and only an inconsistency triggers recover(). An
+        active segment loads its indexes for that check; any other reads only their last
+        entries and leaves loading them to the first read that needs them."""
+        segment = cls(directory, base_offset, term, index_interval_bytes)
+        if active:
+            segment._fd = cache.open_file(segment._file("log"), _FLAGS)
+            segment._active = True
         if verify:
             segment.recover()
-        elif not segment._load():
+        elif not (segment._load() if active else segment._check_tail()):
             log.warning("%s: indexes missing or inconsistent, recovering", segment.path)
             segment.recover()
         return segment
@@ -114,25 +133,46 @@ class Segment:
             f"next={self.next_offset}, size={self.size})"
         )
 
+    @property
+    def path(self) -> Path:
+        return Path(self._file("log"))
+
+    def _file(self, extension: str) -> str:
+        return f"{self._dir}/{self.base_offset:020d}-{self.term}.{extension}"
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @property
+    def resident(self) -> tuple[bool, bool]:
+        """(indexes loaded, .log open): what the segment holds right now."""
+        return self._offsets is not None, self._fd >= 0
+
     # -- state ---------------------------------------------------------------------------------
 
-    def _restart_at(self, position: int, offset: int) -> None:
-        """State as it was just before the batch at `position` (an index point or 0) was added."""
+    def _restart_at(
+        self, position: int, offset: int, last_time: tuple[int, int] | None = None
+    ) -> None:
+        """State as it was just before the batch at `position` (an index point or 0) was added;
+        `last_time` is the time index's last entry at that point."""
         self.size = position
         self.next_offset = offset
         self._since_index = 0
-        last = self._times.last() if position else None
+        last = last_time if position else None
         self.max_timestamp, self.max_timestamp_offset = last if last else (-1, -1)
 
     def _track(self, position: int, base_offset: int, header: BatchHeader) -> None:
         """Account for one stored batch; Kafka's rule: an index entry once more than
-        index_interval_bytes were written since the last one."""
+        index_interval_bytes were written since the last one. Without loaded indexes (the
+        tail check of a non-active segment) only the bookkeeping moves."""
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
             self.max_timestamp_offset = base_offset
         if self._since_index > self._interval and base_offset - self.base_offset <= _INT32_MAX:
-            self._offsets.append(base_offset, position)
-            self._times.maybe_append(self.max_timestamp, self.max_timestamp_offset)
+            if self._offsets is not None:
+                self._offsets.append(base_offset, position)
+                self._times.maybe_append(self.max_timestamp, self.max_timestamp_offset)
             self._since_index = 0
         size = header.size
         self._since_index += size
@@ -156,23 +196,161 @@ class Segment:
         )
 
     def _load(self) -> bool:
-        if not (self._offsets.load() and self._times.load()):
+        """Loads both indexes and checks them against the log tail (the active segment)."""
+        offsets = OffsetIndex(self._file("index"), self.base_offset)
+        times = TimeIndex(self._file("timeindex"), self.base_offset)
+        if not (offsets.load() and times.load()):
             return False
-        last_offset, last_position = self._offsets.last()
-        last_time = self._times.last()
-        if last_time and (not len(self._offsets) or last_time[1] > last_offset):
+        self._set_indexes(offsets, times)
+        return self._check(offsets.last_entry(), times.last())
+
+    def _check_tail(self) -> bool:
+        """_load's check from the indexes' last entries alone (a non-active segment)."""
+        ok, last_offset = OffsetIndex.peek_last_entry(self._file("index"), self.base_offset)
+        if not ok:
             return False
-        file_size = os.fstat(self._fd).st_size
-        if len(self._offsets) and last_position >= file_size:
+        ok, last_time = TimeIndex.peek_last_entry(self._file("timeindex"), self.base_offset)
+        return ok and self._check(last_offset, last_time)
+
+    def _check(
+        self, last_offset: tuple[int, int] | None, last_time: tuple[int, int] | None
+    ) -> bool:
+        """Restores the bookkeeping from the last index entries plus the batches after them;
+        False when the indexes do not match the log."""
+        if last_time and (last_offset is None or last_time[1] > last_offset[0]):
             return False
-        self._restart_at(last_position, last_offset)
-        exact = bool(len(self._offsets))
-        for position, header in self.headers(last_position, file_size):
+        file_size = os.fstat(self._reader()).st_size
+        if last_offset is not None and last_offset[1] >= file_size:
+            return False
+        offset, position = last_offset if last_offset else (self.base_offset, 0)
+        self._restart_at(position, offset, last_time)
+        exact = last_offset is not None
+        for pos, header in self.headers(position, file_size):
             if not self._fits(header, exact):
                 return False
             exact = False
-            self._track(position, header.base_offset, header)
+            self._track(pos, header.base_offset, header)
         return self.size == file_size
+
+    # -- residency -----------------------------------------------------------------------------
+
+    def _new_indexes(self) -> None:
+        """Empty indexes and files, ahead of a rebuild or for a new segment."""
+        offsets = OffsetIndex(self._file("index"), self.base_offset)
+        times = TimeIndex(self._file("timeindex"), self.base_offset)
+        offsets.reset()
+        times.reset()
+        self._set_indexes(offsets, times)
+
+    def _set_indexes(self, offsets: OffsetIndex, times: TimeIndex) -> None:
+        cache.indexes.discard(self)
+        self._offsets, self._times = offsets, times
+
+    def _charge_indexes(self) -> None:
+        """Puts loaded indexes of a non-active segment under the budget (again)."""
+        if not self._active and self._offsets is not None:
+            cache.indexes.add(self, self._offsets.nbytes + self._times.nbytes)
+
+    def _indexes(self) -> OffsetIndex:
+        """The offset index, loaded if need be (the time index comes with it)."""
+        offsets = self._offsets
+        if offsets is None:
+            self._load_indexes()
+            offsets = self._offsets
+        elif not self._active:
+            cache.indexes.touch(self)
+        return offsets
+
+    def _load_indexes(self) -> None:
+        """First use of a non-active segment's indexes since they were released. The open-time
+        check only saw their last entries: a malformed file is rebuilt from the .log here."""
+        cache.index_loads += 1
+        offsets = OffsetIndex(self._file("index"), self.base_offset)
+        times = TimeIndex(self._file("timeindex"), self.base_offset)
+        if offsets.load() and times.load() and self._matches(offsets, times):
+            self._set_indexes(offsets, times)
+        else:
+            log.warning("%s: indexes missing or inconsistent, rebuilding them", self.path)
+            self._rebuild_indexes()
+        self._charge_indexes()
+
+    def _matches(self, offsets: OffsetIndex, times: TimeIndex) -> bool:
+        last_offset, last_time = offsets.last_entry(), times.last()
+        if last_time and (last_offset is None or last_time[1] > last_offset[0]):
+            return False
+        return last_offset is None or (
+            last_offset[0] < self.next_offset and last_offset[1] < self.size
+        )
+
+    def _rebuild_indexes(self) -> None:
+        """Both indexes from the batch headers, the data trusted as it is: unlike recover(), no
+        cut, which would break the log's continuity under its readers."""
+        end, next_offset = self.size, self.next_offset
+        self._new_indexes()
+        self._restart_at(0, self.base_offset)
+        for position, header in self.headers(0, end):
+            if not self._fits(header):
+                break
+            self._track(position, header.base_offset, header)
+        if (self.size, self.next_offset) != (end, next_offset):
+            log.error("%s: batches end at byte %d of %d", self.path, self.size, end)
+            self.size, self.next_offset = end, next_offset
+        self._offsets.flush()
+        self._times.flush()
+
+    def _release_indexes(self) -> None:
+        """Called by the index budget; what a segment wrote to its indexes is flushed first."""
+        offsets, times = self._offsets, self._times
+        self._offsets = self._times = None
+        try:
+            offsets.flush()
+            times.flush()
+        except OSError as exc:  # derived data: a missing tail entry only costs a longer scan
+            log.warning("%s: index entries not flushed: %s", self.path, exc)
+
+    def _reader(self) -> int:
+        """The descriptor, opened if need be. Never keep it across a pause: the budget may
+        close it as soon as another segment opens its file."""
+        fd = self._fd
+        if self._active:
+            return fd
+        if fd < 0:
+            cache.file_opens += 1
+            fd = self._fd = cache.open_file(self._file("log"), _FLAGS)
+            cache.files.add(self, 1)
+        else:
+            cache.files.touch(self)
+        return fd
+
+    def _release_file(self) -> None:
+        """Called by the file budget."""
+        fd, self._fd = self._fd, -1
+        try:
+            if self._dirty:
+                os.fsync(fd)
+                self._dirty = False
+        finally:
+            os.close(fd)
+
+    def activate(self) -> None:
+        """The segment becomes its Log's last: indexes and descriptor pinned, off the budgets."""
+        if self._active:
+            return
+        self._indexes()
+        self._reader()
+        cache.indexes.discard(self)
+        cache.files.discard(self)
+        self._active = True
+
+    def deactivate(self) -> None:
+        """The Log rolled past it: flushed, its indexes and descriptor go under the budgets."""
+        if not self._active:
+            return
+        self.flush()
+        self._active = False
+        self._charge_indexes()
+        if self._fd >= 0:
+            cache.files.add(self, 1)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -226,30 +404,32 @@ class Segment:
             return
         if not 0 <= position < self.size:
             raise ValueError(f"cannot truncate {self} at byte {position}")
-        last_offset, last_position = self._offsets.last_before(position)
+        offsets = self._indexes()
+        last_offset, last_position = offsets.last_before(position)
         kept = list(self.headers(last_position, position))
         end = kept[-1][0] + kept[-1][1].size if kept else last_position
         if end != position:
             raise ValueError(f"byte {position} of {self} is not a batch boundary")
-        self._offsets.truncate_to_position(position)
-        self._times.truncate_after(last_offset if len(self._offsets) else self.base_offset - 1)
-        self._restart_at(last_position, last_offset)
+        offsets.truncate_to_position(position)
+        self._times.truncate_after(last_offset if len(offsets) else self.base_offset - 1)
+        self._restart_at(last_position, last_offset, self._times.last())
         for pos, header in kept:
             self._track(pos, header.base_offset, header)
-        os.ftruncate(self._fd, position)
+        os.ftruncate(self._reader(), position)
         self._dirty = True
+        self._charge_indexes()
 
     def recover(self) -> int:
         """Re-verifies every batch (CRC, offsets, term), cuts at the first bad or torn one and
         rebuilds both indexes. Returns the number of bytes cut."""
-        file_size = os.fstat(self._fd).st_size
-        self._offsets.reset()
-        self._times.reset()
+        fd = self._reader()
+        file_size = os.fstat(fd).st_size
+        self._new_indexes()
         self._restart_at(0, self.base_offset)
         want = _RECOVER_CHUNK
         while self.size < file_size:
             start = self.size
-            data = os.pread(self._fd, min(want, file_size - start), start)
+            data = os.pread(fd, min(want, file_size - start), start)
             for pos, header in iter_batches(data):
                 if not (self._fits(header) and crc_ok(data, pos, header)):
                     break
@@ -265,34 +445,43 @@ class Segment:
         cut = file_size - self.size
         if cut:
             log.warning("%s: cut %d bytes of torn or invalid data", self.path, cut)
-            os.ftruncate(self._fd, self.size)
-        os.fsync(self._fd)
+            os.ftruncate(fd, self.size)
+        os.fsync(fd)
         self._offsets.flush()
         self._times.flush()
         self._dirty = False
+        self._charge_indexes()
         return cut
 
     def flush(self) -> None:
-        if self._dirty:
+        if self._dirty and self._fd >= 0:
             os.fsync(self._fd)
             self._dirty = False
-        self._offsets.flush()
-        self._times.flush()
+        if self._offsets is not None:
+            self._offsets.flush()
+            self._times.flush()
 
     def close(self) -> None:
-        os.close(self._fd)
+        """Releases the descriptor and the indexes without flushing anything."""
+        cache.indexes.discard(self)
+        cache.files.discard(self)
+        self._offsets = self._times = None
+        self._active = False
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def delete(self) -> None:
         """The .log goes first: index files left by a crash are orphans that open() removes."""
         self.close()
-        self.path.unlink(missing_ok=True)
-        self._offsets.path.unlink(missing_ok=True)
-        self._times.path.unlink(missing_ok=True)
+        for extension in ("log", "index", "timeindex"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._file(extension))
 
     # -- reads ---------------------------------------------------------------------------------
 
     def read(self, position: int, size: int) -> bytes:
-        data = os.pread(self._fd, size, position)
+        data = os.pread(self._reader(), size, position)
         if len(data) != size:
             raise ValueError(f"{self} has no {size} bytes at {position}")
         return data
@@ -304,7 +493,7 @@ class Segment:
         `max_bytes` or `upper_bound` rather than at the end of the segment."""
         available = self.size - position
         want = min(available, max(max_bytes, HEADER_SIZE) if min_one else max_bytes)
-        data = os.pread(self._fd, want, position) if want > 0 else b""
+        data = os.pread(self._reader(), want, position) if want > 0 else b""
         end = 0
         while end + HEADER_SIZE <= len(data):
             header = parse_header(data, end)
@@ -322,7 +511,7 @@ class Segment:
         end = self.size if end is None else end
         pos = start
         while pos < end:
-            data = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+            data = os.pread(self._reader(), min(_SCAN_CHUNK, end - pos), pos)
             if len(data) < HEADER_SIZE:
                 return
             off = 0
@@ -336,7 +525,7 @@ class Segment:
 
     def find(self, offset: int) -> tuple[int, BatchHeader]:
         """(position, header) of the batch holding `offset`."""
-        _, start = self._offsets.lookup(offset)
+        _, start = self._indexes().lookup(offset)
         for position, header in self.headers(start):
             if header.next_offset > offset:
                 return position, header
@@ -344,4 +533,5 @@ class Segment:
 
     def timestamp_position(self, timestamp: int) -> int:
         """A position at or before the first batch whose max timestamp reaches `timestamp`."""
-        return self._offsets.lookup(self._times.lookup(timestamp))[1]
+        offsets = self._indexes()
+        return offsets.lookup(self._times.lookup(timestamp))[1]
