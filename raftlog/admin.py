@@ -7,20 +7,25 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from epoch.replica_state import ReplicaState, spans
+
 if TYPE_CHECKING:
     from raftlog.node import Node
     from raftlog.partition import Partition
 
 
-def _epoch_state(partition: Partition) -> dict:
-    return {
-        "topic": partition.topic,
-        "partition": partition.index,
-        "term": partition.group.term,
-        "log_end_offset": partition.log_end_offset,
-        "high_watermark": partition.high_watermark,
-        "epochs": [[e, s] for e, s in partition.epochs.entries()],
-    }
+def _epoch_state(node_id: int, partition: Partition) -> dict:
+    segments = [(s.term, s.base_offset, s.size) for s in partition.log.segments()]
+    return ReplicaState(
+        node=node_id,
+        topic=partition.topic,
+        partition=partition.index,
+        term=partition.group.term,
+        log_start_offset=partition.log_start_offset,
+        log_end_offset=partition.log_end_offset,
+        high_watermark=partition.high_watermark,
+        epochs=spans(segments),
+    ).to_dict()
 
 
 class AdminServer:
@@ -85,14 +90,17 @@ class AdminServer:
         return partition
 
     async def _epochs(self, request: web.Request) -> web.Response:
-        return web.json_response(_epoch_state(self._partition(request)))
+        return web.json_response(_epoch_state(self._node.node_id, self._partition(request)))
 
     async def _all_epochs(self, request: web.Request) -> web.Response:
         """Every local replica's epoch cache, for the epoch audit's replica agreement."""
         return web.json_response(
             {
                 "node_id": self._node.node_id,
-                "partitions": [_epoch_state(p) for _, p in sorted(self._node.partitions.items())],
+                "partitions": [
+                    _epoch_state(self._node.node_id, p)
+                    for _, p in sorted(self._node.partitions.items())
+                ],
             }
         )
 
@@ -114,4 +122,4 @@ class AdminServer:
             await asyncio.sleep(0.1)
             if partition.group.term > term and partition.group.leader_id is not None:
                 break
-        return web.json_response(_epoch_state(partition) | {"leader": partition.group.leader_id})
+        return web.json_response(_epoch_state(self._node.node_id, partition) | {"leader": partition.group.leader_id})

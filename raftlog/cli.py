@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from raftlog import cluster, groups_cli
+from raftlog import audit_cli, cluster, groups_cli
 from raftlog.config import ConfigError, NodeConfig
 
 DEFAULT_DATA = Path("data")
@@ -103,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     for p in (create, listing, describe, glist, gdesc, dump):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+
+    audit_cli.add_parser(sub, DEFAULT_DATA)
 
     epochs = sub.add_parser("epochs", help="print a partition's leader epoch cache")
     epochs.add_argument("topic")
@@ -262,9 +264,9 @@ def _epochs(args: argparse.Namespace) -> int:
             continue
         found = True
         print(f"{admin}: term {answer['term']}, log end offset {answer['log_end_offset']}")
-        print("  epoch  start offset")
-        for epoch, start in answer["epochs"]:
-            print(f"  {epoch:>5}  {start}")
+        print("  epoch  start offset  bytes")
+        for span in answer["epochs"]:
+            print(f"  {span['epoch']:>5}  {span['start_offset']:>12}  {span['bytes']}")
     return 0 if found else 1
 
 

@@ -1,0 +1,259 @@
+"""The invariants the audit checks. Each returns the rows that break it, in one shape
+(VIOLATION_COLUMNS), so they are reported, counted and stored the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from analytics.tables import NODE_TP, TP, Inputs
+
+VIOLATION_COLUMNS = ["invariant", "topic", "partition", "node", "term", "time_ms", "detail"]
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What the invariants read besides the inputs."""
+
+    truncations: DataFrame
+    agreement: DataFrame
+
+
+def _rows(
+    df: DataFrame, name: str, detail: Column, node: Column | str = "node", term: str = "term"
+) -> DataFrame:
+    return df.select(
+        F.lit(name).alias("invariant"),
+        "topic",
+        "partition",
+        F.col(node).cast("long").alias("node") if isinstance(node, str) else node.alias("node"),
+        F.col(term).cast("long").alias("term"),
+        (F.col("time_ms") if "time_ms" in df.columns else F.lit(None))
+        .cast("long")
+        .alias("time_ms"),
+        detail.alias("detail"),
+    )
+
+
+def epochs_increase(i: Inputs, d: Derived) -> DataFrame:
+    """Epochs strictly increase along every log (each replica's epoch cache), and a node's term
+    never goes back in its own journal."""
+    along = Window.partitionBy(*NODE_TP).orderBy("pos")
+    cache = i.spans.withColumn("prev", F.lag("epoch").over(along)).filter(
+        F.col("epoch") <= F.col("prev")
+    )
+    journal_order = Window.partitionBy(*NODE_TP).orderBy("seq")
+    journal = (
+        i.events.withColumn("prev", F.lag("term").over(journal_order))
+        .withColumn("prev_kind", F.lag("kind").over(journal_order))
+        .filter(F.col("term") < F.col("prev"))
+    )
+    return _rows(
+        cache.withColumnRenamed("epoch", "term"),
+        "epochs_increase",
+        F.format_string(
+            "epoch cache: epoch %d at offset %d follows epoch %d", "term", "start_offset", "prev"
+        ),
+    ).unionByName(
+        _rows(
+            journal,
+            "epochs_increase",
+            F.format_string(
+                "journal: %s record in term %d after a %s record in term %d",
+                "kind",
+                "term",
+                "prev_kind",
+                "prev",
+            ),
+        )
+    )
+
+
+def epoch_starts_never_decrease(i: Inputs, d: Derived) -> DataFrame:
+    """Along each replica's epoch cache, every epoch starts at or after the previous one."""
+    along = Window.partitionBy(*NODE_TP).orderBy("pos")
+    bad = (
+        i.spans.withColumn("prev_start", F.lag("start_offset").over(along))
+        .withColumn("prev", F.lag("epoch").over(along))
+        .filter(F.col("start_offset") < F.col("prev_start"))
+    )
+    return _rows(
+        bad.withColumnRenamed("epoch", "term"),
+        "epoch_starts_never_decrease",
+        F.format_string(
+            "epoch %d starts at %d, before epoch %d's start %d",
+            "term",
+            "start_offset",
+            "prev",
+            "prev_start",
+        ),
+    )
+
+
+def one_leader_per_term(i: Inputs, d: Derived) -> DataFrame:
+    """No two nodes led, or were seen as leader of, the same (partition, term)."""
+    claims = (
+        i.events.filter(F.col("kind") == "election")
+        .select(*TP, "term", "time_ms", F.col("node").alias("claimed"), "node")
+        .unionByName(
+            i.events.filter((F.col("kind") == "leader") & (F.col("leader") >= 0)).select(
+                *TP, "term", "time_ms", F.col("leader").alias("claimed"), "node"
+            )
+        )
+    )
+    bad = (
+        claims.groupBy(*TP, "term")
+        .agg(
+            F.countDistinct("claimed").alias("leaders"),
+            F.min("time_ms").alias("time_ms"),
+            F.sort_array(F.collect_set("claimed")).alias("claimed"),
+        )
+        .filter(F.col("leaders") > 1)
+    )
+    return _rows(
+        bad,
+        "one_leader_per_term",
+        F.concat(
+            F.lit("leaders recorded for this term: nodes "),
+            F.concat_ws(", ", F.col("claimed").cast("array<string>")),
+        ),
+        node=F.lit(None).cast("long"),
+    )
+
+
+def high_watermark_never_decreases(i: Inputs, d: Derived) -> DataFrame:
+    """On every node, each partition's high watermark only moves forward, restarts included."""
+    hw = i.events.filter(F.col("kind").isin("hw", "election"))
+    order = Window.partitionBy(*NODE_TP).orderBy("seq")
+    bad = hw.withColumn("prev", F.lag("high_watermark").over(order)).filter(
+        F.col("high_watermark") < F.col("prev")
+    )
+    return _rows(
+        bad,
+        "high_watermark_never_decreases",
+        F.format_string("high watermark went from %d back to %d", "prev", "high_watermark"),
+    )
+
+
+def no_committed_record_truncated(i: Inputs, d: Derived) -> DataFrame:
+    """No truncation cut an offset below a high watermark any node had recorded before it, nor
+    records an acks=all producer had been told were committed."""
+    bad = d.truncations.filter("cut_committed")
+    return _rows(
+        bad,
+        "no_committed_record_truncated",
+        F.format_string(
+            "cut offsets [%d, %d) (epochs %s); high watermark already at %s; acks=all answered up to %s",
+            "from_offset",
+            "to_offset",
+            F.concat_ws(",", F.col("entry_terms").cast("array<string>")),
+            F.coalesce(F.col("hw_before").cast("string"), F.lit("-")),
+            F.coalesce(F.col("acks_all_end").cast("string"), F.lit("-")),
+        ),
+    )
+
+
+def offset_for_leader_epoch_agrees(i: Inputs, d: Derived) -> DataFrame:
+    """Each OffsetForLeaderEpoch answer a leader gave agrees with its own epoch cache: the
+    largest epoch <= the one asked for, ending where the next epoch starts (or, for the
+    leader's own term, no earlier than where that term started). Answers about epochs that
+    retention has since removed cannot be checked and are skipped."""
+    answers = i.events.filter(F.col("kind") == "offset_for_leader_epoch")
+    cache = i.spans.select(*NODE_TP, "epoch", "start_offset")
+    ordered = Window.partitionBy(*NODE_TP).orderBy("epoch")
+    with_next = cache.withColumn("next_start", F.lead("start_offset").over(ordered))
+    first = cache.groupBy(*NODE_TP).agg(F.min("epoch").alias("first_epoch"))
+    own = with_next.select(
+        *NODE_TP,
+        F.col("epoch").alias("answer_epoch"),
+        F.col("start_offset").alias("answer_start"),
+        F.col("next_start").alias("answer_next"),
+    )
+    best = (
+        answers.select("seq", *NODE_TP, "requested_epoch", "term")
+        .join(cache, NODE_TP)
+        .filter((F.col("epoch") <= F.col("requested_epoch")) & (F.col("epoch") <= F.col("term")))
+        .groupBy("seq")
+        .agg(F.max("epoch").alias("expected_epoch"))
+    )
+    a = (
+        answers.join(own, [*NODE_TP, "answer_epoch"], "left")
+        .join(first, NODE_TP, "left")
+        .join(best, "seq", "left")
+    )
+    earlier = F.col("requested_epoch") < F.col("term")
+    wrong_epoch = (
+        earlier
+        & F.col("expected_epoch").isNotNull()
+        & ~F.col("answer_epoch").eqNullSafe(F.col("expected_epoch"))
+    )
+    missing = (
+        (F.col("answer_epoch") >= F.coalesce("first_epoch", F.lit(0)))
+        & (F.col("answer_epoch") < F.col("term"))
+        & F.col("answer_start").isNull()
+    )
+    own_term = (
+        (F.col("answer_epoch") == F.col("term"))
+        & F.col("answer_start").isNotNull()
+        & (F.col("end_offset") < F.col("answer_start"))
+    )
+    wrong_end = (
+        (F.col("answer_epoch") < F.col("term"))
+        & F.col("answer_start").isNotNull()
+        & ~F.col("end_offset").eqNullSafe(F.col("answer_next"))
+    )
+    bad = a.filter(wrong_epoch | missing | own_term | wrong_end)
+    return _rows(
+        bad,
+        "offset_for_leader_epoch_agrees",
+        F.format_string(
+            "asked epoch %d, answered epoch %d ending at %d; the cache says epoch %s ending at %s",
+            "requested_epoch",
+            "answer_epoch",
+            "end_offset",
+            F.coalesce(F.col("expected_epoch").cast("string"), F.lit("-1")),
+            F.coalesce(F.col("answer_next").cast("string"), F.lit("the log end")),
+        ),
+    )
+
+
+def replica_epoch_caches_agree(i: Inputs, d: Derived) -> DataFrame:
+    """Every pair of replicas holds the same (epoch, start offset) entries in the committed
+    prefix they share."""
+    return _rows(
+        d.agreement.withColumn("time_ms", F.lit(None)),
+        "replica_epoch_caches_agree",
+        F.format_string(
+            "epoch %d starts at %s on node %d and at %s on node %d",
+            "epoch",
+            F.coalesce(F.col("start_a").cast("string"), F.lit("(absent)")),
+            "node_a",
+            F.coalesce(F.col("start_b").cast("string"), F.lit("(absent)")),
+            "node_b",
+        ),
+        node="node_a",
+        term="epoch",
+    )
+
+
+Check = Callable[[Inputs, Derived], DataFrame]
+INVARIANTS: dict[str, Check] = {
+    check.__name__: check
+    for check in (
+        epochs_increase,
+        epoch_starts_never_decrease,
+        one_leader_per_term,
+        high_watermark_never_decreases,
+        no_committed_record_truncated,
+        offset_for_leader_epoch_agrees,
+        replica_epoch_caches_agree,
+    )
+}
+
+
+def describe(name: str) -> str:
+    doc = INVARIANTS[name].__doc__ or ""
+    return " ".join(doc.split())
