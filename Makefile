@@ -2,6 +2,7 @@
 #   make run    set up .venv (first time) and start a three-node cluster on loopback
 #   make down   stop it
 #   make test   set up .venv and the test tools (kcat, docker-compose), run every test
+#   make audit  the epoch audit of the local cluster (PySpark): report in audit/<time>/
 #   make lint   ruff check + ruff format --check
 
 SHELL := /bin/bash
@@ -16,14 +17,14 @@ NODES ?= 3
 KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: run down status venv sysdeps test lint clean
+.PHONY: run down status audit venv sysdeps test lint clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "raftlog needs Python 3.11; $(PYTHON) is " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --disable-pip-version-check -q -e '.[test]'
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[audit,test]'
 	@touch $@
 
 venv: $(STAMP)
@@ -33,6 +34,8 @@ sysdeps:
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
@@ -47,6 +50,9 @@ down: venv
 
 status: venv
 	$(BIN)/raftlog cluster status --data $(DATA)
+
+audit: venv
+	$(BIN)/raftlog audit --data $(DATA)
 
 test: venv sysdeps
 	$(BIN)/pytest -q $(PYTEST_ARGS)

@@ -122,4 +122,8 @@ class AdminServer:
             await asyncio.sleep(0.1)
             if partition.group.term > term and partition.group.leader_id is not None:
                 break
-        return web.json_response(_epoch_state(self._node.node_id, partition) | {"leader": partition.group.leader_id})
+        leader = partition.group.leader_id
+        return web.json_response(
+            _epoch_state(self._node.node_id, partition)
+            | {"leader": int(leader) if leader is not None else None}
+        )

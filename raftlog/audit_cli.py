@@ -52,7 +52,10 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analytics import collect, job
+    try:
+        from analytics import collect, job
+    except ModuleNotFoundError as e:
+        return _fail(f"{e.name} is missing: install the audit extra (pip install 'raftlog[audit]')")
 
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         return _fail(

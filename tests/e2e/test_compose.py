@@ -165,6 +165,9 @@ def test_node_config_matches_compose(compose_config, service):
     host_ip, host_port = published[kafka_port]
     assert host_ip == "127.0.0.1", "publish on the host's loopback only"
     assert cfg["advertised_kafka"] == f"127.0.0.1:{host_port}"
+    # admin: published on loopback too, so `raftlog audit --admin` reaches each node
+    admin_port = _port(cfg["admin_listen"])
+    assert published.get(admin_port, ("", 0))[0] == "127.0.0.1", (admin_port, published)
     # peers: every member, by service name, at its raft_listen port
     others = {
         SERVICES[name]: tomllib.loads((REPO / "deploy" / "compose" / f"node-{i}.toml").read_text())

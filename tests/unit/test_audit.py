@@ -1,0 +1,446 @@
+"""The epoch audit's metrics and invariants on small hand-made histories, on a real local
+Spark (one session for the module). Each invariant is shown holding on a sound history and
+broken, with its offending rows, on one made to break it."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from analytics import generate, invariants, job, tables
+from analytics.collect import read_replica
+from analytics.invariants import Derived
+from epoch.history import (
+    RECORD_TYPES,
+    Ack,
+    Election,
+    EpochAnswer,
+    HighWatermark,
+    LeaderSeen,
+    Record,
+    SnapshotInstall,
+    Truncation,
+    to_json,
+)
+from epoch.replica_state import UNKNOWN, EpochSpan, ReplicaState
+from raftlog.storage.log import Log, LogConfig
+
+pytestmark = pytest.mark.timeout(600)
+
+T0 = 1_800_000_000_000
+TP = ("t", 0)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = job.session("local[2]")
+    yield session
+    session.stop()
+
+
+class History:
+    """A hand-made cluster history, written in the layout `collect` produces."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.records: dict[int, list[Record]] = defaultdict(list)
+        self.replicas: dict[int, list[ReplicaState]] = defaultdict(list)
+        self.raw: dict[int, list[str]] = defaultdict(list)
+
+    def add(self, *records: Record) -> History:
+        for r in records:
+            self.records[r.node].append(r)
+            self.raw[r.node].append(to_json(r))
+        return self
+
+    def line(self, node: int, text: str) -> History:
+        self.raw[node].append(text)
+        return self
+
+    def replica(
+        self,
+        node: int,
+        epochs: list[tuple[int, int]],
+        leo: int,
+        hw: int | None = None,
+        log_start: int | None = None,
+        term: int | None = None,
+        epoch_bytes: int = 100,
+    ) -> History:
+        spans = [EpochSpan(e, s, epoch_bytes) for e, s in epochs]
+        self.replicas[node].append(
+            ReplicaState(
+                node,
+                *TP,
+                term if term is not None else (epochs[-1][0] if epochs else 0),
+                log_start if log_start is not None else (epochs[0][1] if epochs else 0),
+                leo,
+                hw if hw is not None else leo,
+                spans,
+            )
+        )
+        return self
+
+    def write(self) -> Path:
+        for node in set(self.raw) | set(self.replicas):
+            d = self.root / "nodes" / f"node-{node}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "history.jsonl").write_text("".join(line + "\n" for line in self.raw[node]))
+            (d / "replicas.jsonl").write_text(
+                "".join(json.dumps(r.to_dict()) + "\n" for r in self.replicas[node])
+            )
+        return self.root
+
+
+def sound(h: History) -> History:
+    """Node 1 leads term 1 (offsets 0-100), is killed; node 2 leads term 2 (100-150)."""
+    h.add(
+        LeaderSeen(T0, 1, *TP, 1, -1),
+        LeaderSeen(T0, 2, *TP, 1, -1),
+        Election(T0 + 10, 1, *TP, 1, 0, 0),
+        LeaderSeen(T0 + 12, 2, *TP, 1, 1),
+        LeaderSeen(T0 + 12, 3, *TP, 1, 1),
+        Ack(T0 + 100, 1, *TP, 1, -1, 100),
+        HighWatermark(T0 + 101, 1, *TP, 1, 100),
+        HighWatermark(T0 + 102, 2, *TP, 1, 100),
+        # node 1 dies at T0+100; node 2 notices at T0+1100 and wins at T0+1300
+        LeaderSeen(T0 + 1100, 2, *TP, 2, -1),
+        LeaderSeen(T0 + 1150, 3, *TP, 2, -1),
+        Election(T0 + 1300, 2, *TP, 2, 100, 100),
+        LeaderSeen(T0 + 1301, 3, *TP, 2, 2),
+        Ack(T0 + 1400, 2, *TP, 2, -1, 150),
+        HighWatermark(T0 + 1401, 2, *TP, 2, 150),
+        HighWatermark(T0 + 1402, 3, *TP, 2, 150),
+        EpochAnswer(T0 + 1500, 2, *TP, 2, 1, 1, 100),
+        EpochAnswer(T0 + 1501, 2, *TP, 2, 2, 2, 150),
+        EpochAnswer(T0 + 1502, 2, *TP, 2, 5, -1, -1),
+    )
+    for node in (1, 2, 3):
+        h.replica(node, [(1, 0), (2, 100)], leo=150, hw=150)
+    return h
+
+
+def rows(df) -> list[dict]:
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def audit(spark, h: History):
+    inputs = tables.load(spark, h.write())
+    elected = tables.elections(inputs)
+    derived = Derived(tables.truncations(inputs, elected), tables.replica_agreement(inputs))
+    return inputs, elected, derived
+
+
+def broken(spark, h: History, name: str) -> list[dict]:
+    inputs, _, derived = audit(spark, h)
+    return sorted(
+        rows(invariants.INVARIANTS[name](inputs, derived)),
+        key=lambda r: (r["node"] or 0, r["term"]),
+    )
+
+
+def test_a_sound_history_holds_every_invariant(spark, tmp_path):
+    inputs, _, derived = audit(spark, sound(History(tmp_path)))
+    for name, check in invariants.INVARIANTS.items():
+        assert rows(check(inputs, derived)) == [], name
+
+
+def test_every_record_kind_reads_back_as_written(spark, tmp_path):
+    """The Spark schema is derived from the writer's dataclasses: nothing is dropped."""
+    samples = [
+        Ack(T0, 1, *TP, 3, 1, 10),
+        Election(T0, 1, *TP, 3, 7, 5),
+        LeaderSeen(T0, 1, *TP, 3, -1),
+        Truncation(T0, 1, *TP, 4, "install", 5, 9, 7, 12, [2, 3], 5, 2, 900),
+        HighWatermark(T0, 1, *TP, 3, 5),
+        SnapshotInstall(T0, 1, *TP, 3, 2, 0, 40),
+        EpochAnswer(T0, 1, *TP, 3, 2, 2, 7),
+    ]
+    assert {type(s) for s in samples} == set(RECORD_TYPES.values())
+    inputs = tables.load(spark, History(tmp_path).add(*samples).write())
+    got = {r["kind"]: r for r in rows(inputs.events)}
+    for sample in samples:
+        back = {k: v for k, v in got[sample.kind].items() if v is not None}
+        assert back == {"kind": sample.kind, "seq": back["seq"], **asdict(sample)}
+
+
+def test_unreadable_lines_are_counted_not_dropped_silently(spark, tmp_path):
+    h = sound(History(tmp_path)).line(1, "not json").line(1, '{"kind": "mystery", "v": 1}')
+    inputs = tables.load(spark, h.write())
+    assert sorted(r["value"] for r in rows(inputs.unreadable)) == [
+        "not json",
+        '{"kind": "mystery", "v": 1}',
+    ]
+    assert inputs.events.count() == sum(len(r) for r in h.records.values())
+
+
+def test_replicas_read_from_files_take_term_and_high_watermark_from_history(spark, tmp_path):
+    h = sound(History(tmp_path))
+    h.replicas[3] = [ReplicaState(3, *TP, UNKNOWN, 0, 150, UNKNOWN, [EpochSpan(1, 0, 1)])]
+    inputs = tables.load(spark, h.write())
+    (r3,) = rows(inputs.replicas.filter("node = 3"))
+    assert (r3["term"], r3["high_watermark"]) == (2, 150)
+
+
+def test_elections_leaderless_time_and_winners(spark, tmp_path):
+    inputs, elected, _ = audit(spark, sound(History(tmp_path)))
+    e = {r["term"]: r for r in rows(elected)}
+    assert (e[1]["leader"], e[1]["previous_leader"], e[1]["leaderless_ms"]) == (1, None, 10)
+    assert e[2]["leader"] == 2 and e[2]["previous_leader"] == 1
+    assert e[2]["leaderless_ms"] == 200  # node 2 gave up at +1100, won at +1300
+    assert e[2]["since_leader_seen_ms"] == 1199  # node 1's last act as leader: its hw at +101
+    (s,) = rows(tables.election_summary(inputs, elected))
+    assert (s["elections"], s["winners"], s["max_leaderless_ms"]) == (
+        2,
+        "node 1: 1, node 2: 1",
+        200,
+    )
+    assert s["per_hour"] == pytest.approx(2 / (1502 / 3_600_000), rel=0.01)
+
+
+def test_epoch_timeline(spark, tmp_path):
+    h = sound(History(tmp_path))
+    # term 3 was won by node 3 but nothing of it survived in any log
+    h.add(Election(T0 + 1600, 3, *TP, 3, 150, 150))
+    inputs, elected, _ = audit(spark, h)
+    got = {r["epoch"]: r for r in rows(tables.epoch_timeline(inputs, elected))}
+    assert set(got) == {1, 2, 3}
+    one, two, three = got[1], got[2], got[3]
+    assert (one["leader"], one["start_offset"], one["end_offset"], one["records"]) == (
+        1,
+        0,
+        100,
+        100,
+    )
+    assert (one["start_ms"], one["end_ms"], one["duration_ms"]) == (T0 + 10, T0 + 1300, 1290)
+    assert (two["leader"], two["start_offset"], two["end_offset"], two["records"]) == (
+        2,
+        100,
+        150,
+        50,
+    )
+    assert two["bytes"] == 100 and two["in_log"]
+    assert (three["leader"], three["in_log"], three["records"]) == (3, False, 0)
+
+
+def test_truncations_tell_lost_acks1_from_committed(spark, tmp_path):
+    h = sound(History(tmp_path))
+    h.add(
+        # node 2 as leader of term 2 acked acks=1 up to 180; node 3 later cuts 150-180 of term 2
+        Ack(T0 + 1600, 2, *TP, 2, 1, 180),
+        Truncation(T0 + 2000, 3, *TP, 3, "raft", 9, 12, 150, 180, [2], 30, 1, 3000),
+        # node 1 cuts an uncommitted term-1 tail nobody was told about: 100-120
+        Truncation(T0 + 1200, 1, *TP, 2, "raft", 5, 6, 100, 120, [1], 20, 1, 2000),
+    )
+    inputs, elected, derived = audit(spark, h)
+    cuts = {r["node"]: r for r in rows(derived.truncations)}
+    assert cuts[3]["lost_acks1"] and not cuts[3]["cut_committed"]
+    assert not cuts[1]["lost_acks1"] and not cuts[1]["cut_committed"]
+    summary = rows(
+        tables.partition_summary(
+            tables.epoch_timeline(inputs, elected),
+            tables.election_summary(inputs, elected),
+            derived.truncations,
+        )
+    )
+    assert (
+        summary[0]["truncations"],
+        summary[0]["truncated_bytes"],
+        summary[0]["truncations_losing_acks1"],
+    ) == (2, 5000, 1)
+    assert broken(spark, h, "no_committed_record_truncated") == []
+
+
+def test_truncating_committed_records_breaks_the_invariant(spark, tmp_path):
+    h = sound(History(tmp_path))
+    h.add(
+        # below the high watermark (150) every node had recorded
+        Truncation(T0 + 2000, 3, *TP, 3, "raft", 9, 12, 140, 150, [2], 10, 1, 1000),
+    )
+    (row,) = broken(spark, h, "no_committed_record_truncated")
+    assert (row["invariant"], row["node"], row["term"]) == ("no_committed_record_truncated", 3, 3)
+    assert (
+        "cut offsets [140, 150)" in row["detail"]
+        and "high watermark already at 150" in row["detail"]
+    )
+
+    h2 = History(tmp_path / "acked")
+    h2.add(
+        Election(T0, 1, *TP, 1, 0, 0),
+        Ack(T0 + 10, 1, *TP, 1, -1, 50),  # acks=all answered, no hw recorded yet
+        Truncation(T0 + 20, 2, *TP, 2, "raft", 1, 3, 20, 50, [1], 30, 1, 3000),
+    )
+    h2.replica(1, [(1, 0)], leo=50, hw=0)
+    (row,) = broken(spark, h2, "no_committed_record_truncated")
+    assert "acks=all answered up to 50" in row["detail"]
+
+
+def test_decreasing_epochs_break_epochs_increase(spark, tmp_path):
+    h = sound(History(tmp_path))
+    h.replicas[3] = []
+    h.replica(3, [(1, 0), (4, 80), (2, 100)], leo=150, hw=150)
+    h.add(HighWatermark(T0 + 3000, 2, *TP, 1, 150))  # node 2's journal goes back to term 1
+    got = broken(spark, h, "epochs_increase")
+    assert [(r["node"], r["term"]) for r in got] == [(2, 1), (3, 2)]
+    assert (
+        "hw record in term 1 after a offset_for_leader_epoch record in term 2" in got[0]["detail"]
+    )
+    assert "epoch 2 at offset 100 follows epoch 4" in got[1]["detail"]
+
+
+def test_epoch_start_going_back_breaks_the_invariant(spark, tmp_path):
+    h = sound(History(tmp_path))
+    h.replicas[2] = []
+    h.replica(2, [(1, 0), (2, 100), (3, 90)], leo=150, hw=150)
+    (row,) = broken(spark, h, "epoch_starts_never_decrease")
+    assert (row["node"], row["term"]) == (2, 3)
+    assert "epoch 3 starts at 90, before epoch 2's start 100" in row["detail"]
+
+
+def test_two_leaders_in_one_term_break_the_invariant(spark, tmp_path):
+    h = sound(History(tmp_path)).add(Election(T0 + 1305, 3, *TP, 2, 100, 100))
+    (row,) = broken(spark, h, "one_leader_per_term")
+    assert row["term"] == 2 and "nodes 2, 3" in row["detail"]
+    # a follower that names another leader for the term counts too
+    h2 = sound(History(tmp_path / "seen")).add(LeaderSeen(T0 + 1310, 1, *TP, 2, 1))
+    (row,) = broken(spark, h2, "one_leader_per_term")
+    assert row["term"] == 2 and "nodes 1, 2" in row["detail"]
+
+
+def test_high_watermark_going_back_on_a_node_breaks_the_invariant(spark, tmp_path):
+    h = sound(History(tmp_path)).add(HighWatermark(T0 + 2000, 3, *TP, 2, 120))
+    (row,) = broken(spark, h, "high_watermark_never_decreases")
+    assert row["node"] == 3 and "from 150 back to 120" in row["detail"]
+    # another node being behind is not a decrease
+    h2 = sound(History(tmp_path / "behind")).add(HighWatermark(T0 + 2000, 1, *TP, 2, 120))
+    assert broken(spark, h2, "high_watermark_never_decreases") == []
+
+
+def test_offset_for_leader_epoch_answers_checked_against_the_cache(spark, tmp_path):
+    h = sound(History(tmp_path)).add(
+        EpochAnswer(T0 + 1600, 2, *TP, 2, 1, 1, 90),  # epoch 1 ends at 100, not 90
+        EpochAnswer(T0 + 1601, 2, *TP, 2, 1, 0, 100),  # there is an epoch 1: answered 0
+        EpochAnswer(T0 + 1602, 2, *TP, 2, 2, 2, 80),  # own term answered below its start
+    )
+    got = broken(spark, h, "offset_for_leader_epoch_agrees")
+    assert [(r["time_ms"] - T0) for r in sorted(got, key=lambda r: r["time_ms"])] == [
+        1600,
+        1601,
+        1602,
+    ]
+    assert any(
+        "answered epoch 1 ending at 90; the cache says epoch 1 ending at 100" in r["detail"]
+        for r in got
+    )
+    # epochs removed by retention since the answer cannot be checked, and are not blamed
+    h2 = sound(History(tmp_path / "retention"))
+    h2.replicas[2] = []
+    h2.replica(2, [(2, 120)], leo=150, hw=150, log_start=120)
+    assert broken(spark, h2, "offset_for_leader_epoch_agrees") == []
+
+
+def test_replicas_must_agree_inside_their_committed_prefix(spark, tmp_path):
+    h = sound(History(tmp_path))
+    h.replicas[3] = []
+    h.replica(3, [(1, 0), (2, 90)], leo=150, hw=150)
+    got = broken(spark, h, "replica_epoch_caches_agree")
+    assert {(r["node"], r["term"]) for r in got} == {(1, 2), (2, 2)}
+    assert "epoch 2 starts at 100 on node 1 and at 90 on node 3" in got[0]["detail"]
+
+    # a follower's uncommitted epoch above the shared high watermark, and a replica whose
+    # retention removed its early epochs, are not disagreements
+    h2 = sound(History(tmp_path / "fine"))
+    h2.replicas[1] = []
+    h2.replica(1, [(1, 0), (2, 100), (3, 150)], leo=170, hw=150)
+    h2.replicas[3] = []
+    h2.replica(3, [(2, 120)], leo=150, hw=150, log_start=120)
+    assert broken(spark, h2, "replica_epoch_caches_agree") == []
+
+
+def test_job_writes_report_summary_and_tables_and_fails_on_a_broken_invariant(spark, tmp_path):
+    h = sound(History(tmp_path / "in")).add(HighWatermark(T0 + 2000, 3, *TP, 2, 120))
+    out = tmp_path / "out"
+    lines: list[str] = []
+    status = job.run(spark, h.write(), out, "hand-made", lines.append)
+    assert status == 1
+    assert [line.split(":")[0] for line in lines] == [
+        "read 19 history records from 3 nodes",
+        "elections",
+        "epoch timeline",
+        "truncations",
+        "invariants",
+        "tables written to " + str(out / "tables"),
+        "report",
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    assert not summary["all_invariants_held"]
+    assert [k for k, v in summary["invariants"].items() if not v["held"]] == [
+        "high_watermark_never_decreases"
+    ]
+    assert summary["invariants"]["high_watermark_never_decreases"]["rows"][0]["node"] == 3
+    page = (out / "report.html").read_text()
+    assert "Broken: high_watermark_never_decreases" in page and page.count("data:image/png") == 3
+    for name in ("events", "epoch_timeline", "elections", "truncations", "violations"):
+        assert list((out / "tables" / name).glob("*.parquet")), name
+    assert all(
+        (out / "charts" / f"{c}.png").stat().st_size > 1000
+        for c in ("timeline", "elections", "truncations")
+    )
+
+
+def test_generated_history_audits_clean_with_the_generators_counts(spark, tmp_path):
+    stats = generate.generate(tmp_path / "gen", events=20_000, partitions=4)
+    inputs, elected, derived = audit_dir(spark, tmp_path / "gen")
+    assert inputs.events.count() == stats.events
+    assert elected.count() == stats.elections
+    cuts = derived.truncations
+    assert cuts.count() == stats.truncations
+    assert cuts.filter("lost_acks1").count() == stats.lost_acks1 > 0
+    for name, check in invariants.INVARIANTS.items():
+        assert check(inputs, derived).count() == 0, name
+
+
+def audit_dir(spark, path: Path):
+    inputs = tables.load(spark, path)
+    elected = tables.elections(inputs)
+    return (
+        inputs,
+        elected,
+        Derived(tables.truncations(inputs, elected), tables.replica_agreement(inputs)),
+    )
+
+
+def _batch(count: int) -> bytes:
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i in range(count):
+        b.append(i, timestamp=1_000 + i, key=None, value=b"x" * 50, headers=[])
+    return bytes(b.build())
+
+
+def test_replica_read_from_a_data_directory_matches_the_log(tmp_path):
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=400))
+    for term, count in [(1, 3), (1, 4), (3, 2), (4, 5)]:
+        log.append(_batch(count), term)
+    log.flush()
+    with open(log.segments()[-1].path, "ab") as f:
+        f.write(b"\x00" * 20)  # a torn tail: not counted
+    replica = read_replica(7, tmp_path / "t-0")
+    assert replica is not None
+    assert (replica.node, replica.topic, replica.partition) == (7, "t", 0)
+    assert [(s.epoch, s.start_offset) for s in replica.epochs] == log.epochs()
+    assert replica.log_end_offset == log.log_end_offset == 14
+    assert sum(s.bytes for s in replica.epochs) == sum(s.size for s in log.segments()) + 20
+    log.close()
