@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from support.wire import make_batch
 
 from analytics import generate, invariants, job, tables
 from analytics.collect import read_replica
@@ -415,25 +415,10 @@ def audit_dir(spark, path: Path):
     )
 
 
-def _batch(count: int) -> bytes:
-    b = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i in range(count):
-        b.append(i, timestamp=1_000 + i, key=None, value=b"x" * 50, headers=[])
-    return bytes(b.build())
-
-
 def test_replica_read_from_a_data_directory_matches_the_log(tmp_path):
     log = Log(tmp_path / "t-0", LogConfig(segment_bytes=400))
     for term, count in [(1, 3), (1, 4), (3, 2), (4, 5)]:
-        log.append(_batch(count), term)
+        log.append(make_batch([(None, b"x" * 50)] * count, timestamp_ms=1_000), term)
     log.flush()
     with open(log.segments()[-1].path, "ab") as f:
         f.write(b"\x00" * 20)  # a torn tail: not counted
