@@ -361,6 +361,10 @@ class SegmentJournal(Journal):
         pos = idx - self._entries[0].idx
         return self._entries[pos] if 0 <= pos < len(self._entries) else None
 
+    @property
+    def window_path(self) -> Path:
+        return self._window_path
+
     def has_snapshot(self) -> bool:
         """A window that does not start at Raft index 1 was cut at a snapshot point."""
         return bool(self._entries) and self._entries[0].idx > 1

@@ -123,9 +123,13 @@ class PartitionSnapshots(SnapshotSeam):
         self._installed: list[Entry] | None = None
 
     def __fspath__(self) -> str:
-        # pysyncobj loads a dump at start only if this "file" exists: it does once the window
-        # was cut at a snapshot point.
-        return os.devnull if self._journal.has_snapshot() else "/nonexistent/raftlog-snapshot"
+        # pysyncobj loads a dump at start only if os.path.isfile() of this "file" is true: it
+        # must be once the window was cut at a snapshot point, or pysyncobj's last-applied
+        # index stays below the window, it never applies again, and every tick of the group
+        # re-sends append entries. The window file is a regular file that exists then.
+        if self._journal.has_snapshot():
+            return str(self._journal.window_path)
+        return "/nonexistent/raftlog-snapshot"
 
     # --- taking snapshots ------------------------------------------------------------------
 
