@@ -9,6 +9,7 @@ pysyncobj privates; they are read through the accessors below.
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
 import pysyncobj.syncobj as _syncobj
@@ -17,7 +18,12 @@ from pysyncobj.journal import Journal
 PINNED_VERSION = "0.3.17"
 
 # Name-mangled attributes of SyncObj that raftlog reads.
-_PRIVATE_ATTRS = ("_SyncObj__raftMatchIndex", "_SyncObj__raftNextIndex", "_SyncObj__raftLog")
+_PRIVATE_ATTRS = (
+    "_SyncObj__raftMatchIndex",
+    "_SyncObj__raftNextIndex",
+    "_SyncObj__raftLog",
+    "_SyncObj__pipeNotifier",
+)
 # Methods the seams call, and the module globals they replace.
 _METHODS = (
     "_applyCommand",
@@ -62,6 +68,8 @@ def check() -> None:
             problems.append(f"SyncObj no longer has {attr}")
     if "createJournal(self.__conf.journalFile)" not in source:
         problems.append("SyncObj no longer builds its log with createJournal(conf.journalFile)")
+    if "self._poller.poll(timeToWait)" not in source:
+        problems.append("SyncObj ticks no longer end in self._poller.poll(timeToWait)")
     if "Serializer(self.__conf.fullDumpFile" not in source:
         problems.append("SyncObj no longer builds its serializer with Serializer(conf.fullDumpFile")
     if problems:
@@ -102,6 +110,37 @@ def install() -> None:
     check()
     _syncobj.createJournal = _create_journal
     _syncobj.Serializer = _create_serializer
+
+
+class _NoPoller:
+    """Stands in for the poller pysyncobj polls at the end of every tick: its sockets and
+    wake-up pipe are not used here (the mesh carries messages, the ticker wakes groups), and
+    a poll() syscall per group per tick was most of an idle node's work."""
+
+    def subscribe(self, descr: Any, callback: Any, event_mask: int) -> None:
+        pass
+
+    def unsubscribe(self, descr: Any) -> None:
+        pass
+
+    def poll(self, timeout: float) -> None:
+        pass
+
+
+class _NoNotifier:
+    def notify(self) -> None:
+        pass
+
+
+def detach_poller(obj: _syncobj.SyncObj) -> None:
+    """Drops a manually ticked SyncObj's poller and its wake-up pipe (two fds per group, a
+    write per proposal)."""
+    notifier = getattr(obj, "_SyncObj__pipeNotifier", None)
+    if notifier is not None:
+        for fd in (notifier._PipeNotifier__pipeR, notifier._PipeNotifier__pipeW):
+            os.close(fd)
+        obj._SyncObj__pipeNotifier = _NoNotifier()
+    obj._poller = _NoPoller()
 
 
 def match_indexes(obj: _syncobj.SyncObj) -> dict[str, int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,6 +80,7 @@ class RaftGroup:
         others = {Node(p) for p in peer_ids if p != self_id}
         self.transport = GroupTransport(mesh, name, self_node, others, self.schedule)
         self.obj = factory(self_node, others, conf=conf, transport=self.transport)
+        compat.detach_poller(self.obj)
         self.transport.match_index = lambda node: compat.match_index(self.obj, node)
         self.transport.skip_to_log_end = lambda node: compat.skip_to_log_end(self.obj, node)
         self.transport.heartbeat = timings.heartbeat
@@ -104,9 +104,7 @@ class RaftGroup:
     def propose(self, command: bytes, callback: Callback | None) -> None:
         """Queues a command for the leader; the callback gets (result, FAIL_REASON) after the
         entry is committed and applied here, or a failure."""
-        # A full wake-up pipe in pysyncobj raises after the command was queued: harmless.
-        with contextlib.suppress(BlockingIOError):
-            self.obj._applyCommand(command, callback)
+        self.obj._applyCommand(command, callback)
         self.schedule()
 
     def transfer_leadership(self, callback: Callback | None = None) -> None:
