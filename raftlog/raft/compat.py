@@ -23,6 +23,7 @@ _PRIVATE_ATTRS = (
     "_SyncObj__raftNextIndex",
     "_SyncObj__raftLog",
     "_SyncObj__pipeNotifier",
+    "_SyncObj__raftCommitIndex",
 )
 # Methods the seams call, and the module globals they replace.
 _METHODS = (
@@ -141,6 +142,12 @@ def detach_poller(obj: _syncobj.SyncObj) -> None:
             os.close(fd)
         obj._SyncObj__pipeNotifier = _NoNotifier()
     obj._poller = _NoPoller()
+
+
+def has_uncommitted(obj: _syncobj.SyncObj) -> bool:
+    """Entries past the commit index are in the leader's log."""
+    log = obj._SyncObj__raftLog
+    return len(log) > 0 and log[-1][1] > obj._SyncObj__raftCommitIndex
 
 
 def match_indexes(obj: _syncobj.SyncObj) -> dict[str, int]:

@@ -92,6 +92,11 @@ class RaftGroup:
 
     def tick(self) -> None:
         self.obj.doTick(0.0)
+        if self.is_leader and not self.transport.nodes() and compat.has_uncommitted(self.obj):
+            # A group of one commits what it appended on its next tick, and no follower's
+            # answer will come to trigger it: without this, every acks=all produce to a
+            # single-replica partition waited for the 50 ms timer.
+            self.schedule()
         seen = (self.leader_id, self.term, self.is_leader)
         if seen != self._seen:
             self._seen = seen
