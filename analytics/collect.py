@@ -37,7 +37,8 @@ def node_dir(dest: Path, node: int) -> Path:
     return path
 
 
-def _write_replicas(path: Path, replicas: list[ReplicaState]) -> None:
+def write_replicas(path: Path, replicas: list[ReplicaState]) -> None:
+    """One ReplicaState per line: the layout the audit reads."""
     with open(path, "w", encoding="utf-8") as f:
         for replica in replicas:
             f.write(json.dumps(replica.to_dict()) + "\n")
@@ -114,7 +115,7 @@ def collect_local(data: Path, dest: Path) -> list[int]:
                 replica = read_replica(config.node_id, entry) if entry.is_dir() else None
                 if replica is not None:
                     replicas.append(replica)
-        _write_replicas(out / "replicas.jsonl", replicas)
+        write_replicas(out / "replicas.jsonl", replicas)
         nodes.append(config.node_id)
     return nodes
 
@@ -128,7 +129,7 @@ async def _fetch_node(session: aiohttp.ClientSession, admin: str, dest: Path) ->
         answer = await r.json()
     node = int(answer["node_id"])
     out = node_dir(dest, node)
-    _write_replicas(out / "replicas.jsonl", [parse(p) for p in answer["partitions"]])
+    write_replicas(out / "replicas.jsonl", [parse(p) for p in answer["partitions"]])
     async with session.get(f"http://{admin}/v1/history") as r:
         r.raise_for_status()
         with open(out / "history.jsonl", "wb") as f:

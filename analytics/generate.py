@@ -10,13 +10,12 @@ invariant holds in what it writes; the counts it prints are what the audit must 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from analytics.collect import node_dir
+from analytics.collect import node_dir, write_replicas
 from epoch.history import (
     Ack,
     Election,
@@ -124,8 +123,7 @@ def generate(out: Path, events: int, partitions: int = 50, nodes: int = 3, seed:
         for f in files.values():
             f.close()
     for n, states in replicas.items():
-        with open(node_dir(out, n) / "replicas.jsonl", "w") as f:
-            f.writelines(json.dumps(s.to_dict()) + "\n" for s in states)
+        write_replicas(node_dir(out, n) / "replicas.jsonl", states)
     return stats
 
 

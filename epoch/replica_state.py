@@ -7,7 +7,6 @@ and the reader (analytics/), documented in epoch/README.md.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -53,7 +52,3 @@ def parse(data: dict[str, Any]) -> ReplicaState:
     if set(data) != names:
         raise ValueError(f"replica state has fields {sorted(data)}, expected {sorted(names)}")
     return ReplicaState(**{**data, "epochs": [EpochSpan(**e) for e in data["epochs"]]})
-
-
-def dumps(node: int, replicas: list[ReplicaState]) -> str:
-    return json.dumps({"node_id": node, "partitions": [r.to_dict() for r in replicas]})

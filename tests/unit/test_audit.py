@@ -13,7 +13,7 @@ import pytest
 from support.wire import make_batch
 
 from analytics import generate, invariants, job, tables
-from analytics.collect import read_replica
+from analytics.collect import read_replica, write_replicas
 from analytics.invariants import Derived
 from epoch.history import (
     RECORD_TYPES,
@@ -91,9 +91,7 @@ class History:
             d = self.root / "nodes" / f"node-{node}"
             d.mkdir(parents=True, exist_ok=True)
             (d / "history.jsonl").write_text("".join(line + "\n" for line in self.raw[node]))
-            (d / "replicas.jsonl").write_text(
-                "".join(json.dumps(r.to_dict()) + "\n" for r in self.replicas[node])
-            )
+            write_replicas(d / "replicas.jsonl", self.replicas[node])
         return self.root
 
 
@@ -130,10 +128,7 @@ def rows(df) -> list[dict]:
 
 
 def audit(spark, h: History):
-    inputs = tables.load(spark, h.write())
-    elected = tables.elections(inputs)
-    derived = Derived(tables.truncations(inputs, elected), tables.replica_agreement(inputs))
-    return inputs, elected, derived
+    return audit_dir(spark, h.write())
 
 
 def broken(spark, h: History, name: str) -> list[dict]:
