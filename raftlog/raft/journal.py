@@ -206,7 +206,10 @@ class SegmentJournal(Journal):
         self._hidden: list[Entry] = []
         self._window_bytes = 0  # data bytes referenced by the window
         self._load_window()
-        self._file = open(self._window_path, "ab")  # noqa: SIM115 - kept open for appends
+        # Unbuffered: each record reaches the OS in the same step as its batch's segment write,
+        # before anything can acknowledge it; a buffered record lost to kill -9 would make the
+        # next start cut acknowledged batches the window does not know.
+        self._file = open(self._window_path, "ab", buffering=0)  # noqa: SIM115 - kept open
         self._anchoring: list[tuple[int, int]] = []
         self._high_watermark = self._hw_for(self._state.commit_index)
 
@@ -418,7 +421,9 @@ class SegmentJournal(Journal):
 
     def _append_record(self, entry: Entry) -> None:
         entry.file_pos = self._file.tell()
-        self._file.write(_frame(entry))
+        record = memoryview(_frame(entry))
+        while record:  # an unbuffered write may be short
+            record = record[self._file.write(record) :]
 
     def _rewrite_window(self) -> None:
         tmp = self._window_path.with_suffix(".tmp")
@@ -435,7 +440,7 @@ class SegmentJournal(Journal):
             self._file.close()
         os.replace(tmp, self._window_path)
         _fsync_dir(self._dir)
-        self._file = open(self._window_path, "ab")  # noqa: SIM115
+        self._file = open(self._window_path, "ab", buffering=0)  # noqa: SIM115
 
     def _load_window(self) -> None:
         if not self._window_path.exists():

@@ -131,3 +131,33 @@ def test_full_cluster_restart(cluster_factory, how):
 
     problems = H.leaders_per_term(H.records(cluster))
     assert not problems, problems
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_kill_right_after_acks_loses_nothing(cluster_factory, nodes):
+    """kill -9 every node the moment the last acks=all answer arrives: the page cache
+    survives a process crash, so every acknowledged record must be there after the restart
+    (Raft state that had not reached the OS when the answer went out would be cut)."""
+    cluster = cluster_factory(nodes=nodes, name=f"crash{nodes}")
+    cluster.create_topic(TOPIC, partitions=PARTITIONS * 2, replication_factor=nodes)
+    W.topic_metadata(cluster.bootstrap, TOPIC)
+
+    acked = R.produce_confluent(
+        cluster.bootstrap, TOPIC, R.make_records("crash", COUNT * 3, PARTITIONS * 2)
+    )
+    for n in cluster.node_ids:
+        cluster.kill(n)
+    assert len(acked.acked) == COUNT * 3, acked.failed[:3]
+
+    for n in cluster.node_ids:
+        cluster.restart(n, wait=False)
+    cluster.wait_all_ready(timeout=120)
+    cluster.wait_topic_leaders(TOPIC, PARTITIONS * 2, timeout=120)
+    ends = W.end_offsets(cluster.bootstrap, TOPIC)
+    acked_ends = R.end_offsets_of(acked.acked)
+    short = {p: (ends.get(p, 0), end) for p, end in acked_ends.items() if ends.get(p, 0) < end}
+    assert not short, f"log ends below what was acknowledged (partition: now, acked): {short}"
+    after = R.consume_confluent(cluster.bootstrap, TOPIC, ends)
+    R.check_log(
+        acked.acked, after, start_offsets={p: 0 for p in ends}, end_offsets=ends
+    ).raise_if_failed()
