@@ -24,6 +24,7 @@ _PRIVATE_ATTRS = (
     "_SyncObj__raftLog",
     "_SyncObj__pipeNotifier",
     "_SyncObj__raftCommitIndex",
+    "_SyncObj__raftElectionDeadline",
 )
 # Methods the seams call, and the module globals they replace.
 _METHODS = (
@@ -142,6 +143,13 @@ def detach_poller(obj: _syncobj.SyncObj) -> None:
             os.close(fd)
         obj._SyncObj__pipeNotifier = _NoNotifier()
     obj._poller = _NoPoller()
+
+
+def elect_now(obj: _syncobj.SyncObj) -> None:
+    """Lets the next tick start the election: a group whose only voter is this node has no
+    one to split a vote with, so the randomised election timeout is only a delay (0.5-1 s
+    after every start and every new single-replica partition)."""
+    obj._SyncObj__raftElectionDeadline = 0
 
 
 def has_uncommitted(obj: _syncobj.SyncObj) -> bool:

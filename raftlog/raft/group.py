@@ -81,6 +81,8 @@ class RaftGroup:
         self.transport = GroupTransport(mesh, name, self_node, others, self.schedule)
         self.obj = factory(self_node, others, conf=conf, transport=self.transport)
         compat.detach_poller(self.obj)
+        if not others:
+            compat.elect_now(self.obj)
         self.transport.match_index = lambda node: compat.match_index(self.obj, node)
         self.transport.skip_to_log_end = lambda node: compat.skip_to_log_end(self.obj, node)
         self.transport.heartbeat = timings.heartbeat

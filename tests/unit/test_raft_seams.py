@@ -5,7 +5,11 @@ import pysyncobj.syncobj as syncobj
 import pytest
 
 from raftlog.raft import compat
+from raftlog.raft.group import RaftGroup, RaftTimings
+from raftlog.raft.journal import SegmentJournal
+from raftlog.raft.mesh import Mesh
 from raftlog.raft.snapshot import agreement_offset
+from raftlog.raft.ticker import Ticker
 
 
 def test_pinned_pysyncobj_passes_the_check():
@@ -52,3 +56,37 @@ def test_renamed_private_is_named(monkeypatch):
 )
 def test_agreement_offset(local, local_end, leader, leader_end, expected):
     assert agreement_offset(local, local_end, leader, leader_end) == expected
+
+
+class _Quiet:
+    """A JournalListener for a log-less (controller-style) journal: nothing to admit."""
+
+    def admit(self, batches, command):
+        return b""
+
+    def appended(self, entry, command):
+        pass
+
+    def compacted(self):
+        pass
+
+    def truncated(self, removed, result, reason):
+        pass
+
+    def committed(self, commit_index, high_watermark):
+        pass
+
+
+@pytest.mark.parametrize(("peers", "leads"), [([], True), (["2", "3"], False)])
+async def test_only_a_group_of_one_skips_the_election_timeout(tmp_path, peers, leads):
+    """A single-replica partition (and a one-node controller) leads on its first tick: a
+    restarted one-node cluster serves at once instead of after 0.5-1 s per group. A group with
+    peers keeps its randomised timeout, which keeps elections from splitting votes."""
+    mesh = Mesh("1", ("127.0.0.1", 0), {p: ("127.0.0.1", 1) for p in peers}, b"secret")
+    journal = SegmentJournal(tmp_path / "raft", None, _Quiet())
+    group = RaftGroup("g", "1", peers, journal, mesh, Ticker(), RaftTimings())
+    try:
+        group.tick()
+        assert group.is_leader is leads
+    finally:
+        group.close()
