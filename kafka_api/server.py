@@ -15,7 +15,7 @@ import asyncio
 import collections
 import logging
 import struct
-from typing import Any
+from typing import Any, cast
 
 from kafka_api import codec
 from kafka_api.context import RequestContext
@@ -102,8 +102,8 @@ class _Connection(asyncio.BufferedProtocol):
     # asyncio.BufferedProtocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's TCP transport has Transport's methods without subclassing it
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self._host = str(peer[0])

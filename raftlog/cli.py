@@ -12,6 +12,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import uvloop
+
 from raftlog import audit_cli, cluster, groups_cli
 from raftlog.config import ConfigError, NodeConfig
 
@@ -150,7 +152,10 @@ def _serve(args: argparse.Namespace) -> int:
         logging.getLogger("raftlog").info("stopping: handing over leadership")
         await node.stop(graceful=True)
 
-    asyncio.run(run())
+    # uvloop's transports send without the copies and buffer shuffling of asyncio's own
+    # (bytearray extend, del buffer[:n]), which were a fifth of a busy node's time.
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(run())
     return 0
 
 
