@@ -162,6 +162,9 @@ def iter_batches(
         pos += header.size
 
 
+ASSIGNED_BYTES = 16  # a batch's bytes up to the end of the fields assign() rewrites
+
+
 def assign(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> None:
     """Both fields sit outside the CRC, so rewriting them needs no re-checksum."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)

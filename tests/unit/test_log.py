@@ -464,22 +464,38 @@ def test_a_failed_write_leaves_no_partial_batch(
 ) -> None:
     log = open_log(tmp_path / "p")
     log.append(records(2), term=1)
-    real_write = os.write
+    real_writev = os.writev
 
-    def half_then_fail(fd: int, data: memoryview) -> int:
-        monkeypatch.setattr(os, "write", fail)
-        return real_write(fd, data[: len(data) // 2])
+    def some_then_fail(fd: int, parts: list) -> int:
+        monkeypatch.setattr(os, "writev", fail)
+        return real_writev(fd, parts[:1])
 
-    def fail(fd: int, data: memoryview) -> int:
+    def fail(fd: int, parts: list) -> int:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "write", half_then_fail)
+    monkeypatch.setattr(os, "writev", some_then_fail)
     with pytest.raises(OSError):
         log.append(records(3), term=1)
-    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "writev", real_writev)
     assert log.segments()[0].path.stat().st_size == len(records(2))
     assert log.append(records(3), term=1).base_offset == 2
     assert offsets_of(read_all(log)) == [(0, 2), (2, 5)]
+
+
+def test_short_writes_are_continued_where_they_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """writev may take part of a buffer; what it left must follow, byte for byte."""
+    whole = open_log(tmp_path / "whole")
+    data = records(3) + records(4)
+    whole.append(data, term=2)
+    real_writev = os.writev
+    monkeypatch.setattr(os, "writev", lambda fd, parts: real_writev(fd, [bytes(parts[0])[:7]]))
+    short = open_log(tmp_path / "short")
+    short.append(data, term=2)
+    monkeypatch.setattr(os, "writev", real_writev)
+    assert short.segments()[0].path.read_bytes() == whole.segments()[0].path.read_bytes()
+    assert offsets_of(read_all(short)) == [(0, 3), (3, 7)]
 
 
 def test_offsets_beyond_int32_of_a_segment_roll_it(tmp_path: Path) -> None:
