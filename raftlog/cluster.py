@@ -8,6 +8,7 @@ import os
 import secrets
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -150,6 +151,29 @@ def status(admin: str, timeout: float = 1.0) -> dict | None:
         return None
 
 
+# ApiVersions v0, correlation id 1, client id "raftlog-cli"
+_API_VERSIONS = struct.pack(">hhih", 18, 0, 1, 11) + b"raftlog-cli"
+
+
+def kafka_answers(port: int, timeout: float = 1.0) -> bool:
+    """The node's Kafka listener answers ApiVersions without an error: what every client
+    asks first. A node can be registered with the controller while its listener refuses
+    or drops clients, and `cluster up` must not call that cluster up."""
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout) as s:
+            s.sendall(struct.pack(">i", len(_API_VERSIONS)) + _API_VERSIONS)
+            head = b""
+            while len(head) < 10:  # size, correlation id, error code
+                chunk = s.recv(10 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+    except OSError:
+        return False
+    _, correlation, error = struct.unpack(">iih", head)
+    return correlation == 1 and error == 0
+
+
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -240,7 +264,8 @@ def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
 
 
 def wait_ready(specs: list[NodeSpec], pids: dict[int, int], timeout: float, progress: bool) -> None:
-    """Returns once a controller leader exists and every node is registered with it."""
+    """Returns once a controller leader exists, every node is registered with it and every
+    node's Kafka listener answers ApiVersions."""
     deadline = time.monotonic() + timeout
     wanted = {s.node_id for s in specs}
     last = ""
@@ -255,15 +280,18 @@ def wait_ready(specs: list[NodeSpec], pids: dict[int, int], timeout: float, prog
         for a in answers:
             if a:
                 registered |= set(a["registered_nodes"])
+        kafka = sum(kafka_answers(s.kafka_port) for s in specs) if up_count == len(specs) else 0
         line = (
             f"nodes answering {up_count}/{len(specs)}, controller leader "
-            f"{next(iter(leaders)) if leaders else 'none yet'}, registered {len(registered & wanted)}/{len(wanted)}"
+            f"{next(iter(leaders)) if leaders else 'none yet'}, registered {len(registered & wanted)}/{len(wanted)}, "
+            f"Kafka listeners answering {kafka}/{len(specs)}"
         )
         if progress and line != last:
             print(line, file=sys.stderr, flush=True)
             last = line
         if (
             up_count == len(specs)
+            and kafka == len(specs)
             and leaders
             and all(a and wanted <= set(a["registered_nodes"]) and a["cluster_id"] for a in answers)
         ):

@@ -18,6 +18,8 @@ from kio.index import load_request_schema
 from support import records as R
 from support import wire as W
 
+from raftlog.cluster import kafka_answers
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 TOPIC = "protocol"
@@ -118,6 +120,12 @@ def test_corrupt_crc_produce_is_rejected(module_cluster, topic):
         r = w.produce(TOPIC, 0, good, acks=-1)
         assert r.error == W.NONE and r.base_offset == before.offset, r
     assert_still_serving(module_cluster, node)
+
+
+def test_cluster_up_probe_sees_every_listener(module_cluster, topic):
+    """The probe `raftlog cluster up` waits on answers yes from each real node."""
+    for n in module_cluster.node_ids:
+        assert kafka_answers(module_cluster.node(n).kafka_addr[1])
 
 
 def test_unknown_api_key(module_cluster, topic):

@@ -1,0 +1,61 @@
+"""`raftlog cluster up` waits for every node's Kafka listener to answer ApiVersions; a listener
+that takes connections and drops them (how a broken node looked: registered, port open, every
+client reset) or answers with an error does not count as up."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from raftlog import cluster
+
+
+@contextmanager
+def listener(serve: Callable[[socket.socket], None]) -> Iterator[int]:
+    server = socket.create_server((cluster.HOST, 0))
+    port = server.getsockname()[1]
+
+    def run() -> None:
+        conn, _ = server.accept()
+        with conn:
+            serve(conn)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        server.close()
+        thread.join(5)
+
+
+def answer(error: int) -> Callable[[socket.socket], None]:
+    def serve(conn: socket.socket) -> None:
+        (size,) = struct.unpack(">i", conn.recv(4))
+        request = conn.recv(size)
+        (correlation,) = struct.unpack_from(">i", request, 4)
+        body = struct.pack(">ih", correlation, error) + struct.pack(">i", 0)
+        conn.sendall(struct.pack(">i", len(body)) + body)
+
+    return serve
+
+
+def test_a_listener_that_answers_counts_as_up() -> None:
+    with listener(answer(0)) as port:
+        assert cluster.kafka_answers(port)
+
+
+def test_an_error_answer_or_a_dropped_connection_does_not() -> None:
+    with listener(answer(35)) as port:  # UNSUPPORTED_VERSION
+        assert not cluster.kafka_answers(port)
+    with listener(lambda conn: conn.recv(64)) as port:  # reads, then closes
+        assert not cluster.kafka_answers(port)
+
+
+def test_nothing_listening_does_not() -> None:
+    with socket.create_server((cluster.HOST, 0)) as s:
+        port = s.getsockname()[1]
+    assert not cluster.kafka_answers(port)
