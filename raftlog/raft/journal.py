@@ -277,7 +277,6 @@ class SegmentJournal(Journal):
         del self._entries[entryFrom:]
         self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
         self._hidden = removed + self._hidden
-        self._file.flush()
         self._file.truncate(removed[0].file_pos)
         self._file.seek(0, os.SEEK_END)
 
@@ -328,7 +327,6 @@ class SegmentJournal(Journal):
 
     def onOneSecondTimer(self) -> None:  # noqa: N802
         self._state.flush_if_dirty()
-        self._file.flush()
 
     # --- what raftlog reads ------------------------------------------------------------------
 
@@ -385,14 +383,8 @@ class SegmentJournal(Journal):
             self.deleteEntriesTo(idx - self._entries[0].idx)
             self._listener.compacted()
 
-    def flush(self) -> None:
-        self._file.flush()
-        self._state.flush_if_dirty()
-
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            self._file.close()
+        self._file.close()
         self._state.save(fsync=True)
 
     # --- internals ---------------------------------------------------------------------------
