@@ -73,8 +73,10 @@ def test_audit_of_a_cluster_through_failovers_and_restart(cluster_factory, artif
     # kill -9 the leader of one partition; a new leader takes over; the node comes back
     victim, victim_term = cluster.leader(TOPIC, KILLED)
     cluster.kill(victim)
-    leader, term = cluster.leader(TOPIC, KILLED, timeout=60, exclude=[victim], min_term=victim_term)
-    seen[KILLED][term] = leader
+    leader, kill_term = cluster.leader(
+        TOPIC, KILLED, timeout=60, exclude=[victim], min_term=victim_term
+    )
+    seen[KILLED][kill_term] = leader
     produce(cluster, "after-kill")
     cluster.restart(victim)
     for p in range(PARTITIONS):
@@ -160,10 +162,14 @@ def test_audit_of_a_cluster_through_failovers_and_restart(cluster_factory, artif
     assert len(elected[KILLED]) >= 3 and len(elected[MOVED]) >= 3 and len(elected[2]) >= 2
     elections = [r for r in table(out, "elections") if r["topic"] == TOPIC]
     assert len(elections) == sum(len(e) for e in elected.values())
+    # The kill's election: up to the term the test saw the new leader in. Later elections may
+    # follow the victim again (the full restart) and the victim may rightly win those.
     after_kill = [
-        r for r in elections if r["partition"] == KILLED and r["previous_leader"] == victim
+        r for r in elections if r["partition"] == KILLED and victim_term < r["term"] <= kill_term
     ]
-    assert after_kill and all(r["leader"] != victim for r in after_kill)
+    assert after_kill and all(
+        r["previous_leader"] == victim and r["leader"] != victim for r in after_kill
+    ), after_kill
     per_partition = {r["partition"]: r for r in summary["partitions"] if r["topic"] == TOPIC}
     assert Counter({p: r["elections"] for p, r in per_partition.items()}) == Counter(
         {p: len(e) for p, e in elected.items()}
