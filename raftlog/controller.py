@@ -15,12 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pysyncobj import SyncObj, replicated
 from pysyncobj.config import FAIL_REASON
 
 from raftlog.raft.group import RaftGroup, RaftTimings, failure_name
 from raftlog.raft.journal import SegmentJournal, TruncateResult
 from raftlog.raft.mesh import Mesh
+from raftlog.raft.syncobj_fork import SyncObj, replicated
 from raftlog.raft.ticker import Ticker
 
 log = logging.getLogger(__name__)

@@ -1,21 +1,29 @@
 """Every pysyncobj internal raftlog relies on, checked in one place.
 
-pysyncobj is used through its seams (journal, serializer, transport) and a handful of
-name-mangled attributes. An upgrade that renames any of them must fail at import with a
-message naming what moved, not corrupt a log later. Nothing else in raftlog touches
-pysyncobj privates; they are read through the accessors below.
+pysyncobj's core (syncobj.py) runs as raftlog's fork, raft/syncobj_fork.py (FORK.md lists
+what differs); its other modules (journal, serializer, transport, node, config) are the
+pinned upstream ones, used through their seams. The fork is built against one upstream
+version: an upgrade must fail at import, naming what moved, not corrupt a log later.
+Nothing else in raftlog touches SyncObj privates; they are read through the accessors below.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
-import pysyncobj.syncobj as _syncobj
 from pysyncobj.journal import Journal
 
+import raftlog.raft.syncobj_fork as _syncobj
+
 PINNED_VERSION = "0.3.17"
+# sha256 of the upstream syncobj.py the fork was made from: a pysyncobj whose core changed
+# needs the fork brought up to date (and FORK.md re-read) before raftlog runs on it.
+FORKED_FROM_SHA256 = "e8bdf06797085d734df86e24ab4802fe87893dff77268565ec036f7ad4a1cfe4"
 
 # Name-mangled attributes of SyncObj that raftlog reads.
 _PRIVATE_ATTRS = (
@@ -52,13 +60,18 @@ def check() -> None:
     version = _installed_version()
     if version != PINNED_VERSION:
         problems.append(f"pysyncobj {version} installed, raftlog is built for {PINNED_VERSION}")
+    upstream = _upstream_core_sha256()
+    if upstream != FORKED_FROM_SHA256:
+        problems.append(
+            "pysyncobj's syncobj.py is not the one raft/syncobj_fork.py was forked from"
+        )
     syncobj_cls = _syncobj.SyncObj
     for name in _METHODS:
         if not callable(getattr(syncobj_cls, name, None)):
             problems.append(f"SyncObj.{name} is missing")
     for name in _MODULE_GLOBALS:
         if not hasattr(_syncobj, name):
-            problems.append(f"pysyncobj.syncobj.{name} is missing")
+            problems.append(f"syncobj_fork.{name} is missing")
     params = inspect.signature(syncobj_cls.__init__).parameters
     if "transport" not in params:
         problems.append("SyncObj.__init__ no longer takes a transport")
@@ -82,6 +95,13 @@ def _installed_version() -> str | None:
     from importlib.metadata import version
 
     return version("pysyncobj")
+
+
+def _upstream_core_sha256() -> str | None:
+    spec = find_spec("pysyncobj.syncobj")
+    if spec is None or spec.origin is None:
+        return None
+    return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
 
 
 _original_create_journal = _syncobj.createJournal

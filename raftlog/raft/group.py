@@ -7,13 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pysyncobj import SyncObj, SyncObjConf
+from pysyncobj import SyncObjConf
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import Node
 
 from raftlog.raft import compat
 from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
+from raftlog.raft.syncobj_fork import SyncObj
 from raftlog.raft.ticker import Ticker
 from raftlog.raft.transport import GroupTransport
 

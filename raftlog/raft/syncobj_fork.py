@@ -26,24 +26,24 @@ except ImportError:  # python3
 
 import pysyncobj.pickle as pickle
 
-from .dns_resolver import globalDnsResolver
-from .poller import createPoller
+from pysyncobj.dns_resolver import globalDnsResolver
+from pysyncobj.poller import createPoller
 
 try:
-    from .pipe_notifier import PipeNotifier
+    from pysyncobj.pipe_notifier import PipeNotifier
     PIPE_NOTIFIER_ENABLED = True
 except ImportError:
     PIPE_NOTIFIER_ENABLED = False
 
-from .serializer import Serializer, SERIALIZER_STATE
-from .node import Node, TCPNode
-from .transport import Transport, TCPTransport, TransportNotReadyError
-from .journal import createJournal
-from .config import SyncObjConf, FAIL_REASON
-from .encryptor import HAS_CRYPTO, getEncryptor
-from .version import VERSION
-from .fast_queue import FastQueue
-from .monotonic import monotonic as monotonicTime
+from pysyncobj.serializer import Serializer, SERIALIZER_STATE
+from pysyncobj.node import Node, TCPNode
+from pysyncobj.transport import Transport, TCPTransport, TransportNotReadyError
+from pysyncobj.journal import createJournal
+from pysyncobj.config import SyncObjConf, FAIL_REASON
+from pysyncobj.encryptor import HAS_CRYPTO, getEncryptor
+from pysyncobj.version import VERSION
+from pysyncobj.fast_queue import FastQueue
+from pysyncobj.monotonic import monotonic as monotonicTime
 
 logger = logging.getLogger(__name__)
 

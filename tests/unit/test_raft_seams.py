@@ -1,9 +1,9 @@
 """The pysyncobj seams: the pinned internals are checked, and an upgrade that moves one fails
 loudly instead of corrupting a log later."""
 
-import pysyncobj.syncobj as syncobj
 import pytest
 
+import raftlog.raft.syncobj_fork as syncobj
 from raftlog.raft import compat
 from raftlog.raft.group import RaftGroup, RaftTimings
 from raftlog.raft.journal import SegmentJournal
@@ -22,12 +22,18 @@ def test_other_version_is_refused(monkeypatch):
         compat.check()
 
 
+def test_changed_upstream_core_is_refused(monkeypatch):
+    monkeypatch.setattr(compat, "_upstream_core_sha256", lambda: "0" * 64)
+    with pytest.raises(compat.PysyncobjIncompatible, match="not the one"):
+        compat.check()
+
+
 def test_missing_seam_is_named(monkeypatch):
     monkeypatch.delattr(syncobj, "Serializer")
     monkeypatch.delattr(syncobj.SyncObj, "transferLeadership")
     with pytest.raises(compat.PysyncobjIncompatible) as err:
         compat.check()
-    assert "pysyncobj.syncobj.Serializer is missing" in str(err.value)
+    assert "syncobj_fork.Serializer is missing" in str(err.value)
     assert "SyncObj.transferLeadership is missing" in str(err.value)
 
 
