@@ -27,12 +27,14 @@ Callback = Callable[[Any, int], None]
 @dataclass(frozen=True)
 class RaftTimings:
     """pysyncobj's defaults wait up to 100 ms to batch appends and hold a leader that lost its
-    majority for 30 s; a Kafka client needs acks in milliseconds and failover in seconds."""
+    majority for 30 s; a Kafka client needs acks in milliseconds and failover in seconds. A
+    leader that hears from no majority for an election timeout steps down (CheckQuorum): by
+    then the others may have elected a new one."""
 
     heartbeat: float = 0.1
     election_min: float = 0.5
     election_max: float = 1.0
-    leader_fallback: float = 2.0
+    leader_fallback: float = 1.0
     compaction_entries: int = 5000
     compaction_seconds: float = 60.0
     # Above pysyncobj's chunked-transfer threshold it mis-detects the last chunk (DESIGN.md

@@ -163,6 +163,11 @@ class SyncObj(object):
         # Set while a leadership transfer (Raft 'TimeoutNow') is pending, to stop
         # the outgoing leader's heartbeats from postponing the forced election.
         self.__transferInProgress = False
+        # raftlog: PreVote and leader stickiness (FORK.md, 3). The term a pre-vote is asking
+        # for, the pre-votes it got, and when this node last heard from a live leader.
+        self.__preVoteTerm = None
+        self.__preVotesCount = 0
+        self.__lastLeaderContact = None
         self.__raftLog = createJournal(self.__conf.journalFile)
         if len(self.__raftLog) == 0:
             self.__raftLog.add(_bchr(_COMMAND_TYPE.NO_OP), 1, self.__raftCurrentTerm)
@@ -634,21 +639,12 @@ class SyncObj(object):
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
             if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():
                 self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+                transfer = self.__transferInProgress
                 self.__transferInProgress = False
-                self.__raftLeader = None
-                self.__setState(_RAFT_STATE.CANDIDATE)
-                self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
-                self.__votesCount = 1
-                for node in self.__otherNodes:
-                    self.__transport.send(node, {
-                        'type': 'request_vote',
-                        'term': self.__raftCurrentTerm,
-                        'last_log_index': self.__getCurrentLogIndex(),
-                        'last_log_term': self.__getCurrentLogTerm(),
-                    })
-                self.__onLeaderChanged()
-                if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
-                    self.__onBecomeLeader()
+                if transfer or not self.__otherNodes:
+                    self.__startElection(transfer)
+                else:
+                    self.__startPreVote()
 
         if self.__raftState == _RAFT_STATE.LEADER:
 
@@ -906,7 +902,90 @@ class SyncObj(object):
 
         return self._idToMethod[funcID](*args, **kwargs)
 
+    def __startPreVote(self):
+        """raftlog (FORK.md, 3): asks whether an election for the next term could be won,
+        without raising this node's term; a node cut off from the others keeps its term, and
+        does not depose a healthy leader when it returns."""
+        if self.__raftLeader is not None:
+            self.__raftLeader = None
+            self.__onLeaderChanged()
+        self.__preVoteTerm = self.__raftCurrentTerm + 1
+        self.__preVotesCount = 1
+        for node in self.__otherNodes:
+            self.__transport.send(node, {
+                'type': 'pre_vote',
+                'term': self.__preVoteTerm,
+                'last_log_index': self.__getCurrentLogIndex(),
+                'last_log_term': self.__getCurrentLogTerm(),
+            })
+
+    def __startElection(self, transfer=False):
+        self.__preVoteTerm = None
+        self.__raftLeader = None
+        self.__setState(_RAFT_STATE.CANDIDATE)
+        self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
+        self.__votesCount = 1
+        for node in self.__otherNodes:
+            self.__transport.send(node, {
+                'type': 'request_vote',
+                'term': self.__raftCurrentTerm,
+                'last_log_index': self.__getCurrentLogIndex(),
+                'last_log_term': self.__getCurrentLogTerm(),
+                'transfer': transfer,
+            })
+        self.__onLeaderChanged()
+        if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
+            self.__onBecomeLeader()
+
+    def __inLeaderLease(self):
+        """raftlog (FORK.md, 3): a leader, or a follower that heard from its leader within the
+        minimum election timeout, refuses (pre-)votes: that leader is alive."""
+        if self.__raftState == _RAFT_STATE.LEADER:
+            return True
+        return self.__raftLeader is not None and self.__lastLeaderContact is not None and \
+            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout
+
+    def __logUpToDate(self, message):
+        """Raft's election restriction: the candidate's log is at least as up to date."""
+        lastLogTerm = message['last_log_term']
+        if lastLogTerm != self.__getCurrentLogTerm():
+            return lastLogTerm > self.__getCurrentLogTerm()
+        return message['last_log_index'] >= self.__getCurrentLogIndex()
+
     def __onMessageReceived(self, node, message):
+
+        # raftlog (FORK.md, 4): a node with a higher term tells a stale leader so; the leader
+        # takes the term and steps down, so a rejoining node costs one election, not a lockout.
+        if message['type'] == 'stale_term':
+            if message['term'] > self.__raftCurrentTerm:
+                self.__setCurrentTerm(message['term'], None)
+                self.__setState(_RAFT_STATE.FOLLOWER)
+                if self.__raftLeader is not None:
+                    self.__raftLeader = None
+                    self.__onLeaderChanged()
+            return
+
+        if message['type'] == 'pre_vote' and self.__selfNode is not None:
+            if message['term'] > self.__raftCurrentTerm and not self.__inLeaderLease() and \
+                    self.__logUpToDate(message):
+                self.__transport.send(node, {
+                    'type': 'pre_vote_response',
+                    'term': message['term'],
+                })
+            return
+
+        if message['type'] == 'pre_vote_response':
+            if self.__raftState != _RAFT_STATE.LEADER and self.__preVoteTerm is not None and \
+                    message['term'] == self.__preVoteTerm == self.__raftCurrentTerm + 1:
+                self.__preVotesCount += 1
+                if self.__preVotesCount > (len(self.__otherNodes) + 1) / 2:
+                    self.__startElection()
+            return
+
+        if message['type'] == 'request_vote' and self.__selfNode is not None and \
+                not message.get('transfer') and self.__inLeaderLease():
+            # raftlog (FORK.md, 3): leader stickiness; a transfer's vote is the leader's wish
+            return
 
         if message['type'] == 'timeout_now' and self.__selfNode is not None:
             # Graceful leadership transfer (Raft 'TimeoutNow'): trigger an
@@ -942,7 +1021,12 @@ class SyncObj(object):
                         'term': message['term'],
                     })
 
+        if message['type'] == 'append_entries' and message['term'] < self.__raftCurrentTerm:
+            self.__transport.send(node, {'type': 'stale_term', 'term': self.__raftCurrentTerm})
+
         if message['type'] == 'append_entries' and message['term'] >= self.__raftCurrentTerm:
+            self.__lastLeaderContact = monotonicTime()
+            self.__preVoteTerm = None
             if message['term'] > self.__raftCurrentTerm:
                 # A new leader at a higher term supersedes any pending transfer.
                 self.__transferInProgress = False
@@ -959,6 +1043,9 @@ class SyncObj(object):
             newEntries = message.get('entries', [])
             serialized = message.get('serialized', None)
             self.__leaderCommitIndex = leaderCommitIndex = message['commit_index']
+            # raftlog: the last index this message shows to match the leader's log; only up
+            # to it may the leader's commit index be taken over (FORK.md, 1).
+            confirmedIdx = None
 
             # Regular append entries
             if 'prevLogIdx' in message:
@@ -988,20 +1075,29 @@ class SyncObj(object):
                 if prevEntries[0][2] != prevLogTerm:
                     self.__sendNextNodeIdx(node, nextNodeIdx = prevLogIdx, success = False, reset=True)
                     return
-                if len(prevEntries) > 1:
+                # raftlog: an entry this log holds with the same index and term is the same
+                # entry (Raft's log matching): it is kept, and only an entry that conflicts is
+                # cut, with all after it (FORK.md, 2).
+                held = 0
+                while held < len(newEntries) and held + 1 < len(prevEntries) and \
+                        prevEntries[held + 1][2] == newEntries[held][2]:
+                    held += 1
+                newEntries = newEntries[held:]
+                if newEntries and len(prevEntries) > held + 1:
+                    conflictIdx = prevLogIdx + held + 1
                     # rollback cluster changes
                     if self.__conf.dynamicMembershipChange:
-                        for entry in reversed(prevEntries[1:]):
+                        for entry in reversed(prevEntries[held + 1:]):
                             clusterChangeRequest = self.__parseChangeClusterRequest(entry[0])
                             if clusterChangeRequest is not None:
                                 self.__doChangeCluster(clusterChangeRequest, reverse=True)
 
-                    if prevLogIdx + 1 <= self.__raftLastApplied:
+                    if conflictIdx <= self.__raftLastApplied:
                         logger.critical(
                             'truncating already-applied log entries from index %d '
                             '(last applied: %d) - state machine may have diverged from '
-                            'other cluster members', prevLogIdx + 1, self.__raftLastApplied)
-                    self.__deleteEntriesFrom(prevLogIdx + 1)
+                            'other cluster members', conflictIdx, self.__raftLastApplied)
+                    self.__deleteEntriesFrom(conflictIdx)
                 for entry in newEntries:
                     self.__raftLog.add(*entry)
 
@@ -1012,9 +1108,8 @@ class SyncObj(object):
                         if clusterChangeRequest is not None:
                             self.__doChangeCluster(clusterChangeRequest)
 
-                nextNodeIdx = prevLogIdx + 1
-                if newEntries:
-                    nextNodeIdx = newEntries[-1][1] + 1
+                confirmedIdx = prevLogIdx + held + len(newEntries)
+                nextNodeIdx = confirmedIdx + 1
 
                 self.__sendNextNodeIdx(node, nextNodeIdx=nextNodeIdx, success=True)
 
@@ -1023,14 +1118,19 @@ class SyncObj(object):
                 if self.__serializer.setTransmissionData(serialized):
                     self.__loadDumpFile(clearJournal=True)
                     self.__sendNextNodeIdx(node, success=True)
+                    confirmedIdx = self.__getCurrentLogIndex()
 
             # If the log was truncated below the commit index, don't persist a commit
             # index covering entries that are no longer the committed ones.
             if self.__raftCommitIndex > self.__getCurrentLogIndex():
                 self.__raftCommitIndex = self.__getCurrentLogIndex()
 
-            if leaderCommitIndex > self.__raftCommitIndex:
-                self.__raftCommitIndex = min(leaderCommitIndex, self.__getCurrentLogIndex())
+            # raftlog: Raft's rule, min(leaderCommit, index of the last entry this message
+            # confirmed); upstream took min(leaderCommit, own last index), which committed
+            # a divergent tail a deposed leader still held (FORK.md, 1).
+            if confirmedIdx is not None and leaderCommitIndex > self.__raftCommitIndex:
+                self.__raftCommitIndex = max(self.__raftCommitIndex,
+                                             min(leaderCommitIndex, confirmedIdx))
 
             self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
 
@@ -1231,6 +1331,15 @@ class SyncObj(object):
 
         self.__sendAppendEntries()
 
+    def __failUncommitted(self):
+        """raftlog (FORK.md, 5): a leader that steps down answers what it has not committed
+        at once (Kafka's NOT_LEADER_OR_FOLLOWER), instead of leaving its clients to wait for a
+        commit that a new leader may never make; the outcome is unknown to them either way."""
+        waiting = [idx for idx in self.__commandsWaitingCommit if idx > self.__raftCommitIndex]
+        for idx in sorted(waiting):
+            for _term, callback in self.__commandsWaitingCommit.pop(idx):
+                callback(None, FAIL_REASON.NOT_LEADER)
+
     def __setCurrentTerm(self, term, votedForNodeId):
         self.__raftCurrentTerm = term
         self.__votedForNodeId = votedForNodeId
@@ -1239,6 +1348,8 @@ class SyncObj(object):
     def __setState(self, newState):
         oldState = self.__raftState
         self.__raftState = newState
+        if oldState == _RAFT_STATE.LEADER and newState != _RAFT_STATE.LEADER:
+            self.__failUncommitted()
         callback = self.__conf.onStateChanged
         if callback is not None and oldState != newState:
             callback(oldState, newState)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from support.journal import RecordingListener as Listener
 
 from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
 from raftlog.raft.snapshot import PartitionSnapshots
@@ -20,27 +21,6 @@ def batch(*values: bytes) -> bytes:
     for i, v in enumerate(values):
         builder.append(i, timestamp=1000, key=None, value=v, headers=[])
     return bytes(builder.build())
-
-
-class Listener:
-    def __init__(self) -> None:
-        self.truncations: list[tuple[list[int], str]] = []
-        self.commits: list[tuple[int, int]] = []
-
-    def admit(self, batches, command):
-        return batches
-
-    def appended(self, entry, command):
-        pass
-
-    def compacted(self):
-        pass
-
-    def truncated(self, removed, result, reason):
-        self.truncations.append(([e.idx for e in removed], reason))
-
-    def committed(self, commit_index, high_watermark):
-        self.commits.append((commit_index, high_watermark))
 
 
 def open_journal(tmp_path, listener=None):

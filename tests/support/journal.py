@@ -1,0 +1,24 @@
+"""A JournalListener that records what a partition would learn, for journal-level tests."""
+
+from __future__ import annotations
+
+
+class RecordingListener:
+    def __init__(self) -> None:
+        self.truncations: list[tuple[list[int], str]] = []
+        self.commits: list[tuple[int, int]] = []
+
+    def admit(self, batches, command):
+        return batches
+
+    def appended(self, entry, command):
+        pass
+
+    def compacted(self):
+        pass
+
+    def truncated(self, removed, result, reason):
+        self.truncations.append(([e.idx for e in removed], reason))
+
+    def committed(self, commit_index, high_watermark):
+        self.commits.append((commit_index, high_watermark))

@@ -1,0 +1,300 @@
+"""The forked Raft core (raft/syncobj_fork.py, FORK.md) under partitions, driven step by step.
+
+Three SyncObj replicas with real segment journals exchange messages through an in-process
+network that can drop any direction of any link; time is a clock the test advances. Each
+test is a fault the network suite found or could find, reduced to its message order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from pysyncobj import SyncObjConf
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.node import Node
+from pysyncobj.transport import Transport
+from support.journal import RecordingListener
+from support.wire import make_batch
+
+import raftlog.raft.syncobj_fork as core
+from raftlog.raft import compat
+from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
+from raftlog.raft.mesh import _encode_default
+from raftlog.storage.log import Log, LogConfig
+
+compat.install()
+IDS = ("1", "2", "3")
+ELECTION_MIN, ELECTION_MAX = 0.5, 1.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Net:
+    """Messages in flight, delivered in order; a blocked (source, destination) loses them."""
+
+    def __init__(self) -> None:
+        self.queue: deque[tuple[str, str, dict]] = deque()
+        self.blocked: set[tuple[str, str]] = set()
+        self.nodes: dict[str, NetTransport] = {}
+
+    def send(self, source: str, dest: str, message: dict) -> None:
+        if (source, dest) in self.blocked:
+            return
+        wire = msgpack.packb(message, default=_encode_default, use_bin_type=True)
+        self.queue.append((source, dest, msgpack.unpackb(wire, raw=False, strict_map_key=False)))
+
+    def isolate(self, node: str, outgoing: bool = True, incoming: bool = True) -> None:
+        for other in IDS:
+            if other != node:
+                if outgoing:
+                    self.blocked.add((node, other))
+                if incoming:
+                    self.blocked.add((other, node))
+
+    def heal(self) -> None:
+        self.blocked.clear()
+
+    def deliver(self) -> int:
+        delivered = 0
+        while self.queue:
+            source, dest, message = self.queue.popleft()
+            if (source, dest) not in self.blocked:
+                self.nodes[dest].receive(source, message)
+                delivered += 1
+        return delivered
+
+
+class NetTransport(Transport):
+    def __init__(self, net: Net, self_id: str) -> None:
+        self._net = net
+        self._self_id = self_id
+        self._peers = {i: Node(i) for i in IDS if i != self_id}
+        super().__init__(None, Node(self_id), set(self._peers.values()))
+        net.nodes[self_id] = self
+
+    def connect_all(self) -> None:
+        for node in self._peers.values():
+            self._onNodeConnected(node)
+
+    def send(self, node: Node, message: dict) -> bool:
+        self._net.send(self._self_id, node.id, message)
+        return True
+
+    def receive(self, source: str, message: dict) -> None:
+        self._onMessageReceived(self._peers[source], message)
+
+
+class Replica:
+    def __init__(self, root: Path, node_id: str, net: Net) -> None:
+        self.id = node_id
+        self.log = Log(root / node_id, LogConfig())
+        self.journal = SegmentJournal(root / node_id / "raft", self.log, RecordingListener())
+        self.transport = NetTransport(net, node_id)
+        conf = SyncObjConf(
+            autoTick=False,
+            appendEntriesUseBatch=False,
+            appendEntriesPeriod=0.1,
+            raftMinTimeout=ELECTION_MIN,
+            raftMaxTimeout=ELECTION_MAX,
+            leaderFallbackTimeout=ELECTION_MAX,
+            journalFile=self.journal,
+            useFork=False,
+        )
+        others = {Node(i) for i in IDS if i != node_id}
+        self.obj = core.SyncObj(Node(node_id), others, conf=conf, transport=self.transport)
+        compat.detach_poller(self.obj)
+        self.transport.connect_all()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.obj._isLeader()
+
+    @property
+    def term(self) -> int:
+        return self.obj.raftCurrentTerm
+
+    def propose(self, value: bytes) -> list[tuple[Any, int]]:
+        """Proposes one record; the returned list receives pysyncobj's (result, reason)."""
+        outcome: list[tuple[Any, int]] = []
+        self.obj._applyCommand(
+            DATA_PREFIX + make_batch([(None, value)]), lambda r, e: outcome.append((r, e))
+        )
+        return outcome
+
+    def entries(self) -> list[tuple[int, int]]:
+        return [(e[1], e[2]) for e in self.journal[:]]
+
+
+class Cluster:
+    def __init__(self, root: Path, clock: Clock) -> None:
+        self.clock = clock
+        self.net = Net()
+        self.replicas = {i: Replica(root, i, self.net) for i in IDS}
+
+    def step(self, seconds: float = 0.05) -> None:
+        """Advances time and lets every replica tick and every message arrive."""
+        self.clock.now += seconds
+        for _ in range(20):
+            for replica in self.replicas.values():
+                replica.obj.doTick(0.0)
+            if not self.net.deliver():
+                break
+
+    def run(self, seconds: float) -> None:
+        for _ in range(round(seconds / 0.05)):
+            self.step()
+
+    def leaders(self) -> list[Replica]:
+        return [r for r in self.replicas.values() if r.is_leader]
+
+    def wait_leader(self, seconds: float = 10.0, among: tuple[str, ...] = IDS) -> Replica:
+        for _ in range(round(seconds / 0.05)):
+            self.step()
+            leaders = [r for r in self.leaders() if r.id in among]
+            if leaders:
+                return leaders[0]
+        raise AssertionError(f"no leader among {among} within {seconds} s")
+
+    def terms(self) -> dict[str, int]:
+        return {i: r.term for i, r in self.replicas.items()}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+    return Cluster(tmp_path, clock)
+
+
+def committed(outcome: list[tuple[Any, int]]) -> bool:
+    return bool(outcome) and outcome[0][1] == FAIL_REASON.SUCCESS
+
+
+def test_a_deposed_leader_never_acknowledges_its_divergent_tail(cluster: Cluster) -> None:
+    old = cluster.wait_leader()
+    first = old.propose(b"committed")
+    cluster.run(0.5)
+    assert committed(first)
+    # The leader's packets to its peers are dropped; it appends what never commits.
+    cluster.net.isolate(old.id, incoming=False)
+    lost = [old.propose(b"lost-%d" % i) for i in range(3)]
+    cluster.run(0.2)
+    others = tuple(i for i in IDS if i != old.id)
+    new = cluster.wait_leader(among=others)
+    kept = new.propose(b"kept")
+    cluster.run(0.5)
+    assert committed(kept)
+    assert all(not committed(o) for o in lost)
+    cluster.net.heal()
+    cluster.run(3.0)
+    # Every waiter of the old term heard "not committed", none heard success, and the old
+    # leader's log now equals the new leader's.
+    assert all(o and o[0][1] != FAIL_REASON.SUCCESS for o in lost)
+    assert old.entries() == new.entries()
+
+
+def test_an_append_that_confirms_nothing_commits_nothing(cluster: Cluster) -> None:
+    """The upstream rule took min(leaderCommit, own last index) from any append, including a
+    snapshot message whose data was not ready (`serialized: None`): a follower holding a
+    deposed leader's tail committed it, and the old leader's waiters heard success."""
+    old = cluster.wait_leader()
+    cluster.run(0.3)
+    cluster.net.isolate(old.id)
+    tail = old.propose(b"divergent")
+    cluster.run(0.1)
+    others = tuple(i for i in IDS if i != old.id)
+    new = cluster.wait_leader(among=others)
+    for i in range(5):
+        new.propose(b"new-%d" % i)
+    cluster.run(0.5)
+    assert new.obj.raftCommitIndex > len(old.entries())  # covers the old leader's tail
+    message = {
+        "type": "append_entries",
+        "term": new.term,
+        "commit_index": new.obj.raftCommitIndex,
+        "serialized": None,
+    }
+    commit_before = old.obj.raftCommitIndex
+    old.transport.receive(new.id, message)
+    old.obj.doTick(0.0)
+    assert old.obj.raftCommitIndex == commit_before
+    assert not committed(tail)
+
+
+def test_an_isolated_node_keeps_its_term_and_does_not_depose_the_leader(
+    cluster: Cluster,
+) -> None:
+    leader = cluster.wait_leader()
+    cluster.run(1.0)
+    follower = next(r for r in cluster.replicas.values() if r is not leader)
+    terms = cluster.terms()
+    cluster.net.isolate(follower.id)
+    cluster.run(20.0)  # twenty election timeouts and more
+    assert follower.term == terms[follower.id]
+    cluster.net.heal()
+    cluster.run(3.0)
+    assert leader.is_leader and cluster.terms() == terms
+
+
+def test_one_way_loss_from_a_follower_does_not_move_the_term(cluster: Cluster) -> None:
+    """A follower that hears the leader but cannot answer it keeps following: the leader
+    still has a majority, and the follower's pre-votes would be refused anyway."""
+    leader = cluster.wait_leader()
+    cluster.run(1.0)
+    follower = next(r for r in cluster.replicas.values() if r is not leader)
+    terms = cluster.terms()
+    cluster.net.isolate(follower.id, incoming=False)
+    cluster.run(10.0)
+    assert leader.is_leader and cluster.terms() == terms
+
+
+def test_an_isolated_leader_steps_down_and_answers_its_waiters(cluster: Cluster) -> None:
+    leader = cluster.wait_leader()
+    cluster.run(0.5)
+    cluster.net.isolate(leader.id)
+    waiting = leader.propose(b"never")
+    cluster.run(ELECTION_MAX + 0.2)  # CheckQuorum: one election timeout without a majority
+    assert not leader.is_leader
+    assert waiting == [(None, FAIL_REASON.NOT_LEADER)]
+    others = tuple(i for i in IDS if i != leader.id)
+    new = cluster.wait_leader(among=others)
+    cluster.net.heal()
+    cluster.run(2.0)
+    assert new.is_leader and max(cluster.terms().values()) == new.term
+    assert leader.entries() == new.entries()
+
+
+def test_a_node_back_with_a_higher_term_rejoins(cluster: Cluster) -> None:
+    """A replica whose term is ahead (a restart after elections it alone saw) ignores the
+    leader's lower-term appends; it says so, the leader steps down, and one election later
+    all three agree again instead of the replica being locked out."""
+    leader = cluster.wait_leader()
+    cluster.run(0.5)
+    follower = next(r for r in cluster.replicas.values() if r is not leader)
+    follower.obj._SyncObj__setCurrentTerm(leader.term + 5, None)
+    cluster.run(5.0)
+    new = cluster.wait_leader()
+    value = new.propose(b"after")
+    cluster.run(1.0)
+    assert committed(value)
+    assert len({r.term for r in cluster.replicas.values()}) == 1
+    assert new.term <= leader.term + 7  # a handful, not a run-away
+
+
+def test_leadership_transfer_still_wins_against_the_lease(cluster: Cluster) -> None:
+    leader = cluster.wait_leader()
+    cluster.run(0.5)
+    leader.obj.transferLeadership()
+    cluster.run(1.5)
+    leaders = cluster.leaders()
+    assert len(leaders) == 1 and leaders[0] is not leader
