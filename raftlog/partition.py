@@ -437,14 +437,16 @@ class Partition:
         self.log.close()
 
     def _save_producers(self) -> None:
-        if not self.journal.has_hidden:  # hidden entries' batches may still be cut
-            self._producers.save(self._producer_path, self.journal.log_end_offset)
+        self._producers.save(self._producer_path, self.journal.log_end_offset)
 
     def _rebuild_producers(self) -> None:
         """Producer state = the last snapshot plus every batch after it. A snapshot from past
-        the log's end (the log was cut since) is useless: then all of the log is read."""
+        the log's end holds batches a truncation cut: it is deleted (a later log could grow
+        past its offset again and make it look valid), and all of the log is read."""
         state, offset = ProducerState.load(self._producer_path)
         end = self.journal.log_end_offset
+        if offset > end:
+            self._producer_path.unlink(missing_ok=True)
         if not self.log.log_start_offset <= offset <= end:
             state, offset = ProducerState(), self.log.log_start_offset
         while offset < end:

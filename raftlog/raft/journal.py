@@ -201,9 +201,6 @@ class SegmentJournal(Journal):
         self._state = RaftState(raft_dir / "state")
         self._window_path = raft_dir / "window"
         self._entries: list[Entry] = []
-        # Entries pysyncobj deleted whose data is still in the log, in log order (see
-        # deleteEntriesFrom): revived in place if the leader re-sends them.
-        self._hidden: list[Entry] = []
         self._window_bytes = 0  # data bytes referenced by the window
         self._load_window()
         # Unbuffered: each record reaches the OS in the same step as its batch's segment write,
@@ -219,11 +216,6 @@ class SegmentJournal(Journal):
         if self._anchoring:
             self._skip_anchor(idx, term)
             return
-        if self._hidden:
-            if (self._hidden[0].idx, self._hidden[0].term) == (idx, term):
-                self._revive()
-                return
-            self._drop_hidden()
         kind = command[0]
         if self._log is not None and self._entries:
             self._check_log_end()
@@ -266,19 +258,9 @@ class SegmentJournal(Journal):
         self._anchoring = [(e.idx, e.term) for e in anchors]
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 - pysyncobj's name
-        """pysyncobj deletes everything after the leader's prevLogIdx on every append, even when
-        the leader only re-sent entries this log already holds (after a rewind of its nextIndex).
-        Entries with the same index and term are identical (Raft's log matching), so the
-        deleted entries are hidden, not cut: an add of the same (index, term) revives one in
-        place, and only an add that conflicts cuts the log (a real truncation)."""
-        if entryFrom >= len(self._entries):
-            return
-        removed = self._entries[entryFrom:]
-        del self._entries[entryFrom:]
-        self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
-        self._hidden = removed + self._hidden
-        self._file.truncate(removed[0].file_pos)
-        self._file.seek(0, os.SEEK_END)
+        """A Raft truncation: the core (FORK.md, 2) calls this only for an entry that conflicts
+        with the leader's, so the entries and their batches are cut."""
+        self._cut_from(entryFrom, "raft")
 
     def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 - pysyncobj's name
         if entryTo <= 0:
@@ -336,14 +318,10 @@ class SegmentJournal(Journal):
 
     @property
     def log_end_offset(self) -> int:
-        """Where the Raft log ends (hidden entries' data may still follow it in the segments)."""
+        """Where the Raft log ends."""
         if self._entries:
             return self._entries[-1].next_offset
         return self._log.log_end_offset if self._log is not None else 0
-
-    @property
-    def has_hidden(self) -> bool:
-        return bool(self._hidden)
 
     @property
     def window_bytes(self) -> int:
@@ -472,7 +450,6 @@ class SegmentJournal(Journal):
         """Drops the window entries a snapshot install replaces: those past `offset` (where
         this log stops agreeing with the leader's) or of a term the leader never had. Entries
         before it are identical to the leader's (Raft's log matching), so votes stay honest."""
-        self._drop_hidden()
         keep = len(self._entries)
         for i, entry in enumerate(self._entries):
             if entry.next_offset > offset or (entry.term > 0 and entry.term not in leader_terms):
@@ -480,23 +457,17 @@ class SegmentJournal(Journal):
                 break
         if keep == 0:
             raise RuntimeError(f"install at offset {offset} would empty the Raft window")
-        if keep < len(self._entries):
-            self.deleteEntriesFrom(keep)
-            self._drop_hidden("install")
+        self._cut_from(keep, "install")
 
-    def _revive(self) -> None:
-        entry = self._hidden.pop(0)
-        self._append_record(entry)
-        self._entries.append(entry)
-        if entry.location is not None:
-            self._window_bytes += entry.location.size
-        self._listener.appended(entry, None)
-
-    def _drop_hidden(self, reason: str = "raft") -> None:
-        """Cuts the hidden entries' data from the log: the leader's log disagrees with them."""
-        if not self._hidden:
+    def _cut_from(self, position: int, reason: str) -> None:
+        """Cuts window entries from `position` on, and their data from the log."""
+        if position >= len(self._entries):
             return
-        removed, self._hidden = self._hidden, []
+        removed = self._entries[position:]
+        del self._entries[position:]
+        self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
+        self._file.truncate(removed[0].file_pos)
+        self._file.seek(0, os.SEEK_END)
         first = removed[0]
         result = None
         if self._log is not None:

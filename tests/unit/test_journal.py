@@ -60,21 +60,6 @@ def test_commit_index_moves_the_high_watermark_never_back(tmp_path):
     assert j.high_watermark == 3
 
 
-def test_resent_entries_are_revived_without_cutting_the_log(tmp_path):
-    listener = Listener()
-    log, j = open_journal(tmp_path, listener)
-    j.add(NO_OP, 1, 0)
-    j.add(NO_OP, 2, 1)
-    j.add(DATA_PREFIX + batch(b"a"), 3, 1)
-    j.add(DATA_PREFIX + batch(b"b"), 4, 1)
-    j.deleteEntriesFrom(2)  # the leader rewound and re-sends index 3 and 4
-    assert len(j) == 2 and j.log_end_offset == 0
-    j.add(DATA_PREFIX + batch(b"a"), 3, 1)
-    j.add(DATA_PREFIX + batch(b"b"), 4, 1)
-    assert listener.truncations == []
-    assert stored(log) == [(0, 1), (1, 1)]
-
-
 def test_a_conflicting_entry_cuts_the_log_and_says_so(tmp_path):
     listener = Listener()
     log, j = open_journal(tmp_path, listener)
@@ -82,8 +67,9 @@ def test_a_conflicting_entry_cuts_the_log_and_says_so(tmp_path):
     j.add(NO_OP, 2, 1)
     j.add(DATA_PREFIX + batch(b"a"), 3, 1)
     j.add(DATA_PREFIX + batch(b"uncommitted"), 4, 1)
-    j.deleteEntriesFrom(3)
-    j.add(NO_OP, 4, 2)  # a new leader's term replaces index 4
+    j.deleteEntriesFrom(3)  # a new leader's entry at index 4 has another term
+    assert listener.truncations == [([4], "raft")] and stored(log) == [(0, 1)]
+    j.add(NO_OP, 4, 2)
     j.add(DATA_PREFIX + batch(b"b"), 5, 2)
     assert listener.truncations == [([4], "raft")]
     assert stored(log) == [(0, 1), (1, 2)]

@@ -298,3 +298,20 @@ def test_leadership_transfer_still_wins_against_the_lease(cluster: Cluster) -> N
     cluster.run(1.5)
     leaders = cluster.leaders()
     assert len(leaders) == 1 and leaders[0] is not leader
+
+
+def test_resent_entries_and_heartbeats_cut_nothing(cluster: Cluster) -> None:
+    """A follower's answers are lost, so the leader re-sends what it already holds; upstream
+    deleted and re-added it on every append (and logged CRITICAL for each)."""
+    leader = cluster.wait_leader()
+    cluster.run(0.5)
+    follower = next(r for r in cluster.replicas.values() if r is not leader)
+    cluster.net.blocked.add((follower.id, leader.id))
+    for i in range(3):
+        leader.propose(b"v%d" % i)
+    cluster.run(0.3)
+    leader.obj._SyncObj__raftNextIndex[Node(follower.id)] = leader.obj.raftCommitIndex - 2
+    cluster.net.heal()
+    cluster.run(1.0)
+    assert follower.journal._listener.truncations == []
+    assert follower.entries() == leader.entries()
