@@ -168,16 +168,7 @@ class Partition:
 
     def _propose_queued(self) -> None:
         """Proposes queued requests, in arrival order, as few Raft entries as fit, while the
-        uncommitted part of the log stays within UNCOMMITTED_BYTES.
-
-        A new leader proposes nothing before it has committed an entry of its own term.
-        Until then its log may still lose to another candidate's, and a previous term's
-        uncommitted entry may still be committed later: judging producer sequences against
-        it answered OUT_OF_ORDER_SEQUENCE for batches that then landed after all, and
-        librdkafka bumped its producer epoch and wrote them a second time. Once the term's
-        entry commits, every entry this log lacks is dead for good."""
-        if not self._term_was_committed:
-            return
+        uncommitted part of the log stays within UNCOMMITTED_BYTES."""
         limit = self._ctx.timings.max_message_bytes - 1
         while self._queue and self._uncommitted < UNCOMMITTED_BYTES:
             requests, size = [], 0
@@ -376,14 +367,10 @@ class Partition:
         entry = self.journal.entry_by_index(self.group.commit_index)
         return self.is_leader and entry is not None and entry.term == self.group.term
 
-    def _check_term_committed(self) -> None:
+    def committed(self, commit_index: int, high_watermark: int) -> None:
         if not self._term_was_committed and self.is_leader and self.term_committed:
             self._term_was_committed = True
             self._on_change(self)
-            self._propose_queued()
-
-    def committed(self, commit_index: int, high_watermark: int) -> None:
-        self._check_term_committed()
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -492,8 +479,6 @@ class Partition:
             self._fail_queued()
             self.committed(group.commit_index, self.high_watermark)  # wake long polls
         self._on_change(self)
-        # a group of one commits its term's entry in the tick that elected it, before this
-        self._check_term_committed()
 
     def _resume_requested(self, node: object, message: dict) -> None:
         self.snapshots.resume_requested(node, message["id"], int(message["offset"]))
