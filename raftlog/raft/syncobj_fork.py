@@ -966,8 +966,11 @@ class SyncObj(object):
             return
 
         if message['type'] == 'pre_vote' and self.__selfNode is not None:
-            if message['term'] > self.__raftCurrentTerm and not self.__inLeaderLease() and \
-                    self.__logUpToDate(message):
+            if message['term'] <= self.__raftCurrentTerm:
+                # The asker is a term behind: it learns the term, or it could never win (a
+                # node that voted in a term whose leader never showed would refuse it forever).
+                self.__transport.send(node, {'type': 'stale_term', 'term': self.__raftCurrentTerm})
+            elif not self.__inLeaderLease() and self.__logUpToDate(message):
                 self.__transport.send(node, {
                     'type': 'pre_vote_response',
                     'term': message['term'],

@@ -7,91 +7,25 @@ test is a fault the network suite found or could find, reduced to its message or
 
 from __future__ import annotations
 
-from collections import deque
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 from pysyncobj import SyncObjConf
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import Node
-from pysyncobj.transport import Transport
 from support.journal import RecordingListener
+from support.raftnet import Clock, Net, NetTransport
 from support.wire import make_batch
 
 import raftlog.raft.syncobj_fork as core
 from raftlog.raft import compat
 from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
-from raftlog.raft.mesh import _encode_default
 from raftlog.storage.log import Log, LogConfig
 
 compat.install()
 IDS = ("1", "2", "3")
 ELECTION_MIN, ELECTION_MAX = 0.5, 1.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Net:
-    """Messages in flight, delivered in order; a blocked (source, destination) loses them."""
-
-    def __init__(self) -> None:
-        self.queue: deque[tuple[str, str, dict]] = deque()
-        self.blocked: set[tuple[str, str]] = set()
-        self.nodes: dict[str, NetTransport] = {}
-
-    def send(self, source: str, dest: str, message: dict) -> None:
-        if (source, dest) in self.blocked:
-            return
-        wire = msgpack.packb(message, default=_encode_default, use_bin_type=True)
-        self.queue.append((source, dest, msgpack.unpackb(wire, raw=False, strict_map_key=False)))
-
-    def isolate(self, node: str, outgoing: bool = True, incoming: bool = True) -> None:
-        for other in IDS:
-            if other != node:
-                if outgoing:
-                    self.blocked.add((node, other))
-                if incoming:
-                    self.blocked.add((other, node))
-
-    def heal(self) -> None:
-        self.blocked.clear()
-
-    def deliver(self) -> int:
-        delivered = 0
-        while self.queue:
-            source, dest, message = self.queue.popleft()
-            if (source, dest) not in self.blocked:
-                self.nodes[dest].receive(source, message)
-                delivered += 1
-        return delivered
-
-
-class NetTransport(Transport):
-    def __init__(self, net: Net, self_id: str) -> None:
-        self._net = net
-        self._self_id = self_id
-        self._peers = {i: Node(i) for i in IDS if i != self_id}
-        super().__init__(None, Node(self_id), set(self._peers.values()))
-        net.nodes[self_id] = self
-
-    def connect_all(self) -> None:
-        for node in self._peers.values():
-            self._onNodeConnected(node)
-
-    def send(self, node: Node, message: dict) -> bool:
-        self._net.send(self._self_id, node.id, message)
-        return True
-
-    def receive(self, source: str, message: dict) -> None:
-        self._onMessageReceived(self._peers[source], message)
 
 
 class Replica:
@@ -138,7 +72,7 @@ class Replica:
 class Cluster:
     def __init__(self, root: Path, clock: Clock) -> None:
         self.clock = clock
-        self.net = Net()
+        self.net = Net(IDS)
         self.replicas = {i: Replica(root, i, self.net) for i in IDS}
 
     def step(self, seconds: float = 0.05) -> None:
@@ -315,3 +249,29 @@ def test_resent_entries_and_heartbeats_cut_nothing(cluster: Cluster) -> None:
     cluster.run(1.0)
     assert follower.journal._listener.truncations == []
     assert follower.entries() == leader.entries()
+
+
+def test_a_node_a_term_behind_learns_it_from_refused_pre_votes(cluster: Cluster) -> None:
+    """N voted for M in a term whose leader never showed (M's appends were all lost); the
+    old leader L, a term behind N but with the longer log, asked for pre-votes of a term N
+    already had and was refused forever, while N's own campaigns lost to L's longer log."""
+    old = cluster.wait_leader()
+    cluster.run(0.5)
+    m, n = (i for i in IDS if i != old.id)
+    cluster.net.isolate(old.id)
+    old.propose(b"only on the old leader")
+    cluster.net.drop = lambda src, _dst, msg: (
+        (src, msg["type"])
+        in {
+            (m, "append_entries"),
+            (n, "pre_vote"),
+            (n, "request_vote"),
+        }
+    )
+    cluster.wait_leader(among=(m,))
+    cluster.run(ELECTION_MAX + 0.5)
+    assert not old.is_leader  # so no append of its old term tells it N's term
+    cluster.net.heal()
+    cluster.net.isolate(m)
+    new = cluster.wait_leader(among=(old.id, n))
+    assert new is old

@@ -1,0 +1,219 @@
+"""Partitions (segment log, journal, Raft group, producer state, produce queue) on three
+replicas, under the exact message orders the network fault suite found, on an in-process
+network with an injected clock (tests/support/raftnet.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from kafka.record.memory_records import MemoryRecords
+from support.raftnet import Clock, Net, NetMesh
+from support.wire import make_batch
+
+import raftlog.raft.syncobj_fork as core
+from epoch.history import HistoryJournal
+from kafka_api.errors import ErrorCode
+from raftlog import topic_config
+from raftlog.broker import ProduceResult
+from raftlog.config import BROKER_DEFAULTS, TOPIC_SYNONYMS
+from raftlog.partition import NodeContext, Partition
+from raftlog.raft.group import RaftTimings
+from raftlog.raft.ticker import Ticker
+
+IDS = ("1", "2", "3")
+PID = 7
+
+
+def settings() -> dict[str, str]:
+    defaults = {topic: str(BROKER_DEFAULTS[b]) for b, topic in TOPIC_SYNONYMS.items()}
+    return {name: topic_config.value(name, {}, defaults) for name in topic_config.TOPIC_SETTINGS}
+
+
+class Replicas:
+    def __init__(self, root: Path, clock: Clock) -> None:
+        self.clock = clock
+        self.root = root
+        self.net = Net(IDS)
+        self.contexts: dict[str, NodeContext] = {}
+        self.partitions: dict[str, Partition] = {}
+        for node_id in IDS:
+            self.contexts[node_id] = NodeContext(
+                int(node_id),
+                NetMesh(self.net, node_id),  # type: ignore[arg-type]
+                Ticker(),
+                RaftTimings(),
+                HistoryJournal(_dir(root / node_id), int(node_id)),
+            )
+            self.start(node_id)
+
+    def start(self, node_id: str) -> None:
+        self.partitions[node_id] = Partition(
+            self.contexts[node_id],
+            "t",
+            0,
+            "t/0",
+            self.root / node_id / "t-0",
+            (1, 2, 3),
+            settings(),
+            lambda _p: None,
+        )
+
+    def crash_and_restart(self, node_id: str) -> None:
+        """As kill -9 and a restart: nothing is saved on the way down (the page cache, which
+        kill -9 keeps, holds what was written), and the replica is rebuilt from its files."""
+        self.partitions[node_id].group.close()
+        self.start(node_id)
+
+    async def step(self, seconds: float = 0.05) -> None:
+        self.clock.now += seconds
+        for _ in range(20):
+            for p in self.partitions.values():
+                p.group.tick()
+            await asyncio.sleep(0)  # scheduled ticks and answers run
+            if not self.net.deliver():
+                break
+        await asyncio.sleep(0)
+
+    async def run(self, seconds: float) -> None:
+        for _ in range(round(seconds / 0.05)):
+            await self.step()
+
+    async def leader(self, among: tuple[str, ...] = IDS, seconds: float = 10.0) -> str:
+        for _ in range(round(seconds / 0.05)):
+            await self.step()
+            for node_id in among:
+                p = self.partitions[node_id]
+                if p.is_leader and p.term_committed:
+                    return node_id
+        raise AssertionError(f"no leader among {among}")
+
+    def produce(self, node_id: str, first_seq: int, count: int, pid: int = PID) -> asyncio.Future:
+        batch = make_batch(
+            [(None, b"p%d-s%d" % (pid, first_seq + i)) for i in range(count)],
+            producer=(pid, 0, first_seq),
+        )
+        return asyncio.ensure_future(self.partitions[node_id].produce(batch, -1, 30_000))
+
+    def close(self) -> None:
+        for p in self.partitions.values():
+            p.close()
+
+
+def _dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+    r = Replicas(tmp_path, clock)
+    yield r
+    r.close()
+
+
+def values(p: Partition) -> list[bytes]:
+    """The committed records' values, in offset order."""
+    data = p.log.read(p.log_start_offset, 1 << 20, p.high_watermark, True)
+    records = MemoryRecords(bytes(data))
+    found = []
+    while (batch := records.next_batch()) is not None:
+        found.extend(r.value for r in batch)
+    return found
+
+
+async def test_a_leader_that_cannot_commit_its_term_answers_no_sequence_verdict(
+    replicas: Replicas,
+) -> None:
+    """A suspect of the fault run's duplicates, reduced: E (sequences 10-19) is appended by
+    leader L only; M is elected without it but never commits its term; F (20-29) reaches M.
+    Had M answered OUT_OF_ORDER_SEQUENCE, librdkafka would bump its epoch and re-send E and
+    F from sequence 0 while L, elected again, commits the first E: E twice. M's verdict
+    only leaves with its entry's commit, so M answers NOT_LEADER when it steps down, and
+    the retries land after E, once each."""
+    leader = await replicas.leader()
+    first = replicas.produce(leader, 0, 10)
+    await replicas.run(0.3)
+    assert first.done() and first.result().error == ErrorCode.none
+    m, n = (i for i in IDS if i != leader)
+    replicas.net.isolate(leader)
+    e = replicas.produce(leader, 10, 10)  # appended on L only
+    await replicas.run(0.1)
+    # M wins the next term with N's vote (N's own campaign is lost), but none of M's
+    # appends ever arrive.
+    replicas.net.drop = lambda src, _dst, msg: (
+        (src, msg["message"].get("type"))
+        in {
+            (m, "append_entries"),
+            (n, "pre_vote"),
+            (n, "request_vote"),
+        }
+    )
+    for _ in range(60):
+        await replicas.step()
+        if replicas.partitions[m].is_leader:
+            break
+    assert replicas.partitions[m].is_leader and not replicas.partitions[m].term_committed
+    f = replicas.produce(m, 20, 10)
+    await replicas.run(0.2)
+    answer: ProduceResult | None = f.result() if f.done() else None
+    assert answer is None or answer.error != ErrorCode.out_of_order_sequence_number
+    # M cannot commit its term and steps down; L (with E) returns and is elected with N.
+    replicas.net.heal()
+    replicas.net.isolate(m)
+    new = await replicas.leader(among=(leader, n))
+    await replicas.run(1.0)
+    assert f.done() and f.result().error == ErrorCode.not_leader_or_follower
+    assert e.done()
+    # The client retries E and F where the leader now is, under the same producer epoch:
+    # E is the copy L wrote (it committed with L's new term), F goes after it; once each.
+    retry_e = replicas.produce(new, 10, 10)
+    retry_f = replicas.produce(new, 20, 10)
+    await replicas.run(0.5)
+    assert retry_e.result() == ProduceResult(base_offset=10, log_start_offset=0)
+    assert retry_f.result() == ProduceResult(base_offset=20, log_start_offset=0)
+    assert values(replicas.partitions[new]) == [b"p7-s%d" % i for i in range(30)]
+
+
+async def test_a_producer_snapshot_from_a_cut_tail_is_not_loaded_after_a_crash(
+    replicas: Replicas,
+) -> None:
+    """A replica saved its producers (at a window compaction) with an uncommitted tail in
+    its log; the tail was cut and the log grew past the snapshot's offset again. After a
+    kill -9 the snapshot looked valid: the cut batch came back into the producer state at
+    its old offset, and a retry of it was answered with that offset, not where it is."""
+    old = await replicas.leader()
+    await replicas.run(0.3)
+    replicas.produce(old, 0, 10)
+    await replicas.run(0.3)
+    replicas.net.isolate(old)
+    replicas.produce(old, 10, 10)  # E, offsets 10-19 on the old leader only
+    await replicas.run(0.1)
+    replicas.partitions[old].compacted()  # saves producers as of offset 20
+    new = await replicas.leader(among=tuple(i for i in IDS if i != old))
+    other = replicas.produce(new, 0, 5, pid=8)  # offsets 10-14
+    e = replicas.produce(new, 10, 10)  # E again, at 15-24
+    await replicas.run(0.5)
+    assert other.result().base_offset == 10 and e.result().base_offset == 15
+    replicas.net.heal()
+    await replicas.run(2.0)
+    assert replicas.partitions[old].log_end_offset == 25
+    replicas.crash_and_restart(old)
+    # The restarted replica is elected (the third one's campaigns are lost) and is asked
+    # for E once more: it must know where E is.
+    third = next(i for i in IDS if i not in (old, new))
+    replicas.net.isolate(new)
+    replicas.net.drop = lambda src, _dst, msg: (
+        (src, msg["message"].get("type"))
+        in {
+            (third, "pre_vote"),
+            (third, "request_vote"),
+        }
+    )
+    assert await replicas.leader(among=(old,)) == old
+    retry = replicas.produce(old, 10, 10)
+    await replicas.run(0.5)
+    assert retry.result() == ProduceResult(base_offset=15, log_start_offset=0)
