@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 DATA = 0x4B  # b"K": a command carrying Kafka record batches
 DATA_PREFIX = bytes([DATA])
 _RECORD_HEAD = struct.Struct(">II")  # payload length, crc32c of payload
+_COMMIT_INDEX = struct.Struct(">Q")
+_COMMIT = struct.Struct(">QI")  # commit index, crc32c of it
 
 
 class JournalListener(Protocol):
@@ -152,17 +154,25 @@ class WindowView:
 
 
 class RaftState:
-    """currentTerm and votedFor, fsynced before pysyncobj acts on them; commit index lazily."""
+    """currentTerm and votedFor, fsynced before pysyncobj acts on them. The commit index goes
+    to its own file in place (one small write, no fsync) before the high watermark it
+    implies is used: kept only once a second, a kill -9 restart brought the high watermark
+    back below what clients had read and been acknowledged (the audit's
+    high_watermark_never_decreases broke after every such restart). A machine crash can
+    lose it, as Kafka's replication-offset-checkpoint; the leader brings it back."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
+        self._commit_path = path.with_name("commit")
         self.term = 0
         self.voted_for: str | None = None
         self.commit_index = 1
-        self._dirty = False
         if path.exists():
             data = msgpack.unpackb(path.read_bytes())
             self.term, self.voted_for, self.commit_index = data
+        saved = _read_commit(self._commit_path)
+        if saved is not None:
+            self.commit_index = saved
 
     def set_term(self, term: int, voted_for: str | None) -> None:
         self.term, self.voted_for = term, voted_for
@@ -171,7 +181,11 @@ class RaftState:
     def set_commit(self, index: int) -> None:
         if index != self.commit_index:
             self.commit_index = index
-            self._dirty = True
+            fd = os.open(self._commit_path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, _COMMIT.pack(index, crc32c.crc32c(_COMMIT_INDEX.pack(index))), 0)
+            finally:
+                os.close(fd)
 
     def save(self, fsync: bool) -> None:
         tmp = self._path.with_suffix(".tmp")
@@ -183,11 +197,17 @@ class RaftState:
         os.replace(tmp, self._path)
         if fsync:
             _fsync_dir(self._path.parent)
-        self._dirty = False
 
-    def flush_if_dirty(self) -> None:
-        if self._dirty:
-            self.save(fsync=False)
+
+def _read_commit(path: Path) -> int | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if len(data) < _COMMIT.size:
+        return None
+    index, crc = _COMMIT.unpack_from(data)
+    return index if crc32c.crc32c(_COMMIT_INDEX.pack(index)) == crc else None
 
 
 class SegmentJournal(Journal):
@@ -306,9 +326,6 @@ class SegmentJournal(Journal):
 
     def getVotedForNodeId(self) -> str | None:  # noqa: N802
         return self._state.voted_for
-
-    def onOneSecondTimer(self) -> None:  # noqa: N802
-        self._state.flush_if_dirty()
 
     # --- what raftlog reads ------------------------------------------------------------------
 

@@ -76,6 +76,20 @@ def test_a_conflicting_entry_cuts_the_log_and_says_so(tmp_path):
     assert log.epochs() == [(1, 0), (2, 1)]
 
 
+def test_the_high_watermark_survives_a_crash(tmp_path):
+    """kill -9: nothing closed, nothing flushed by a timer; the page cache keeps what was
+    written. The high watermark must come back where it was, not where it was a second ago."""
+    log, j = open_journal(tmp_path)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    j.add(DATA_PREFIX + batch(b"a", b"b"), 3, 1)
+    j.add(DATA_PREFIX + batch(b"c"), 4, 1)
+    j.setRaftCommitIndex(4)
+    assert j.high_watermark == 3
+    _, again = open_journal(tmp_path)
+    assert again.getRaftCommitIndex() == 4 and again.high_watermark == 3
+
+
 def test_window_survives_a_restart_and_unlogged_data_is_cut(tmp_path):
     log, j = open_journal(tmp_path)
     j.add(NO_OP, 1, 0)
