@@ -40,14 +40,17 @@ def _rows(
 
 def epochs_increase(i: Inputs, d: Derived) -> DataFrame:
     """Epochs strictly increase along every log (each replica's epoch cache), and a node's term
-    never goes back in its own journal."""
+    never goes back in its own journal. An ack record's term is the epoch the acknowledged
+    records were written in, not the node's term: a leader that stepped down answers for
+    what it wrote and committed before, so acks are left out of the journal order."""
     along = Window.partitionBy(*NODE_TP).orderBy("pos")
     cache = i.spans.withColumn("prev", F.lag("epoch").over(along)).filter(
         F.col("epoch") <= F.col("prev")
     )
     journal_order = Window.partitionBy(*NODE_TP).orderBy("seq")
     journal = (
-        i.events.withColumn("prev", F.lag("term").over(journal_order))
+        i.events.filter(F.col("kind") != "ack")
+        .withColumn("prev", F.lag("term").over(journal_order))
         .withColumn("prev_kind", F.lag("kind").over(journal_order))
         .filter(F.col("term") < F.col("prev"))
     )
@@ -139,18 +142,21 @@ def high_watermark_never_decreases(i: Inputs, d: Derived) -> DataFrame:
 
 
 def no_committed_record_truncated(i: Inputs, d: Derived) -> DataFrame:
-    """No truncation cut an offset below a high watermark any node had recorded before it, nor
-    records an acks=all producer had been told were committed."""
+    """No truncation cut committed entries (below the cutting node's own high watermark, or
+    held at that offset with that epoch in a replica's committed log), nor records an
+    acks=all producer had been told were committed."""
     bad = d.truncations.filter("cut_committed")
     return _rows(
         bad,
         "no_committed_record_truncated",
         F.format_string(
-            "cut offsets [%d, %d) (epochs %s); high watermark already at %s; acks=all answered up to %s",
+            "cut offsets [%d, %d) (epochs %s); own high watermark already at %s; "
+            "in the committed log of nodes %s; acks=all answered up to %s",
             "from_offset",
             "to_offset",
             F.concat_ws(",", F.col("entry_terms").cast("array<string>")),
             F.coalesce(F.col("hw_before").cast("string"), F.lit("-")),
+            F.coalesce(F.concat_ws(",", F.col("committed_on").cast("array<string>")), F.lit("-")),
             F.coalesce(F.col("acks_all_end").cast("string"), F.lit("-")),
         ),
     )

@@ -265,7 +265,7 @@ since_leader_seen_ms: from the old leader's last recorded act as leader (include
 {_table(data.elections, ["topic", "partition", "term", "leader", "time_ms", "log_end_offset", "previous_leader", "leaderless_ms", "since_leader_seen_ms"], data.elections_total)}
 <h2>Truncations, one row each</h2>
 <p class="note">lost_acks1: the cut held records an acks=1 producer had been told were written — lost data, which acks=1 allows;
-cut_committed: the cut went below a recorded high watermark or into records acknowledged to an acks=all producer — never allowed.</p>
+cut_committed: the cut went below the node's own high watermark, into entries a replica's committed log holds at that offset with that epoch, or into records acknowledged to an acks=all producer — never allowed.</p>
 {_table(data.truncations, ["topic", "partition", "node", "time_ms", "reason", "from_offset", "to_offset", "entry_terms", "records", "bytes", "lost_acks1", "cut_committed"], data.truncations_total)}
 </body></html>"""
 

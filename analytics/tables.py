@@ -203,8 +203,14 @@ def epoch_timeline(inputs: Inputs, elected: DataFrame) -> DataFrame:
 
 def truncations(inputs: Inputs, elected: DataFrame) -> DataFrame:
     """Every real truncation with what it cut, and whether any of it had been acknowledged: to
-    an acks=1 producer (lost data, which acks=1 permits) or to an acks=all producer, or below a
-    high watermark some node had already recorded (either would be a broken promise)."""
+    an acks=1 producer (lost data, which acks=1 permits) or to an acks=all producer, or was
+    committed (either is a broken promise).
+
+    Committed means the cut entries themselves, not their offsets: the cutting node's own
+    high watermark had passed them, or some replica's committed log holds the cut epoch at
+    the cut offset (the same entries: one leader per term). Another node's high watermark
+    above the cut offset says nothing: a new leader commits its own entries at offsets where
+    a deposed leader still holds its uncommitted tail, and cutting that tail is Raft."""
     ev = inputs.events
     cuts = ev.filter(F.col("kind") == "truncation").select(
         "seq",
@@ -249,23 +255,49 @@ def truncations(inputs: Inputs, elected: DataFrame) -> DataFrame:
         )
     )
     hws = ev.filter(F.col("kind").isin("hw", "election")).select(
-        *TP, F.col("high_watermark").alias("hw"), F.col("time_ms").alias("hw_ms")
+        *NODE_TP, F.col("seq").alias("hw_seq"), F.col("high_watermark").alias("hw")
     )
-    committed = (
-        cuts.select("seq", *TP, "time_ms")
-        .join(hws, TP)
-        .filter(F.col("hw_ms") <= F.col("time_ms"))
+    own_hw = (
+        cuts.select("seq", *NODE_TP)
+        .join(hws, NODE_TP)
+        .filter(F.col("hw_seq") < F.col("seq"))
         .groupBy("seq")
         .agg(F.max("hw").alias("hw_before"))
     )
+    along = Window.partitionBy(*NODE_TP).orderBy("pos")
+    committed_spans = (
+        inputs.spans.withColumn("next_start", F.lead("start_offset").over(along))
+        .join(inputs.replicas.select(*NODE_TP, "log_end_offset", "high_watermark"), NODE_TP)
+        .select(
+            *TP,
+            F.col("node").alias("holder"),
+            F.col("epoch").alias("first_epoch"),
+            "start_offset",
+            F.least(F.coalesce("next_start", "log_end_offset"), F.col("high_watermark")).alias(
+                "committed_end"
+            ),
+        )
+    )
+    in_committed_log = (
+        cuts.select("seq", *TP, "from_offset", F.array_min("entry_terms").alias("first_epoch"))
+        .join(committed_spans, [*TP, "first_epoch"])
+        .filter(
+            (F.col("start_offset") <= F.col("from_offset"))
+            & (F.col("from_offset") < F.col("committed_end"))
+        )
+        .groupBy("seq")
+        .agg(F.sort_array(F.collect_set("holder")).alias("committed_on"))
+    )
     return (
         cuts.join(covered, "seq", "left")
-        .join(committed, "seq", "left")
+        .join(own_hw, "seq", "left")
+        .join(in_committed_log, "seq", "left")
         .withColumn("lost_acks1", F.col("acks1_end").isNotNull())
         .withColumn(
             "cut_committed",
             F.col("acks_all_end").isNotNull()
-            | (F.coalesce("hw_before", F.lit(-1)) > F.col("from_offset")),
+            | (F.coalesce("hw_before", F.lit(-1)) > F.col("from_offset"))
+            | F.col("committed_on").isNotNull(),
         )
     )
 

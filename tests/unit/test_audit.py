@@ -275,6 +275,36 @@ def test_truncating_committed_records_breaks_the_invariant(spark, tmp_path):
     assert "acks=all answered up to 50" in row["detail"]
 
 
+def test_cutting_a_deposed_leaders_tail_under_a_new_leaders_high_watermark_holds(spark, tmp_path):
+    """Node 1 led term 1 and wrote 100-103 that never committed; node 2 led term 2 from 100
+    and committed up to 150 (every other node recorded it) before node 1 came back and cut
+    its term-1 tail. Offsets below other nodes' high watermarks, entries never committed:
+    a legal Raft truncation, which the fault run's audit flagged."""
+    h = sound(History(tmp_path))
+    h.add(Truncation(T0 + 2000, 1, *TP, 2, "raft", 5, 8, 100, 103, [1], 3, 1, 300))
+    assert broken(spark, h, "no_committed_record_truncated") == []
+
+
+def test_a_cut_of_entries_the_committed_log_holds_breaks_the_invariant(spark, tmp_path):
+    """Node 3 cut term-2 entries at 120 that every replica's committed log holds there (and
+    got them back later, identical): for a while they had one copy fewer than committed."""
+    h = sound(History(tmp_path))
+    h.records[3] = [r for r in h.records[3] if not isinstance(r, HighWatermark)]
+    h.raw[3] = [to_json(r) for r in h.records[3]]
+    h.add(Truncation(T0 + 1450, 3, *TP, 2, "install", 9, 12, 120, 150, [2], 30, 1, 3000))
+    (row,) = broken(spark, h, "no_committed_record_truncated")
+    assert "own high watermark already at -" in row["detail"]
+    assert "in the committed log of nodes 1,2,3" in row["detail"]
+
+
+def test_an_old_term_ack_after_a_newer_term_keeps_epochs_increasing(spark, tmp_path):
+    """A leader of term 1 saw term 2 begin, then applied its committed term-1 entries and
+    answered their producers: the ack's term is the records' epoch, not the node's term."""
+    h = sound(History(tmp_path))
+    h.add(LeaderSeen(T0 + 1100, 1, *TP, 2, -1), Ack(T0 + 1101, 1, *TP, 1, -1, 100))
+    assert broken(spark, h, "epochs_increase") == []
+
+
 def test_decreasing_epochs_break_epochs_increase(spark, tmp_path):
     h = sound(History(tmp_path))
     h.replicas[3] = []
