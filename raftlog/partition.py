@@ -115,6 +115,9 @@ class Partition:
             ctx.ticker,
             ctx.timings,
             snapshots=self.snapshots,
+            # A proposal is judged (producer sequences, offsets for the answer) by the leader
+            # that appends it: forwarded to another, it would be appended unjudged.
+            forward_commands=False,
             on_change=self._group_changed,
         )
         self.snapshots.link = self.group.transport

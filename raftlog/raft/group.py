@@ -55,6 +55,7 @@ class RaftGroup:
         *,
         snapshots: Any = None,
         dynamic_membership: bool = False,
+        forward_commands: bool = True,
         factory: Callable[..., SyncObj] = SyncObj,
         on_change: Callable[[RaftGroup], None] | None = None,
     ) -> None:
@@ -83,6 +84,7 @@ class RaftGroup:
         others = {Node(p) for p in peer_ids if p != self_id}
         self.transport = GroupTransport(mesh, name, self_node, others, self.schedule)
         self.obj = factory(self_node, others, conf=conf, transport=self.transport)
+        self.obj.forwardCommands = forward_commands
         compat.detach_poller(self.obj)
         if not others:
             compat.elect_now(self.obj)

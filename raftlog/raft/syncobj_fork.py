@@ -93,6 +93,8 @@ class SyncObjConsumer(object):
 # https://github.com/bakwc/PySyncObj
 
 class SyncObj(object):
+    # raftlog (FORK.md, 6): whether commands proposed on a follower go to the leader.
+    forwardCommands = True
     def __init__(self, selfNode, otherNodes, conf=None, consumers=None, nodeClass = TCPNode, transport = None, transportClass = TCPTransport):
         """
         Main SyncObj class, you should inherit your own class from it.
@@ -556,6 +558,10 @@ class SyncObj(object):
                             'error': FAIL_REASON.REQUEST_DENIED,
                         })
 
+            elif self.__raftLeader is not None and not self.forwardCommands:
+                # raftlog (FORK.md, 6): the caller judged this command as leader; another
+                # leader would append it unjudged.
+                self.__callErrCallback(FAIL_REASON.NOT_LEADER, callback)
             elif self.__raftLeader is not None:
                 if requestNode is None:
                     message = {
@@ -1137,7 +1143,10 @@ class SyncObj(object):
 
             self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
 
-        if message['type'] == 'apply_command':
+        if message['type'] == 'apply_command' and not self.forwardCommands:
+            if 'request_id' in message:
+                self.__callErrCallback(FAIL_REASON.REQUEST_DENIED, (node, message['request_id']))
+        elif message['type'] == 'apply_command':
             if 'request_id' in message:
                 self._applyCommand(message['command'], (node, message['request_id']))
             else:

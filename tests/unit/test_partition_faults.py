@@ -217,3 +217,34 @@ async def test_a_producer_snapshot_from_a_cut_tail_is_not_loaded_after_a_crash(
     retry = replicas.produce(old, 10, 10)
     await replicas.run(0.5)
     assert retry.result() == ProduceResult(base_offset=15, log_start_offset=0)
+
+
+async def test_a_produce_racing_a_lost_leadership_is_refused_not_forwarded(
+    replicas: Replicas,
+) -> None:
+    """A produce request was queued on the leader, and in the same loop turn the leader
+    learned of a newer one. pysyncobj forwarded the queued command to the new leader,
+    which appended it as it came, unjudged: a producer's retry of a batch already in the log
+    went in a second time (and out-of-order sequences went in too)."""
+    old = await replicas.leader()
+    first = replicas.produce(old, 0, 10)
+    await replicas.run(0.3)
+    assert first.result().base_offset == 0
+    # Slow to notice it lost its majority (CheckQuorum would make it step down by itself).
+    replicas.partitions[old].group.obj._getConf().leaderFallbackTimeout = 60.0
+    replicas.net.isolate(old)
+    new = await replicas.leader(among=tuple(i for i in IDS if i != old))
+    await replicas.run(0.3)
+    assert replicas.partitions[old].is_leader  # not yet told
+    # The new leader's heartbeat is on its way when the client's retry reaches the old one.
+    replicas.net.blocked.discard((new, old))
+    replicas.clock.now += 0.2  # its heartbeat is due
+    replicas.partitions[new].group.tick()
+    assert any(dest == old for _src, dest, _m in replicas.net.queue)
+    replicas.net.blocked.discard((old, new))
+    retry = replicas.produce(old, 0, 10)
+    replicas.net.deliver()
+    assert not replicas.partitions[old].is_leader
+    await replicas.run(1.0)
+    assert retry.result().error == ErrorCode.not_leader_or_follower
+    assert values(replicas.partitions[new]) == [b"p7-s%d" % i for i in range(10)]
