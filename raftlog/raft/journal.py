@@ -261,7 +261,9 @@ class SegmentJournal(Journal):
         """pysyncobj clears its log only to re-anchor it on a snapshot. For a partition the segment
         data stays (the installer already replaced it); the window is rewritten with the
         snapshot's anchor entries in one atomic step, and the two adds that follow are
-        checked against them instead of appending again."""
+        checked against them instead of appending again. Entries after the snapshot's last
+        one stay when this log holds that entry (Raft's InstallSnapshot rule: see
+        `holds`)."""
         anchors = self._pending_anchors
         if self._log is None:
             # The controller's log is its commands: pysyncobj re-adds them from its own dump.
@@ -271,9 +273,11 @@ class SegmentJournal(Journal):
         if not anchors:
             raise RuntimeError("pysyncobj cleared the journal without an installed snapshot")
         self._pending_anchors = None
-        self._entries = list(anchors)
-        self._window_bytes = sum(e.location.size for e in anchors if e.location is not None)
-        self._state.set_commit(max(self._state.commit_index, anchors[-1].idx))
+        last = anchors[-1]
+        suffix = [e for e in self._entries if e.idx > last.idx] if self.holds(last) else []
+        self._entries = list(anchors) + suffix
+        self._window_bytes = sum(e.location.size for e in self._entries if e.location is not None)
+        self._state.set_commit(max(self._state.commit_index, last.idx))
         self._rewrite_window()
         self._anchoring = [(e.idx, e.term) for e in anchors]
 
@@ -350,6 +354,12 @@ class SegmentJournal(Journal):
 
     def entry(self, position: int) -> Entry:
         return self._entries[position]
+
+    def holds(self, entry: Entry) -> bool:
+        """This window has `entry` (same index and term), hence everything before it as the
+        leader has it (log matching)."""
+        mine = self.entry_by_index(entry.idx)
+        return mine is not None and mine.term == entry.term
 
     def entry_by_index(self, idx: int) -> Entry | None:
         if not self._entries:

@@ -41,6 +41,8 @@ class SnapshotLink(Protocol):
 
     def skip_to_log_end(self, node: Any) -> None: ...
 
+    def match_index(self, node: Any) -> int: ...
+
     def compaction_floor(self) -> int: ...
 
     def send_side_message(self, node_id: str, message: dict) -> None: ...
@@ -69,6 +71,7 @@ class _Inbound:
     end_offset: int
     epochs: list[tuple[int, int]]
     resume_offset: int
+    retained: bool = False  # this log already held the snapshot's last entry
 
 
 def agreement_offset(
@@ -140,6 +143,11 @@ class PartitionSnapshots(SnapshotSeam):
         return SERIALIZER_STATE.SUCCESS, taken
 
     def serialize(self, data: tuple, idx: int) -> None:
+        for node, out in list(self._outbound.items()):
+            if self.link.match_index(node) >= out.anchors[-1].idx:
+                # The follower held the snapshot's last entry, kept its log and went on by
+                # appends: nothing to install (and an abandoned one must not hold the window).
+                del self._outbound[node]
         if self._outbound:
             return  # cutting the window now would move the point a follower is installing
         if idx > self.link.compaction_floor() and self._journal.window_bytes < HARD_WINDOW_BYTES:
@@ -229,7 +237,10 @@ class PartitionSnapshots(SnapshotSeam):
         if not is_last:
             return False
         self._inbound = None
-        if self._log.log_end_offset != inbound.end_offset:
+        if inbound.retained and not self._journal.holds(inbound.anchors[-1]):
+            log.error("snapshot install: the log no longer holds the snapshot's last entry")
+            return False
+        if not inbound.retained and self._log.log_end_offset != inbound.end_offset:
             log.error(
                 "snapshot install ended at %d, expected %d; waiting for a new one",
                 self._log.log_end_offset,
@@ -246,15 +257,26 @@ class PartitionSnapshots(SnapshotSeam):
         epochs = [(t, s) for t, s in manifest["epochs"]]
         end = manifest["end"]
         leader_start = manifest["log_start"]
-        agreed = agreement_offset(self._log.epochs(), self._log.log_end_offset, epochs, end)
-        agreed = min(agreed, end)
-        self._journal.truncate_for_install(agreed, {t for t, _ in epochs})
-        if self._log.log_end_offset < leader_start:
-            self._log.reset(leader_start)  # everything we hold was deleted by retention there
-        resume = self._log.log_end_offset
         anchors = [_anchor_entry(f) for f in manifest["anchors"]]
-        self._inbound = _Inbound(manifest["id"], manifest["leader"], anchors, end, epochs, resume)
-        self._begin_terms_at(self._inbound, resume)
+        # Raft's InstallSnapshot rule: a log that holds the snapshot's last entry holds the
+        # whole snapshot; it keeps that entry and all after it, and nothing is streamed.
+        # Cutting down to the snapshot point removed committed entries (the fault suite's
+        # audit: a follower was a copy short of entries acknowledged to producers).
+        retained = self._journal.holds(anchors[-1])
+        if retained:
+            resume = end
+        else:
+            agreed = agreement_offset(self._log.epochs(), self._log.log_end_offset, epochs, end)
+            agreed = min(agreed, end)
+            self._journal.truncate_for_install(agreed, {t for t, _ in epochs})
+            if self._log.log_end_offset < leader_start:
+                self._log.reset(leader_start)  # all we hold was deleted by retention there
+            resume = self._log.log_end_offset
+        self._inbound = _Inbound(
+            manifest["id"], manifest["leader"], anchors, end, epochs, resume, retained
+        )
+        if not retained:
+            self._begin_terms_at(self._inbound, resume)
         self.link.send_side_message(
             manifest["leader"], {"type": RESUME, "id": manifest["id"], "offset": resume}
         )

@@ -1126,8 +1126,10 @@ class SyncObj(object):
             elif serialized is not None:
                 if self.__serializer.setTransmissionData(serialized):
                     self.__loadDumpFile(clearJournal=True)
-                    self.__sendNextNodeIdx(node, success=True)
-                    confirmedIdx = self.__getCurrentLogIndex()
+                    # raftlog (FORK.md, 7): the snapshot confirms its last entry; entries a
+                    # log kept after it (Raft's InstallSnapshot rule) are not confirmed yet.
+                    confirmedIdx = self.__raftLastApplied
+                    self.__sendNextNodeIdx(node, nextNodeIdx=confirmedIdx + 1, success=True)
 
             # If the log was truncated below the commit index, don't persist a commit
             # index covering entries that are no longer the committed ones.

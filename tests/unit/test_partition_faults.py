@@ -5,10 +5,12 @@ network with an injected clock (tests/support/raftnet.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
 from kafka.record.memory_records import MemoryRecords
+from pysyncobj.node import Node
 from support.raftnet import Clock, Net, NetMesh
 from support.wire import make_batch
 
@@ -248,3 +250,38 @@ async def test_a_produce_racing_a_lost_leadership_is_refused_not_forwarded(
     await replicas.run(1.0)
     assert retry.result().error == ErrorCode.not_leader_or_follower
     assert values(replicas.partitions[new]) == [b"p7-s%d" % i for i in range(10)]
+
+
+async def test_a_follower_holding_the_snapshot_keeps_its_log(replicas: Replicas) -> None:
+    """The leader started a snapshot for a follower whose log already held the snapshot's
+    last entry and more (the fault suite saw it after a window compaction). The follower cut
+    everything after the snapshot point, committed and acknowledged entries included, and
+    fetched them again: for that while they had one copy fewer than acknowledged. Now it
+    keeps its log (Raft's InstallSnapshot rule) and goes on by appends."""
+    leader = await replicas.leader()
+    for i in range(5):
+        replicas.produce(leader, i * 10, 10)
+        await replicas.run(0.1)
+    lp = replicas.partitions[leader]
+    lp.group.force_compaction()
+    await replicas.run(0.3)
+    assert lp.journal.has_snapshot()
+    for i in range(5, 8):
+        replicas.produce(leader, i * 10, 10)
+        await replicas.run(0.1)
+    follower = next(i for i in IDS if i != leader)
+    fp = replicas.partitions[follower]
+    assert fp.log_end_offset == lp.log_end_offset == 80
+    lp.group.obj._SyncObj__raftNextIndex[Node(follower)] = lp.journal.first_index
+    await replicas.run(1.0)
+    history = (replicas.root / follower / "history.jsonl").read_text().splitlines()
+    assert "truncation" not in {json.loads(line)["kind"] for line in history}
+    after = replicas.produce(leader, 80, 10)
+    await replicas.run(0.5)
+    assert after.result().base_offset == 80
+    assert fp.high_watermark == 90 and values(fp) == values(lp)
+    # The abandoned transmission does not keep the leader from compacting again.
+    first = lp.journal.first_index
+    lp.group.force_compaction()
+    await replicas.run(0.3)
+    assert lp.journal.first_index > first
