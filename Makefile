@@ -4,6 +4,7 @@
 #   make test   set up .venv and the test tools (kcat, docker-compose), run every test
 #   make audit  the epoch audit of the local cluster (PySpark): report in audit/<time>/
 #   make lint   ruff check + ruff format --check
+#   make faults network fault suite (root): nodes in network namespaces, CYCLES fault cycles
 
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -17,7 +18,7 @@ NODES ?= 3
 KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: run down status audit venv sysdeps test lint clean
+.PHONY: run down status audit venv sysdeps test lint clean faults
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "raftlog needs Python 3.11; $(PYTHON) is " + sys.version.split()[0])'
@@ -36,6 +37,8 @@ sysdeps:
 	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
@@ -63,6 +66,17 @@ lint: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# Network fault suite (tests/faults/): three nodes, each in its own network namespace behind
+# a bridge; isolations, one-way and lossy links, pauses, kill -9, slow links; acks=all
+# producers throughout and a checker at the end. Needs root, iproute2 and iptables. Prints
+# a line per cycle and a table per fault kind; the run directory is kept (path printed).
+# `make faults CYCLES=50 FAULTS_ARGS='--seed 7 --rate 500'`
+CYCLES ?= 300
+FAULTS_ARGS ?=
+
+faults: venv
+	$(BIN)/python -m tests.faults.run --cycles $(CYCLES) $(FAULTS_ARGS)
 
 # raftlog side by side with Tansu (bench/run.py): table on stdout, bench/results/.
 # `make bench BENCH_ARGS=--quick` for small sizes and one run.

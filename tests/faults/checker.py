@@ -1,0 +1,481 @@
+"""The checker: what the producers were told against what the log holds at the end.
+
+Pure functions over plain data (delivery reports, the records read back, each node's
+`/v1/epochs`, the epoch audit's verdict), so tests/faults/test_checker.py can feed them
+hand-made histories. Each rule flags only what Kafka's contract forbids:
+
+- acked_missing: an acknowledged (acks=all) record is not in the log. For the non-idempotent
+  producer this is the at-least-once rule; a record whose send failed may be missing.
+- acked_wrong_offset: an acknowledged record is not at the offset (and partition) it was
+  acknowledged at.
+- acked_invalid_offset: an acks=all write acknowledged without a valid offset. raftlog, as
+  Kafka, answers a producer's retried duplicate with the offset of the copy in the log, so
+  no acknowledgement is ever without one.
+- duplicate: a record of the idempotent producer is in the log more than once. The
+  non-idempotent producer's retries may legally duplicate.
+- unexpected_record: a record no producer sent.
+- gap / offset_conflict: the offsets read are not contiguous from the log start to the end,
+  or one offset was read with two values.
+- epoch_decrease: a record's leader epoch is lower than the one before it in the log.
+- epoch_cache_disagreement: two replicas' epoch caches differ on the epochs that start in
+  the committed prefix both hold; epoch_cache_vs_log: a replica's cache names another epoch
+  for a committed offset than the record read there carries.
+- audit: `raftlog audit` did not exit 0.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Every kind the checker itself reports (the runner adds liveness kinds of its own).
+DATA_KINDS = {
+    "acked_missing",
+    "acked_wrong_offset",
+    "acked_invalid_offset",
+    "duplicate",
+    "unexpected_record",
+    "gap",
+    "offset_conflict",
+    "epoch_decrease",
+    "epoch_cache_disagreement",
+    "epoch_cache_vs_log",
+    "audit",
+}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery report: error None means acknowledged at (partition, offset)."""
+
+    producer: str
+    seq: int
+    value: str
+    partition: int
+    offset: int | None
+    error: str | None
+    sent: float
+    t: float
+    epoch: int | None = None
+
+    @property
+    def acked(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class ReadRecord:
+    """A record read back by the consumer."""
+
+    partition: int
+    offset: int
+    value: str | None
+    leader_epoch: int | None
+
+
+@dataclass(frozen=True)
+class ProducerInfo:
+    name: str
+    idempotent: bool
+    sent: int | None  # records handed to the client (seq 0..sent-1); None if unknown
+
+
+@dataclass
+class Anomaly:
+    kind: str
+    message: str
+    at: float | None = None  # wall time it relates to (an ack or a send), for attribution
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- deliveries
+
+
+def check_deliveries(
+    deliveries: Iterable[Delivery],
+    producers: dict[str, ProducerInfo],
+    log: Iterable[ReadRecord],
+) -> list[Anomaly]:
+    """acked_missing, acked_wrong_offset, acked_invalid_offset, duplicate, unexpected_record."""
+    deliveries = list(deliveries)
+    invalid = invalid_base_runs(deliveries)
+    where: dict[str, list[tuple[int, int]]] = defaultdict(list)  # value -> [(partition, offset)]
+    at: dict[tuple[int, int], str | None] = {}
+    for r in log:
+        at[(r.partition, r.offset)] = r.value
+        if r.value is not None:
+            where[r.value].append((r.partition, r.offset))
+    out: list[Anomaly] = []
+    by_value: dict[str, Delivery] = {}
+    for d in deliveries:
+        by_value.setdefault(d.value, d)
+        if not d.acked:
+            continue
+        found = where.get(d.value, [])
+        info = producers.get(d.producer)
+        base = {
+            "producer": d.producer,
+            "idempotent": bool(info and info.idempotent),
+            "value": d.value,
+            "acked_partition": d.partition,
+            "acked_offset": d.offset,
+            "sent": d.sent,
+            "acked_at": d.t,
+            "found_at": found,
+        }
+        if not found:
+            out.append(
+                Anomaly(
+                    "acked_missing",
+                    f"{d.value} acknowledged at {d.partition}@{d.offset} "
+                    f"({d.t - d.sent:.1f}s after send) is not in the log",
+                    d.t,
+                    base | {"log_value_at_acked_offset": at.get((d.partition, d.offset))},
+                )
+            )
+        elif (
+            d.offset is not None and d.value not in invalid and (d.partition, d.offset) not in found
+        ):
+            out.append(
+                Anomaly(
+                    "acked_wrong_offset",
+                    f"{d.value} acknowledged at {d.partition}@{d.offset} is at {found}; "
+                    f"{d.partition}@{d.offset} holds {at.get((d.partition, d.offset))!r}",
+                    d.t,
+                    base | {"log_value_at_acked_offset": at.get((d.partition, d.offset))},
+                )
+            )
+    seen_runs = set()
+    for start, run in invalid.values():
+        if start in seen_runs:
+            continue
+        seen_runs.add(start)
+        d = run[0]
+        shown = ", ".join(
+            f"{r.value} reported {r.offset}, in the log at {where.get(r.value, 'nowhere')}"
+            for r in run[:4]
+        )
+        out.append(
+            Anomaly(
+                "acked_invalid_offset",
+                f"{len(run)} acks of {d.producer} on partition {d.partition} without a valid "
+                f"offset ({d.t - d.sent:.1f}s after send): {shown}",
+                d.t,
+                {
+                    "producer": d.producer,
+                    "partition": d.partition,
+                    "values": [r.value for r in run],
+                    "reported_offsets": [r.offset for r in run],
+                    "found_at": [where.get(r.value, []) for r in run],
+                },
+            )
+        )
+    for value, places in sorted(where.items()):
+        name, seq = _parse(value)
+        info = producers.get(name) if name is not None else None
+        if info is None or seq is None or (info.sent is not None and seq >= info.sent):
+            out.append(
+                Anomaly(
+                    "unexpected_record",
+                    f"{value!r} at {places} was never sent",
+                    None,
+                    {"value": value, "found_at": places},
+                )
+            )
+            continue
+        if info.idempotent and len(places) > 1:
+            d = by_value.get(value)
+            out.append(
+                Anomaly(
+                    "duplicate",
+                    f"{value} of idempotent producer {name} is in the log {len(places)} times: "
+                    f"{places}" + (f" (acknowledged at {d.partition}@{d.offset})" if d else ""),
+                    d.sent if d else None,
+                    {
+                        "producer": name,
+                        "value": value,
+                        "found_at": places,
+                        "acked": d.acked if d else None,
+                        "acked_offset": d.offset if d else None,
+                    },
+                )
+            )
+    return out
+
+
+def invalid_base_runs(deliveries: list[Delivery]) -> dict[str, tuple[int, list[Delivery]]]:
+    """{value: (run start, run)} for acks answered with an invalid (negative) base offset.
+
+    librdkafka numbers a batch's messages base, base+1, ... and reports negative offsets as
+    none, so such a batch shows, consecutively in one producer's reports for one partition,
+    as offsets None..None, 0, 1, 2: the 0, 1, 2 are not offsets the broker gave."""
+    out: dict[str, tuple[int, list[Delivery]]] = {}
+    i, n = 0, len(deliveries)
+    while i < n:
+        d = deliveries[i]
+        if not (d.acked and d.offset is None):
+            i += 1
+            continue
+        j = i
+
+        def same(k: int, d: Delivery = d) -> bool:
+            e = deliveries[k]
+            return e.acked and e.producer == d.producer and e.partition == d.partition
+
+        while j < n and same(j) and deliveries[j].offset is None:
+            j += 1
+        expected = 0
+        while j < n and same(j) and deliveries[j].offset == expected:
+            j, expected = j + 1, expected + 1
+        run = deliveries[i:j]
+        for r in run:
+            out[r.value] = (i, run)
+        i = j
+    return out
+
+
+def _parse(value: str) -> tuple[str | None, int | None]:
+    name, sep, seq = value.rpartition(":")
+    if not sep or not seq.isdigit():
+        return None, None
+    return name, int(seq)
+
+
+# --------------------------------------------------------------------------- the log
+
+
+def check_log(
+    log: Iterable[ReadRecord],
+    ends: dict[int, int],
+    starts: dict[int, int] | None = None,
+    sent_times: dict[str, float] | None = None,
+) -> list[Anomaly]:
+    """gap, offset_conflict, epoch_decrease; `ends[p]` is the partition's high watermark
+    (everything below it was read), `starts[p]` its log start (default 0)."""
+    starts = starts or {}
+    sent_times = sent_times or {}
+    per: dict[int, dict[int, ReadRecord]] = defaultdict(dict)
+    out: list[Anomaly] = []
+    for r in log:
+        seen = per[r.partition].get(r.offset)
+        if seen is not None and seen.value != r.value:
+            out.append(
+                Anomaly(
+                    "offset_conflict",
+                    f"{r.partition}@{r.offset} read as {seen.value!r} and as {r.value!r}",
+                    sent_times.get(r.value or ""),
+                    {"partition": r.partition, "offset": r.offset, "values": [seen.value, r.value]},
+                )
+            )
+        per[r.partition].setdefault(r.offset, r)
+    for p in sorted(set(per) | set(ends)):
+        records = per.get(p, {})
+        expected = starts.get(p, 0)
+        end = ends.get(p, max(records, default=-1) + 1)
+        missing = _ranges(sorted(set(range(expected, end)) - set(records)))
+        if missing:
+            near = _value_near(records, missing[0][0])
+            out.append(
+                Anomaly(
+                    "gap",
+                    f"partition {p}: offsets {_fmt_ranges(missing)} missing from what was read "
+                    f"(log {expected}..{end})",
+                    sent_times.get(near or ""),
+                    {"partition": p, "missing": missing, "start": expected, "end": end},
+                )
+            )
+        previous: ReadRecord | None = None
+        for offset in sorted(records):
+            r = records[offset]
+            if r.leader_epoch is None or r.leader_epoch < 0:
+                continue
+            if previous is not None and r.leader_epoch < (previous.leader_epoch or 0):
+                out.append(
+                    Anomaly(
+                        "epoch_decrease",
+                        f"partition {p}: epoch {previous.leader_epoch} at offset "
+                        f"{previous.offset} then {r.leader_epoch} at {r.offset}",
+                        sent_times.get(r.value or ""),
+                        {
+                            "partition": p,
+                            "before": [previous.offset, previous.leader_epoch, previous.value],
+                            "after": [r.offset, r.leader_epoch, r.value],
+                        },
+                    )
+                )
+            previous = r
+    return out
+
+
+def _ranges(offsets: list[int]) -> list[list[int]]:
+    """[[first, last], ...] runs of consecutive offsets."""
+    out: list[list[int]] = []
+    for o in offsets:
+        if out and out[-1][1] == o - 1:
+            out[-1][1] = o
+        else:
+            out.append([o, o])
+    return out
+
+
+def _fmt_ranges(ranges: list[list[int]], limit: int = 5) -> str:
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:limit])
+    return text + (f" (+{len(ranges) - limit} more)" if len(ranges) > limit else "")
+
+
+def _value_near(records: dict[int, ReadRecord], offset: int) -> str | None:
+    before = [o for o in records if o < offset]
+    return records[max(before)].value if before else None
+
+
+# --------------------------------------------------------------------------- epoch caches
+
+
+def _cache(state: dict[str, Any]) -> list[tuple[int, int]]:
+    return [(int(e["epoch"]), int(e["start_offset"])) for e in state.get("epochs") or []]
+
+
+def check_epoch_caches(
+    epochs: dict[int, dict[str, Any]], log: Iterable[ReadRecord] = ()
+) -> list[Anomaly]:
+    """epoch_cache_disagreement between each pair of replicas, on the epochs starting in
+    [highest log start, lowest high watermark) of the two; epoch_cache_vs_log for each
+    record read below a replica's high watermark. `epochs`: {node: its /v1/epochs answer}."""
+    states: dict[tuple[str, int], dict[int, dict[str, Any]]] = defaultdict(dict)
+    for node, answer in epochs.items():
+        for s in answer.get("partitions") or []:
+            states[(s["topic"], int(s["partition"]))][int(node)] = s
+    out: list[Anomaly] = []
+    for (topic, p), replicas in sorted(states.items()):
+        nodes = sorted(replicas)
+        for i, a in enumerate(nodes):
+            for b in nodes[i + 1 :]:
+                sa, sb = replicas[a], replicas[b]
+                low = max(int(sa["log_start_offset"]), int(sb["log_start_offset"]))
+                high = min(int(sa["high_watermark"]), int(sb["high_watermark"]))
+                ca = {e: s for e, s in _cache(sa) if low <= s < high}
+                cb = {e: s for e, s in _cache(sb) if low <= s < high}
+                if ca != cb:
+                    out.append(
+                        Anomaly(
+                            "epoch_cache_disagreement",
+                            f"{topic}-{p}: node {a} and node {b} disagree below offset {high}: "
+                            f"{sorted(ca.items())} vs {sorted(cb.items())}",
+                            None,
+                            {
+                                "topic": topic,
+                                "partition": p,
+                                "nodes": [a, b],
+                                "shared": [low, high],
+                                str(a): _cache(sa),
+                                str(b): _cache(sb),
+                            },
+                        )
+                    )
+    per: dict[int, list[ReadRecord]] = defaultdict(list)
+    for r in log:
+        if r.leader_epoch is not None and r.leader_epoch >= 0:
+            per[r.partition].append(r)
+    for (topic, p), replicas in sorted(states.items()):
+        for node, s in sorted(replicas.items()):
+            cache = _cache(s)
+            starts = [start for _, start in cache]
+            hw, log_start = int(s["high_watermark"]), int(s["log_start_offset"])
+            wrong = []
+            for r in per.get(p, []):
+                if not log_start <= r.offset < hw:
+                    continue
+                i = bisect.bisect_right(starts, r.offset) - 1  # the last epoch starting <= it
+                epoch = cache[i][0] if i >= 0 else None
+                if epoch != r.leader_epoch:
+                    wrong.append([r.offset, r.leader_epoch, epoch])
+            if wrong:
+                out.append(
+                    Anomaly(
+                        "epoch_cache_vs_log",
+                        f"{topic}-{p}: node {node}'s epoch cache gives {len(wrong)} committed "
+                        f"offsets another epoch than the log (offset, log epoch, cache epoch): "
+                        f"{wrong[:3]}",
+                        None,
+                        {
+                            "topic": topic,
+                            "partition": p,
+                            "node": node,
+                            "cache": cache,
+                            "first": wrong[:20],
+                            "count": len(wrong),
+                        },
+                    )
+                )
+    return out
+
+
+# --------------------------------------------------------------------------- the audit
+
+
+def check_audit(
+    code: int | None, summary: dict[str, Any] | None, output: str = ""
+) -> list[Anomaly]:
+    """audit: `raftlog audit` exited non-zero (1: an invariant broke; 2: nothing audited)."""
+    if code == 0:
+        return []
+    failing = {
+        name: {"violations": v.get("violations"), "rows": (v.get("rows") or [])[:5]}
+        for name, v in ((summary or {}).get("invariants") or {}).items()
+        if not v.get("held", True)
+    }
+    what = ", ".join(f"{n} ({v['violations']})" for n, v in failing.items()) or output[-300:]
+    return [
+        Anomaly(
+            "audit",
+            f"raftlog audit exited {code}: {what}",
+            None,
+            {"exit_code": code, "failing": failing},
+        )
+    ]
+
+
+def summarize(anomalies: list[Anomaly]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for a in anomalies:
+        counts[a.kind] += 1
+    return dict(sorted(counts.items()))
+
+
+def load_deliveries(path: Any) -> tuple[list[Delivery], dict[str, Any]]:
+    """A producer's file -> its delivery reports and its other rows (start, done, errors)."""
+    out, meta = [], {"errors": [], "restarts": 0}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break  # a torn last line of a killed producer
+            row = json.loads(line)
+            kind = row.get("kind")
+            if kind == "dr":
+                out.append(
+                    Delivery(
+                        producer=row["value"].rpartition(":")[0],
+                        seq=row["seq"],
+                        value=row["value"],
+                        partition=row["partition"],
+                        offset=row["offset"],
+                        error=row["error"],
+                        sent=row["sent"],
+                        t=row["t"],
+                        epoch=row.get("epoch"),
+                    )
+                )
+            elif kind == "error":
+                meta["errors"].append(row)
+            elif kind == "restart":
+                meta["restarts"] += 1
+            elif kind in ("start", "stopping", "done"):
+                meta[kind] = row
+    return out, meta

@@ -1,0 +1,604 @@
+"""`python -m tests.faults.run --cycles N [--seed S] [--out DIR] [--rate R]`: the network
+fault suite.
+
+Three raftlog nodes, each in its own network namespace behind a bridge; two acks=all
+producers (idempotent and not) in the root namespace; N cycles of fault, heal, recovery;
+then everything healed, the producers flushed, the replicas caught up, every partition read
+back, each node's epoch caches fetched, the nodes stopped and the epoch audit run; the
+checker compares it all with what the producers were told. Prints one line per cycle and
+the summary table; keeps the run directory (node data and logs, producers' delivery
+reports, cycles, read-back, audit, summary.json/.md). Exit 0: no anomaly; 1: anomalies;
+2: the suite could not run (not root, no namespaces or iptables: the reason is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from support.cluster import become_subreaper, raftlog_argv, wait_for
+
+from . import checker, faults, netns, report
+from .checker import Anomaly, ProducerInfo
+from .nodes import Nodes, Statuses, agreed_leaders, caught_up, max_terms
+from .readback import read_back
+from .workload import AckTimeline, ProducerProc, start_producer, stop_producers
+
+TOPIC = "faults"
+PRODUCERS = [("idem", True), ("plain", False)]
+POLL = 0.25  # seconds between status polls during a cycle
+
+Leaders = dict[int, tuple[int, int]]  # partition -> (leader, term) confirmed by a majority
+Sample = tuple[float, Leaders]
+
+
+@dataclass
+class Options:
+    cycles: int
+    seed: int
+    out: Path
+    rate: float
+    partitions: int
+    fault_seconds: tuple[float, float]
+    recovery_timeout: float
+    flush_timeout: float
+    audit: bool
+    kinds: list[str] | None
+    recheck: Path | None = None
+
+
+def parse_args(argv: list[str] | None) -> Options:
+    ap = argparse.ArgumentParser(
+        prog="python -m tests.faults.run", description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--cycles", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=None, help="default: random (printed)")
+    ap.add_argument("--out", type=Path, default=None, help="run directory (default under /tmp)")
+    ap.add_argument("--rate", type=float, default=250.0, help="records/s per producer")
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument(
+        "--fault-seconds",
+        default="3,6",
+        help="how long each fault lasts: MIN,MAX seconds (seeded random in between)",
+    )
+    ap.add_argument("--recovery-timeout", type=float, default=60.0)
+    ap.add_argument(
+        "--flush-timeout",
+        type=float,
+        default=330.0,
+        help="bound on the producers' final flush (librdkafka's message timeout is 300 s)",
+    )
+    ap.add_argument("--no-audit", action="store_true", help="skip `raftlog audit` (debugging)")
+    ap.add_argument("--kinds", default=None, help="comma-separated subset of the fault kinds")
+    ap.add_argument(
+        "--recheck",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="only run the checker again over a kept run directory (no cluster)",
+    )
+    a = ap.parse_args(argv)
+    seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "big")
+    lo, _, hi = a.fault_seconds.partition(",")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    out = a.out or Path("/tmp/raftlog-faults") / f"{stamp}-{os.getpid()}"
+    return Options(
+        cycles=a.cycles,
+        seed=seed,
+        out=out.resolve(),
+        rate=a.rate,
+        partitions=a.partitions,
+        fault_seconds=(float(lo), float(hi or lo)),
+        recovery_timeout=a.recovery_timeout,
+        flush_timeout=a.flush_timeout,
+        audit=not a.no_audit,
+        kinds=a.kinds.split(",") if a.kinds else None,
+        recheck=a.recheck,
+    )
+
+
+class Interrupted(BaseException):
+    """SIGTERM: unwind like Ctrl-C, so the finally blocks clean up."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Interrupted(f"signal {signum}")
+
+
+class Runner:
+    """One fault run: setup, workload, cycles, the final check; teardown() always."""
+
+    def __init__(self, opts: Options) -> None:
+        self.o = opts
+        self.rng = random.Random(opts.seed)
+        self.net: netns.Net | None = None
+        self.nodes: Nodes | None = None
+        self.producers: list[ProducerProc] = []
+        self.timeline: AckTimeline | None = None
+        self.cycles: list[dict[str, Any]] = []
+        self.liveness: list[Anomaly] = []
+        self.netem = False
+        self.t0 = time.time()
+
+    # ----------------------------------------------------------------- setup
+
+    def setup(self) -> None:
+        o = self.o
+        o.out.mkdir(parents=True, exist_ok=True)
+        (o.out / "producers").mkdir(exist_ok=True)
+        removed = netns.cleanup_leftovers()
+        if removed:
+            print(f"removed leftovers of earlier runs: {', '.join(removed)}", flush=True)
+        self.netem = netns.netem_available()
+        pid = os.getpid()
+        self.net = netns.Net(pid, netns.pick_subnet(pid))
+        self.net.create()
+        self.net.check_connectivity()
+        self.nodes = Nodes(self.net, o.out / "cluster")
+        self.nodes.write_configs()
+        for i in self.nodes.ids:
+            self.nodes.start(i)
+        self.nodes.wait_ready(timeout=90)
+        self.nodes.create_topic(TOPIC, o.partitions)
+        self.wait_healthy(90)
+        print(
+            f"cluster up in {time.time() - self.t0:.1f}s: {self.nodes.bootstrap} "
+            f"(namespaces {self.net.prefix}n1-3, bridge {self.net.bridge} {self.net.bridge_ip})",
+            flush=True,
+        )
+
+    def start_workload(self) -> None:
+        o = self.o
+        # a bound the runner never reaches: it stops the producers itself
+        budget = o.cycles * (o.fault_seconds[1] + o.recovery_timeout + 120) + 600
+        for name, idem in PRODUCERS:
+            self.producers.append(
+                start_producer(
+                    name,
+                    idem,
+                    self.nodes.bootstrap,
+                    TOPIC,
+                    o.partitions,
+                    o.out / "producers",
+                    o.rate,
+                    max_seconds=budget,
+                    flush_timeout=o.flush_timeout,
+                )
+            )
+        self.timeline = AckTimeline(self.producers)
+        wait_for(self._acked_everywhere(0.0), 60, what="first acks on every partition")
+
+    # ----------------------------------------------------------------- observation
+
+    def _statuses(self) -> Statuses:
+        return self.nodes.statuses(timeout=0.5)
+
+    def _acked_everywhere(self, since: float) -> Callable[[], bool]:
+        """A predicate: every partition had an ack after `since`."""
+
+        def check() -> bool:
+            self.timeline.update()
+            return all(
+                self.timeline.first_after(p, since) is not None for p in range(self.o.partitions)
+            )
+
+        return check
+
+    def wait_healthy(self, timeout: float) -> Statuses:
+        """Every node alive, ready and answering, every partition with an agreed leader."""
+        self.nodes.wait_ready(timeout=timeout)
+
+        def healthy() -> Statuses | None:
+            st = self._statuses()
+            ok = len(st) == len(self.nodes.ids) and (
+                len(agreed_leaders(st, TOPIC, self.o.partitions)) == self.o.partitions
+            )
+            return st if ok else None
+
+        return wait_for(healthy, timeout, interval=POLL, what="every partition led")
+
+    def observe(
+        self,
+        until: float,
+        samples: list[Sample],
+        done: Callable[[Leaders], bool] | None = None,
+    ) -> bool:
+        """Poll leadership until `until` (or `done(leaders)`), appending (time, leaders)
+        samples; True if `done` said so."""
+        while time.time() < until:
+            st = self._statuses()
+            samples.append((time.time(), agreed_leaders(st, TOPIC, self.o.partitions)))
+            self.timeline.update()
+            if done is not None and done(samples[-1][1]):
+                return True
+            time.sleep(POLL)
+        return False
+
+    # ----------------------------------------------------------------- one cycle
+
+    def cycle(self, number: int, kind: str, injector: faults.Injector) -> dict[str, Any]:
+        o, P = self.o, self.o.partitions
+        st = self.wait_healthy(90)
+        leaders = agreed_leaders(st, TOPIC, P)
+        terms_before = max_terms(st, TOPIC)
+        partition = number % P
+        leader, term = leaders[partition]
+        duration = round(self.rng.uniform(*o.fault_seconds), 2)
+        samples: list[Sample] = [(time.time(), leaders)]
+        start = time.time()
+        applied = injector.apply(kind, leader)
+        self.observe(start + duration, samples)
+        injector.heal()
+        heal = time.time()
+
+        def recovered(led: Leaders) -> bool:
+            return len(led) == P and self._acked_everywhere(heal)()
+
+        ok = self.observe(heal + o.recovery_timeout, samples, recovered)
+        end = time.time()
+        terms_after = max_terms(self._statuses(), TOPIC) or {}
+        firsts = [self.timeline.first_after(p, heal) for p in range(P)]
+        lost = next(
+            (t for t, led in samples if led.get(partition) != (leader, term)),
+            None,
+        )
+        first_after_loss = self.timeline.first_after(partition, lost) if lost else None
+        c = {
+            "cycle": number,
+            "kind": kind,
+            "targets": applied.targets,
+            "description": applied.description,
+            "partition": partition,
+            "leader_before": [leader, term],
+            "fault_s": duration,
+            "start": start,
+            "heal": heal,
+            "end": end,
+            "recovered": ok,
+            "leaderless_s": _round(max(_leaderless(samples, p, end) for p in range(P))),
+            "leaderless_target_s": _round(_leaderless(samples, partition, end)),
+            "ack_gap_s": _round(max(self.timeline.longest_gap(p, start, end) for p in range(P))),
+            "heal_to_ack_s": _round(max(f - heal for f in firsts) if all(firsts) else None),
+            "loss_to_ack_s": _round(first_after_loss - lost if first_after_loss else None),
+            "terms_before": {str(p): t for p, t in sorted(terms_before.items())},
+            "terms_after": {str(p): t for p, t in sorted(terms_after.items())},
+            "term_growth": max(
+                (terms_after.get(p, t) - t for p, t in terms_before.items()), default=0
+            ),
+        }
+        if not ok:
+            self.liveness.append(
+                Anomaly(
+                    "no_recovery",
+                    f"cycle {number} {kind} ({applied.description}): no leader and ack on "
+                    f"every partition within {o.recovery_timeout:.0f}s of the heal",
+                    heal,
+                    {
+                        "cycle": number,
+                        "last_leaders": {str(k): v for k, v in samples[-1][1].items()},
+                    },
+                )
+            )
+        return c
+
+    def run_cycles(self) -> None:
+        kinds = self.o.kinds or faults.kinds(self.netem)
+        order = faults.schedule(self.o.cycles, kinds, self.o.seed)
+        injector = faults.Injector(self.net, self.nodes)
+        with open(self.o.out / "history.jsonl", "a", encoding="utf-8") as history:
+            for number, kind in enumerate(order, 1):
+                try:
+                    c = self.cycle(number, kind, injector)
+                except (TimeoutError, RuntimeError) as exc:
+                    injector.heal()
+                    self.liveness.append(
+                        Anomaly(
+                            "not_healthy",
+                            f"before/while cycle {number} {kind}: {exc}",
+                            time.time(),
+                            {"cycle": number},
+                        )
+                    )
+                    print(f"cycle {number}: cluster not healthy, stopping the faults: {exc}")
+                    break
+                self.cycles.append(c)
+                history.write(json.dumps(c) + "\n")
+                history.flush()
+                print(report.progress_line(c, self.o.cycles), flush=True)
+
+    # ----------------------------------------------------------------- the end
+
+    def finish(self) -> dict[str, Any]:
+        o, out = self.o, self.o.out
+        faults.Injector(self.net, self.nodes).heal()
+        try:
+            self.wait_healthy(120)
+        except (TimeoutError, RuntimeError) as exc:
+            self.liveness.append(Anomaly("not_healthy", f"after healing everything: {exc}"))
+        print("faults over; stopping the producers (flush)", flush=True)
+        killed = stop_producers(self.producers, o.flush_timeout + 60)
+        for name in killed:
+            self.liveness.append(Anomaly("producer_hung", f"producer {name} had to be killed"))
+        try:
+            st = wait_for(
+                lambda: (s := self._statuses()) and caught_up(s, TOPIC, o.partitions, 3) and s,
+                120,
+                interval=0.5,
+                what="every replica caught up",
+            )
+        except TimeoutError as exc:
+            st = self._statuses()
+            self.liveness.append(
+                Anomaly("not_caught_up", str(exc), None, {"status": _partition_view(st)})
+            )
+        (out / "final_status.json").write_text(json.dumps(st, indent=2) + "\n")
+        leaders = agreed_leaders(st, TOPIC, o.partitions)
+        ends, starts = _ends(st, leaders)
+        (out / "ends.json").write_text(json.dumps({"ends": ends, "starts": starts}) + "\n")
+        print(f"reading back {sum(ends.values())} records", flush=True)
+        log, err = read_back(self.nodes.bootstrap, TOPIC, ends)
+        if err:
+            self.liveness.append(Anomaly("readback_incomplete", err))
+        with open(out / "readback.jsonl", "w", encoding="utf-8") as f:
+            for r in log:
+                f.write(json.dumps([r.partition, r.offset, r.value, r.leader_epoch]) + "\n")
+        epochs = {}
+        for i in self.nodes.ids:
+            try:
+                epochs[i] = self.nodes.epochs(i)
+            except Exception as exc:  # noqa: BLE001 - a node that does not answer is a finding
+                self.liveness.append(Anomaly("epochs_unavailable", f"node {i}: {exc!r}"))
+        (out / "epochs.json").write_text(json.dumps(epochs, indent=2) + "\n")
+        self.nodes.stop_all(graceful=True)
+        audit_code, audit_summary, audit_out = self.audit()
+
+        data, producer_stats = check_files(out, self.o.audit)
+        anomalies = [*self.liveness, *data]
+        return self.summarize(anomalies, producer_stats, audit_code, audit_summary)
+
+    def audit(self) -> tuple[int | None, dict[str, Any] | None, str]:
+        if not self.o.audit:
+            return None, None, ""
+        out = self.o.out / "audit"
+        print("running the epoch audit (raftlog audit)", flush=True)
+        argv = [*raftlog_argv(), "audit", "--data", str(self.nodes.root), "--out", str(out)]
+        try:
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired:
+            return None, None, "raftlog audit did not finish within 900s"
+        text = proc.stdout + proc.stderr
+        (self.o.out / "audit.log").write_text(text)
+        (self.o.out / "audit.json").write_text(json.dumps({"exit_code": proc.returncode}) + "\n")
+        summary = None
+        with contextlib.suppress(OSError, ValueError):
+            summary = json.loads((out / "summary.json").read_text())
+        return proc.returncode, summary, text
+
+    def summarize(
+        self,
+        anomalies: list[Anomaly],
+        producer_stats: dict[str, Any],
+        audit_code: int | None,
+        audit_summary: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        o = self.o
+        by_cycle = report.attribute(anomalies, self.cycles)
+        for c in self.cycles:
+            c["anomalies"] = len(by_cycle.get(c["cycle"], []))
+        failing = {
+            name: {"violations": v.get("violations"), "rows": (v.get("rows") or [])[:5]}
+            for name, v in ((audit_summary or {}).get("invariants") or {}).items()
+            if not v.get("held", True)
+        }
+        summary = {
+            "passed": not anomalies,
+            "run": {
+                "out": str(o.out),
+                "cycles": o.cycles,
+                "cycles_done": len(self.cycles),
+                "seed": o.seed,
+                "rate": o.rate,
+                "topic": TOPIC,
+                "partitions": o.partitions,
+                "fault_seconds": list(o.fault_seconds),
+                "subnet": f"{self.net.ip(0)}/24" if self.net else None,
+                "netem": self.netem,
+                "duration_s": time.time() - self.t0,
+            },
+            "producers": producer_stats,
+            "per_kind": report.per_kind(self.cycles, by_cycle),
+            "anomalies": {
+                "counts": checker.summarize(anomalies),
+                "unattributed": len(by_cycle.get(-1, [])),
+                "list": [a.to_dict() for a in anomalies[:500]],
+            },
+            "audit": {"exit_code": audit_code, "failing": failing, "ran": o.audit},
+            "cycles": self.cycles,
+        }
+        (o.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        with open(o.out / "anomalies.jsonl", "w", encoding="utf-8") as f:
+            for a in anomalies:
+                f.write(json.dumps(a.to_dict(), default=str) + "\n")
+        (o.out / "summary.md").write_text(report.markdown(summary, anomalies))
+        return summary
+
+    # ----------------------------------------------------------------- teardown
+
+    def teardown(self) -> None:
+        """Kill and reap everything started, remove the network. Never raises."""
+        for p in self.producers:
+            with contextlib.suppress(Exception):
+                if p.popen.poll() is None:
+                    p.popen.kill()
+                p.popen.wait(10)
+        if self.nodes is not None:
+            with contextlib.suppress(Exception):
+                self.nodes.stop_all(graceful=False)
+        if self.net is not None:
+            left = self.net.teardown()
+            if left:
+                print(f"WARNING: could not remove {left}", file=sys.stderr)
+
+
+def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]]:
+    """The checker over a run directory's files (producers/, readback.jsonl, ends.json,
+    epochs.json, audit.json, audit/summary.json): what finish() wrote, or a kept run's
+    (`--recheck DIR`). Returns the anomalies and per-producer figures."""
+    deliveries, producers, stats = [], {}, {}
+    for name, idempotent in PRODUCERS:
+        path = out / "producers" / f"{name}.jsonl"
+        if not path.exists():
+            continue
+        ds, meta = checker.load_deliveries(path)
+        deliveries += ds
+        sent = (meta.get("done") or meta.get("stopping") or {}).get("sent")
+        producers[name] = ProducerInfo(name, idempotent, sent)
+        acked = [d for d in ds if d.acked]
+        stats[name] = {
+            "idempotent": idempotent,
+            "sent": sent,
+            "acked": len(acked),
+            "failed": len(ds) - len(acked),
+            "acked_without_offset": sum(d.offset is None for d in acked),
+            "unresolved": (meta.get("done") or {}).get("unresolved"),
+            "max_ack_latency_s": round(max((d.t - d.sent for d in acked), default=0.0), 2),
+            "client_errors": len(meta["errors"]),
+            "fatal_restarts": meta["restarts"],
+        }
+    log = []
+    with open(out / "readback.jsonl", encoding="utf-8") as f:
+        for line in f:
+            p, offset, value, epoch = json.loads(line)
+            log.append(checker.ReadRecord(p, offset, value, epoch))
+    bounds = json.loads((out / "ends.json").read_text())
+    ends = {int(p): e for p, e in bounds["ends"].items()}
+    starts = {int(p): s for p, s in bounds["starts"].items()}
+    epochs = {int(i): e for i, e in json.loads((out / "epochs.json").read_text()).items()}
+    sent_times = {d.value: d.sent for d in deliveries}
+    anomalies = [
+        *checker.check_deliveries(deliveries, producers, log),
+        *checker.check_log(log, ends, starts, sent_times),
+        *checker.check_epoch_caches(epochs, log),
+    ]
+    if audited:
+        code, summary, text = None, None, ""
+        with contextlib.suppress(OSError, ValueError):
+            code = json.loads((out / "audit.json").read_text())["exit_code"]
+        with contextlib.suppress(OSError, ValueError):
+            summary = json.loads((out / "audit" / "summary.json").read_text())
+        with contextlib.suppress(OSError):
+            text = (out / "audit.log").read_text()
+        anomalies += checker.check_audit(code, summary, text)
+    return anomalies, stats
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 2)
+
+
+def _leaderless(samples: list[Sample], partition: int, end: float) -> float:
+    """Seconds, between the samples, in which `partition` had no agreed leader."""
+    total = 0.0
+    for (t, led), (t_next, _) in zip(samples, [*samples[1:], (end, None)], strict=True):
+        if partition not in led:
+            total += max(0.0, t_next - t)
+    return total
+
+
+def _ends(st: Statuses, leaders: Leaders) -> tuple[dict[int, int], dict[int, int]]:
+    """{partition: leader's high watermark}, {partition: leader's log start}."""
+    ends, starts = {}, {}
+    for p, (leader, _) in leaders.items():
+        for e in st.get(leader, {}).get("partitions") or []:
+            if e.get("topic") == TOPIC and e.get("partition") == p:
+                ends[p], starts[p] = int(e["high_watermark"]), int(e["log_start_offset"])
+    return ends, starts
+
+
+def _partition_view(st: Statuses) -> dict[str, Any]:
+    return {
+        str(i): [
+            {
+                k: e.get(k)
+                for k in ("partition", "leader", "term", "high_watermark", "log_end_offset")
+            }
+            for e in s.get("partitions") or []
+            if e.get("topic") == TOPIC
+        ]
+        for i, s in st.items()
+    }
+
+
+def recheck(out: Path) -> int:
+    """The checker again over a kept run (e.g. after changing it); the run's own liveness
+    findings (no recovery, not caught up, ...) are taken from its anomalies.jsonl."""
+    data, _ = check_files(out, (out / "audit.json").exists())
+    kinds = {a.kind for a in data} | checker.DATA_KINDS
+    old = []
+    with contextlib.suppress(OSError):
+        for line in (out / "anomalies.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            if row["kind"] not in kinds:
+                old.append(Anomaly(**row))
+    anomalies = [*old, *data]
+    with open(out / "recheck.jsonl", "w", encoding="utf-8") as f:
+        for a in anomalies:
+            f.write(json.dumps(a.to_dict(), default=str) + "\n")
+    print(f"anomalies: {checker.summarize(anomalies) or 'none'} (written to recheck.jsonl)")
+    for a in anomalies[:20]:
+        print(f"  {a.kind}: {a.message}")
+    return 0 if not anomalies else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_args(argv)
+    if opts.recheck:
+        return recheck(opts.recheck)
+    reason = netns.unavailable_reason()
+    if reason:
+        print(f"raftlog fault suite cannot run here: {reason}", file=sys.stderr)
+        return 2
+    become_subreaper()
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    # Ctrl-C cleans up even when started in the background of a script (SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    runner = Runner(opts)
+    print(f"run directory {opts.out} (seed {opts.seed})", flush=True)
+    summary = None
+    try:
+        runner.setup()
+        runner.start_workload()
+        runner.run_cycles()
+        summary = runner.finish()
+    except (KeyboardInterrupt, Interrupted):
+        print("interrupted: cleaning up", file=sys.stderr, flush=True)
+        return 130
+    finally:
+        runner.teardown()
+        print(f"run directory kept: {opts.out}", flush=True)
+    print()
+    print("\n".join(report.kind_table(summary["per_kind"])))
+    counts = summary["anomalies"]["counts"]
+    print(f"\nanomalies: {counts or 'none'}")
+    for a in summary["anomalies"]["list"][:10]:
+        print(f"  {a['kind']}: {a['message']}")
+    print(f"summary: {opts.out / 'summary.md'}")
+    return 0 if summary["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""The fault suite's checker on hand-made histories: legal behaviour passes, each rule
+catches its own breakage (no namespaces, no nodes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .checker import (
+    Anomaly,
+    Delivery,
+    ProducerInfo,
+    ReadRecord,
+    check_audit,
+    check_deliveries,
+    check_epoch_caches,
+    check_log,
+    load_deliveries,
+)
+from .faults import KINDS, schedule
+from .nodes import agreed_leaders, caught_up
+from .report import attribute
+
+PRODUCERS = {
+    "idem": ProducerInfo("idem", True, sent=10),
+    "plain": ProducerInfo("plain", False, sent=10),
+}
+
+
+def ack(name: str, seq: int, partition: int, offset: int | None, t: float = 1.0) -> Delivery:
+    return Delivery(name, seq, f"{name}:{seq}", partition, offset, None, 0.5, t)
+
+
+def fail(name: str, seq: int, partition: int) -> Delivery:
+    return Delivery(name, seq, f"{name}:{seq}", partition, None, "Local: Message timed out", 0, 9)
+
+
+def rec(partition: int, offset: int, value: str | None, epoch: int | None = 1) -> ReadRecord:
+    return ReadRecord(partition, offset, value, epoch)
+
+
+def kinds(anomalies: list[Anomaly]) -> list[str]:
+    return sorted(a.kind for a in anomalies)
+
+
+def legal_history() -> tuple[list[Delivery], list[ReadRecord]]:
+    """Everything a correct cluster may do under faults, in one partition 0 log:
+    - plain:1 was written twice (a retry after a lost answer); the ack names the second copy;
+    - idem:2 and plain:3 failed (timed out): one is in the log, the other is not;
+    - idem:4 was sent twice (a retry after a lost answer) and answered with the first copy;
+    - epochs grow along the log."""
+    deliveries = [
+        ack("idem", 0, 0, 0),
+        ack("plain", 1, 0, 2),
+        fail("idem", 2, 0),
+        fail("plain", 3, 0),
+        ack("idem", 4, 0, 4),
+        ack("plain", 5, 0, 5),
+    ]
+    log = [
+        rec(0, 0, "idem:0", 1),
+        rec(0, 1, "plain:1", 1),
+        rec(0, 2, "plain:1", 2),
+        rec(0, 3, "idem:2", 2),
+        rec(0, 4, "idem:4", 4),
+        rec(0, 5, "plain:5", 4),
+    ]
+    return deliveries, log
+
+
+def test_legal_history_holds() -> None:
+    deliveries, log = legal_history()
+    assert check_deliveries(deliveries, PRODUCERS, log) == []
+    assert check_log(log, {0: 6}) == []
+
+
+def test_acked_record_missing_is_flagged_for_both_producers() -> None:
+    deliveries, log = legal_history()
+    log = [r for r in log if r.value not in ("idem:0", "plain:5")]
+    found = check_deliveries(deliveries, PRODUCERS, log)
+    assert kinds(found) == ["acked_missing", "acked_missing"]
+    assert {a.details["producer"] for a in found} == {"idem", "plain"}
+    plain = next(a for a in found if a.details["producer"] == "plain")
+    assert plain.details["idempotent"] is False  # the at-least-once rule
+    assert plain.at == 1.0  # attributed by its ack time
+
+
+def test_unacked_record_lost_is_legal() -> None:
+    deliveries, log = legal_history()
+    log = [r for r in log if r.value != "idem:2"]  # idem:2 failed: it may be gone
+    assert check_deliveries(deliveries, PRODUCERS, log) == []
+
+
+def test_acked_record_at_another_offset() -> None:
+    deliveries = [ack("idem", 0, 0, 1), ack("plain", 1, 0, 0), ack("idem", 2, 1, 0)]
+    log = [rec(0, 0, "idem:0"), rec(0, 1, "plain:1"), rec(0, 2, "idem:2")]
+    found = check_deliveries(deliveries, PRODUCERS, log)
+    assert kinds(found) == ["acked_wrong_offset"] * 3
+    wrong_partition = next(a for a in found if a.details["value"] == "idem:2")
+    assert wrong_partition.details["found_at"] == [(0, 2)]
+
+
+def test_acks_with_an_invalid_base_offset() -> None:
+    """A batch answered with base offset -1 is reported by librdkafka as None, 0, 1: never
+    legal, a retried duplicate included (it is answered with the first copy's offset)."""
+    deliveries = [
+        ack("idem", 0, 0, None),
+        ack("idem", 3, 0, 0),
+        ack("idem", 6, 0, 1),
+        ack("plain", 1, 1, None),
+        ack("plain", 4, 1, 0),
+        ack("plain", 7, 2, 40),
+    ]
+    log = [
+        rec(0, 0, "plain:9"),
+        rec(0, 1, "plain:9"),
+        rec(0, 7, "idem:0"),
+        rec(0, 8, "idem:3"),
+        rec(0, 9, "idem:6"),
+        rec(1, 3, "plain:1"),
+        rec(1, 4, "plain:4"),
+        rec(2, 40, "plain:7"),
+    ]
+    idem, plain = check_deliveries(deliveries, PRODUCERS, log)
+    assert idem.kind == plain.kind == "acked_invalid_offset"
+    assert idem.details["values"] == ["idem:0", "idem:3", "idem:6"]
+    assert plain.details["values"] == ["plain:1", "plain:4"]
+    assert plain.details["reported_offsets"] == [None, 0]
+    # presence is still required
+    found = check_deliveries(deliveries, PRODUCERS, [r for r in log if r.value != "idem:3"])
+    assert kinds(found) == ["acked_invalid_offset", "acked_invalid_offset", "acked_missing"]
+
+
+def test_idempotent_duplicate_is_flagged_acked_or_not() -> None:
+    deliveries = [ack("idem", 0, 0, 0), fail("idem", 1, 0)]
+    log = [rec(0, 0, "idem:0"), rec(0, 1, "idem:1"), rec(0, 2, "idem:0"), rec(0, 3, "idem:1")]
+    found = check_deliveries(deliveries, PRODUCERS, log)
+    assert kinds(found) == ["duplicate", "duplicate"]
+    assert {a.details["value"] for a in found} == {"idem:0", "idem:1"}
+
+
+def test_non_idempotent_duplicate_is_legal() -> None:
+    deliveries = [ack("plain", 0, 0, 1)]
+    log = [rec(0, 0, "plain:0"), rec(0, 1, "plain:0"), rec(0, 2, "plain:0")]
+    assert check_deliveries(deliveries, PRODUCERS, log) == []
+
+
+def test_unexpected_records() -> None:
+    log = [rec(0, 0, "idem:10"), rec(0, 1, "stranger:1"), rec(0, 2, "garbage")]
+    found = check_deliveries([], PRODUCERS, log)
+    assert kinds(found) == ["unexpected_record"] * 3
+    unknown_count = {"idem": ProducerInfo("idem", True, sent=None)}
+    assert check_deliveries([], unknown_count, [rec(0, 0, "idem:10")]) == []
+
+
+def test_gaps_in_the_middle_at_the_start_and_at_the_tail() -> None:
+    log = [rec(0, 1, "a"), rec(0, 2, "b"), rec(0, 5, "c")]
+    (gap,) = check_log(log, {0: 8}, {0: 0})
+    assert gap.kind == "gap"
+    assert gap.details["missing"] == [[0, 0], [3, 4], [6, 7]]
+    assert check_log(log[:2], {0: 3}, {0: 1}) == []  # the log starts at 1: no gap
+
+
+def test_offset_read_twice_with_two_values() -> None:
+    log = [rec(0, 0, "a"), rec(0, 1, "b"), rec(0, 1, "c")]
+    assert kinds(check_log(log, {0: 2})) == ["offset_conflict"]
+    assert check_log([rec(0, 0, "a"), rec(0, 0, "a")], {0: 1}) == []  # a re-read is fine
+
+
+def test_epoch_decrease() -> None:
+    log = [rec(0, 0, "a", 1), rec(0, 1, "b", 3), rec(0, 2, "c", 2), rec(0, 3, "d", None)]
+    (a,) = check_log(log, {0: 4})
+    assert a.kind == "epoch_decrease"
+    assert a.details["before"][:2] == [1, 3] and a.details["after"][:2] == [2, 2]
+    assert check_log([rec(1, 0, "a", 2), rec(1, 1, "b", 2), rec(1, 2, "c", 5)], {1: 3}) == []
+
+
+def replica(node: int, epochs: list[tuple[int, int]], hw: int, leo: int | None = None) -> dict:
+    return {
+        "node": node,
+        "topic": "t",
+        "partition": 0,
+        "term": epochs[-1][0],
+        "log_start_offset": 0,
+        "log_end_offset": leo if leo is not None else hw,
+        "high_watermark": hw,
+        "epochs": [{"epoch": e, "start_offset": s, "bytes": 1} for e, s in epochs],
+    }
+
+
+def answers(*states: dict) -> dict[int, dict]:
+    return {s["node"]: {"node_id": s["node"], "partitions": [s]} for s in states}
+
+
+def test_epoch_caches_that_agree_on_the_committed_prefix() -> None:
+    # node 3 has an uncommitted tail of its own epoch 6 above the shared high watermark:
+    # legal until it is truncated; and a replica behind (lower hw) is compared up to its hw.
+    epochs = answers(
+        replica(1, [(1, 0), (2, 10), (5, 20)], hw=30),
+        replica(2, [(1, 0), (2, 10)], hw=15),
+        replica(3, [(1, 0), (2, 10), (5, 20), (6, 30)], hw=30, leo=35),
+    )
+    log = [rec(0, o, f"v{o}", 1 if o < 10 else 2 if o < 20 else 5) for o in range(30)]
+    assert check_epoch_caches(epochs, log) == []
+
+
+def test_epoch_caches_that_disagree() -> None:
+    epochs = answers(
+        replica(1, [(1, 0), (2, 10), (3, 20)], hw=30),
+        replica(2, [(1, 0), (3, 10)], hw=30),
+    )
+    found = check_epoch_caches(epochs)
+    assert kinds(found) == ["epoch_cache_disagreement"]
+    assert found[0].details["nodes"] == [1, 2]
+
+
+def test_epoch_cache_against_the_log() -> None:
+    epochs = answers(replica(1, [(1, 0), (2, 10)], hw=20))
+    log = [rec(0, o, f"v{o}", 1 if o < 12 else 2) for o in range(20)]  # 10, 11 read as epoch 1
+    (a,) = check_epoch_caches(epochs, log)
+    assert a.kind == "epoch_cache_vs_log"
+    assert a.details["count"] == 2 and a.details["first"][0] == [10, 1, 2]
+
+
+def test_audit_verdicts() -> None:
+    assert check_audit(0, {"invariants": {}}) == []
+    summary = {
+        "invariants": {
+            "epochs_increase": {"held": True, "violations": 0, "rows": []},
+            "no_committed_record_truncated": {
+                "held": False,
+                "violations": 2,
+                "rows": [{"detail": "cut offsets [5, 9)"}],
+            },
+        }
+    }
+    (a,) = check_audit(1, summary)
+    assert a.kind == "audit"
+    assert list(a.details["failing"]) == ["no_committed_record_truncated"]
+    assert "no_committed_record_truncated (2)" in a.message
+    (b,) = check_audit(2, None, "raftlog audit: nothing to audit")
+    assert b.details["exit_code"] == 2 and "nothing to audit" in b.message
+
+
+def test_load_deliveries_ignores_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "idem.jsonl"
+    rows = [
+        {"kind": "start", "t": 0, "name": "idem"},
+        {
+            "kind": "dr",
+            "seq": 0,
+            "value": "idem:0",
+            "partition": 2,
+            "offset": 7,
+            "error": None,
+            "sent": 1.0,
+            "t": 1.5,
+            "epoch": None,
+        },
+        {"kind": "done", "t": 2, "sent": 1},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"kind": "dr", "se')
+    deliveries, meta = load_deliveries(path)
+    assert deliveries == [Delivery("idem", 0, "idem:0", 2, 7, None, 1.0, 1.5)]
+    assert meta["done"]["sent"] == 1
+
+
+# --------------------------------------------------------------------------- runner helpers
+
+
+def status(node: int, entries: list[tuple[int, int | None, int, bool]]) -> dict:
+    """entries: (partition, leader, term, is_leader)."""
+    return {
+        "node_id": node,
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": p,
+                "leader": leader,
+                "term": term,
+                "is_leader": is_leader,
+                "high_watermark": 5,
+                "log_end_offset": 5,
+            }
+            for p, leader, term, is_leader in entries
+        ],
+    }
+
+
+def test_a_deposed_leader_alone_does_not_count() -> None:
+    statuses = {
+        1: status(1, [(0, 1, 3, True)]),  # cut off, still believes it leads term 3
+        2: status(2, [(0, 2, 4, True)]),
+        3: status(3, [(0, 2, 4, False)]),
+    }
+    assert agreed_leaders(statuses, "t", 1) == {0: (2, 4)}
+    del statuses[3]
+    assert agreed_leaders(statuses, "t", 1) == {}
+    assert not caught_up(statuses, "t", 1, 3)
+
+
+def test_schedule_covers_every_kind_each_round() -> None:
+    order = schedule(2 * len(KINDS) + 1, KINDS, seed=7)
+    assert sorted(order[: len(KINDS)]) == sorted(KINDS)
+    assert sorted(order[len(KINDS) : 2 * len(KINDS)]) == sorted(KINDS)
+    assert order == schedule(2 * len(KINDS) + 1, KINDS, seed=7)
+
+
+def test_anomalies_are_attributed_to_the_cycle_they_happened_in() -> None:
+    cycles = [{"cycle": 1, "start": 10.0}, {"cycle": 2, "start": 20.0}]
+    found = attribute(
+        [Anomaly("x", "", 15.0), Anomaly("y", "", 25.0), Anomaly("z", "", 5.0), Anomaly("w", "")],
+        cycles,
+    )
+    assert [a.kind for a in found[1]] == ["x"]
+    assert [a.kind for a in found[2]] == ["y"]
+    assert sorted(a.kind for a in found[-1]) == ["w", "z"]
