@@ -99,6 +99,12 @@ def markdown(summary: dict[str, Any], anomalies: list[Anomaly], examples: int = 
             f"{p['acked']} acked ({p['acked_without_offset']} without an offset), "
             f"{p['failed']} failed, max ack latency "
             f"{p['max_ack_latency_s']:.1f} s, client errors {p['client_errors']}"
+            + (
+                f", producer-epoch bumps {sum(p['epoch_bumps'].values())} "
+                f"({'; '.join(f'{n}x {r}' for r, n in p['epoch_bumps'].items()) or 'none'})"
+                if "epoch_bumps" in p
+                else ""
+            )
         )
     lines += ["", "## Per fault kind", "", *kind_table(summary["per_kind"]), ""]
     lines += ["## Anomalies", ""]

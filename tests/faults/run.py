@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -478,6 +479,7 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
             "max_ack_latency_s": round(max((d.t - d.sent for d in acked), default=0.0), 2),
             "client_errors": len(meta["errors"]),
             "fatal_restarts": meta["restarts"],
+            "epoch_bumps": epoch_bumps(out / "producers" / f"{name}.stderr.log"),
         }
     log = []
     with open(out / "readback.jsonl", encoding="utf-8") as f:
@@ -504,6 +506,16 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
             text = (out / "audit.log").read_text()
         anomalies += checker.check_audit(code, summary, text)
     return anomalies, stats
+
+
+def epoch_bumps(stderr_log: Path) -> dict[str, int]:
+    """Producer-epoch bumps librdkafka began (its `debug=eos` log), counted by reason."""
+    reasons: dict[str, int] = defaultdict(int)
+    with contextlib.suppress(OSError), open(stderr_log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if "epoch bump for" in line:
+                reasons[line.rstrip().rpartition(": ")[2]] += 1
+    return dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
 
 
 def _round(v: float | None) -> float | None:

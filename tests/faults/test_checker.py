@@ -20,6 +20,7 @@ from .checker import (
 from .faults import KINDS, schedule
 from .nodes import agreed_leaders, caught_up
 from .report import attribute
+from .run import epoch_bumps
 
 PRODUCERS = {
     "idem": ProducerInfo("idem", True, sent=10),
@@ -315,3 +316,21 @@ def test_anomalies_are_attributed_to_the_cycle_they_happened_in() -> None:
     assert [a.kind for a in found[1]] == ["x"]
     assert [a.kind for a in found[2]] == ["y"]
     assert sorted(a.kind for a in found[-1]) == ["w", "z"]
+
+
+def test_epoch_bumps_are_counted_by_reason(tmp_path) -> None:
+    log = tmp_path / "idem.stderr.log"
+    log.write_text(
+        "%7|1.0|DRAIN|idem#producer-1| [thrd:main]: Beginning partition drain in state "
+        "Assigned for PID{Id:1,Epoch:0} epoch bump for 1 partition(s) with in-flight "
+        "requests: skipped sequence numbers\n"
+        "%3|1.1|FAIL|idem#producer-1| [thrd:x]: Connect failed: Connection refused\n"
+        "%7|1.2|DRAIN|idem#producer-1| [thrd:main]: Beginning partition drain in state "
+        "Assigned for PID{Id:1,Epoch:1} epoch bump for 2 partition(s) with in-flight "
+        "requests: 3 message(s) timed out on faults [1]\n"
+    )
+    assert epoch_bumps(log) == {
+        "skipped sequence numbers": 1,
+        "3 message(s) timed out on faults [1]": 1,
+    }
+    assert epoch_bumps(tmp_path / "absent.log") == {}

@@ -71,6 +71,10 @@ def produce(args: argparse.Namespace) -> int:
         "enable.idempotence": args.idempotent,
         "client.id": args.name,
     }
+    if args.idempotent:
+        # librdkafka logs why it bumps its producer epoch (a bump re-numbers what is in
+        # flight: the path by which a broker's answer could turn into duplicates).
+        conf["debug"] = "eos"
     fatal: list[str] = []
 
     def on_error(err: KafkaError) -> None:
