@@ -513,14 +513,19 @@ class SegmentJournal(Journal):
         keeping them would give the next entries different offsets than on other replicas."""
         if self._log is None or not self._entries:
             return
-        last = self._entries[-1]
-        if last.location is not None:
-            loc = last.location
-            end = (loc.segment_base, loc.term, loc.position + loc.size)
-        elif last.term > 0:
-            end = (last.offset, last.term, 0)  # a no-op: its term's segment stays, empty
-        else:
-            end = None
+        end = None
+        # The log ends with the last entry that put something there: batches, or a no-op's
+        # segment. A data entry whose batches were all left out (a producer's duplicates)
+        # holds nothing: taken for a no-op, it named a segment that does not exist and the
+        # partition could not load after a kill -9 (the fault suite's kill_all, all nodes).
+        for entry in reversed(self._entries):
+            if entry.location is not None:
+                loc = entry.location
+                end = (loc.segment_base, loc.term, loc.position + loc.size)
+                break
+            if entry.term > 0 and entry.inline[:1] == bytes([NO_OP]):
+                end = (entry.offset, entry.term, 0)  # its term's segment stays, empty
+                break
         if end is None:
             result = self._log.truncate_to_offset(self._log.log_start_offset)
         else:

@@ -90,6 +90,25 @@ def test_the_high_watermark_survives_a_crash(tmp_path):
     assert again.getRaftCommitIndex() == 4 and again.high_watermark == 3
 
 
+def test_a_window_ending_in_an_entry_without_batches_loads_after_a_crash(tmp_path):
+    """The leader left every batch of an entry out (a producer's retries, all duplicates):
+    the entry holds no data. The window ending in it must load; it named a segment at its
+    offset as if it were a no-op, and the partition failed to load on every node."""
+    log, j = open_journal(tmp_path)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    j.add(DATA_PREFIX + batch(b"a", b"b"), 3, 1)
+    j.add(NO_OP, 4, 2)
+    j.add(DATA_PREFIX + batch(b"c"), 5, 2)
+    j.add(DATA_PREFIX, 6, 2)  # what add() keeps of an entry whose batches were all left out
+    j.setRaftCommitIndex(6)
+    log.append(batch(b"lost window record"), 2)
+    log, again = open_journal(tmp_path)
+    assert [e[1:] for e in again[0:6]][-1] == (6, 2)
+    assert stored(log) == [(0, 1), (2, 2)] and log.log_end_offset == 3
+    assert again.high_watermark == 3
+
+
 def test_window_survives_a_restart_and_unlogged_data_is_cut(tmp_path):
     log, j = open_journal(tmp_path)
     j.add(NO_OP, 1, 0)
