@@ -1082,7 +1082,12 @@ class SyncObj(object):
                     self.__sendNextNodeIdx(node, success=False, reset=True)
                     return
                 if prevEntries[0][2] != prevLogTerm:
-                    self.__sendNextNodeIdx(node, nextNodeIdx = prevLogIdx, success = False, reset=True)
+                    # raftlog (FORK.md, 8): the entry at prevLogIdx is not the leader's, so
+                    # neither is any after it: they are cut now, and the answer names the
+                    # start of the conflicting term's run, so that every answer still in
+                    # flight (upstream: "after my last entry") agrees with it.
+                    self.__sendNextNodeIdx(node, nextNodeIdx=self.__cutDivergence(
+                        prevLogIdx, prevEntries[0][2], prevLogTerm), success=False, reset=True)
                     return
                 # raftlog: an entry this log holds with the same index and term is the same
                 # entry (Raft's log matching): it is kept, and only an entry that conflicts is
@@ -1311,6 +1316,32 @@ class SyncObj(object):
 
     def _getRaftLogSize(self):
         return len(self.__raftLog)
+
+    def __cutDivergence(self, idx, ownTerm, leaderTerm):
+        """raftlog (FORK.md, 8): cuts the entries a mismatch at idx proves are not the
+        leader's; returns the index the leader should send from."""
+        floor = self.__raftCommitIndex + 1
+        if idx < floor:
+            logger.critical('a committed entry (%d) does not match the leader\'s', idx)
+            return idx
+        firstEntryIDx = self.__raftLog[0][1]
+        cut = idx
+        # Terms only grow along a log: the leader's entries before idx have terms up to
+        # leaderTerm, so an entry of a later term cannot be one of them.
+        while cut - 1 >= max(floor, firstEntryIDx + 1) and \
+                self.__raftLog[cut - 1 - firstEntryIDx][2] > leaderTerm:
+            cut -= 1
+        if self.__conf.dynamicMembershipChange:
+            for entry in reversed(self.__getEntries(cut)):
+                clusterChangeRequest = self.__parseChangeClusterRequest(entry[0])
+                if clusterChangeRequest is not None:
+                    self.__doChangeCluster(clusterChangeRequest, reverse=True)
+        self.__deleteEntriesFrom(cut)
+        hint = cut
+        while hint - 1 >= max(floor, firstEntryIDx + 1) and \
+                self.__raftLog[hint - 1 - firstEntryIDx][2] == ownTerm:
+            hint -= 1
+        return hint
 
     def __deleteEntriesFrom(self, fromIDx):
         firstEntryIDx = self.__raftLog[0][1]

@@ -71,10 +71,14 @@ def produce(args: argparse.Namespace) -> int:
         "enable.idempotence": args.idempotent,
         "client.id": args.name,
     }
+    # librdkafka logs why it bumps its producer epoch (a bump re-numbers what is in
+    # flight: the path by which a broker's answer could turn into duplicates); more
+    # contexts (e.g. broker,topic,metadata) come from RAFTLOG_FAULTS_CLIENT_DEBUG.
+    debug = [c for c in os.environ.get("RAFTLOG_FAULTS_CLIENT_DEBUG", "").split(",") if c]
     if args.idempotent:
-        # librdkafka logs why it bumps its producer epoch (a bump re-numbers what is in
-        # flight: the path by which a broker's answer could turn into duplicates).
-        conf["debug"] = "eos"
+        debug.append("eos")
+    if debug:
+        conf["debug"] = ",".join(dict.fromkeys(debug))
     fatal: list[str] = []
 
     def on_error(err: KafkaError) -> None:

@@ -275,3 +275,39 @@ def test_a_node_a_term_behind_learns_it_from_refused_pre_votes(cluster: Cluster)
     cluster.net.isolate(m)
     new = cluster.wait_leader(among=(old.id, n))
     assert new is old
+
+
+def test_a_returning_leader_with_a_divergent_tail_catches_up_under_load(
+    cluster: Cluster,
+) -> None:
+    """The fault suite's kill_one: the killed leader came back holding a tail the new leader
+    never had, while producers kept writing. Each append in flight was refused, the later
+    ones (beyond the returning log) with "start after my last entry", and those stale
+    answers moved the leader's next index back up past the conflict each time: the follower
+    never caught up, and when another node died the partition could not commit."""
+    old = cluster.wait_leader()
+    first = old.propose(b"committed")
+    cluster.run(0.5)
+    assert committed(first)
+    cluster.net.isolate(old.id)
+    for i in range(10):
+        old.propose(b"lost-%d" % i)
+        cluster.step()
+    tail = {idx for idx, _term in old.entries() if idx > old.obj.raftCommitIndex}
+    assert len(tail) == 10
+    others = tuple(i for i in IDS if i != old.id)
+    new = cluster.wait_leader(among=others)
+    for i in range(20):
+        new.propose(b"kept-%d" % i)
+        cluster.step()
+    cluster.net.heal()
+    for i in range(40):  # two seconds of steady writes, several appends in flight at once
+        for j in range(3):
+            new.propose(b"more-%d-%d" % (i, j))
+            new.obj.doTick(0.0)  # each command goes out at once (appendEntriesUseBatch off)
+        cluster.step()
+    assert not old.is_leader
+    assert old.entries() == new.entries()
+    # What was cut is exactly the tail the new leader never had.
+    cut = [idx for removed, _reason in old.journal._listener.truncations for idx in removed]
+    assert sorted(cut) == sorted(tail)
