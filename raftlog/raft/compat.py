@@ -172,6 +172,11 @@ def elect_now(obj: _syncobj.SyncObj) -> None:
     obj._SyncObj__raftElectionDeadline = 0
 
 
+def elect_after(obj: _syncobj.SyncObj, seconds: float) -> None:
+    """Sets when the group's next election timeout fires, on the core's clock."""
+    obj._SyncObj__raftElectionDeadline = _syncobj.monotonicTime() + seconds
+
+
 def has_uncommitted(obj: _syncobj.SyncObj) -> bool:
     """Entries past the commit index are in the leader's log."""
     log = obj._SyncObj__raftLog

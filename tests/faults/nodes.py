@@ -60,6 +60,11 @@ class NodeProc:
         return self.data_dir / "raftlog.log"
 
     @property
+    def console(self) -> Path:
+        """The process's stdout and stderr: its log lines again, and what dies unlogged."""
+        return self.data_dir / "console.log"
+
+    @property
     def kafka(self) -> str:
         return f"{self.ip}:{KAFKA_PORT}"
 
@@ -141,13 +146,16 @@ class Nodes:
         if n.alive():
             raise NodeError(f"node {i} is already running (pid {n.pid})")
         self._reap(n)
+        marker = f"\n==== fault suite: starting node {i} at {time.ctime()} ====\n".encode()
         with open(n.log, "ab") as log:
-            log.write(f"\n==== fault suite: starting node {i} at {time.ctime()} ====\n".encode())
-            log.flush()
+            log.write(marker)
+        with open(n.console, "ab") as console:
+            console.write(marker)
+            console.flush()
             n.popen = subprocess.Popen(
                 self.net.exec_argv(i, [*raftlog_argv(), "serve", "--config", str(n.config)]),
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=console,
                 stderr=subprocess.STDOUT,
                 cwd=n.data_dir,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -272,7 +280,7 @@ class Nodes:
 
     def log_tail(self, i: int, lines: int = 30) -> str:
         n = self.nodes[i]
-        return f"----- node {i} log {n.log} -----\n{tail(n.log, lines)}"
+        return f"----- node {i} console {n.console} -----\n{tail(n.console, lines)}"
 
     def create_topic(self, name: str, partitions: int, timeout: float = 90.0) -> None:
         """`raftlog topic create` through the Kafka API (retried: a fresh cluster may still
