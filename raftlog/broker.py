@@ -176,6 +176,9 @@ class Broker(Protocol):
 
     def live_brokers(self) -> list[BrokerInfo]: ...
 
+    def client_brokers(self) -> list[BrokerInfo]:
+        """The brokers Metadata and DescribeCluster name to clients."""
+
     def topics(self) -> dict[str, TopicInfo]: ...
 
     def topic(self, name: str) -> TopicInfo | None: ...

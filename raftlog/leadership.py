@@ -9,11 +9,14 @@ would send the leader an epoch it has never heard of and loop on UNKNOWN_LEADER_
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from raftlog.raft.mesh import Mesh
 
 GOSSIP = "leaders"
+# A majority silent this long (four pings) and the node counts itself cut off.
+CUT_OFF_AFTER = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,13 @@ class LeadershipDirectory:
 
     def alive(self, node_id: int) -> bool:
         return node_id == self._node_id or self._mesh.connected(str(node_id))
+
+    def in_majority(self, members: Iterable[int]) -> bool:
+        """Whether this node hears from a majority of `members` (itself included) within
+        CUT_OFF_AFTER: one that does not can neither lead nor know who leads."""
+        voters = set(members) | {self._node_id}
+        heard = {int(p) for p in self._mesh.heard_from(CUT_OFF_AFTER)} & voters
+        return len(heard) + 1 > len(voters) // 2
 
     def announce(self) -> None:
         """Periodic re-announcement, so a node that (re)connected learns every leader."""

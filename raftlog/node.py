@@ -374,6 +374,20 @@ class Node:
             if self.leadership.alive(node_id)
         ]
 
+    def client_brokers(self) -> list[BrokerInfo]:
+        nodes = self.controller.state.nodes
+        if self.leadership.in_majority(nodes):
+            return self.live_brokers()
+        # Cut off from its majority: it names the others and not itself, so a client that
+        # asks only the brokers it is connected to drops this one and asks them who leads
+        # (librdkafka kept asking the isolated old leader, which answered "no leader",
+        # until the heal: fault suite, isolate_leader).
+        return [
+            BrokerInfo(node_id, info["host"], info["port"], info.get("rack"))
+            for node_id, info in sorted(nodes.items())
+            if node_id != self.node_id
+        ]
+
     def topics(self) -> dict[str, TopicInfo]:
         return {name: self._topic_info(name, t) for name, t in self.controller.state.topics.items()}
 

@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             rack=b.rack,
             is_fenced=False,
         )
-        for b in broker.live_brokers()
+        for b in broker.client_brokers()
     )
     return build(
         m.DescribeClusterResponse,

@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     brokers = tuple(
         build(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for b in broker.live_brokers()
+        for b in broker.client_brokers()
     )
     return build(
         m.MetadataResponse,

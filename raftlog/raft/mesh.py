@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 RAFT, PING, CONTROL, HELLO, WELCOME, AUTH = range(6)
 HANDSHAKE_TIMEOUT = 5.0
-PING_INTERVAL = 1.0
+PING_INTERVAL = 0.25  # a silent link shows within a second, idle or not
 DEAD_AFTER = 6.0  # seconds without a byte from a connected peer
 RECONNECT_DELAY = 0.3
 # Bytes queued towards a peer before appends wait. Each group also has its own window (see
@@ -264,6 +264,12 @@ class Mesh:
 
     def connected_peers(self) -> set[str]:
         return set(self._connections)
+
+    def heard_from(self, within: float) -> set[str]:
+        """Peers that sent something in the last `within` seconds (pings come every
+        PING_INTERVAL): a link can be silent long before DEAD_AFTER drops it."""
+        since = time.monotonic() - within
+        return {p for p, conn in self._connections.items() if conn.last_received >= since}
 
     def congested(self, peer_id: str) -> bool:
         return self.queued(peer_id) > CONGESTED_BYTES

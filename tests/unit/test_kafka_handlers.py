@@ -111,6 +111,9 @@ class FakeBroker:
     def live_brokers(self):
         return [BrokerInfo(1, "h1", 9091), BrokerInfo(2, "h2", 9092, "r2")]
 
+    def client_brokers(self):
+        return self.live_brokers()
+
     def topics(self):
         return dict(self._topics)
 
