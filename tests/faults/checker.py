@@ -10,7 +10,10 @@ hand-made histories. Each rule flags only what Kafka's contract forbids:
   acknowledged at.
 - acked_invalid_offset: an acks=all write acknowledged without a valid offset. raftlog, as
   Kafka, answers a producer's retried duplicate with the offset of the copy in the log, so
-  no acknowledgement is ever without one.
+  no answer of the broker is ever without one. The idempotent producer's own exception:
+  librdkafka reports a batch whose request failed with an unknown outcome as delivered,
+  offset unknown, when a later batch's success shows it was persisted ("implicitly acked",
+  its debug=eos log names the message ids); such records must still be in the log, once.
 - duplicate: a record of the idempotent producer is in the log more than once. The
   non-idempotent producer's retries may legally duplicate.
 - unexpected_record: a record no producer sent.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -102,10 +106,12 @@ def check_deliveries(
     deliveries: Iterable[Delivery],
     producers: dict[str, ProducerInfo],
     log: Iterable[ReadRecord],
+    implicit: frozenset[str] | set[str] = frozenset(),
 ) -> list[Anomaly]:
-    """acked_missing, acked_wrong_offset, acked_invalid_offset, duplicate, unexpected_record."""
+    """acked_missing, acked_wrong_offset, acked_invalid_offset, duplicate, unexpected_record.
+    `implicit`: values librdkafka acknowledged implicitly (see implicitly_acked)."""
     deliveries = list(deliveries)
-    invalid = invalid_base_runs(deliveries)
+    invalid = invalid_base_runs([d for d in deliveries if d.value not in implicit])
     where: dict[str, list[tuple[int, int]]] = defaultdict(list)  # value -> [(partition, offset)]
     at: dict[tuple[int, int], str | None] = {}
     for r in log:
@@ -207,6 +213,39 @@ def check_deliveries(
                     },
                 )
             )
+    return out
+
+
+_IMPLICIT_ACK = re.compile(
+    r"\[(\d+)\] \d+ message\(s\) implicitly acked by subsequent batch success "
+    r"\(msgids (\d+)\.\.(\d+),"
+)
+
+
+def implicit_ack_ranges(lines: Iterable[str]) -> dict[int, list[tuple[int, int]]]:
+    """{partition: [(first msgid, last msgid)]} from librdkafka's IMPLICITACK lines."""
+    ranges: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for line in lines:
+        m = _IMPLICIT_ACK.search(line)
+        if m:
+            ranges[int(m[1])].append((int(m[2]), int(m[3])))
+    return dict(ranges)
+
+
+def implicitly_acked(
+    deliveries: Iterable[Delivery], producer: str, ranges: dict[int, list[tuple[int, int]]]
+) -> set[str]:
+    """The values of `producer` in `ranges`. librdkafka numbers a partition's messages 1, 2,
+    ... in the order they were produced to it, which is the order of our sequence numbers."""
+    order: dict[int, list[Delivery]] = defaultdict(list)
+    for d in deliveries:
+        if d.producer == producer:
+            order[d.partition].append(d)
+    out = set()
+    for partition, spans in ranges.items():
+        sent = sorted(order.get(partition, []), key=lambda d: d.seq)
+        for first, last in spans:
+            out.update(d.value for d in sent[first - 1 : last] if d.acked and d.offset is None)
     return out
 
 

@@ -93,10 +93,18 @@ def markdown(summary: dict[str, Any], anomalies: list[Anomaly], examples: int = 
         f"- topic {run['topic']}: {run['partitions']} partitions, RF 3; "
         f"producers at {run['rate']:g} records/s each",
     ]
+    if summary.get("rechecked"):
+        lines.append(f"- checked again (`--recheck`) at {summary['rechecked']}")
     for name, p in summary["producers"].items():
         lines.append(
             f"- producer {name} (idempotence {p['idempotent']}): {p['sent']} sent, "
-            f"{p['acked']} acked ({p['acked_without_offset']} without an offset), "
+            f"{p['acked']} acked ({p['acked_without_offset']} without an offset"
+            + (
+                f", {p['implicitly_acked']} of them acknowledged implicitly by librdkafka"
+                if p.get("implicitly_acked")
+                else ""
+            )
+            + "), "
             f"{p['failed']} failed, max ack latency "
             f"{p['max_ack_latency_s']:.1f} s, client errors {p['client_errors']}"
             + (

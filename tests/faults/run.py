@@ -460,6 +460,7 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
     epochs.json, audit.json, audit/summary.json): what finish() wrote, or a kept run's
     (`--recheck DIR`). Returns the anomalies and per-producer figures."""
     deliveries, producers, stats = [], {}, {}
+    implicit: set[str] = set()
     for name, idempotent in PRODUCERS:
         path = out / "producers" / f"{name}.jsonl"
         if not path.exists():
@@ -469,17 +470,24 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
         sent = (meta.get("done") or meta.get("stopping") or {}).get("sent")
         producers[name] = ProducerInfo(name, idempotent, sent)
         acked = [d for d in ds if d.acked]
+        stderr_log = out / "producers" / f"{name}.stderr.log"
+        with (
+            contextlib.suppress(OSError),
+            open(stderr_log, encoding="utf-8", errors="replace") as f,
+        ):
+            implicit |= checker.implicitly_acked(ds, name, checker.implicit_ack_ranges(f))
         stats[name] = {
             "idempotent": idempotent,
             "sent": sent,
             "acked": len(acked),
             "failed": len(ds) - len(acked),
             "acked_without_offset": sum(d.offset is None for d in acked),
+            "implicitly_acked": sum(d.value in implicit for d in acked),
             "unresolved": (meta.get("done") or {}).get("unresolved"),
             "max_ack_latency_s": round(max((d.t - d.sent for d in acked), default=0.0), 2),
             "client_errors": len(meta["errors"]),
             "fatal_restarts": meta["restarts"],
-            "epoch_bumps": epoch_bumps(out / "producers" / f"{name}.stderr.log"),
+            "epoch_bumps": epoch_bumps(stderr_log),
         }
     log = []
     with open(out / "readback.jsonl", encoding="utf-8") as f:
@@ -492,7 +500,7 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
     epochs = {int(i): e for i, e in json.loads((out / "epochs.json").read_text()).items()}
     sent_times = {d.value: d.sent for d in deliveries}
     anomalies = [
-        *checker.check_deliveries(deliveries, producers, log),
+        *checker.check_deliveries(deliveries, producers, log, implicit),
         *checker.check_log(log, ends, starts, sent_times),
         *checker.check_epoch_caches(epochs, log),
     ]
@@ -557,8 +565,9 @@ def _partition_view(st: Statuses) -> dict[str, Any]:
 
 def recheck(out: Path) -> int:
     """The checker again over a kept run (e.g. after changing it); the run's own liveness
-    findings (no recovery, not caught up, ...) are taken from its anomalies.jsonl."""
-    data, _ = check_files(out, (out / "audit.json").exists())
+    findings (no recovery, not caught up, ...) are taken from its anomalies.jsonl. The
+    summary is rewritten with the new verdict and says it was rechecked, and when."""
+    data, stats = check_files(out, (out / "audit.json").exists())
     kinds = {a.kind for a in data} | checker.DATA_KINDS
     old = []
     with contextlib.suppress(OSError):
@@ -570,6 +579,25 @@ def recheck(out: Path) -> int:
     with open(out / "recheck.jsonl", "w", encoding="utf-8") as f:
         for a in anomalies:
             f.write(json.dumps(a.to_dict(), default=str) + "\n")
+    with contextlib.suppress(OSError, ValueError):
+        summary = json.loads((out / "summary.json").read_text())
+        cycles = summary["cycles"]
+        by_cycle = report.attribute(anomalies, cycles)
+        for c in cycles:
+            c["anomalies"] = len(by_cycle.get(c["cycle"], []))
+        summary |= {
+            "passed": not anomalies,
+            "rechecked": datetime.now(UTC).isoformat(timespec="seconds"),
+            "producers": stats,
+            "per_kind": report.per_kind(cycles, by_cycle),
+            "anomalies": {
+                "counts": checker.summarize(anomalies),
+                "unattributed": len(by_cycle.get(-1, [])),
+                "list": [a.to_dict() for a in anomalies[:500]],
+            },
+        }
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        (out / "summary.md").write_text(report.markdown(summary, anomalies))
     print(f"anomalies: {checker.summarize(anomalies) or 'none'} (written to recheck.jsonl)")
     for a in anomalies[:20]:
         print(f"  {a.kind}: {a.message}")
