@@ -1,8 +1,10 @@
 """The asyncio Kafka listener: framing, per-connection ordering, limits.
 
 Each connection is a BufferedProtocol, so the socket is read straight into a buffer we own and
-reuse (it grows to the largest frame seen, up to MAX_READ_BUFFER_BYTES; a larger frame gets a
-buffer of its own). Frames are decoded in place from read-only views: kio copies what it keeps,
+reuse. It grows only as a frame's bytes arrive (doubling, never past the frame's size), so a
+size prefix alone reserves nothing; it is kept for reuse up to MAX_READ_BUFFER_BYTES and
+dropped back to READ_BUFFER_BYTES after a larger frame. Frames are decoded in place from
+read-only views: kio copies what it keeps,
 so a request's bytes are copied once, into the decoded request. Requests start in arrival order
 (a task each, and the loop runs new tasks FIFO, so Produce proposals keep the connection's
 order) and may then run concurrently; responses are written strictly in request order, large
@@ -87,8 +89,6 @@ class _Connection(asyncio.BufferedProtocol):
         self._start = 0  # first unconsumed byte in the read buffer
         self._end = 0  # end of received data in the read buffer
         self._use_buffer(bytearray(READ_BUFFER_BYTES))
-        self._large: memoryview | None = None  # a frame too large to keep a buffer for
-        self._large_filled = 0
         # Requests to answer, in order, with their frame sizes; a task leaves when written.
         self._pending: collections.deque[tuple[asyncio.Task[Any], int]] = collections.deque()
         self._tasks: set[asyncio.Task[Any]] = set()  # every running handler
@@ -118,21 +118,14 @@ class _Connection(asyncio.BufferedProtocol):
         self._server._connections.discard(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._large is not None:
-            return self._large[self._large_filled :]
         if self._end == len(self._view):
             self._compact()
+            if self._end == len(self._view):
+                self._grow()
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._large is not None:
-            self._large_filled += nbytes
-            if self._large_filled < len(self._large):
-                return
-            frame, self._large = self._large.toreadonly(), None
-            self._handle_frame(frame)
-        else:
-            self._end += nbytes
+        self._end += nbytes
         self._process()
 
     def eof_received(self) -> bool:
@@ -161,6 +154,16 @@ class _Connection(asyncio.BufferedProtocol):
         self._view[:length] = self._view[self._start : self._end]
         self._start, self._end = 0, length
 
+    def _grow(self) -> None:
+        """The buffer is full of one unfinished frame (_process checked its size): doubles it,
+        up to the frame's size, as its bytes come in."""
+        (size,) = _SIZE.unpack_from(self._view, 0)
+        doubled = 2 * len(self._view)
+        # (complete frames may be waiting here while reading is paused: no cap then)
+        buffer = bytearray(doubled if 4 + size <= self._end else min(doubled, 4 + size))
+        buffer[: self._end] = self._view[: self._end]
+        self._use_buffer(buffer)
+
     def _process(self) -> None:
         """Handles every complete frame in the read buffer, unless paused or closing."""
         while not self._reading_paused and not self._closing:
@@ -176,27 +179,11 @@ class _Connection(asyncio.BufferedProtocol):
                 self._start = begin + size
                 self._handle_frame(self._frames[begin : self._start])
                 continue
-            if 4 + size > len(self._view):
-                self._make_room(size, available)
             break
         if self._start == self._end:
             self._start = self._end = 0
-
-    def _make_room(self, size: int, available: int) -> None:
-        """For a frame larger than the read buffer: grow the buffer (fresh memory costs page
-        faults on every request, so buffers are reused) up to MAX_READ_BUFFER_BYTES; beyond
-        that the frame gets a buffer of its own, dropped once decoded."""
-        received = self._view[self._start + 4 : self._end]
-        if 4 + size <= MAX_READ_BUFFER_BYTES:
-            buffer = bytearray(min(max(4 + size, 2 * len(self._view)), MAX_READ_BUFFER_BYTES))
-            buffer[:available] = self._view[self._start : self._end]
-            self._use_buffer(buffer)
-            self._start, self._end = 0, available
-            return
-        self._large = memoryview(bytearray(size))
-        self._large_filled = len(received)
-        self._large[: self._large_filled] = received
-        self._start = self._end = 0
+            if len(self._view) > MAX_READ_BUFFER_BYTES:
+                self._use_buffer(bytearray(READ_BUFFER_BYTES))
 
     def _handle_frame(self, frame: memoryview) -> None:
         """Decodes one request and starts its handler; the frame's memory is reused after."""
