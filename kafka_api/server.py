@@ -17,6 +17,8 @@ import asyncio
 import collections
 import logging
 import struct
+import time
+from collections.abc import Callable
 from typing import Any, cast
 
 from kafka_api import codec
@@ -48,19 +50,43 @@ class KafkaServer:
         port: int,
         *,
         max_request_bytes: int = 100 * 1024 * 1024,
+        max_idle_seconds: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.broker = broker
         self.host = host
         self.max_request_bytes = max_request_bytes
+        self.max_idle_seconds = max_idle_seconds
+        self.clock = clock
         self._requested_port = port
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _Connection(self), self.host, self._requested_port
         )
+        self._schedule_sweep()
+
+    def sweep_idle(self) -> None:
+        """Closes connections with nothing in progress that sent nothing for
+        max_idle_seconds (Kafka's connections.max.idle.ms): a client that connects and goes
+        quiet, or stops half-way through a frame, does not hold its socket and buffer."""
+        now = self.clock()
+        for conn in list(self._connections):
+            idle = conn.idle_for(now)
+            if idle > self.max_idle_seconds:
+                conn.drop(f"idle for {idle:.0f}s (connections.max.idle.ms)")
+
+    def _schedule_sweep(self) -> None:
+        def sweep() -> None:
+            self.sweep_idle()
+            self._schedule_sweep()
+
+        interval = min(self.max_idle_seconds / 4, 30.0)
+        self._sweeper = asyncio.get_running_loop().call_later(interval, sweep)
 
     @property
     def port(self) -> int:
@@ -70,6 +96,8 @@ class KafkaServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         tasks = [task for conn in list(self._connections) for task in conn.close()]
@@ -98,6 +126,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._closing = False
         self._reading_paused = False
         self._writing_paused = False
+        self._last_active = server.clock()
 
     # asyncio.BufferedProtocol
 
@@ -126,7 +155,13 @@ class _Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._end += nbytes
+        self._last_active = self._server.clock()
         self._process()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since the client last sent a byte or got an answer; 0 while a request of
+        it is in progress."""
+        return 0.0 if self._tasks or self._pending else now - self._last_active
 
     def eof_received(self) -> bool:
         return False  # close; responses still pending are of no use to a client that left
@@ -172,7 +207,7 @@ class _Connection(asyncio.BufferedProtocol):
                 break
             (size,) = _SIZE.unpack_from(self._view, self._start)
             if size < 0 or size > self._server.max_request_bytes:
-                self._drop(f"frame size {size} outside 0..{self._server.max_request_bytes}")
+                self.drop(f"frame size {size} outside 0..{self._server.max_request_bytes}")
                 return
             if available - 4 >= size:
                 begin = self._start + 4
@@ -190,15 +225,15 @@ class _Connection(asyncio.BufferedProtocol):
         try:
             header = codec.decode_header(frame)
         except codec.MalformedRequest as exc:
-            self._drop(str(exc))
+            self.drop(str(exc))
             return
         handler = HANDLERS.get(header.api_key)
         if handler is None:
-            self._drop(f"unknown api key {header.api_key}")
+            self.drop(f"unknown api key {header.api_key}")
             return
         if not handler.MIN_VERSION <= header.api_version <= handler.MAX_VERSION:
             if header.api_key != api_versions.API_KEY:
-                self._drop(
+                self.drop(
                     f"unsupported version {header.api_version} of api {header.api_key} "
                     f"(serving {handler.MIN_VERSION}..{handler.MAX_VERSION})"
                 )
@@ -211,7 +246,7 @@ class _Connection(asyncio.BufferedProtocol):
         try:
             request = codec.decode_request(header, frame)
         except codec.MalformedRequest as exc:
-            self._drop(str(exc))
+            self.drop(str(exc))
             return
         ctx = RequestContext(self._server.broker, header.api_version, header.client_id, self._host)
         work = self._run(handler.handle(ctx, request), header.correlation_id)
@@ -250,7 +285,7 @@ class _Connection(asyncio.BufferedProtocol):
             return
         exc = task.exception()
         if isinstance(exc, CloseConnection):
-            self._drop(str(exc))
+            self.drop(str(exc))
         elif exc is not None:
             log.error("handler failed for client %s; closing it", self._peer, exc_info=exc)
             self._close_transport()
@@ -267,6 +302,7 @@ class _Connection(asyncio.BufferedProtocol):
             parts = task.result()
             if parts is not None:
                 self._unsent.extend(parts)
+            self._last_active = self._server.clock()
         self._send_unsent()
         self._update_reading()
 
@@ -306,7 +342,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._transport.resume_reading()
             self._process()
 
-    def _drop(self, reason: str) -> None:
+    def drop(self, reason: str) -> None:
         log.warning("closing Kafka connection from %s: %s", self._peer, reason)
         self._close_transport()
 

@@ -47,6 +47,9 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 3000,
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1800000,
+    # The Kafka listener: largest request frame, and how long a quiet connection is kept.
+    "socket.request.max.bytes": 104857600,
+    "connections.max.idle.ms": 600000,
 }
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).
 TOPIC_SYNONYMS = {

@@ -96,7 +96,12 @@ class Node:
             self._controller_changed,
         )
         self._reconcile()
-        self.kafka = KafkaServer(self, *cfg.kafka_listen)
+        self.kafka = KafkaServer(
+            self,
+            *cfg.kafka_listen,
+            max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
+            max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
+        )
         await self.kafka.start()
         self.admin = AdminServer(self, *cfg.admin_listen)
         await self.admin.start()

@@ -335,3 +335,50 @@ async def test_a_size_prefix_reserves_nothing_until_the_bytes_come(kafka):
     assert (correlation_id, response.error_code) == (11, ErrorCode.none)
     assert len(conn._view) <= server_module.MAX_READ_BUFFER_BYTES
     writer.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_quiet_connections_are_closed_after_connections_max_idle_ms():
+    """A client that connects and says nothing, or stops half-way through a frame, held its
+    socket and buffer forever; one that just got an answer is not idle yet."""
+    clock = _Clock()
+    server = KafkaServer(None, "127.0.0.1", 0, max_idle_seconds=600.0, clock=clock)
+    await server.start()
+    try:
+        quiet_reader, quiet = await connect(server)
+        half_reader, half = await connect(server)
+        half.write(frame(API_VERSIONS, 0, 1)[:6])
+        busy_reader, busy = await connect(server)
+        await _connections(server, 3)
+        for _ in range(500):  # the half frame has been read (at the clock's start)
+            if any(c._end == 6 for c in server._connections):
+                break
+            await asyncio.sleep(0.01)
+        clock.now += 500
+        busy.write(frame(API_VERSIONS, 0, 2))
+        assert (await read_response(busy_reader, API_VERSIONS, 0))[0] == 2
+        clock.now += 101
+        server.sweep_idle()
+        assert await is_closed(quiet_reader)
+        assert await is_closed(half_reader)
+        busy.write(frame(API_VERSIONS, 0, 3))
+        assert (await read_response(busy_reader, API_VERSIONS, 0))[0] == 3
+        for writer in (quiet, half, busy):
+            writer.close()
+    finally:
+        await server.close()
+
+
+async def _connections(server, count):
+    for _ in range(500):
+        if len(server._connections) == count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{count} connections were not accepted")
