@@ -7,7 +7,8 @@ kafka_listen = "0.0.0.0:9092"
 advertised_kafka = "node1:9092"
 raft_listen = "0.0.0.0:10092"
 advertised_raft = "node1:10092"   # optional; what joining nodes dial
-admin_listen = "0.0.0.0:11092"
+admin_listen = "127.0.0.1:11092"  # the default; reads are open, changes need admin_token
+admin_token = "change-me-too"    # optional; without it no admin endpoint changes anything
 cluster_secret = "change-me"
 
 [[peers]]            # every node of the cluster (this one may be listed too)
@@ -84,6 +85,7 @@ class NodeConfig:
     peers: dict[int, tuple[str, int]]  # every node's Raft address, this one included
     broker: dict[str, Any] = field(default_factory=dict)
     rack: str | None = None
+    admin_token: str | None = None
 
     @property
     def node_ids(self) -> list[int]:
@@ -122,7 +124,7 @@ class NodeConfig:
             raw.get("advertised_kafka", f"{kafka[0]}:{kafka[1]}"), "advertised_kafka"
         )
         admin = parse_address(
-            raw.get("admin_listen", f"{kafka[0]}:{kafka[1] + 2000}"), "admin_listen"
+            raw.get("admin_listen", f"127.0.0.1:{kafka[1] + 2000}"), "admin_listen"
         )
         advertised_raft = parse_address(
             raw.get("advertised_raft", f"{raft[0]}:{raft[1]}"), "advertised_raft"
@@ -148,6 +150,7 @@ class NodeConfig:
             advertised_raft=advertised_raft,
             admin_listen=admin,
             cluster_secret=str(raw["cluster_secret"]),
+            admin_token=str(raw["admin_token"]) if raw.get("admin_token") else None,
             peers=peers,
             broker=broker,
             rack=raw.get("rack"),

@@ -103,7 +103,7 @@ class Node:
             max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
         )
         await self.kafka.start()
-        self.admin = AdminServer(self, *cfg.admin_listen)
+        self.admin = AdminServer(self, *cfg.admin_listen, token=cfg.admin_token)
         await self.admin.start()
         self._tasks = [
             asyncio.create_task(self._register()),
