@@ -556,6 +556,16 @@ class Node:
                     )
                 )
                 continue
+            if self.controller.state.topics[name]["internal"]:
+                results.append(
+                    TopicResult(
+                        name,
+                        ErrorCode.invalid_topic_exception,
+                        f"Cannot delete internal topic {name}: it holds every group's "
+                        "committed offsets.",
+                    )
+                )
+                continue
             try:
                 outcome = await self.controller.call("delete_topic", name)
             except ControllerUnavailable as e:
