@@ -50,6 +50,7 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "group.max.session.timeout.ms": 1800000,
     # The Kafka listener: largest request frame, and how long a quiet connection is kept.
     "socket.request.max.bytes": 104857600,
+    "fetch.max.bytes": 57671680,  # Kafka's: the most one Fetch response carries
     "connections.max.idle.ms": 600000,
 }
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).

@@ -411,6 +411,10 @@ class Node:
         return self.partitions.get((topic, index))
 
     @property
+    def fetch_max_bytes(self) -> int:
+        return int(self.config.broker_setting("fetch.max.bytes"))
+
+    @property
     def auto_create_topics(self) -> bool:
         return bool(self.config.broker_setting("auto.create.topics.enable"))
 
