@@ -51,6 +51,8 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # The Kafka listener: largest request frame, and how long a quiet connection is kept.
     "socket.request.max.bytes": 104857600,
     "fetch.max.bytes": 57671680,  # Kafka's: the most one Fetch response carries
+    # Partition replicas one node may hold; -1: what its file descriptors allow (limits.py).
+    "max.partition.replicas.per.node": -1,
     "connections.max.idle.ms": 600000,
 }
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).
