@@ -19,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_unsigned_varint
 from kio.static.constants import EntityType
 
+from kafka_api.bounds import check_body
 from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
@@ -63,19 +64,23 @@ def decode_header(frame: Frame) -> RequestHeader:
 
 
 @functools.cache
-def _request_reader(api_key: int, api_version: int) -> tuple[bool, Any]:
+def _request_reader(api_key: int, api_version: int) -> tuple[type, Any]:
     request_type = load_request_schema(api_key, api_version)
-    return request_type.__flexible__, entity_reader(request_type)
+    return request_type, entity_reader(request_type)
 
 
 def decode_request(header: RequestHeader, frame: Frame) -> Any:
     """The kio request entity that follows `header` in `frame` (bytes or a read-only view: kio
-    refuses writable buffers). Anything kio cannot decode, including the unknown tagged fields it
-    raises KeyError on, is a malformed request."""
-    flexible, read = _request_reader(header.api_key, header.api_version)
+    refuses writable buffers). A length that does not fit in the frame is a malformed request,
+    found before kio's native decoder could try to allocate it, and tagged fields the version
+    does not define are dropped first, as Kafka ignores them (kafka_api/bounds.py); anything
+    else kio cannot decode is malformed too."""
+    request_type, read = _request_reader(header.api_key, header.api_version)
     try:
-        offset = _skip_tagged_fields(frame, header.size) if flexible else header.size
-        request, _ = read(frame, offset)
+        offset = (
+            _skip_tagged_fields(frame, header.size) if request_type.__flexible__ else header.size
+        )
+        request, _ = read(check_body(request_type, frame, offset) or frame, offset)
     except Exception as exc:  # kio raises KeyError, ValueError, BufferUnderflow, UnicodeError...
         raise MalformedRequest(
             f"cannot decode api {header.api_key} v{header.api_version} body: {exc!r}"

@@ -1,8 +1,10 @@
 """The asyncio Kafka listener: framing, per-connection ordering, limits.
 
 Each connection is a BufferedProtocol, so the socket is read straight into a buffer we own and
-reuse (it grows to the largest frame seen, up to MAX_READ_BUFFER_BYTES; a larger frame gets a
-buffer of its own). Frames are decoded in place from read-only views: kio copies what it keeps,
+reuse. It grows only as a frame's bytes arrive (doubling, never past the frame's size), so a
+size prefix alone reserves nothing; it is kept for reuse up to MAX_READ_BUFFER_BYTES and
+dropped back to READ_BUFFER_BYTES after a larger frame. Frames are decoded in place from
+read-only views: kio copies what it keeps,
 so a request's bytes are copied once, into the decoded request. Requests start in arrival order
 (a task each, and the loop runs new tasks FIFO, so Produce proposals keep the connection's
 order) and may then run concurrently; responses are written strictly in request order, large
@@ -15,6 +17,8 @@ import asyncio
 import collections
 import logging
 import struct
+import time
+from collections.abc import Callable
 from typing import Any, cast
 
 from kafka_api import codec
@@ -46,19 +50,43 @@ class KafkaServer:
         port: int,
         *,
         max_request_bytes: int = 100 * 1024 * 1024,
+        max_idle_seconds: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.broker = broker
         self.host = host
         self.max_request_bytes = max_request_bytes
+        self.max_idle_seconds = max_idle_seconds
+        self.clock = clock
         self._requested_port = port
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _Connection(self), self.host, self._requested_port
         )
+        self._schedule_sweep()
+
+    def sweep_idle(self) -> None:
+        """Closes connections with nothing in progress that sent nothing for
+        max_idle_seconds (Kafka's connections.max.idle.ms): a client that connects and goes
+        quiet, or stops half-way through a frame, does not hold its socket and buffer."""
+        now = self.clock()
+        for conn in list(self._connections):
+            idle = conn.idle_for(now)
+            if idle > self.max_idle_seconds:
+                conn.drop(f"idle for {idle:.0f}s (connections.max.idle.ms)")
+
+    def _schedule_sweep(self) -> None:
+        def sweep() -> None:
+            self.sweep_idle()
+            self._schedule_sweep()
+
+        interval = min(self.max_idle_seconds / 4, 30.0)
+        self._sweeper = asyncio.get_running_loop().call_later(interval, sweep)
 
     @property
     def port(self) -> int:
@@ -68,6 +96,8 @@ class KafkaServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         tasks = [task for conn in list(self._connections) for task in conn.close()]
@@ -87,8 +117,6 @@ class _Connection(asyncio.BufferedProtocol):
         self._start = 0  # first unconsumed byte in the read buffer
         self._end = 0  # end of received data in the read buffer
         self._use_buffer(bytearray(READ_BUFFER_BYTES))
-        self._large: memoryview | None = None  # a frame too large to keep a buffer for
-        self._large_filled = 0
         # Requests to answer, in order, with their frame sizes; a task leaves when written.
         self._pending: collections.deque[tuple[asyncio.Task[Any], int]] = collections.deque()
         self._tasks: set[asyncio.Task[Any]] = set()  # every running handler
@@ -98,6 +126,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._closing = False
         self._reading_paused = False
         self._writing_paused = False
+        self._last_active = server.clock()
 
     # asyncio.BufferedProtocol
 
@@ -118,22 +147,21 @@ class _Connection(asyncio.BufferedProtocol):
         self._server._connections.discard(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._large is not None:
-            return self._large[self._large_filled :]
         if self._end == len(self._view):
             self._compact()
+            if self._end == len(self._view):
+                self._grow()
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._large is not None:
-            self._large_filled += nbytes
-            if self._large_filled < len(self._large):
-                return
-            frame, self._large = self._large.toreadonly(), None
-            self._handle_frame(frame)
-        else:
-            self._end += nbytes
+        self._end += nbytes
+        self._last_active = self._server.clock()
         self._process()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since the client last sent a byte or got an answer; 0 while a request of
+        it is in progress."""
+        return 0.0 if self._tasks or self._pending else now - self._last_active
 
     def eof_received(self) -> bool:
         return False  # close; responses still pending are of no use to a client that left
@@ -161,6 +189,16 @@ class _Connection(asyncio.BufferedProtocol):
         self._view[:length] = self._view[self._start : self._end]
         self._start, self._end = 0, length
 
+    def _grow(self) -> None:
+        """The buffer is full of one unfinished frame (_process checked its size): doubles it,
+        up to the frame's size, as its bytes come in."""
+        (size,) = _SIZE.unpack_from(self._view, 0)
+        doubled = 2 * len(self._view)
+        # (complete frames may be waiting here while reading is paused: no cap then)
+        buffer = bytearray(doubled if 4 + size <= self._end else min(doubled, 4 + size))
+        buffer[: self._end] = self._view[: self._end]
+        self._use_buffer(buffer)
+
     def _process(self) -> None:
         """Handles every complete frame in the read buffer, unless paused or closing."""
         while not self._reading_paused and not self._closing:
@@ -169,49 +207,33 @@ class _Connection(asyncio.BufferedProtocol):
                 break
             (size,) = _SIZE.unpack_from(self._view, self._start)
             if size < 0 or size > self._server.max_request_bytes:
-                self._drop(f"frame size {size} outside 0..{self._server.max_request_bytes}")
+                self.drop(f"frame size {size} outside 0..{self._server.max_request_bytes}")
                 return
             if available - 4 >= size:
                 begin = self._start + 4
                 self._start = begin + size
                 self._handle_frame(self._frames[begin : self._start])
                 continue
-            if 4 + size > len(self._view):
-                self._make_room(size, available)
             break
         if self._start == self._end:
             self._start = self._end = 0
-
-    def _make_room(self, size: int, available: int) -> None:
-        """For a frame larger than the read buffer: grow the buffer (fresh memory costs page
-        faults on every request, so buffers are reused) up to MAX_READ_BUFFER_BYTES; beyond
-        that the frame gets a buffer of its own, dropped once decoded."""
-        received = self._view[self._start + 4 : self._end]
-        if 4 + size <= MAX_READ_BUFFER_BYTES:
-            buffer = bytearray(min(max(4 + size, 2 * len(self._view)), MAX_READ_BUFFER_BYTES))
-            buffer[:available] = self._view[self._start : self._end]
-            self._use_buffer(buffer)
-            self._start, self._end = 0, available
-            return
-        self._large = memoryview(bytearray(size))
-        self._large_filled = len(received)
-        self._large[: self._large_filled] = received
-        self._start = self._end = 0
+            if len(self._view) > MAX_READ_BUFFER_BYTES:
+                self._use_buffer(bytearray(READ_BUFFER_BYTES))
 
     def _handle_frame(self, frame: memoryview) -> None:
         """Decodes one request and starts its handler; the frame's memory is reused after."""
         try:
             header = codec.decode_header(frame)
         except codec.MalformedRequest as exc:
-            self._drop(str(exc))
+            self.drop(str(exc))
             return
         handler = HANDLERS.get(header.api_key)
         if handler is None:
-            self._drop(f"unknown api key {header.api_key}")
+            self.drop(f"unknown api key {header.api_key}")
             return
         if not handler.MIN_VERSION <= header.api_version <= handler.MAX_VERSION:
             if header.api_key != api_versions.API_KEY:
-                self._drop(
+                self.drop(
                     f"unsupported version {header.api_version} of api {header.api_key} "
                     f"(serving {handler.MIN_VERSION}..{handler.MAX_VERSION})"
                 )
@@ -224,7 +246,7 @@ class _Connection(asyncio.BufferedProtocol):
         try:
             request = codec.decode_request(header, frame)
         except codec.MalformedRequest as exc:
-            self._drop(str(exc))
+            self.drop(str(exc))
             return
         ctx = RequestContext(self._server.broker, header.api_version, header.client_id, self._host)
         work = self._run(handler.handle(ctx, request), header.correlation_id)
@@ -263,7 +285,7 @@ class _Connection(asyncio.BufferedProtocol):
             return
         exc = task.exception()
         if isinstance(exc, CloseConnection):
-            self._drop(str(exc))
+            self.drop(str(exc))
         elif exc is not None:
             log.error("handler failed for client %s; closing it", self._peer, exc_info=exc)
             self._close_transport()
@@ -280,6 +302,7 @@ class _Connection(asyncio.BufferedProtocol):
             parts = task.result()
             if parts is not None:
                 self._unsent.extend(parts)
+            self._last_active = self._server.clock()
         self._send_unsent()
         self._update_reading()
 
@@ -319,7 +342,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._transport.resume_reading()
             self._process()
 
-    def _drop(self, reason: str) -> None:
+    def drop(self, reason: str) -> None:
         log.warning("closing Kafka connection from %s: %s", self._peer, reason)
         self._close_transport()
 

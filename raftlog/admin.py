@@ -1,9 +1,15 @@
-"""The admin HTTP listener: node status for `raftlog cluster`, tests and operators."""
+"""The admin HTTP listener: node status for `raftlog cluster`, tests and operators.
+
+Reads are open (they are what `raftlog audit` and `raftlog epochs` collect). Anything that
+changes the node needs `Authorization: Bearer <admin_token>` from the node's config; a node
+without an admin_token refuses every change (a loop of unauthenticated transfers forced 54
+leader changes in 20 s)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import hmac
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -29,10 +35,11 @@ def _epoch_state(node_id: int, partition: Partition) -> dict:
 
 
 class AdminServer:
-    def __init__(self, node: Node, host: str, port: int) -> None:
+    def __init__(self, node: Node, host: str, port: int, token: str | None = None) -> None:
         self._node = node
         self._host, self._port = host, port
-        app = web.Application()
+        self._token = token
+        app = web.Application(middlewares=[self._authorize])
         app.router.add_get("/v1/status", self._status)
         app.router.add_get("/v1/partitions/{topic}/{partition}/epochs", self._epochs)
         app.router.add_post(
@@ -41,6 +48,24 @@ class AdminServer:
         app.router.add_get("/v1/history", self._history)
         app.router.add_get("/v1/epochs", self._all_epochs)
         self._runner = web.AppRunner(app, access_log=None)
+
+    @web.middleware
+    async def _authorize(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.method in ("GET", "HEAD"):
+            return await handler(request)
+        if self._token is None:
+            raise web.HTTPForbidden(
+                text="this node has no admin_token in its config: admin changes are disabled\n"
+            )
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.encode(), self._token.encode()
+        ):
+            raise web.HTTPUnauthorized(
+                text="admin changes need Authorization: Bearer <admin_token>\n",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return await handler(request)
 
     async def start(self) -> None:
         await self._runner.setup()

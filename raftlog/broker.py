@@ -229,3 +229,7 @@ class Broker(Protocol):
 
     @property
     def auto_create_topics(self) -> bool: ...
+
+    @property
+    def fetch_max_bytes(self) -> int:
+        """fetch.max.bytes: the most one Fetch response carries, whatever the client asks."""

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import uvloop
+from kafka.errors import KafkaError as ClientError
 
 from raftlog import audit_cli, cluster, groups_cli
 from raftlog.config import ConfigError, NodeConfig
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args) or 0
     except (cluster.ClusterError, ConfigError) as e:
+        print(f"raftlog: {e}", file=sys.stderr)
+        return 1
+    except ClientError as e:  # kafka-python's: e.g. no broker at --bootstrap answered
         print(f"raftlog: {e}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # e.g. `raftlog offsets-topic dump | head`
@@ -132,13 +136,17 @@ def _serve(args: argparse.Namespace) -> int:
     from raftlog.node import Node
 
     config = NodeConfig.load(args.config)
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        log_file = logging.FileHandler(config.data_dir / "raftlog.log")
+    except OSError as e:
+        raise ConfigError(f"data_dir {config.data_dir}: {e.strerror or e}") from None
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s [node %(node)s] %(name)s: %(message)s".replace(
             "%(node)s", str(config.node_id)
         ),
-        handlers=[logging.FileHandler(config.data_dir / "raftlog.log"), logging.StreamHandler()],
+        handlers=[log_file, logging.StreamHandler()],
     )
 
     async def run() -> None:
@@ -155,11 +163,22 @@ def _serve(args: argparse.Namespace) -> int:
     # uvloop's transports send without the copies and buffer shuffling of asyncio's own
     # (bytearray extend, del buffer[:n]), which were a fifth of a busy node's time.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(run())
+        try:
+            runner.run(run())
+        except OSError as e:  # a port in use, a data directory it may not write
+            raise ConfigError(f"node {config.node_id} cannot start: {e}") from None
     return 0
 
 
 def _cluster_up(args: argparse.Namespace) -> int:
+    if args.nodes < 1:
+        raise ConfigError(f"--nodes must be at least 1, got {args.nodes}")
+    # node i listens on kafka_port + i - 1, its Raft port 1000 and admin port 2000 above
+    if args.kafka_port < 1 or args.kafka_port + args.nodes - 1 + 2000 > 65535:
+        raise ConfigError(
+            f"--kafka-port {args.kafka_port}: the nodes' ports (up to +{args.nodes - 1 + 2000}) "
+            "must lie from 1 to 65535"
+        )
     broker = dict(cluster.parse_setting(item) for item in args.broker)
     bootstrap = cluster.up(args.data, args.nodes, args.kafka_port, args.timeout, broker)
     print(f"raftlog cluster of {args.nodes} nodes is up; data in {args.data.resolve()}")
@@ -196,12 +215,21 @@ def _bootstrap(args: argparse.Namespace) -> str:
 def _admin_client(args: argparse.Namespace):  # noqa: ANN202 - kafka-python has no stubs
     from kafka.admin import KafkaAdminClient
 
-    return KafkaAdminClient(bootstrap_servers=_bootstrap(args), client_id="raftlog-cli")
+    return KafkaAdminClient(
+        bootstrap_servers=_bootstrap(args),
+        client_id="raftlog-cli",
+        request_timeout_ms=10_000,
+        bootstrap_timeout_ms=10_000,
+    )
 
 
 def _topic_create(args: argparse.Namespace) -> int:
     from kafka.admin import NewTopic
 
+    if not 1 <= args.partitions < 2**31 or not 1 <= args.replication_factor < 2**15:
+        raise ConfigError(
+            "--partitions must be from 1 to 2147483647 and --replication-factor from 1 to 32767"
+        )
     configs = {}
     for item in args.config:
         key, sep, value = item.partition("=")

@@ -68,7 +68,11 @@ def node_specs(data: Path, nodes: int, kafka_port: int) -> list[NodeSpec]:
 
 
 def write_config(
-    spec: NodeSpec, all_specs: list[NodeSpec], secret: str, broker: dict[str, Any]
+    spec: NodeSpec,
+    all_specs: list[NodeSpec],
+    secret: str,
+    broker: dict[str, Any],
+    admin_token: str | None,
 ) -> None:
     peers = "".join(
         f'\n[[peers]]\nid = {s.node_id}\nraft = "{HOST}:{s.raft_port}"\n' for s in all_specs
@@ -84,7 +88,9 @@ def write_config(
         f'advertised_kafka = "{HOST}:{spec.kafka_port}"\n'
         f'raft_listen = "{HOST}:{spec.raft_port}"\n'
         f'admin_listen = "{HOST}:{spec.admin_port}"\n'
-        f'cluster_secret = "{secret}"\n' + peers
+        f'cluster_secret = "{secret}"\n'
+        + (f'admin_token = "{admin_token}"\n' if admin_token else "")
+        + peers
     )
 
 
@@ -216,10 +222,10 @@ def up(
     ]
     if busy:
         raise ClusterError(f"ports in use: {', '.join(map(str, busy))}; pick another --kafka-port")
-    secret = secrets.token_hex(16)
+    secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
     for spec in specs:
         if not spec.config_path.exists():
-            write_config(spec, specs, secret, broker or {})
+            write_config(spec, specs, secret, broker or {}, admin_token)
     pids = {spec.node_id: start_node(spec.config_path, spec.data_dir) for spec in specs}
     bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
     data.mkdir(parents=True, exist_ok=True)
@@ -252,7 +258,7 @@ def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
         )
         for n in state["nodes"]
     ]
-    write_config(spec, [*existing, spec], first.cluster_secret, first.broker)
+    write_config(spec, [*existing, spec], first.cluster_secret, first.broker, first.admin_token)
     pid = start_node(spec.config_path, spec.data_dir)
     state["nodes"].append(spec.as_json(pid))
     state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])

@@ -7,7 +7,8 @@ kafka_listen = "0.0.0.0:9092"
 advertised_kafka = "node1:9092"
 raft_listen = "0.0.0.0:10092"
 advertised_raft = "node1:10092"   # optional; what joining nodes dial
-admin_listen = "0.0.0.0:11092"
+admin_listen = "127.0.0.1:11092"  # the default; reads are open, changes need admin_token
+admin_token = "change-me-too"    # optional; without it no admin endpoint changes anything
 cluster_secret = "change-me"
 
 [[peers]]            # every node of the cluster (this one may be listed too)
@@ -47,6 +48,12 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 3000,
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1800000,
+    # The Kafka listener: largest request frame, and how long a quiet connection is kept.
+    "socket.request.max.bytes": 104857600,
+    "fetch.max.bytes": 57671680,  # Kafka's: the most one Fetch response carries
+    # Partition replicas one node may hold; -1: what its file descriptors allow (limits.py).
+    "max.partition.replicas.per.node": -1,
+    "connections.max.idle.ms": 600000,
 }
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).
 TOPIC_SYNONYMS = {
@@ -61,11 +68,69 @@ class ConfigError(ValueError):
     pass
 
 
-def parse_address(value: str, what: str) -> tuple[str, int]:
+def parse_address(value: Any, what: str) -> tuple[str, int]:
+    if not isinstance(value, str):
+        raise ConfigError(f'{what}: expected a "host:port" string, got {value!r}')
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"{what}: expected host:port, got {value!r}")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{what}: expected host:port with a port from 1 to 65535, got {value!r}")
     return host or "0.0.0.0", int(port)
+
+
+def _whole(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what}: expected a whole number, got {value!r}")
+    return value
+
+
+def _check_broker(broker: dict[str, Any]) -> None:
+    unknown = sorted(set(broker) - set(BROKER_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"unknown [broker] settings: {', '.join(unknown)}")
+    for name, value in broker.items():
+        default = BROKER_DEFAULTS[name]
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"[broker] {name}: expected true or false, got {value!r}")
+        else:
+            _whole(value, f"[broker] {name}")
+
+
+def _peers(
+    listed: Any, node_id: int, raft: tuple[str, int], advertised: tuple[str, int]
+) -> dict[int, tuple[str, int]]:
+    """Every member's Raft address. A node missing from a [[peers]] list that names others
+    would start as a cluster of its own and serve nothing; two members at one address would
+    dial themselves forever."""
+    if not isinstance(listed, list) or not all(isinstance(p, dict) for p in listed):
+        raise ConfigError("[[peers]] must be a list of tables with id and raft")
+    peers: dict[int, tuple[str, int]] = {}
+    for peer in listed:
+        if "id" not in peer or "raft" not in peer:
+            raise ConfigError("each [[peers]] entry needs id and raft")
+        peer_id = _whole(peer["id"], "[[peers]] id")
+        if peer_id in peers:
+            raise ConfigError(f"[[peers]] lists node {peer_id} twice")
+        peers[peer_id] = parse_address(peer["raft"], f"peer {peer_id} raft")
+    if peers and node_id not in peers:
+        raise ConfigError(
+            f"node_id {node_id} is not among [[peers]] ({', '.join(map(str, sorted(peers)))})"
+        )
+    peers.setdefault(node_id, raft)
+    own = {peers[node_id], raft, advertised}
+    seen: dict[tuple[str, int], int] = {}
+    for peer_id, address in sorted(peers.items()):
+        if peer_id != node_id and address in own:
+            raise ConfigError(
+                f"peer {peer_id}'s raft address {address[0]}:{address[1]} is this node's"
+            )
+        if address in seen:
+            raise ConfigError(
+                f"nodes {seen[address]} and {peer_id} share the raft address "
+                f"{address[0]}:{address[1]}"
+            )
+        seen[address] = peer_id
+    return peers
 
 
 @dataclass
@@ -81,6 +146,7 @@ class NodeConfig:
     peers: dict[int, tuple[str, int]]  # every node's Raft address, this one included
     broker: dict[str, Any] = field(default_factory=dict)
     rack: str | None = None
+    admin_token: str | None = None
 
     @property
     def node_ids(self) -> list[int]:
@@ -99,9 +165,14 @@ class NodeConfig:
             raw = tomllib.loads(path.read_text())
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such config file") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot read the config file: {e}") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{path}: {e}") from None
-        return cls.from_dict(raw, base=path.parent)
+        try:
+            return cls.from_dict(raw, base=path.parent)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], base: Path) -> NodeConfig:
@@ -112,27 +183,26 @@ class NodeConfig:
         ]
         if missing:
             raise ConfigError(f"missing required settings: {', '.join(missing)}")
-        node_id = int(raw["node_id"])
+        node_id = _whole(raw["node_id"], "node_id")
+        if not isinstance(raw["data_dir"], str) or not raw["data_dir"]:
+            raise ConfigError(f"data_dir: expected a path, got {raw['data_dir']!r}")
         kafka = parse_address(raw["kafka_listen"], "kafka_listen")
         raft = parse_address(raw["raft_listen"], "raft_listen")
         advertised = parse_address(
             raw.get("advertised_kafka", f"{kafka[0]}:{kafka[1]}"), "advertised_kafka"
         )
         admin = parse_address(
-            raw.get("admin_listen", f"{kafka[0]}:{kafka[1] + 2000}"), "admin_listen"
+            raw.get("admin_listen", f"127.0.0.1:{kafka[1] + 2000}"), "admin_listen"
         )
         advertised_raft = parse_address(
             raw.get("advertised_raft", f"{raft[0]}:{raft[1]}"), "advertised_raft"
         )
-        peers = {node_id: raft}
-        for peer in raw.get("peers", []):
-            if "id" not in peer or "raft" not in peer:
-                raise ConfigError("each [[peers]] entry needs id and raft")
-            peers[int(peer["id"])] = parse_address(peer["raft"], f"peer {peer['id']} raft")
-        broker = dict(raw.get("broker", {}))
-        unknown = sorted(set(broker) - set(BROKER_DEFAULTS))
-        if unknown:
-            raise ConfigError(f"unknown [broker] settings: {', '.join(unknown)}")
+        peers = _peers(raw.get("peers", []), node_id, raft, advertised_raft)
+        broker = raw.get("broker", {})
+        if not isinstance(broker, dict):
+            raise ConfigError("[broker] must be a table of settings")
+        broker = dict(broker)
+        _check_broker(broker)
         data_dir = Path(raw["data_dir"])
         if not data_dir.is_absolute():
             data_dir = (base / data_dir).resolve()
@@ -145,6 +215,7 @@ class NodeConfig:
             advertised_raft=advertised_raft,
             admin_listen=admin,
             cluster_secret=str(raw["cluster_secret"]),
+            admin_token=str(raw["admin_token"]) if raw.get("admin_token") else None,
             peers=peers,
             broker=broker,
             rack=raw.get("rack"),

@@ -14,7 +14,7 @@ from pathlib import Path
 from epoch.history import HistoryJournal
 from kafka_api.errors import ErrorCode
 from kafka_api.server import KafkaServer
-from raftlog import topic_config
+from raftlog import limits, topic_config
 from raftlog.admin import AdminServer
 from raftlog.broker import (
     BrokerInfo,
@@ -68,6 +68,11 @@ class Node:
 
     async def start(self) -> None:
         cfg = self.config
+        self.budget = limits.replica_budget(
+            int(cfg.broker_setting("max.partition.replicas.per.node")),
+            limits.raise_open_files_limit(),
+        )
+        log.info("node %d: %s", self.node_id, self.budget.describe())
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         (cfg.data_dir / "data").mkdir(exist_ok=True)
         self.history = HistoryJournal(cfg.data_dir, self.node_id)
@@ -96,9 +101,14 @@ class Node:
             self._controller_changed,
         )
         self._reconcile()
-        self.kafka = KafkaServer(self, *cfg.kafka_listen)
+        self.kafka = KafkaServer(
+            self,
+            *cfg.kafka_listen,
+            max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
+            max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
+        )
         await self.kafka.start()
-        self.admin = AdminServer(self, *cfg.admin_listen)
+        self.admin = AdminServer(self, *cfg.admin_listen, token=cfg.admin_token)
         await self.admin.start()
         self._tasks = [
             asyncio.create_task(self._register()),
@@ -406,6 +416,10 @@ class Node:
         return self.partitions.get((topic, index))
 
     @property
+    def fetch_max_bytes(self) -> int:
+        return int(self.config.broker_setting("fetch.max.bytes"))
+
+    @property
     def auto_create_topics(self) -> bool:
         return bool(self.config.broker_setting("auto.create.topics.enable"))
 
@@ -478,7 +492,15 @@ class Node:
                     f"Replication factor: {rf} larger than available brokers: {len(live)}."
                     + (" (offsets.topic.replication.factor, KIP-115)" if internal else ""),
                 )
+            # Before anything the size of the request is built (2^31-1 partitions, even
+            # validate_only, grew a node to 24 GB).
+            problem = self._over_budget(count * rf, live)
+            if problem:
+                return TopicResult(name, ErrorCode.invalid_partitions, problem)
             assignments = assign_replicas(sorted(live), count, rf)
+        problem = self._over_budget_per_node(assignments)
+        if problem:
+            return TopicResult(name, ErrorCode.invalid_partitions, problem)
         topic_id = str(uuid.uuid4())
         if validate_only:
             return TopicResult(name, topic=self._planned_topic(name, topic_id, assignments, spec))
@@ -512,6 +534,39 @@ class Node:
     ) -> TopicInfo:
         partitions = tuple(PartitionInfo(name, i, tuple(r)) for i, r in enumerate(assignments))
         return TopicInfo(name, uuid.UUID(topic_id), partitions, dict(spec.configs))
+
+    def _over_budget(self, replicas: int, live: list[int]) -> str | None:
+        """The request cannot fit even spread evenly over the live nodes."""
+        free = sum(self.budget.replicas - n for n in self._replicas_per_node(live).values())
+        if replicas > free:
+            return (
+                f"{replicas} more partition replicas do not fit: the live nodes have room for "
+                f"{max(free, 0)} ({self.budget.describe()} each)"
+            )
+        return None
+
+    def _over_budget_per_node(self, assignments: list[list[int]]) -> str | None:
+        added: dict[int, int] = {}
+        for replicas in assignments:
+            for node_id in replicas:
+                added[node_id] = added.get(node_id, 0) + 1
+        held = self._replicas_per_node(list(added))
+        for node_id, count in sorted(added.items()):
+            if held[node_id] + count > self.budget.replicas:
+                return (
+                    f"node {node_id} would hold {held[node_id] + count} partition replicas; "
+                    f"it has {self.budget.describe()}"
+                )
+        return None
+
+    def _replicas_per_node(self, nodes: list[int]) -> dict[int, int]:
+        held = dict.fromkeys(nodes, 0)
+        for topic in self.controller.state.topics.values():
+            for replicas in topic["partitions"]:
+                for node_id in replicas:
+                    if node_id in held:
+                        held[node_id] += 1
+        return held
 
     @staticmethod
     def _check_assignments(assignments: list[list[int]], live: list[int]) -> str | None:
@@ -548,6 +603,16 @@ class Node:
                         name,
                         ErrorCode.unknown_topic_or_partition,
                         "This server does not host this topic.",
+                    )
+                )
+                continue
+            if self.controller.state.topics[name]["internal"]:
+                results.append(
+                    TopicResult(
+                        name,
+                        ErrorCode.invalid_topic_exception,
+                        f"Cannot delete internal topic {name}: it holds every group's "
+                        "committed offsets.",
                     )
                 )
                 continue
@@ -610,7 +675,13 @@ class Node:
                     ErrorCode.invalid_replication_factor,
                     f"Replication factor: {rf} larger than available brokers: {len(live)}.",
                 )
+            problem = self._over_budget((count - current) * rf, live)
+            if problem:
+                return TopicResult(name, ErrorCode.invalid_partitions, problem)
             new = assign_replicas(sorted(live), count - current, rf, first_partition=current)
+        problem = self._over_budget_per_node(new)
+        if problem:
+            return TopicResult(name, ErrorCode.invalid_partitions, problem)
         if validate_only:
             return TopicResult(name)
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kafka_api.codec import build, response_module
@@ -26,18 +27,24 @@ _NOT_FOUND = TimestampOffset(timestamp=-1, offset=-1, leader_epoch=-1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     m = response_module(API_KEY, version)
+    named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
     topics = []
     for requested_topic in request.topics:
         topic = ctx.broker.topic(requested_topic.name)
         partitions = []
         for requested in requested_topic.partitions:
-            error, found = _lookup(
-                ctx.broker,
-                topic,
-                requested.partition_index,
-                requested.current_leader_epoch if version >= 4 else -1,
-                requested.timestamp,
-            )
+            if named[requested_topic.name, requested.partition_index] > 1:
+                # Kafka answers every copy of a partition named twice INVALID_REQUEST, and
+                # does no work for it (5,000 copies of one froze a node for 7 s).
+                error, found = ErrorCode.invalid_request, _NOT_FOUND
+            else:
+                error, found = _lookup(
+                    ctx.broker,
+                    topic,
+                    requested.partition_index,
+                    requested.current_leader_epoch if version >= 4 else -1,
+                    requested.timestamp,
+                )
             partitions.append(
                 build(
                     m.ListOffsetsPartitionResponse,

@@ -118,6 +118,14 @@ def _propose(
         return _NO_TRANSACTIONS
     if topic is None:
         return ProduceResult(error=topic_error)
+    if topic.internal:
+        # Kafka's rule: group state is written by the coordinators only. A client's garbage
+        # batch left every group on its partition loading forever, and a forged commit
+        # record took effect at the next leader change.
+        return ProduceResult(
+            error=ErrorCode.invalid_topic_exception,
+            message=f"Cannot append to internal topic {topic.name}",
+        )
     partition, error = leader_partition(broker, topic, index, -1)
     if partition is None:
         return ProduceResult(error=error)

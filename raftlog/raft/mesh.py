@@ -36,6 +36,11 @@ RECONNECT_DELAY = 0.3
 CONGESTED_BYTES = 8 * 1024 * 1024
 SOCKET_BUFFER = 512 * 1024
 MAX_FRAME_BYTES = 256 * 1024 * 1024
+# What a connection may send before it has proven it holds the cluster secret (the three
+# handshake frames take a few hundred bytes).
+PRE_AUTH_BYTES = 4096
+# A rejected connection's address is logged at most this often (a port scanner's flood).
+REJECT_LOG_INTERVAL = 60.0
 
 
 class Endpoint(Protocol):
@@ -73,8 +78,10 @@ class _Connection(asyncio.Protocol):
         self._dial_peer = dial_peer
         self.dials = dial_peer is not None
         self._unpacker = msgpack.Unpacker(
-            raw=False, strict_map_key=False, max_buffer_size=MAX_FRAME_BYTES
+            raw=False, strict_map_key=False, max_buffer_size=PRE_AUTH_BYTES
         )
+        self._pre_auth_bytes = 0
+        self._remote = "?"
         self._packer = msgpack.Packer(default=_encode_default, use_bin_type=True)
         self.transport: asyncio.Transport | None = None
         self.peer_id: str | None = None
@@ -90,6 +97,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        remote = transport.get_extra_info("peername")
+        if isinstance(remote, tuple):
+            self._remote = f"{remote[0]}:{remote[1]}"
         sock = transport.get_extra_info("socket")
         if sock is not None:
             # Small kernel buffers: every group shares this connection, and bytes queued here
@@ -103,15 +113,51 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_received = time.monotonic()
-        self._unpacker.feed(data)
         try:
-            for frame in self._unpacker:
-                if self.transport is None or self.transport.is_closing():
-                    return
-                self._frame(frame)
-        except Exception:
-            log.exception("peer %s: bad frame; closing", self.peer_id or "?")
-            self.close()
+            if self.authenticated:
+                self._unpacker.feed(data)
+                self._frames()
+                return
+            view = memoryview(data)
+            while view and not self.authenticated:
+                room = PRE_AUTH_BYTES - self._pre_auth_bytes
+                if room <= 0:
+                    raise ValueError(f"more than {PRE_AUTH_BYTES} bytes before authentication")
+                chunk, view = view[:room], view[room:]
+                self._pre_auth_bytes += len(chunk)
+                self._unpacker.feed(chunk)
+                self._frames()
+            if view and self.authenticated:
+                self._unpacker.feed(view)
+                self._frames()
+        except Exception as exc:
+            self._reject(f"bad frame: {exc!r}")
+
+    def _frames(self) -> None:
+        for frame in self._unpacker:
+            if self.transport is None or self.transport.is_closing():
+                return
+            was_authenticated = self.authenticated
+            self._frame(frame)
+            if self.authenticated and not was_authenticated:
+                # Authenticated: frames may now be as large as Raft needs; what followed
+                # the handshake in this read moves to the new reader.
+                rest = self._unpacker.read_bytes(PRE_AUTH_BYTES)
+                self._unpacker = msgpack.Unpacker(
+                    raw=False, strict_map_key=False, max_buffer_size=MAX_FRAME_BYTES
+                )
+                self._unpacker.feed(rest)
+                self._frames()
+                return
+
+    def _reject(self, reason: str) -> None:
+        """Closes the connection; one log line, and at most one per REJECT_LOG_INTERVAL for
+        an address that has not authenticated (a scanner must not flood the log)."""
+        if self.authenticated:
+            log.warning("peer %s: %s; closing", self.peer_id, reason)
+        else:
+            self._mesh._log_rejected(self._remote, reason)
+        self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._mesh._lost(self)
@@ -152,9 +198,8 @@ class _Connection(asyncio.Protocol):
             raise ValueError(f"unexpected frame {kind} before authentication")
 
     def _handshake_deadline(self) -> None:
-        if not self.authenticated:
-            log.warning("peer %s: no handshake within %ss", self.peer_id or "?", HANDSHAKE_TIMEOUT)
-            self.close()
+        if not self.authenticated and self.transport and not self.transport.is_closing():
+            self._reject(f"no handshake within {HANDSHAKE_TIMEOUT}s")
 
     def write(self, obj: Any) -> None:
         """Frames written in one event-loop turn leave in one send: a tick of a hundred groups
@@ -198,6 +243,7 @@ class Mesh:
         self._listen = listen
         self._secret = secret
         self._loop = asyncio.get_event_loop()
+        self._rejected_logged: dict[str, float] = {}  # host -> when it was last logged
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[str, _Connection] = {}
         self._endpoints: dict[str, Endpoint] = {}
@@ -335,6 +381,15 @@ class Mesh:
 
     def _dialer(self, conn: _Connection) -> int:
         return int(self.node_id if conn.dials else conn.peer_id)
+
+    def _log_rejected(self, remote: str, reason: str) -> None:
+        host = remote.rsplit(":", 1)[0]
+        now = time.monotonic()
+        if now - self._rejected_logged.get(host, -REJECT_LOG_INTERVAL) >= REJECT_LOG_INTERVAL:
+            if len(self._rejected_logged) > 1024:
+                self._rejected_logged.clear()
+            self._rejected_logged[host] = now
+            log.warning("rejected Raft connection from %s: %s", remote, reason)
 
     def _lost(self, conn: _Connection) -> None:
         if conn.peer_id is not None and self._connections.get(conn.peer_id) is conn:

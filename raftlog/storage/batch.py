@@ -46,6 +46,7 @@ _MAGIC_END = 17  # bytes needed to read batchLength and magic, same place in eve
 _MIN_RECORD_SIZE = 7  # length, attributes, timestamp/offset deltas, key/value lengths, header count
 _COMPRESSION_MASK = 0x07
 _SNAPPY = 2
+_ZSTD = 4  # the highest codec id Kafka defines
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"  # snappy-java's block framing; librdkafka sends raw snappy
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, compatible with 1
 _XERIAL_HEADER_SIZE = len(_XERIAL_HEADER)
@@ -134,6 +135,18 @@ def validate_produce(
             )
         if crc32c(view[pos + _CRC_START : pos + size]) != header.crc:
             raise _corrupt(f"record batch at byte {pos} fails its CRC-32C check")
+        if header.compression > _ZSTD:
+            raise _corrupt(f"record batch at byte {pos} names unknown codec {header.compression}")
+        if header.is_control:
+            raise KafkaError(
+                ErrorCode.invalid_record, "Clients are not allowed to write control records"
+            )
+        if header.is_transactional:
+            # No transaction coordinator, so no transaction can be ongoing (Kafka's answer to
+            # a transactional batch outside one).
+            raise KafkaError(
+                ErrorCode.invalid_txn_state, "transactions are not supported by this broker"
+            )
         count = header.record_count
         if count <= 0 or count != header.last_offset_delta + 1:
             raise _corrupt(

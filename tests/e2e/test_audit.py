@@ -28,6 +28,7 @@ from support import segments as S
 from support import wire as W
 
 from analytics.collect import collect_admin, collect_local
+from raftlog.config import NodeConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -48,7 +49,11 @@ def transfer(cluster, partition: int) -> dict:
     url = (
         f"http://{cluster.node(leader).admin}/v1/partitions/{TOPIC}/{partition}/transfer-leadership"
     )
-    with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=30) as r:
+    token = NodeConfig.load(cluster.node(leader).config).admin_token
+    request = urllib.request.Request(
+        url, method="POST", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as r:
         return json.load(r)
 
 

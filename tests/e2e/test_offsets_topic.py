@@ -325,3 +325,37 @@ def test_deleted_group_leaves_tombstones(cluster, commits):
     with W.KafkaWire(coord.address) as w:
         _, got = G.offset_fetch(w, group, {TOPIC: [0, 1]})
     assert {k: c.offset for k, c in got.items()} == {(TOPIC, 0): -1, (TOPIC, 1): -1}, got
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_clients_cannot_write_to_or_delete_the_offsets_topic(cluster, commits):
+    """Group state is written by the coordinators only (Kafka: INVALID_TOPIC_EXCEPTION). A
+    client's garbage batch left every group on its partition loading forever; DeleteTopics
+    of it was accepted and every committed offset was gone."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient
+
+    wanted, _member, _window = commits
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    errors: list[KafkaError | None] = []
+    producer.produce(
+        "__consumer_offsets",
+        b"forged",
+        key=b"\x00\x01",
+        partition=0,
+        on_delivery=lambda err, _msg: errors.append(err),
+    )
+    assert producer.flush(60) == 0
+    assert errors and errors[0] is not None
+    assert errors[0].code() == KafkaError.TOPIC_EXCEPTION, errors[0]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    future = admin.delete_topics(["__consumer_offsets"], operation_timeout=30)["__consumer_offsets"]
+    with pytest.raises(Exception, match="internal topic"):
+        future.result(60)
+    coord = G.coordinator_address(cluster.bootstrap, GROUP)
+    with W.KafkaWire(coord.address) as w:
+        _, got = G.offset_fetch(w, GROUP, {TOPIC: list(range(PARTITIONS))})
+    assert {k: c.offset for k, c in got.items()} == {
+        (TOPIC, p): off for p, (off, _epoch, _meta) in wanted.items()
+    }

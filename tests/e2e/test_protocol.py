@@ -103,6 +103,44 @@ def test_frame_size_over_limit_or_negative(module_cluster, topic, size):
     assert_still_serving(module_cluster, node)
 
 
+def _raw(api_key: int, version: int, body: bytes, flexible: bool) -> bytes:
+    header = struct.pack(">hhih", api_key, version, 9, 1) + b"x" + (b"\x00" if flexible else b"")
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+BEYOND_THE_FRAME = {
+    # The 21 bytes that aborted a node: Metadata v12, topics claim 2^32-2 entries.
+    "metadata v12": bytes.fromhex("000000110003000c0000000100017800ffffffff0f"),
+    "produce v3": _raw(0, 3, struct.pack(">hhii", -1, -1, 30000, 2**31 - 1), False),
+    "fetch v4": _raw(1, 4, struct.pack(">iiiibi", -1, 500, 1, 1 << 20, 0, 2**31 - 1), False),
+    "produce v9 name": _raw(
+        0, 9, b"\x00" + struct.pack(">hi", -1, 30000) + b"\x02\x81\x80\x80\x80\x01", True
+    ),
+    "find coordinator v4": _raw(10, 4, b"\x00\xff\xff\xff\xff\x0f", True),
+}
+
+
+@pytest.mark.parametrize("data", BEYOND_THE_FRAME.values(), ids=BEYOND_THE_FRAME.keys())
+def test_a_length_beyond_the_frame_closes_the_connection(module_cluster, topic, data):
+    """kio's native decoder reserved what an array length claimed, and a failed allocation
+    aborted the process: one frame per node took the cluster down."""
+    for n in module_cluster.node_ids:
+        with W.KafkaWire(module_cluster.node(n).kafka) as w:
+            w.send_bytes(data)
+            closed, frames = w.wait_closed(15)
+            assert closed and not frames, f"node {n} answered {frames}"
+    for n in module_cluster.node_ids:
+        assert_still_serving(module_cluster, n)
+
+
+def test_an_unknown_tagged_field_is_ignored(module_cluster, topic):
+    """ApiVersions v3 ("a", "1") with a tag v3 does not define: Kafka skips it."""
+    node, _ = leader_of(module_cluster)
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        w.send_bytes(_raw(18, 3, b"\x02a\x021" + b"\x01\x09\x01\x00", True))
+        assert expect_closed_or_answer(w, correlation_id=9) == "answered"
+
+
 def test_corrupt_crc_produce_is_rejected(module_cluster, topic):
     node, _ = leader_of(module_cluster)
     addr = module_cluster.node(node).kafka

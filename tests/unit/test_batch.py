@@ -164,6 +164,25 @@ def test_validate_produce_rejects_counts_the_bytes_cannot_hold() -> None:
     assert code_of(bytes(reseal(batch))) == ErrorCode.corrupt_message
 
 
+@pytest.mark.parametrize(
+    ("attributes", "code"),
+    [
+        (5, ErrorCode.corrupt_message),  # codec ids 5-7 do not exist
+        (7, ErrorCode.corrupt_message),
+        (0x20, ErrorCode.invalid_record),  # control batch: the broker's to write
+        (0x10, ErrorCode.invalid_txn_state),  # transactional, with no transaction
+    ],
+)
+def test_validate_produce_rejects_what_a_producer_may_not_write(
+    attributes: int, code: ErrorCode
+) -> None:
+    """Such batches were stored as sent; consumers then looped on _BAD_COMPRESSION or raised
+    CorruptRecordError, and nothing after them was readable."""
+    batch = make_batch([1, 2])
+    struct.pack_into(">h", batch, 21, attributes)
+    assert code_of(bytes(reseal(batch))) == code
+
+
 def test_assign_rewrites_only_offset_and_epoch() -> None:
     batch = make_batch([1, 2])
     before = bytes(batch)

@@ -160,9 +160,25 @@ def test_malformed_bodies():
     frame = encode_request(1, 12, 5, fetch_request(12))
     with pytest.raises(codec.MalformedRequest, match="cannot decode"):
         decode(frame[:-10])
-    # kio raises KeyError on a tagged field it does not know; that is a malformed request too
-    with pytest.raises(codec.MalformedRequest, match="tag"):
-        decode(frame[:-1] + b"\x01\x09\x01\x00")
+
+
+def test_unknown_tagged_fields_in_a_body_are_ignored():
+    """Kafka skips tagged fields it does not know (a newer client's); kio raised KeyError on
+    them and the connection was closed."""
+    request = fetch_request(12)
+    frame = encode_request(1, 12, 5, request)
+    # The request's own tagged section (its last byte, count 0) gets tag 9 with 2 bytes, and
+    # a known one (cluster_id, tag 0) stays readable beside an unknown tag 7.
+    assert frame.endswith(b"\x00")
+    _, decoded = decode(_resized(frame[:-1] + b"\x01\x09\x02\xab\xcd"))
+    assert decoded == request
+    cluster_id = b"\x00\x04\x04abc"  # tag 0, size 4: compact string "abc"
+    _, decoded = decode(_resized(frame[:-1] + b"\x02" + cluster_id + b"\x07\x01\x00"))
+    assert decoded.cluster_id == "abc"
+
+
+def _resized(frame: bytes) -> bytes:
+    return struct.pack(">i", len(frame) - 4) + frame[4:]
 
 
 def _frame_parts(parts):
@@ -225,3 +241,39 @@ async def test_api_versions_checks_client_software_names(name, version, error):
     response = await api_versions.handle(ctx, request)
     assert response.error_code == error
     assert len(response.api_keys) == len(HANDLERS)
+
+
+def raw_request(api_key, version, body, flexible):
+    """A frame around a hand-made body (client id "x")."""
+    header = struct.pack(">hhih", api_key, version, 1, 1) + b"x" + (b"\x00" if flexible else b"")
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+@pytest.mark.parametrize(
+    ("frame", "claim"),
+    [
+        # The issue's 21 bytes: Metadata v12 whose topics claim 2^32-2 entries. kio's native
+        # decoder tried to reserve 32 GiB and the allocation failure aborted the node.
+        (bytes.fromhex("000000110003000c0000000100017800ffffffff0f"), "4294967294 elements"),
+        # Produce v3 (int32 lengths): no transactional id, acks -1, 30 s, 2^31-1 topics.
+        (
+            raw_request(0, 3, struct.pack(">hhii", -1, -1, 30000, 2**31 - 1), False),
+            "2147483647 elements",
+        ),
+        # Fetch v4: 2^31-1 topics after the fixed fields.
+        (
+            raw_request(1, 4, struct.pack(">iiiibi", -1, 500, 1, 1 << 20, 0, 2**31 - 1), False),
+            "2147483647 elements",
+        ),
+        # Produce v9 (flexible): one topic, whose name claims 2^28 bytes.
+        (
+            raw_request(
+                0, 9, b"\x00" + struct.pack(">hi", -1, 30000) + b"\x02\x81\x80\x80\x80\x01", True
+            ),
+            "268435456 bytes needed",
+        ),
+    ],
+)
+def test_a_length_beyond_the_frame_is_refused_before_kio_decodes(frame, claim):
+    with pytest.raises(codec.MalformedRequest, match=claim):
+        decode(frame)

@@ -91,6 +91,7 @@ class FakeBroker:
     node_id = 1
     cluster_id = "cluster"
     auto_create_topics = True
+    fetch_max_bytes = 57671680
 
     def __init__(self):
         self._topics: dict[str, TopicInfo] = {}
@@ -354,6 +355,22 @@ async def test_fetch_only_the_first_partition_with_data_may_exceed_limits():
     assert [len(records) for *_, records in fetched(response)] == [100, 0, 0]
 
 
+async def test_fetch_reads_a_partition_named_twice_once_and_caps_the_response():
+    """1,500 copies of one partition with a 2 GiB max_bytes built a 1.8 GB response; Kafka
+    keeps one entry per partition and caps the response at fetch.max.bytes."""
+    broker = FakeBroker()
+    broker.fetch_max_bytes = 150
+    broker.add_topic("a", 2)
+    for i in range(2):
+        broker.partitions["a", i].append(0, bytes(100))
+    named = [("a", 0, 0, 1000, -1, -1)] * 3 + [("a", 1, 0, 1000, -1, -1)]
+    request = fetch_request(11, named, max_bytes=2**31 - 1, min_bytes=1)
+    response = await fetch.handle(ctx(broker, 11), request)
+    assert [index for index, *_ in fetched(response)] == [0, 1]
+    assert broker.partitions["a", 0].calls == [("read", 0, 150, True)]
+    assert broker.partitions["a", 1].calls == [("read", 0, 50, False)]
+
+
 async def test_fetch_long_poll_wakes_on_new_data():
     broker = FakeBroker()
     broker.add_topic("a", 2)
@@ -501,6 +518,32 @@ async def test_list_offsets(timestamp, asked, answer):
     p = response.topics[0].partitions[0]
     assert (p.error_code, p.timestamp, p.offset, p.leader_epoch) == answer
     assert partition.calls == ([("timestamp", asked)] if asked is not None else [])
+
+
+async def test_list_offsets_answers_a_partition_named_twice_invalid_request_unread():
+    """Kafka's rule; 5,000 copies of one partition by timestamp froze a node for 7 s."""
+    broker = FakeBroker()
+    broker.add_topic("a", 2)
+    for i in range(2):
+        broker.partitions["a", i].timestamps = {-1: TimestampOffset(7, 10, 5)}
+    m = request_module(list_offsets.API_KEY, 7)
+    request = m.ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            m.ListOffsetsTopic(
+                name="a",
+                partitions=tuple(
+                    m.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=-1)
+                    for i in (0, 1, 0)
+                ),
+            ),
+        ),
+    )
+    response = await list_offsets.handle(ctx(broker, 7), request)
+    answers = [(p.partition_index, p.error_code, p.offset) for p in response.topics[0].partitions]
+    assert answers == [(0, E.invalid_request, -1), (1, E.none, 10), (0, E.invalid_request, -1)]
+    assert broker.partitions["a", 0].calls == []
 
 
 # --------------------------------------------------------------------------- Metadata

@@ -188,10 +188,8 @@ BAD_INPUT = {
     "fetch v3 (unsupported)": frame(FETCH, 3, 1, body=_fetch_v4_body()),
     "fetch v99": frame(FETCH, 99, 1, body=_fetch_v4_body()),
     "truncated body": frame(METADATA, 1, 1, body=b"\x00\x00"),
-    # ApiVersions v3 ("a", "1") plus a tagged field kio does not know (it raises KeyError)
-    "unknown tagged field": frame(
-        API_VERSIONS, 3, 1, body=b"\x02a\x021" + b"\x01\x09\x01\x00", flexible=True
-    ),
+    # Metadata v12 whose topics claim 2^32-2 entries: kio's native decoder aborted the process.
+    "array beyond the frame": bytes.fromhex("000000110003000c0000000100017800ffffffff0f"),
 }
 
 
@@ -208,6 +206,15 @@ async def test_bad_input_closes_that_connection_only(kafka, data, caplog):
     assert (await read_response(bystander_reader, API_VERSIONS, 0))[0] == 8
     await assert_serving(kafka)
     bystander.close()
+
+
+async def test_unknown_tagged_field_in_a_body_is_ignored(kafka):
+    """ApiVersions v3 ("a", "1") plus a tagged field v3 does not define: Kafka skips it."""
+    reader, writer = await connect(kafka)
+    writer.write(frame(API_VERSIONS, 3, 7, body=b"\x02a\x021" + b"\x01\x09\x01\x00", flexible=True))
+    correlation_id, response = await read_response(reader, API_VERSIONS, 3)
+    assert (correlation_id, response.error_code) == (7, ErrorCode.none)
+    writer.close()
 
 
 async def test_unknown_api_versions_version_gets_v0_answer(kafka):
@@ -300,3 +307,78 @@ async def test_close_disconnects_clients(kafka):
     await kafka.close()
     assert await is_closed(reader)
     writer.close()
+
+
+async def _received(server, count):
+    """Waits until the server's one connection has read `count` bytes of its frame."""
+    for _ in range(500):
+        (conn,) = server._connections
+        if conn._end >= count:
+            return conn
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the server did not read {count} bytes")
+
+
+async def test_a_size_prefix_reserves_nothing_until_the_bytes_come(kafka):
+    """A client that sent a large size and nothing else held that much memory of the node;
+    now the read buffer grows with what arrives, and back after the frame."""
+    padded = frame(API_VERSIONS, 0, 11, body=b"\x00" * (6 * 1024 * 1024))
+    reader, writer = await connect(kafka)
+    writer.write(padded[:1000])
+    conn = await _received(kafka, 1000)
+    assert len(conn._view) == server_module.READ_BUFFER_BYTES
+    writer.write(padded[1000 : 1024 * 1024])
+    conn = await _received(kafka, 1024 * 1024)
+    assert len(conn._view) <= 2 * 1024 * 1024
+    writer.write(padded[1024 * 1024 :])
+    correlation_id, response = await read_response(reader, API_VERSIONS, 0)
+    assert (correlation_id, response.error_code) == (11, ErrorCode.none)
+    assert len(conn._view) <= server_module.MAX_READ_BUFFER_BYTES
+    writer.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_quiet_connections_are_closed_after_connections_max_idle_ms():
+    """A client that connects and says nothing, or stops half-way through a frame, held its
+    socket and buffer forever; one that just got an answer is not idle yet."""
+    clock = _Clock()
+    server = KafkaServer(None, "127.0.0.1", 0, max_idle_seconds=600.0, clock=clock)
+    await server.start()
+    try:
+        quiet_reader, quiet = await connect(server)
+        half_reader, half = await connect(server)
+        half.write(frame(API_VERSIONS, 0, 1)[:6])
+        busy_reader, busy = await connect(server)
+        await _connections(server, 3)
+        for _ in range(500):  # the half frame has been read (at the clock's start)
+            if any(c._end == 6 for c in server._connections):
+                break
+            await asyncio.sleep(0.01)
+        clock.now += 500
+        busy.write(frame(API_VERSIONS, 0, 2))
+        assert (await read_response(busy_reader, API_VERSIONS, 0))[0] == 2
+        clock.now += 101
+        server.sweep_idle()
+        assert await is_closed(quiet_reader)
+        assert await is_closed(half_reader)
+        busy.write(frame(API_VERSIONS, 0, 3))
+        assert (await read_response(busy_reader, API_VERSIONS, 0))[0] == 3
+        for writer in (quiet, half, busy):
+            writer.close()
+    finally:
+        await server.close()
+
+
+async def _connections(server, count):
+    for _ in range(500):
+        if len(server._connections) == count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{count} connections were not accepted")

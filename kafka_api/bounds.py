@@ -1,0 +1,251 @@
+"""Every length in a request body checked against the bytes received, before kio sees it.
+
+kio's decoder is native code: an array that claims 2^32-2 entries makes it reserve that much
+memory, and a failed allocation aborts the whole process (no exception reaches Python). So
+a request body is first walked here along kio's own schema for its (API, version): each
+string, bytes, records and array length must fit in what is left of the frame (an array
+element takes at least one byte), and each tagged field's size too. Only then does kio
+decode it. The walk reads lengths and skips payloads, so its cost is one step per field
+occurrence, not per byte.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+)
+
+_FIXED = {
+    "bool": 1,
+    "int8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "timedelta_i64": 8,
+    "float64": 8,
+    "uuid": 16,
+}
+_VARIABLE = frozenset({"string", "bytes", "records"})
+
+# (frame, offset, unknown tagged fields found so far) -> offset after the field
+Step = Callable[[memoryview, int, list["_Unknown"]], int]
+
+
+class OutOfBounds(Exception):
+    """A length in the request does not fit in the bytes received."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Unknown:
+    """A tagged section holding tags this version does not define."""
+
+    count_start: int  # where the section's field count begins
+    count_end: int
+    kept: int  # fields kio knows
+    spans: tuple[tuple[int, int], ...]  # the unknown fields, tag to end of data
+
+
+def check_body(entity_type: type, frame: bytes | memoryview, offset: int) -> bytes | None:
+    """Walks `entity_type` over `frame` from `offset`, raising OutOfBounds at the first length
+    that does not fit. Kafka ignores tagged fields it does not know, kio refuses them: if
+    there are any, returns a copy of `frame` without them (None if there are none)."""
+    view = memoryview(frame)
+    unknown: list[_Unknown] = []
+    _entity_step(entity_type)(view, offset, unknown)
+    return _without(view, unknown) if unknown else None
+
+
+def _without(view: memoryview, unknown: list[_Unknown]) -> bytes:
+    parts, at = [], 0
+    for u in sorted(unknown, key=lambda u: u.count_start):
+        parts += [view[at : u.count_start], _encode_uvarint(u.kept)]
+        at = u.count_end
+        for start, end in u.spans:
+            parts.append(view[at:start])
+            at = end
+    parts.append(view[at:])
+    return b"".join(parts)
+
+
+def _encode_uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@functools.cache
+def _entity_step(entity_type: type) -> Step:
+    flexible = bool(getattr(entity_type, "__flexible__", False))
+    steps: list[Step] = []
+    fixed = 0  # consecutive fixed-size fields are checked as one run
+    for f in fields(entity_type):
+        if get_field_tag(f) is not None:
+            continue
+        size = _fixed_size(f)
+        if size is not None:
+            fixed += size
+            continue
+        if fixed:
+            steps.append(_fixed_step(fixed))
+            fixed = 0
+        steps.append(_field_step(f, flexible))
+    if fixed:
+        steps.append(_fixed_step(fixed))
+    tagged = {
+        int(tag): _field_step(f, flexible)
+        for f in fields(entity_type)
+        if (tag := get_field_tag(f)) is not None
+    }
+
+    def step(view: memoryview, offset: int, unknown: list[_Unknown]) -> int:
+        for s in steps:
+            offset = s(view, offset, unknown)
+        if flexible:
+            offset = _tagged_section(view, offset, tagged, unknown)
+        return offset
+
+    return step
+
+
+def _fixed_size(f: Any) -> int | None:
+    if not isinstance(classify_field(f), PrimitiveField):
+        return None
+    return _FIXED.get(get_schema_field_type(f))
+
+
+def _fixed_step(size: int) -> Step:
+    return lambda view, offset, _unknown: _need(view, offset, size, "fixed fields")
+
+
+def _field_step(f: Any, flexible: bool) -> Step:
+    kind = classify_field(f)
+    if isinstance(kind, EntityField):
+        inner = _entity_step(kind.type_)
+        return inner
+    if isinstance(kind, EntityTupleField):
+        element = _entity_step(kind.type_)
+
+        def entities(view: memoryview, offset: int, unknown: list[_Unknown]) -> int:
+            count, offset = _array_length(view, offset, flexible, f.name)
+            for _ in range(count):
+                offset = element(view, offset, unknown)
+            return offset
+
+        return entities
+    kafka_type = get_schema_field_type(f)
+    if isinstance(kind, PrimitiveTupleField):
+        size = _FIXED.get(kafka_type)
+
+        def primitives(view: memoryview, offset: int, _unknown: list[_Unknown]) -> int:
+            count, offset = _array_length(view, offset, flexible, f.name)
+            if size is not None:
+                return _need(view, offset, count * size, f.name)
+            for _ in range(count):
+                offset = _variable(view, offset, flexible, kafka_type, f.name)
+            return offset
+
+        return primitives
+    assert isinstance(kind, PrimitiveField)
+    if kafka_type in _FIXED:
+        size = _FIXED[kafka_type]
+        return lambda view, offset, _unknown: _need(view, offset, size, f.name)
+    if kafka_type in _VARIABLE:
+        return lambda view, offset, _unknown: _variable(view, offset, flexible, kafka_type, f.name)
+    raise TypeError(f"unknown kafka_type {kafka_type!r} in field {f.name}")
+
+
+def _need(view: memoryview, offset: int, size: int, name: str) -> int:
+    end = offset + size
+    if end > len(view):
+        raise OutOfBounds(f"{name}: {size} bytes needed at {offset}, frame ends at {len(view)}")
+    return end
+
+
+def _int(view: memoryview, offset: int, size: int, name: str) -> tuple[int, int]:
+    end = _need(view, offset, size, name)
+    return int.from_bytes(view[offset:end], "big", signed=True), end
+
+
+def _uvarint(view: memoryview, offset: int, name: str) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if offset >= len(view):
+            raise OutOfBounds(f"{name}: varint runs past the end of the frame")
+        byte = view[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, offset
+        shift += 7
+        if shift > 63:
+            raise OutOfBounds(f"{name}: varint longer than 10 bytes")
+
+
+def _array_length(view: memoryview, offset: int, flexible: bool, name: str) -> tuple[int, int]:
+    """Elements claimed (0 for null); each takes at least one byte of what is left."""
+    if flexible:
+        raw, offset = _uvarint(view, offset, name)
+        count = raw - 1
+    else:
+        count, offset = _int(view, offset, 4, name)
+    if count < -1:
+        raise OutOfBounds(f"{name}: array length {count}")
+    count = max(count, 0)
+    if count > len(view) - offset:
+        raise OutOfBounds(f"{name}: {count} elements claimed, {len(view) - offset} bytes left")
+    return count, offset
+
+
+def _variable(view: memoryview, offset: int, flexible: bool, kafka_type: str, name: str) -> int:
+    if flexible:
+        raw, offset = _uvarint(view, offset, name)
+        length = raw - 1
+    elif kafka_type == "string":
+        length, offset = _int(view, offset, 2, name)
+    else:
+        length, offset = _int(view, offset, 4, name)
+    if length < -1:
+        raise OutOfBounds(f"{name}: length {length}")
+    return _need(view, offset, max(length, 0), name)
+
+
+def _tagged_section(
+    view: memoryview, offset: int, known: dict[int, Step], unknown: list[_Unknown]
+) -> int:
+    """A known tagged field is walked inside its own declared size: kio decodes it."""
+    count_start = offset
+    count, offset = _uvarint(view, offset, "tagged fields")
+    count_end = offset
+    if count > len(view) - offset:
+        raise OutOfBounds(f"{count} tagged fields claimed, {len(view) - offset} bytes left")
+    spans = []
+    for _ in range(count):
+        field_start = offset
+        tag, offset = _uvarint(view, offset, "tag")
+        size, offset = _uvarint(view, offset, "tagged field size")
+        end = _need(view, offset, size, "tagged field")
+        inner = known.get(tag)
+        if inner is None:
+            spans.append((field_start, end))
+        else:
+            inner(view[:end], offset, unknown)
+        offset = end
+    if spans:
+        unknown.append(_Unknown(count_start, count_end, count - len(spans), tuple(spans)))
+    return offset

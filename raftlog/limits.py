@@ -1,0 +1,57 @@
+"""What one node can hold: partition replicas against its file-descriptor budget.
+
+A partition replica keeps a few files open (its active segment, the Raft window and commit
+files, the producer-state and history writes in passing); without a budget, a 100,000
+partition topic ran two nodes out of descriptors, the controller lost its majority and the
+cluster could not be brought back. The node raises its soft RLIMIT_NOFILE to the hard limit
+at start, as Kafka's and Redpanda's packaging do, and refuses (INVALID_PARTITIONS) a topic or
+partition increase that would put more replicas on a node than the budget holds.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+
+# Redpanda's topic_fds_per_partition default; raftlog's replicas use about four.
+FDS_PER_REPLICA = 5
+# Descriptors kept for everything else: client and peer connections, the controller, logs.
+RESERVED_FDS = 1024
+# What the multi-Raft layer keeps led today on a 2-core node (300 partitions at RF 3 stayed
+# led; 1,000 never recovered: issue 12, which is to raise this with its scale benchmark).
+CAPACITY_REPLICAS = 500
+
+
+@dataclass(frozen=True)
+class ReplicaBudget:
+    replicas: int  # partition replicas this node may hold
+    open_files: int  # the soft RLIMIT_NOFILE it was derived from (0 if configured)
+
+    def describe(self) -> str:
+        if self.open_files:
+            return (
+                f"room for {self.replicas} partition replicas (at most {CAPACITY_REPLICAS}; "
+                f"ulimit -n {self.open_files} at {FDS_PER_REPLICA} per replica, "
+                f"{RESERVED_FDS} reserved)"
+            )
+        return f"room for {self.replicas} partition replicas (max.partition.replicas.per.node)"
+
+
+def raise_open_files_limit() -> int:
+    """Soft RLIMIT_NOFILE up to the hard one; returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+def replica_budget(configured: int, open_files: int) -> ReplicaBudget:
+    if configured >= 0:
+        return ReplicaBudget(configured, 0)
+    by_files = max(0, (open_files - RESERVED_FDS) // FDS_PER_REPLICA)
+    return ReplicaBudget(min(by_files, CAPACITY_REPLICAS), open_files)

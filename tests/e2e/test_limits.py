@@ -1,0 +1,58 @@
+"""Partition counts a node could not hold are refused with Kafka's error, not attempted.
+
+CreateTopics with 2^31-1 partitions (even validate_only) grew a node to 24 GB until the
+kernel killed it; 100,000 partitions ran two nodes out of file descriptors and the cluster
+could not be brought back. Now each node has a budget of partition replicas (from its file
+descriptors, or `max.partition.replicas.per.node`), and a topic or partition increase that
+would exceed it on any node gets INVALID_PARTITIONS.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+BUDGET = 40
+
+
+def outcome(futures: dict, name: str) -> KafkaError | None:
+    try:
+        futures[name].result(60)
+    except KafkaException as exc:
+        return exc.args[0]
+    return None
+
+
+def test_partition_counts_beyond_the_budget_are_refused(cluster_factory) -> None:
+    cluster = cluster_factory(broker={"max.partition.replicas.per.node": BUDGET})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for name, count, rf, validate_only in [
+        ("huge", 2**31 - 1, 3, True),
+        ("many", 100_000, 1, False),
+    ]:
+        futures = admin.create_topics(
+            [NewTopic(name, count, rf)], validate_only=validate_only, operation_timeout=30
+        )
+        error = outcome(futures, name)
+        assert error is not None and error.code() == KafkaError.INVALID_PARTITIONS, error
+        assert "partition replicas" in error.str()
+    # Within the budget (the 16 __consumer_offsets partitions may hold 16 of it per node).
+    assert (
+        outcome(admin.create_topics([NewTopic("fits", 10, 3)], operation_timeout=30), "fits")
+        is None
+    )
+    error = outcome(
+        admin.create_topics([NewTopic("second", 31, 3)], operation_timeout=30), "second"
+    )
+    assert error is not None and error.code() == KafkaError.INVALID_PARTITIONS, error
+    assert outcome(admin.create_partitions([NewPartitions("fits", 14)]), "fits") is None
+    error = outcome(admin.create_partitions([NewPartitions("fits", 41)]), "fits")
+    assert error is not None and error.code() == KafkaError.INVALID_PARTITIONS, error
+    for n in cluster.node_ids:
+        assert cluster.is_alive(n), cluster.log_tails([n])
+    metadata = admin.list_topics(timeout=10)
+    assert len(metadata.topics["fits"].partitions) == 14
+    assert "second" not in metadata.topics and "many" not in metadata.topics

@@ -1,0 +1,86 @@
+"""Node config files (raftlog/config.py): every mistake is one ConfigError naming it, never a
+traceback, and a config that would start a node serving nothing is refused."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raftlog.config import ConfigError, NodeConfig
+
+GOOD = """
+node_id = 1
+data_dir = "data"
+kafka_listen = "127.0.0.1:9092"
+raft_listen = "127.0.0.1:10092"
+cluster_secret = "s"
+admin_token = "t"
+
+[[peers]]
+id = 1
+raft = "127.0.0.1:10092"
+
+[[peers]]
+id = 2
+raft = "127.0.0.1:10093"
+
+[broker]
+"num.partitions" = 3
+"auto.create.topics.enable" = false
+"""
+
+
+def load(tmp_path: Path, text: str) -> NodeConfig:
+    path = tmp_path / "node.toml"
+    path.write_text(text)
+    return NodeConfig.load(path)
+
+
+def test_a_good_config(tmp_path: Path) -> None:
+    config = load(tmp_path, GOOD)
+    assert config.peers == {1: ("127.0.0.1", 10092), 2: ("127.0.0.1", 10093)}
+    assert config.admin_listen == ("127.0.0.1", 11092)  # loopback by default
+    assert config.admin_token == "t"
+    assert config.data_dir == (tmp_path / "data").resolve()
+    assert config.broker_setting("num.partitions") == 3
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("node_id = 1", 'node_id = "one"', "node_id: expected a whole number"),
+        ('kafka_listen = "127.0.0.1:9092"', "kafka_listen = 9092", "kafka_listen: expected"),
+        ('kafka_listen = "127.0.0.1:9092"', 'kafka_listen = "h:70000"', "from 1 to 65535"),
+        ('"num.partitions" = 3', '"num.partitions" = "3"', "num.partitions: expected a whole"),
+        ("= false", '= "no"', "expected true or false"),
+        ('"num.partitions" = 3', '"num.partition" = 3', "unknown [broker] settings"),
+        ("[[peers]]\nid = 1", "[[peers]]\nid = 3", "node_id 1 is not among [[peers]] (2, 3)"),
+        ('raft = "127.0.0.1:10093"', 'raft = "127.0.0.1:10092"', "is this node's"),
+        ("[[peers]]\nid = 2", "[[peers]]\nid = 1", "lists node 1 twice"),
+        ('id = 2\nraft = "127.0.0.1:10093"', "id = 2", "needs id and raft"),
+    ],
+)
+def test_each_mistake_is_named(tmp_path: Path, old: str, new: str, message: str) -> None:
+    assert old in GOOD
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(tmp_path, GOOD.replace(old, new, 1))
+
+
+def test_two_peers_at_one_address_are_refused(tmp_path: Path) -> None:
+    text = GOOD + '\n[[peers]]\nid = 3\nraft = "127.0.0.1:10093"\n'
+    with pytest.raises(ConfigError, match="nodes 2 and 3 share the raft address"):
+        load(tmp_path, text)
+
+
+@pytest.mark.parametrize("what", ["missing", "directory", "not toml"])
+def test_an_unreadable_config_file_is_named(tmp_path: Path, what: str) -> None:
+    path: Any = tmp_path / "node.toml"
+    if what == "directory":
+        path.mkdir()
+    elif what == "not toml":
+        path.write_text("node_id = = 1\n")
+    with pytest.raises(ConfigError, match=str(path)):
+        NodeConfig.load(path)

@@ -1,0 +1,99 @@
+"""The Raft port (raftlog/raft/mesh.py) over real loopback sockets: what a connection may send
+before it proves it holds the cluster secret, and what the log says about it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from raftlog.raft import mesh as mesh_module
+from raftlog.raft.mesh import Mesh
+
+
+class Inbox:
+    """A group's end of the mesh that keeps what it is sent, and says hello when a peer
+    comes up (in the same loop turn as the handshake's last frame)."""
+
+    def __init__(self, mesh: Mesh, greeting: dict | None = None) -> None:
+        self.mesh = mesh
+        self.greeting = greeting
+        self.received: list[tuple[str, dict]] = []
+
+    def peer_up(self, peer_id: str) -> None:
+        if self.greeting is not None:
+            self.mesh.send(peer_id, "g", self.greeting)
+
+    def peer_down(self, peer_id: str) -> None:
+        pass
+
+    def deliver(self, peer_id: str, message: dict) -> None:
+        self.received.append((peer_id, message))
+
+
+async def until(predicate: Any, what: str) -> None:
+    for _ in range(500):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+async def listener():
+    mesh = Mesh("1", ("127.0.0.1", 0), {}, b"secret")
+    await mesh.start()
+    yield mesh, mesh._server.sockets[0].getsockname()[1]
+    await mesh.close()
+
+
+async def test_a_large_frame_right_after_the_handshake_arrives(listener) -> None:
+    """The handshake is read under a 4 KiB budget; the frames that follow it in the same
+    read (here a 64 KiB one) go on to the full-size reader."""
+    a, port = listener
+    inbox = Inbox(a)
+    a.register("g", inbox)
+    b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
+    b.register("g", Inbox(b, greeting={"data": b"x" * 65536}))
+    await b.start()
+    try:
+        await until(lambda: inbox.received, "the greeting")
+        assert inbox.received == [("2", {"data": b"x" * 65536})]
+    finally:
+        await b.close()
+
+
+async def test_a_stranger_cannot_make_the_node_buffer_and_is_logged_once(
+    listener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, an unauthenticated connection could make the node buffer up to 256 MB (a
+    frame's worth), and each bad frame logged a traceback."""
+    a, port = listener
+    with caplog.at_level(logging.WARNING, logger=mesh_module.__name__):
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            # The start of a 100 MB msgpack bin: valid so far, so only the budget stops it.
+            writer.write(b"\xc6" + (100 * 1024 * 1024).to_bytes(4, "big") + b"y" * 8000)
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            writer.close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert "rejected Raft connection from 127.0.0.1" in lines[0]
+    assert "before authentication" in lines[0]
+    assert "Traceback" not in caplog.text
+
+
+async def test_a_peer_with_the_wrong_secret_is_refused(
+    listener, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, port = listener
+    b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"not the secret")
+    with caplog.at_level(logging.WARNING, logger=mesh_module.__name__):
+        await b.start()
+        try:
+            await until(lambda: "failed authentication" in caplog.text, "the refused handshake")
+            assert not a.connected("2") and not b.connected("1")
+        finally:
+            await b.close()
