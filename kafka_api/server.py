@@ -36,6 +36,9 @@ WRITE_SLICE_BYTES = 256 * 1024
 # Stop reading from a client whose unfinished requests hold this much (or are this many)...
 MAX_PENDING_REQUESTS = 512
 MAX_PENDING_BYTES = 64 * 1024 * 1024
+# ...and stop reading from every client while all of them together hold this much (Kafka's
+# queued.max.request.bytes idea): a thousand connections at their own bound would be 64 GB.
+MAX_QUEUED_BYTES = 256 * 1024 * 1024
 # ...and give up on cancelled handlers that do not finish within this at server close.
 CLOSE_GRACE_SECONDS = 5.0
 
@@ -51,12 +54,15 @@ class KafkaServer:
         *,
         max_request_bytes: int = 100 * 1024 * 1024,
         max_idle_seconds: float = 600.0,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.broker = broker
         self.host = host
         self.max_request_bytes = max_request_bytes
         self.max_idle_seconds = max_idle_seconds
+        self.max_queued_bytes = max_queued_bytes
+        self.queued_bytes = 0  # request bytes held by every connection's unfinished requests
         self.clock = clock
         self._requested_port = port
         self._server: asyncio.Server | None = None
@@ -79,6 +85,13 @@ class KafkaServer:
             idle = conn.idle_for(now)
             if idle > self.max_idle_seconds:
                 conn.drop(f"idle for {idle:.0f}s (connections.max.idle.ms)")
+
+    def _hold(self, size: int) -> None:
+        was_full = self.queued_bytes >= self.max_queued_bytes
+        self.queued_bytes += size
+        if was_full != (self.queued_bytes >= self.max_queued_bytes):
+            for conn in list(self._connections):
+                conn.update_reading()
 
     def _schedule_sweep(self) -> None:
         def sweep() -> None:
@@ -127,6 +140,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self._last_active = server.clock()
+        self._lost = False
 
     # asyncio.BufferedProtocol
 
@@ -138,9 +152,12 @@ class _Connection(asyncio.BufferedProtocol):
             self._host = str(peer[0])
             self._peer = f"{peer[0]}:{peer[1]}"
         self._server._connections.add(self)
+        self.update_reading()  # a node at its request budget reads no new client either
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        self._held(-self._held_bytes)
+        self._lost = True
         self._unsent.clear()
         for task in self._tasks:
             task.cancel()
@@ -168,12 +185,12 @@ class _Connection(asyncio.BufferedProtocol):
 
     def pause_writing(self) -> None:
         self._writing_paused = True
-        self._update_reading()
+        self.update_reading()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
         self._send_unsent()
-        self._update_reading()
+        self.update_reading()
 
     # framing
 
@@ -267,17 +284,24 @@ class _Connection(asyncio.BufferedProtocol):
     def _start_task(self, work: Any, size: int, *, answered: bool = True) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
-        self._held_bytes += size
+        self._held(size)
         task.add_done_callback(self._task_done)
         if answered:
             self._pending.append((task, size))
         else:
             task.add_done_callback(lambda _: self._release(size))
-        self._update_reading()
+        self.update_reading()
 
     def _release(self, size: int) -> None:
-        self._held_bytes -= size
-        self._update_reading()
+        self._held(-size)
+        self.update_reading()
+
+    def _held(self, delta: int) -> None:
+        """Request bytes this connection holds, counted here and in the node's total."""
+        if self._lost:
+            return
+        self._held_bytes += delta
+        self._server._hold(delta)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
@@ -296,7 +320,7 @@ class _Connection(asyncio.BufferedProtocol):
         """Sends finished responses while the oldest pending request is finished."""
         while self._pending and self._pending[0][0].done() and not self._closing:
             task, size = self._pending.popleft()
-            self._held_bytes -= size
+            self._held(-size)
             if task.cancelled() or task.exception() is not None:
                 return  # _task_done closes the connection
             parts = task.result()
@@ -304,7 +328,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._unsent.extend(parts)
             self._last_active = self._server.clock()
         self._send_unsent()
-        self._update_reading()
+        self.update_reading()
 
     def _send_unsent(self) -> None:
         """Hands response bytes to the transport in slices while it is not paused, so a large
@@ -324,7 +348,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     # flow control and closing
 
-    def _update_reading(self) -> None:
+    def update_reading(self) -> None:
         """Reads only while the client's unfinished requests and unsent responses are bounded."""
         if self._closing or self._transport is None:
             return
@@ -333,6 +357,7 @@ class _Connection(asyncio.BufferedProtocol):
             or len(self._tasks) >= MAX_PENDING_REQUESTS
             or len(self._pending) >= MAX_PENDING_REQUESTS
             or self._held_bytes >= MAX_PENDING_BYTES
+            or self._server.queued_bytes >= self._server.max_queued_bytes
         )
         if pause and not self._reading_paused:
             self._reading_paused = True

@@ -382,3 +382,61 @@ async def _connections(server, count):
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"{count} connections were not accepted")
+
+
+async def test_every_connection_waits_while_the_node_holds_its_request_budget(monkeypatch):
+    """Each connection was bounded (64 MiB), the node was not: a thousand clients could make
+    it hold 64 GB. Past max_queued_bytes over all connections, none is read until requests
+    finish."""
+    release = asyncio.Event()
+
+    async def handle(ctx, request):
+        await release.wait()
+        return build(
+            response_module(METADATA, 1).MetadataResponse,
+            brokers=(),
+            controller_id=-1,
+            topics=(),
+        )
+
+    monkeypatch.setitem(HANDLERS, METADATA, fake_handler(METADATA, handle))
+    server = KafkaServer(None, "127.0.0.1", 0, max_queued_bytes=64 * 1024)
+    await server.start()
+    try:
+        big = frame(METADATA, 1, 1, metadata_request(*(f"t{i:05d}" for i in range(9000))))
+        assert len(big) > 64 * 1024
+        heavy_reader, heavy = await connect(server)
+        heavy.write(big)
+        for _ in range(500):
+            if server.queued_bytes:
+                break
+            await asyncio.sleep(0.01)
+        assert server.queued_bytes == len(big) - 4
+        other_reader, other = await connect(server)
+        await _connections(server, 2)
+        assert all(c._reading_paused for c in server._connections)
+        other.write(frame(API_VERSIONS, 0, 2))
+        release.set()
+        assert (await read_response(heavy_reader, METADATA, 1))[0] == 1
+        assert (await read_response(other_reader, API_VERSIONS, 0))[0] == 2
+        assert server.queued_bytes == 0
+        # A client that leaves while the node is over its budget gives its share back.
+        release.clear()
+        heavy.write(big)
+        for _ in range(500):
+            if server.queued_bytes:
+                break
+            await asyncio.sleep(0.01)
+        heavy.close()
+        release.set()
+        for _ in range(500):
+            if not server.queued_bytes:
+                break
+            await asyncio.sleep(0.01)
+        assert server.queued_bytes == 0
+        other.write(frame(API_VERSIONS, 0, 3))
+        assert (await read_response(other_reader, API_VERSIONS, 0))[0] == 3
+        other.close()
+    finally:
+        release.set()
+        await server.close()
