@@ -23,6 +23,7 @@ from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.snapshot import RESUME, PartitionSnapshots
 from raftlog.raft.ticker import Ticker
+from raftlog.storage import codecs
 from raftlog.storage.batch import iter_batches, validate_produce
 from raftlog.storage.log import Log, LogConfig, TruncateResult
 from raftlog.topic_config import cleanup_policies
@@ -63,6 +64,8 @@ class _Request:
     base_offset: int = -1
     term: int = -1  # of the Raft entry that carried it
     verdict: Verdict | None = None  # set when the leader left its batches out of the log
+    # compressed batches are opened in a thread; the request is proposed once they pass
+    checked: asyncio.Future | None = None
 
 
 class Proposal(bytes):
@@ -161,9 +164,19 @@ class Partition:
             headers = validate_produce(records, self.max_message_bytes)
         except KafkaError as e:
             return _done(ProduceResult(e.code, message=e.message))
-        future = asyncio.get_running_loop().create_future() if acks != 0 else None
+        loop = asyncio.get_running_loop()
+        future = loop.create_future() if acks != 0 else None
         offsets = sum(h.last_offset_delta + 1 for h in headers)
-        self._queue.append(_Request(records, len(headers), offsets, acks, future))
+        request = _Request(records, len(headers), offsets, acks, future)
+        if any(h.compression for h in headers):
+            # Off the event loop: a bomb stops at MAX_DECOMPRESSED_BYTES, and a real batch
+            # does not hold up every other partition while it is opened. The queue keeps
+            # the request's place, so a connection's writes still land in order.
+            request.checked = loop.run_in_executor(
+                None, codecs.check_compressed, records, codecs.MAX_DECOMPRESSED_BYTES
+            )
+            request.checked.add_done_callback(lambda _f: self._propose_queued())
+        self._queue.append(request)
         self._propose_queued()
         if future is None:
             return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
@@ -176,9 +189,18 @@ class Partition:
         while self._queue and self._uncommitted < UNCOMMITTED_BYTES:
             requests, size = [], 0
             while self._queue and size + len(self._queue[0].records) <= limit:
+                checked = self._queue[0].checked
+                if checked is not None and not checked.done():
+                    break  # its compressed batches are still being opened
                 request = self._queue.popleft()
+                error = checked.exception() if checked is not None else None
+                if error is not None:
+                    self._refuse(request, error)
+                    continue
                 requests.append(request)
                 size += len(request.records)
+            if not requests:
+                return
             proposal = Proposal(DATA_PREFIX + b"".join(r.records for r in requests))
             proposal.requests = requests
             self._uncommitted += len(proposal)
@@ -232,6 +254,16 @@ class Partition:
                 base_offset=verdict.base_offset, log_start_offset=self.log_start_offset
             )
         return ProduceResult(verdict.error, message=verdict.message)
+
+    @staticmethod
+    def _refuse(request: _Request, error: BaseException) -> None:
+        if request.future is None or request.future.done():
+            return
+        if isinstance(error, KafkaError):
+            result = ProduceResult(error.code, message=error.message)
+        else:
+            result = ProduceResult(ErrorCode.corrupt_message, message=f"cannot check: {error}")
+        request.future.set_result(result)
 
     def _fail_queued(self) -> None:
         """Requests not yet proposed when leadership is lost go back to the client."""

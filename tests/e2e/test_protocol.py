@@ -160,6 +160,23 @@ def test_corrupt_crc_produce_is_rejected(module_cluster, topic):
     assert_still_serving(module_cluster, node)
 
 
+def test_a_compressed_bomb_or_garbage_is_refused_unopened(module_cluster, topic):
+    """A 32 KB zstd batch holding 1 GiB froze a node for 6 s when ListOffsets by timestamp
+    opened it; garbage under a valid CRC was stored and consumers looped on it. Produce now
+    opens compressed batches under a bound, in a thread, and refuses both."""
+    node, _ = leader_of(module_cluster)
+    plain = W.make_batch([(b"k", b"v"), (b"k", b"w")])
+    bomb = W.zstd_bomb(1 << 30)
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        before = w.list_offsets(TOPIC, 0)
+        r = w.produce(TOPIC, 0, W.with_payload(plain, 4, bomb), acks=-1)
+        assert r.error == W.MESSAGE_TOO_LARGE, r
+        r = w.produce(TOPIC, 0, W.with_payload(plain, 3, b"not lz4 at all" * 8), acks=-1)
+        assert r.error == W.CORRUPT_MESSAGE, r
+        assert w.list_offsets(TOPIC, 0).offset == before.offset
+    assert_still_serving(module_cluster, node)
+
+
 def test_cluster_up_probe_sees_every_listener(module_cluster, topic):
     """The probe `raftlog cluster up` waits on answers yes from each real node."""
     for n in module_cluster.node_ids:

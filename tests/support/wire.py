@@ -20,6 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import zstandard
+from crc32c import crc32c
 from kio.index import load_request_schema, load_response_schema
 from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_new_batch
@@ -52,6 +54,7 @@ HELPER_RANGES: dict[int, tuple[int, int]] = {
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
+MESSAGE_TOO_LARGE = 10
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -208,6 +211,24 @@ def make_batch(
     buf = io.BytesIO()
     write_new_batch(buf, batch)
     return buf.getvalue()
+
+
+def with_payload(batch: bytes, codec: int, payload: bytes) -> bytes:
+    """`batch`'s header around another payload, marked as compressed with `codec`; batch
+    length and CRC-32C made valid, so only what is inside can be wrong."""
+    head = bytearray(batch[:61]) + payload
+    struct.pack_into(">i", head, 8, len(head) - 12)
+    struct.pack_into(">h", head, 21, codec)
+    struct.pack_into(">I", head, 17, crc32c(bytes(head[21:])))
+    return bytes(head)
+
+
+def zstd_bomb(size: int) -> bytes:
+    """zstd of `size` zero bytes (a multiple of 1 MiB), made without holding them: 1 GiB
+    comes out at about 32 KB."""
+    compressor = zstandard.ZstdCompressor(level=3).compressobj()
+    chunk = bytes(1 << 20)
+    return b"".join(compressor.compress(chunk) for _ in range(size >> 20)) + compressor.flush()
 
 
 def corrupt_crc(batch: bytes) -> bytes:

@@ -1,0 +1,84 @@
+"""raftlog/storage/codecs.py on real codec output: every codec's batch passes, a bomb stops at
+the bound without being opened, and garbage or a wrong record count is refused."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import lz4.frame
+import pytest
+from support.wire import zstd_bomb
+
+from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.storage.codecs import check_compressed
+from tests.unit.test_batch import (
+    GZIP,
+    HEADER_SIZE,
+    LZ4,
+    SNAPPY,
+    ZSTD,
+    make_batch,
+    reseal,
+    snappy_batch,
+)
+
+
+def code_of(records: bytes, limit: int = 1 << 20) -> ErrorCode:
+    with pytest.raises(KafkaError) as info:
+        check_compressed(records, limit)
+    return info.value.code
+
+
+def with_payload(codec: int, payload: bytes) -> bytes:
+    """A batch of two records whose compressed payload is `payload`, CRC made valid."""
+    batch = make_batch([1, 2])[:HEADER_SIZE] + payload
+    struct.pack_into(">h", batch, 21, codec)
+    return bytes(reseal(batch))
+
+
+@pytest.mark.parametrize("codec", [GZIP, LZ4, ZSTD])
+def test_batches_of_every_codec_pass(codec: int) -> None:
+    check_compressed(bytes(make_batch([1, 2, 3], codec)), 1 << 20)
+
+
+@pytest.mark.parametrize("xerial", [False, True])
+def test_snappy_batches_raw_and_xerial_pass(xerial: bool) -> None:
+    check_compressed(bytes(snappy_batch([1, 2, 3], xerial)), 1 << 20)
+
+
+def test_a_bomb_stops_at_the_bound_unopened() -> None:
+    """The issue's case: a few KB of zstd that holds 1 GiB. Refused as too large after
+    reading just past the bound, not after inflating it all."""
+    bomb = zstd_bomb(1 << 30)
+    assert len(bomb) < 64 * 1024
+    started = time.process_time()
+    assert code_of(with_payload(ZSTD, bomb), limit=1 << 20) == ErrorCode.message_too_large
+    assert time.process_time() - started < 5  # bounded work (1 GiB would take far longer)
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_garbage_payloads_are_corrupt(codec: int) -> None:
+    assert code_of(with_payload(codec, b"\x13garbage that no codec wrote" * 4)) == (
+        ErrorCode.corrupt_message
+    )
+
+
+def test_a_truncated_payload_is_corrupt() -> None:
+    whole = make_batch([1, 2, 3], LZ4)
+    payload = bytes(whole[HEADER_SIZE:])
+    assert code_of(with_payload(LZ4, payload[:-8])) == ErrorCode.corrupt_message
+
+
+def test_a_record_count_that_does_not_match_the_records_is_corrupt() -> None:
+    """Two records inside, a header that says three: offsets would be handed out for a
+    record no consumer can read."""
+    two = make_batch([1, 2], LZ4)
+    batch = bytearray(two)
+    struct.pack_into(">i", batch, 23, 2)  # last offset delta
+    struct.pack_into(">i", batch, 57, 3)  # record count
+    assert code_of(bytes(reseal(batch))) == ErrorCode.corrupt_message
+    records = lz4.frame.decompress(bytes(two[HEADER_SIZE:]))
+    assert code_of(with_payload(LZ4, lz4.frame.compress(records + b"\x01"))) == (
+        ErrorCode.corrupt_message
+    )
