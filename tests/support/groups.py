@@ -62,6 +62,7 @@ INVALID_GROUP_ID = 24
 UNKNOWN_MEMBER_ID = 25
 REBALANCE_IN_PROGRESS = 27
 INVALID_REPLICATION_FACTOR = 38
+INVALID_PARTITIONS = 37
 MEMBER_ID_REQUIRED = 79
 
 # Versions these helpers build requests for (field layouts as in kio 0.6.5). Flexible
