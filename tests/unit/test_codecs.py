@@ -12,7 +12,8 @@ from support.wire import zstd_bomb
 
 from kafka_api.errors import ErrorCode, KafkaError
 from raftlog.storage.codecs import check_compressed
-from tests.unit.test_batch import (
+
+from .test_batch import (
     GZIP,
     HEADER_SIZE,
     LZ4,
