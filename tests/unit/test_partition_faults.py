@@ -82,14 +82,18 @@ class Replicas:
         for _ in range(round(seconds / 0.05)):
             await self.step()
 
-    async def leader(self, among: tuple[str, ...] = IDS, seconds: float = 10.0) -> str:
+    async def leader(
+        self, among: tuple[str, ...] = IDS, seconds: float = 10.0, above_term: int = 0
+    ) -> str:
+        """A node of `among` leading a term above `above_term`, with that term committed (a
+        deposed leader still believes in its old term until it hears of the new one)."""
         for _ in range(round(seconds / 0.05)):
             await self.step()
             for node_id in among:
                 p = self.partitions[node_id]
-                if p.is_leader and p.term_committed:
+                if p.is_leader and p.term_committed and p.group.term > above_term:
                     return node_id
-        raise AssertionError(f"no leader among {among}")
+        raise AssertionError(f"no leader among {among} above term {above_term}")
 
     def produce(self, node_id: str, first_seq: int, count: int, pid: int = PID) -> asyncio.Future:
         batch = make_batch(
@@ -166,7 +170,9 @@ async def test_a_leader_that_cannot_commit_its_term_answers_no_sequence_verdict(
     # M cannot commit its term and steps down; L (with E) returns and is elected with N.
     replicas.net.heal()
     replicas.net.isolate(m)
-    new = await replicas.leader(among=(leader, n))
+    # L still believes in its old term until it hears of M's: wait for a newer leader.
+    m_term = replicas.partitions[m].group.term
+    new = await replicas.leader(among=(leader, n), above_term=m_term)
     await replicas.run(1.0)
     assert f.done() and f.result().error == ErrorCode.not_leader_or_follower
     assert e.done()
