@@ -18,7 +18,7 @@ NODES ?= 3
 KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: run down status audit venv sysdeps test lint clean faults
+.PHONY: run down status audit venv sysdeps test lint clean faults fuzz
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "raftlog needs Python 3.11; $(PYTHON) is " + sys.version.split()[0])'
@@ -77,6 +77,11 @@ FAULTS_ARGS ?=
 
 faults: venv
 	$(BIN)/python -m tests.faults.run --cycles $(CYCLES) $(FAULTS_ARGS)
+
+# Hostile requests against a real cluster: the in-suite run sends 400, this many more.
+FUZZ_EXAMPLES ?= 20000
+fuzz: venv
+	RAFTLOG_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -s tests/e2e/test_fuzz.py
 
 # raftlog side by side with Tansu (bench/run.py): table on stdout, bench/results/.
 # `make bench BENCH_ARGS=--quick` for small sizes and one run.
