@@ -26,6 +26,8 @@ from kio.serial._introspect import (
     get_schema_field_type,
 )
 
+from kafka_api.fetch_encoding import uvarint
+
 _FIXED = {
     "bool": 1,
     "int8": 1,
@@ -71,22 +73,13 @@ def check_body(entity_type: type, frame: bytes | memoryview, offset: int) -> byt
 def _without(view: memoryview, unknown: list[_Unknown]) -> bytes:
     parts, at = [], 0
     for u in sorted(unknown, key=lambda u: u.count_start):
-        parts += [view[at : u.count_start], _encode_uvarint(u.kept)]
+        parts += [view[at : u.count_start], uvarint(u.kept)]
         at = u.count_end
         for start, end in u.spans:
             parts.append(view[at:start])
             at = end
     parts.append(view[at:])
     return b"".join(parts)
-
-
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 @functools.cache

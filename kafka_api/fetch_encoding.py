@@ -29,7 +29,8 @@ _SNAPSHOT = struct.Struct(">qiB")  # end offset, epoch, no tagged fields
 _NO_UUID = bytes(16)
 
 
-def _uvarint(value: int) -> bytes:
+def uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint (compact lengths, tag numbers and sizes)."""
     if value < 0x80:
         return bytes((value,))
     out = bytearray()
@@ -43,7 +44,7 @@ def _uvarint(value: int) -> bytes:
 def _string(out: bytearray, value: str, flexible: bool) -> None:
     data = value.encode()
     if flexible:
-        out += _uvarint(len(data) + 1)
+        out += uvarint(len(data) + 1)
     else:
         out += len(data).to_bytes(2, "big", signed=True)
     out += data
@@ -60,13 +61,13 @@ def _nullable_string(out: bytearray, value: str | None, flexible: bool) -> None:
 
 def _array_length(out: bytearray, length: int | None, flexible: bool) -> None:
     if flexible:
-        out += _uvarint(0 if length is None else length + 1)
+        out += uvarint(0 if length is None else length + 1)
     else:
         out += _I32.pack(-1 if length is None else length)
 
 
 def _tagged(tag: int, data: bytes) -> bytes:
-    return _uvarint(tag) + _uvarint(len(data)) + data
+    return uvarint(tag) + uvarint(len(data)) + data
 
 
 def _partition_tags(partition: Any) -> bytes:
@@ -81,11 +82,11 @@ def _partition_tags(partition: Any) -> bytes:
         tags.append(_tagged(1, _LEADER.pack(leader.leader_id, leader.leader_epoch, 0)))
     if snapshot.end_offset != -1 or snapshot.epoch != -1:
         tags.append(_tagged(2, _SNAPSHOT.pack(snapshot.end_offset, snapshot.epoch, 0)))
-    return _uvarint(len(tags)) + b"".join(tags) if tags else b"\x00"
+    return uvarint(len(tags)) + b"".join(tags) if tags else b"\x00"
 
 
 def _node_endpoints(endpoints: Any) -> bytes:
-    out = bytearray(_uvarint(len(endpoints) + 1))
+    out = bytearray(uvarint(len(endpoints) + 1))
     for endpoint in endpoints:
         out += _I32.pack(endpoint.node_id)
         _string(out, endpoint.host, True)
@@ -134,7 +135,7 @@ def encode_fetch_response(response: Any, out: bytearray) -> list[bytes | bytearr
             if records is None:
                 out += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                out += _uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
+                out += uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
                 if len(records) >= INLINE_RECORDS_LIMIT:
                     parts.append(records)
                     out = bytearray()

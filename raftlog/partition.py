@@ -467,6 +467,7 @@ class Partition:
             await asyncio.sleep(0)
 
     def close(self) -> None:
+        self._fail_queued()  # nothing left for a compressed-batch check to propose into
         self.group.close()
         self._save_producers()
         self.log.close()

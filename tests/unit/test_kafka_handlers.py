@@ -479,6 +479,26 @@ async def test_fetch_from_a_follower_names_the_leader():
 # --------------------------------------------------------------------------- ListOffsets
 
 
+def list_offsets_request(partitions):
+    """ListOffsets v7 for topic "a": partitions [(index, current leader epoch, timestamp)]."""
+    m = request_module(list_offsets.API_KEY, 7)
+    return m.ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            m.ListOffsetsTopic(
+                name="a",
+                partitions=tuple(
+                    m.ListOffsetsPartition(
+                        partition_index=i, current_leader_epoch=epoch, timestamp=timestamp
+                    )
+                    for i, epoch, timestamp in partitions
+                ),
+            ),
+        ),
+    )
+
+
 @pytest.mark.parametrize(
     ("timestamp", "asked", "answer"),
     [
@@ -499,21 +519,7 @@ async def test_list_offsets(timestamp, asked, answer):
         -2: TimestampOffset(7, 10, 5),
         -3: KafkaError(E.offset_not_available),
     }
-    m = request_module(list_offsets.API_KEY, 7)
-    request = m.ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=0,
-        topics=(
-            m.ListOffsetsTopic(
-                name="a",
-                partitions=(
-                    m.ListOffsetsPartition(
-                        partition_index=0, current_leader_epoch=5, timestamp=timestamp
-                    ),
-                ),
-            ),
-        ),
-    )
+    request = list_offsets_request([(0, 5, timestamp)])
     response = await list_offsets.handle(ctx(broker, 7), request)
     p = response.topics[0].partitions[0]
     assert (p.error_code, p.timestamp, p.offset, p.leader_epoch) == answer
@@ -526,20 +532,7 @@ async def test_list_offsets_answers_a_partition_named_twice_invalid_request_unre
     broker.add_topic("a", 2)
     for i in range(2):
         broker.partitions["a", i].timestamps = {-1: TimestampOffset(7, 10, 5)}
-    m = request_module(list_offsets.API_KEY, 7)
-    request = m.ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=0,
-        topics=(
-            m.ListOffsetsTopic(
-                name="a",
-                partitions=tuple(
-                    m.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=-1)
-                    for i in (0, 1, 0)
-                ),
-            ),
-        ),
-    )
+    request = list_offsets_request([(i, -1, -1) for i in (0, 1, 0)])
     response = await list_offsets.handle(ctx(broker, 7), request)
     answers = [(p.partition_index, p.error_code, p.offset) for p in response.topics[0].partitions]
     assert answers == [(0, E.invalid_request, -1), (1, E.none, 10), (0, E.invalid_request, -1)]
