@@ -9,6 +9,7 @@ import logging
 import random
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from epoch.history import HistoryJournal
@@ -378,24 +379,22 @@ class Node:
         return dict(self.controller.state.nodes)
 
     def live_brokers(self) -> list[BrokerInfo]:
-        return [
-            BrokerInfo(node_id, info["host"], info["port"], info.get("rack"))
-            for node_id, info in sorted(self.controller.state.nodes.items())
-            if self.leadership.alive(node_id)
-        ]
+        return self._brokers(self.leadership.alive)
 
     def client_brokers(self) -> list[BrokerInfo]:
-        nodes = self.controller.state.nodes
-        if self.leadership.in_majority(nodes):
+        if self.leadership.in_majority(self.controller.state.nodes):
             return self.live_brokers()
         # Cut off from its majority: it names the others and not itself, so a client that
         # asks only the brokers it is connected to drops this one and asks them who leads
         # (librdkafka kept asking the isolated old leader, which answered "no leader",
         # until the heal: fault suite, isolate_leader).
+        return self._brokers(lambda node_id: node_id != self.node_id)
+
+    def _brokers(self, wanted: Callable[[int], bool]) -> list[BrokerInfo]:
         return [
             BrokerInfo(node_id, info["host"], info["port"], info.get("rack"))
-            for node_id, info in sorted(nodes.items())
-            if node_id != self.node_id
+            for node_id, info in sorted(self.controller.state.nodes.items())
+            if wanted(node_id)
         ]
 
     def topics(self) -> dict[str, TopicInfo]:

@@ -24,7 +24,7 @@ from raftlog.raft.mesh import Mesh
 from raftlog.raft.snapshot import RESUME, PartitionSnapshots
 from raftlog.raft.ticker import Ticker
 from raftlog.storage import codecs
-from raftlog.storage.batch import iter_batches, validate_produce
+from raftlog.storage.batch import check_compressed, iter_batches, validate_produce
 from raftlog.storage.log import Log, LogConfig, TruncateResult
 from raftlog.topic_config import cleanup_policies
 
@@ -173,7 +173,7 @@ class Partition:
             # does not hold up every other partition while it is opened. The queue keeps
             # the request's place, so a connection's writes still land in order.
             request.checked = loop.run_in_executor(
-                None, codecs.check_compressed, records, codecs.MAX_DECOMPRESSED_BYTES
+                None, check_compressed, records, codecs.MAX_DECOMPRESSED_BYTES
             )
             request.checked.add_done_callback(lambda _f: self._propose_queued())
         self._queue.append(request)

@@ -7,6 +7,7 @@ the 61-byte header; records are decoded only for ListOffsets by timestamp and co
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -15,6 +16,7 @@ from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch
 
 from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.storage import codecs
 
 __all__ = [
     "HEADER_SIZE",
@@ -23,6 +25,7 @@ __all__ = [
     "BatchHeader",
     "assign",
     "build",
+    "check_compressed",
     "crc_ok",
     "iter_batches",
     "parse_header",
@@ -46,10 +49,6 @@ _MAGIC_END = 17  # bytes needed to read batchLength and magic, same place in eve
 _MIN_RECORD_SIZE = 7  # length, attributes, timestamp/offset deltas, key/value lengths, header count
 _COMPRESSION_MASK = 0x07
 _SNAPPY = 2
-_ZSTD = 4  # the highest codec id Kafka defines
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"  # snappy-java's block framing; librdkafka sends raw snappy
-_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, compatible with 1
-_XERIAL_HEADER_SIZE = len(_XERIAL_HEADER)
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
 
@@ -135,7 +134,7 @@ def validate_produce(
             )
         if crc32c(view[pos + _CRC_START : pos + size]) != header.crc:
             raise _corrupt(f"record batch at byte {pos} fails its CRC-32C check")
-        if header.compression > _ZSTD:
+        if header.compression > codecs.ZSTD:  # the highest codec id Kafka defines
             raise _corrupt(f"record batch at byte {pos} names unknown codec {header.compression}")
         if header.is_control:
             raise KafkaError(
@@ -225,26 +224,27 @@ def _without_snappy(batch: bytes | bytearray | memoryview, header: BatchHeader) 
 
 def snappy_decode(payload: bytes) -> bytes:
     """Raw snappy (librdkafka) or snappy-java's xerial block framing (the Java producer)."""
-    if not payload.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(payload))
-    out = bytearray()
-    pos = _XERIAL_HEADER_SIZE
-    while pos < len(payload):
-        (block,) = _INT32.unpack_from(payload, pos)
-        pos += 4
-        out += cramjam.snappy.decompress_raw(payload[pos : pos + block])
-        pos += block
-    return bytes(out)
+    return codecs.snappy(payload, sys.maxsize)
 
 
 def snappy_encode(records: bytes, like: bytes) -> bytes:
     """Snappy in the framing of `like`, a payload of the same producer: xerial blocks for the
     Java client's batches, raw snappy for librdkafka's, so each reads back what it wrote."""
-    if not like.startswith(_XERIAL_MAGIC):
+    if not like.startswith(codecs.XERIAL_MAGIC):
         return bytes(cramjam.snappy.compress_raw(records))
-    out = bytearray(_XERIAL_HEADER)
+    out = bytearray(codecs.XERIAL_HEADER)
     for pos in range(0, len(records), _XERIAL_BLOCK):
         block = cramjam.snappy.compress_raw(records[pos : pos + _XERIAL_BLOCK])
         out += _INT32.pack(len(block))
         out += block
     return bytes(out)
+
+
+def check_compressed(records: bytes, limit: int) -> None:
+    """Every compressed batch in a produce request decompresses within `limit` bytes to
+    exactly the records its header counts (Kafka's LogValidator looks inside too)."""
+    for pos, header in iter_batches(records):
+        if header.compression:
+            payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
+            records_ = codecs.decompress(header.compression, payload, limit)
+            codecs.count_records(records_, header.record_count)

@@ -15,15 +15,14 @@ import lz4.frame
 import zstandard
 
 from kafka_api.errors import ErrorCode, KafkaError
-from raftlog.storage.batch import HEADER_SIZE, iter_batches
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 # What one produced batch may decompress to. Kafka sets no such bound; a bomb (1 GiB in a
 # 32 KB zstd batch) must not be opened, and real batches (librdkafka's batch.size is 1 MB
 # compressed) stay far below it.
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER_SIZE = 16
+XERIAL_MAGIC = b"\x82SNAPPY\x00"  # snappy-java's block framing; librdkafka sends raw snappy
+XERIAL_HEADER = XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"  # version 1, compat 1
 
 
 def _corrupt(message: str) -> KafkaError:
@@ -43,7 +42,7 @@ def decompress(codec: int, payload: bytes | memoryview, limit: int) -> bytes:
         if codec == GZIP:
             return _gzip(payload, limit)
         if codec == SNAPPY:
-            return _snappy(bytes(payload), limit)
+            return snappy(bytes(payload), limit)
         if codec == LZ4:
             return _lz4(payload, limit)
         if codec == ZSTD:
@@ -80,12 +79,12 @@ def _snappy_block(block: bytes, limit: int) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
-def _snappy(payload: bytes, limit: int) -> bytes:
+def snappy(payload: bytes, limit: int) -> bytes:
     """Raw snappy (librdkafka) or snappy-java's xerial blocks (the Java producer)."""
-    if not payload.startswith(_XERIAL_MAGIC):
+    if not payload.startswith(XERIAL_MAGIC):
         return _snappy_block(payload, limit)
     out = bytearray()
-    pos = _XERIAL_HEADER_SIZE
+    pos = len(XERIAL_HEADER)
     while pos < len(payload):
         if pos + 4 > len(payload):
             raise _corrupt("xerial snappy block length is truncated")
@@ -141,12 +140,3 @@ def count_records(records: bytes, expected: int) -> None:
         count += 1
     if count != expected:
         raise _corrupt(f"batch holds {count} records, its header says {expected}")
-
-
-def check_compressed(records: bytes, limit: int) -> None:
-    """Every compressed batch in a produce request decompresses within `limit` bytes to
-    exactly the records its header counts (Kafka's LogValidator looks inside too)."""
-    for pos, header in iter_batches(records):
-        if header.compression:
-            payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
-            count_records(decompress(header.compression, payload, limit), header.record_count)

@@ -11,7 +11,7 @@ import pytest
 from support.wire import zstd_bomb
 
 from kafka_api.errors import ErrorCode, KafkaError
-from raftlog.storage.codecs import check_compressed
+from raftlog.storage.batch import check_compressed
 
 from .test_batch import (
     GZIP,
