@@ -161,9 +161,9 @@ class Partition(Protocol):
     def epoch_for_offset(self, offset: int) -> int:
         """Leader epoch of the batch holding `offset` (-1 if unknown)."""
 
-    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """First offset whose record timestamp >= timestamp; None when there is none.
-        Also handles the special timestamps -1 (latest), -2 (earliest), -3 (max timestamp)."""
+    async def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """First offset whose record timestamp >= timestamp; None when there is none. Records
+        are read off the event loop. Also handles the special timestamps -1 (latest), -2 (earliest), -3 (max timestamp)."""
 
 
 class Broker(Protocol):

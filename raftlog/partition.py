@@ -7,8 +7,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pysyncobj.config import FAIL_REASON
 
@@ -24,11 +26,20 @@ from raftlog.raft.mesh import Mesh
 from raftlog.raft.snapshot import RESUME, PartitionSnapshots
 from raftlog.raft.ticker import Ticker
 from raftlog.storage import codecs
-from raftlog.storage.batch import check_compressed, iter_batches, validate_produce
+from raftlog.storage.batch import (
+    check_records,
+    first_record_at,
+    iter_batches,
+    needs_record_walk,
+    offset_stamped,
+    parse_header,
+    validate_produce,
+)
 from raftlog.storage.log import Log, LogConfig, TruncateResult
 from raftlog.topic_config import cleanup_policies
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # The window pysyncobj sees is cut (a snapshot point) once it references this much data, so a
 # restart replays little and memory holds a short index.
@@ -39,6 +50,14 @@ WINDOW_BYTES = 32 * 1024 * 1024
 UNCOMMITTED_BYTES = 4 * 1024 * 1024
 HW_SAMPLE_SECONDS = 1.0
 REBUILD_CHUNK = 4 * 1024 * 1024
+# ListOffsets by timestamp reads records (up to codecs.MAX_DECOMPRESSED_BYTES of them a batch)
+# here, one scan at a time, off the event loop and out of the default executor, where produce
+# checks its batches: a flood of lookups waits behind itself, not in front of producers.
+_SCANS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="record-scan")
+
+
+def _scan(fn: Callable[..., _T], *args: object) -> asyncio.Future[_T]:
+    return asyncio.get_running_loop().run_in_executor(_SCANS, fn, *args)
 
 
 @dataclass
@@ -64,7 +83,7 @@ class _Request:
     base_offset: int = -1
     term: int = -1  # of the Raft entry that carried it
     verdict: Verdict | None = None  # set when the leader left its batches out of the log
-    # compressed batches are opened in a thread; the request is proposed once they pass
+    # compressed or long batches are walked in a thread; the request is proposed once they pass
     checked: asyncio.Future | None = None
 
 
@@ -168,12 +187,12 @@ class Partition:
         future = loop.create_future() if acks != 0 else None
         offsets = sum(h.last_offset_delta + 1 for h in headers)
         request = _Request(records, len(headers), offsets, acks, future)
-        if any(h.compression for h in headers):
+        if any(needs_record_walk(h) for h in headers):
             # Off the event loop: a bomb stops at MAX_DECOMPRESSED_BYTES, and a real batch
             # does not hold up every other partition while it is opened. The queue keeps
             # the request's place, so a connection's writes still land in order.
             request.checked = loop.run_in_executor(
-                None, check_compressed, records, codecs.MAX_DECOMPRESSED_BYTES
+                None, check_records, records, codecs.MAX_DECOMPRESSED_BYTES
             )
             request.checked.add_done_callback(lambda _f: self._propose_queued())
         self._queue.append(request)
@@ -306,7 +325,7 @@ class Partition:
     def epoch_for_offset(self, offset: int) -> int:
         return self.epochs.epoch_for_offset(offset)
 
-    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+    async def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         self._require_leader()
         hw = self.high_watermark
         if timestamp == -1:
@@ -321,16 +340,22 @@ class Partition:
             start = self.log_start_offset
             return TimestampOffset(-1, start, self.epoch_for_offset(start))
         if timestamp == -3:
-            found = self.log.max_timestamp(hw)
-            if found is None:
+            newest = self.log.newest_batch(hw)
+            if newest is None:
                 return None
-            ts, offset = found
+            ts, batch = newest
+            offset = await _scan(offset_stamped, batch, ts)
+            self._require_leader()
             return TimestampOffset(ts, offset, self.epoch_for_offset(offset))
-        found = self.log.offset_for_timestamp(timestamp, hw)
-        if found is None:
-            return None
-        offset, ts = found
-        return TimestampOffset(ts, offset, self.epoch_for_offset(offset))
+        start = self.log_start_offset
+        while (batch := self.log.batch_reaching(timestamp, start, hw)) is not None:
+            found = await _scan(first_record_at, batch, timestamp, hw)
+            self._require_leader()
+            if found is not None:
+                offset, ts = found
+                return TimestampOffset(ts, offset, self.epoch_for_offset(offset))
+            start = parse_header(batch).next_offset  # its max timestamp promised a record
+        return None
 
     # --- JournalListener ---------------------------------------------------------------------------
 

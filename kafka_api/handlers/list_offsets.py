@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 # does no work for it (5,000 copies of one froze a node for 7 s).
                 error, found = ErrorCode.invalid_request, _NOT_FOUND
             else:
-                error, found = _lookup(
+                error, found = await _lookup(
                     ctx.broker,
                     topic,
                     requested.partition_index,
@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(m.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-def _lookup(
+async def _lookup(
     broker: Broker, topic: TopicInfo | None, index: int, client_epoch: int, timestamp: int
 ) -> tuple[ErrorCode, TimestampOffset]:
     if topic is None:
@@ -74,7 +74,7 @@ def _lookup(
     if timestamp in NOTHING_TIERED:
         return ErrorCode.none, _NOT_FOUND
     try:
-        found = partition.offset_for_timestamp(
+        found = await partition.offset_for_timestamp(
             EARLIEST if timestamp == EARLIEST_LOCAL else timestamp
         )
     except KafkaError as exc:

@@ -1,22 +1,23 @@
 """Kafka RecordBatch (magic 2): header parsing, CRC-32C, offset/epoch rewrite.
 
-Batches are stored exactly as clients produce and fetch them, so the broker only ever looks at
-the 61-byte header; records are decoded only for ListOffsets by timestamp and compaction.
+Batches are stored exactly as clients produce and fetch them. Produce checks the header and
+walks the record lengths (in a thread when a batch is compressed or long); record fields are
+decoded only for ListOffsets by timestamp and compaction.
 """
 
 from __future__ import annotations
 
 import struct
-import sys
 from collections.abc import Iterator
 from typing import NamedTuple
 
 import cramjam
 from crc32c import crc32c
-from kafka.record.default_records import DefaultRecordBatch
 
 from kafka_api.errors import ErrorCode, KafkaError
 from raftlog.storage import codecs
+from raftlog.storage.records import count as count_records
+from raftlog.storage.records import walk as walk_records
 
 __all__ = [
     "HEADER_SIZE",
@@ -25,12 +26,15 @@ __all__ = [
     "BatchHeader",
     "assign",
     "build",
-    "check_compressed",
+    "check_records",
     "crc_ok",
+    "first_record_at",
     "iter_batches",
     "parse_header",
+    "needs_record_walk",
+    "offset_stamped",
     "record_timestamps",
-    "snappy_decode",
+    "records_section",
     "snappy_encode",
     "validate_produce",
 ]
@@ -48,7 +52,10 @@ _CRC_START = 21
 _MAGIC_END = 17  # bytes needed to read batchLength and magic, same place in every format
 _MIN_RECORD_SIZE = 7  # length, attributes, timestamp/offset deltas, key/value lengths, header count
 _COMPRESSION_MASK = 0x07
-_SNAPPY = 2
+_LOG_APPEND_TIME = 0x08
+# Records validate_produce walks on the event loop (about 1 ms); a batch with more is walked
+# in a thread, like a compressed one.
+INLINE_RECORDS = 4096
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
 
@@ -154,6 +161,8 @@ def validate_produce(
         # Offsets come from the claimed count, so an absurd one would inflate the log end offset.
         if not header.compression and count * _MIN_RECORD_SIZE > batch_length - MIN_BATCH_LENGTH:
             raise _corrupt(f"record count {count} cannot fit in {batch_length} bytes")
+        if not needs_record_walk(header):
+            count_records(view[pos + HEADER_SIZE : pos + size], count)
         headers.append(header)
         pos += size
     return headers
@@ -196,35 +205,43 @@ def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -
     return crc32c(memoryview(buf)[pos + _CRC_START : pos + header.size]) == header.crc
 
 
-def record_timestamps(batch: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
-    """(offset, timestamp) per record; LOG_APPEND_TIME batches report their max timestamp."""
+def records_section(batch: bytes | bytearray | memoryview, header: BatchHeader) -> bytes:
+    """The batch's records, decompressed within codecs.MAX_DECOMPRESSED_BYTES."""
+    payload = memoryview(batch)[HEADER_SIZE : header.size]
+    if not header.compression:
+        return bytes(payload)
+    return codecs.decompress(header.compression, payload, codecs.MAX_DECOMPRESSED_BYTES)
+
+
+def record_timestamps(batch: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) per record, in order; LOG_APPEND_TIME batches report their max
+    timestamp. KafkaError CORRUPT_MESSAGE (or MESSAGE_TOO_LARGE) for a batch that cannot be
+    read, raised when the walk reaches it."""
     header = parse_header(batch)
-    if header.compression == _SNAPPY:
-        batch = _without_snappy(batch, header)
-    try:
-        return [(record.offset, record.timestamp) for record in DefaultRecordBatch(batch)]
-    except Exception as exc:  # decoders raise assorted types; all mean the same to a client
-        raise _corrupt(f"cannot decode records of batch at offset {header.base_offset}") from exc
+    data = records_section(batch, header)
+    base_offset, base_timestamp = header.base_offset, header.base_timestamp
+    log_append = header.attributes & _LOG_APPEND_TIME
+    for _, _, offset_delta, timestamp_delta, _, _ in walk_records(data, header.record_count):
+        stamp = header.max_timestamp if log_append else base_timestamp + timestamp_delta
+        yield base_offset + offset_delta, stamp
 
 
-def _without_snappy(batch: bytes | bytearray | memoryview, header: BatchHeader) -> bytes:
-    """kafka-python decodes snappy only through python-snappy, which we do not ship; cramjam
-    does, so hand it an equivalent uncompressed batch (the CRC is not checked when decoding)."""
-    payload = bytes(memoryview(batch)[HEADER_SIZE : header.size])
-    try:
-        records = snappy_decode(payload)
-    except Exception as exc:
-        raise _corrupt(f"cannot decompress snappy batch at offset {header.base_offset}") from exc
-    plain = header._replace(
-        attributes=header.attributes & ~_COMPRESSION_MASK,
-        batch_length=MIN_BATCH_LENGTH + len(records),
-    )
-    return _HEADER.pack(*plain) + records
+def first_record_at(batch: bytes, timestamp: int, upper_bound: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the batch's first record below `upper_bound` stamped at or after
+    `timestamp`; None if the batch's max timestamp promised one it does not hold."""
+    for offset, stamp in record_timestamps(batch):
+        if stamp >= timestamp and offset < upper_bound:
+            return offset, stamp
+    return None
 
 
-def snappy_decode(payload: bytes) -> bytes:
-    """Raw snappy (librdkafka) or snappy-java's xerial block framing (the Java producer)."""
-    return codecs.snappy(payload, sys.maxsize)
+def offset_stamped(batch: bytes, timestamp: int) -> int:
+    """The first record stamped `timestamp`, or (a producer's max timestamp matching no record)
+    the batch's last offset, as Kafka answers."""
+    for offset, stamp in record_timestamps(batch):
+        if stamp == timestamp:
+            return offset
+    return parse_header(batch).next_offset - 1
 
 
 def snappy_encode(records: bytes, like: bytes) -> bytes:
@@ -240,11 +257,19 @@ def snappy_encode(records: bytes, like: bytes) -> bytes:
     return bytes(out)
 
 
-def check_compressed(records: bytes, limit: int) -> None:
-    """Every compressed batch in a produce request decompresses within `limit` bytes to
-    exactly the records its header counts (Kafka's LogValidator looks inside too)."""
+def needs_record_walk(header: BatchHeader) -> bool:
+    """Whether check_records has work for this batch that is too slow for the event loop:
+    opening a compressed payload, or walking more records than validate_produce does."""
+    return bool(header.compression) or header.record_count > INLINE_RECORDS
+
+
+def check_records(records: bytes, limit: int) -> None:
+    """What validate_produce leaves to a thread: every batch that needs_record_walk holds
+    exactly the records its header counts, a compressed one within `limit` bytes once
+    decompressed (Kafka's LogValidator looks inside too)."""
     for pos, header in iter_batches(records):
-        if header.compression:
+        if needs_record_walk(header):
             payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
-            records_ = codecs.decompress(header.compression, payload, limit)
-            codecs.count_records(records_, header.record_count)
+            if header.compression:
+                payload = codecs.decompress(header.compression, payload, limit)
+            count_records(payload, header.record_count)

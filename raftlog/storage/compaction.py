@@ -41,17 +41,21 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka.codec import lz4_decode, lz4_encode, zstd_decode, zstd_encode
+from kafka.codec import lz4_encode, zstd_encode
 
+from kafka_api.errors import KafkaError
+from raftlog.storage import codecs
 from raftlog.storage.batch import (
     HEADER_SIZE,
     BatchHeader,
     build,
     iter_batches,
     parse_header,
-    snappy_decode,
+    records_section,
     snappy_encode,
 )
+from raftlog.storage.records import Record
+from raftlog.storage.records import walk as walk_records
 from raftlog.storage.segment import Segment, fsync_dir, parse_segment_name
 
 __all__ = [
@@ -83,7 +87,6 @@ _WRITE_CHUNK = 1024 * 1024
 _CHECKPOINT_VERSION = "0"
 _COMPRESSION_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
-_GZIP, _SNAPPY, _LZ4, _ZSTD = 1, 2, 3, 4
 _GZIP_LEVEL = 6  # Kafka's default for gzip.compression.level
 
 
@@ -372,81 +375,27 @@ def stored_batches(segment: Segment) -> Iterator[tuple[BatchHeader, bytes]]:
         position += used
 
 
-# (start, end, offset delta, timestamp delta, key, is a tombstone) of one record
-Record = tuple[int, int, int, int, bytes | None, bool]
-
-
 def _decode(header: BatchHeader, batch: bytes) -> tuple[bytes, list[Record]] | None:
-    """The uncompressed records section and its records; None (logged) if it cannot be read."""
+    """The uncompressed records section and its records; None (logged) if it cannot be read,
+    including a payload past codecs.MAX_DECOMPRESSED_BYTES."""
     try:
-        payload = batch[HEADER_SIZE:]
-        data = _decompress(header.compression, payload) if header.compression else payload
-        return data, _records(data, header.record_count)
-    except Exception:  # decoders raise assorted types; all mean the batch is unreadable
-        log.warning("cannot decode the batch at offset %d; compaction keeps it", header.base_offset)
+        data = records_section(batch, header)
+        return data, list(walk_records(data, header.record_count))
+    except KafkaError as exc:
+        log.warning(
+            "cannot decode the batch at offset %d (%s); compaction keeps it",
+            header.base_offset,
+            exc.message,
+        )
         return None
-
-
-def _records(data: bytes, count: int) -> list[Record]:
-    """Record boundaries and the fields compaction needs, without building record objects."""
-    records: list[Record] = []
-    pos = 0
-    for _ in range(count):
-        length, body = _varint(data, pos)
-        end = body + length
-        timestamp_delta, p = _varint(data, body + 1)  # after the attributes byte
-        offset_delta, p = _varint(data, p)
-        key_length, p = _varint(data, p)
-        key = None
-        if key_length >= 0:
-            key = data[p : p + key_length]
-            p += key_length
-        value_length, p = _varint(data, p)
-        if end > len(data) or p + max(value_length, 0) > end:
-            raise ValueError(f"record at byte {pos} overruns its batch")
-        records.append((pos, end, offset_delta, timestamp_delta, key, value_length < 0))
-        pos = end
-    if pos != len(data):
-        raise ValueError(f"{len(data) - pos} bytes follow the last record")
-    return records
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint/varlong and the position after it."""
-    byte = data[pos]
-    if byte < 0x80:
-        return (byte >> 1) ^ -(byte & 1), pos + 1
-    value = byte & 0x7F
-    shift = 7
-    while True:
-        pos += 1
-        byte = data[pos]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (value >> 1) ^ -(value & 1), pos + 1
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def _decompress(codec: int, payload: bytes) -> bytes:
-    if codec == _GZIP:
-        return gzip.decompress(payload)
-    if codec == _SNAPPY:
-        return snappy_decode(payload)
-    if codec == _LZ4:
-        return lz4_decode(payload)
-    if codec == _ZSTD:
-        return zstd_decode(payload)
-    raise ValueError(f"unknown compression codec {codec}")
 
 
 def _compress(codec: int, data: bytes, original: bytes) -> bytes:
     """Same codec as the original batch (and for snappy, the same framing)."""
-    if codec == _GZIP:
+    if codec == codecs.GZIP:
         return gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0)
-    if codec == _SNAPPY:
+    if codec == codecs.SNAPPY:
         return snappy_encode(data, original[HEADER_SIZE:])
-    if codec == _LZ4:
+    if codec == codecs.LZ4:
         return lz4_encode(data)
     return zstd_encode(data)

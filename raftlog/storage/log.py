@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kafka_api.errors import ErrorCode, KafkaError
 from raftlog.storage import compaction
-from raftlog.storage.batch import BatchHeader, parse_header, record_timestamps
+from raftlog.storage.batch import BatchHeader, parse_header
 from raftlog.storage.compaction import CompactionResult, OffsetMap
 from raftlog.storage.segment import Segment, fsync_dir, parse_segment_name, segment_stem
 
@@ -500,26 +500,28 @@ class Log:
         segment = self._segments[self._index_of(location.segment_base, location.term)]
         return segment.read(location.position, location.size)
 
-    def offset_for_timestamp(self, timestamp: int, upper_bound: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record below `upper_bound` stamped at or after
-        `timestamp`: time index to a position, batch max timestamps to a batch, then records."""
+    def batch_reaching(self, timestamp: int, start_offset: int, upper_bound: int) -> bytes | None:
+        """The first batch below `upper_bound` ending after `start_offset` whose max timestamp
+        reaches `timestamp`: time index to a position, then batch headers. Its records are
+        the caller's to read, off the event loop (batch.first_record_at)."""
         for segment in self._segments:
             if segment.base_offset >= upper_bound:
                 break
-            if segment.max_timestamp < timestamp:
+            if segment.next_offset <= start_offset or segment.max_timestamp < timestamp:
                 continue
-            for position, header in segment.headers(segment.timestamp_position(timestamp)):
+            start = segment.timestamp_position(timestamp)
+            if start_offset > segment.base_offset:
+                start = max(start, segment.find(start_offset)[0])
+            for position, header in segment.headers(start):
                 if header.base_offset >= upper_bound:
                     return None
-                if header.max_timestamp >= timestamp:
-                    batch = segment.read(position, header.size)
-                    for offset, stamp in record_timestamps(batch):
-                        if stamp >= timestamp and offset < upper_bound:
-                            return offset, stamp
+                if header.next_offset > start_offset and header.max_timestamp >= timestamp:
+                    return segment.read(position, header.size)
         return None
 
-    def max_timestamp(self, upper_bound: int) -> tuple[int, int] | None:
-        """(timestamp, offset) of the newest record below `upper_bound`; the earliest on ties."""
+    def newest_batch(self, upper_bound: int) -> tuple[int, bytes] | None:
+        """(max timestamp, the batch holding it) below `upper_bound`, the earliest batch on ties;
+        which record holds it is the caller's to read (batch.offset_stamped)."""
         best: tuple[int, Segment, int] | None = None  # (timestamp, segment, batch base offset)
         for segment in self._segments:
             if segment.base_offset >= upper_bound:
@@ -536,11 +538,7 @@ class Log:
             return None
         timestamp, segment, base_offset = best
         position, header = segment.find(base_offset)
-        for offset, stamp in record_timestamps(segment.read(position, header.size)):
-            if stamp == timestamp:
-                return timestamp, offset
-        # The producer's max timestamp matches no record: point at the batch, as Kafka does.
-        return timestamp, header.next_offset - 1
+        return timestamp, segment.read(position, header.size)
 
 
 def _max_below(segment: Segment, upper_bound: int) -> tuple[int, int]:

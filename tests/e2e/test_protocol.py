@@ -11,9 +11,11 @@ from __future__ import annotations
 import random
 import socket
 import struct
+import threading
 import time
 
 import pytest
+import zstandard
 from kio.index import load_request_schema
 from support import records as R
 from support import wire as W
@@ -175,6 +177,95 @@ def test_a_compressed_bomb_or_garbage_is_refused_unopened(module_cluster, topic)
         assert r.error == W.CORRUPT_MESSAGE, r
         assert w.list_offsets(TOPIC, 0).offset == before.offset
     assert_still_serving(module_cluster, node)
+
+
+def _zigzag(n: int) -> bytes:
+    z, out = (n << 1) ^ (n >> 63), bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _tiny_records(count: int, last_delta_ms: int) -> bytes:
+    """`count` records with neither key nor value, all stamped at the batch's base timestamp
+    except the last, `last_delta_ms` later."""
+    records = []
+    for i in range(count):
+        body = (
+            b"\x00" + _zigzag(last_delta_ms if i == count - 1 else 0) + _zigzag(i) + b"\x01\x01\x00"
+        )
+        records.append(_zigzag(len(body)) + body)
+    return b"".join(records)
+
+
+def _claiming(batch: bytes, count: int, max_timestamp: int) -> bytes:
+    """`batch` re-labelled to hold `count` records up to `max_timestamp` (CRC made valid)."""
+    head = bytearray(batch)
+    struct.pack_into(">i", head, 23, count - 1)
+    struct.pack_into(">q", head, 35, max_timestamp)
+    struct.pack_into(">i", head, 57, count)
+    return W.with_payload(bytes(head), struct.unpack_from(">h", head, 21)[0], bytes(head[61:]))
+
+
+def test_plain_records_that_do_not_fill_their_lengths_are_refused(module_cluster, topic):
+    """A CRC-valid batch whose record lengths do not add up was stored, and consumers stopped
+    at it with CorruptRecordError. Short batches are walked on the spot, long ones (5,000
+    records here) in a thread; a long valid one goes in."""
+    node, _ = leader_of(module_cluster)
+    base = W.make_batch([(b"k", b"v")], timestamp_ms=1_000)
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        before = w.list_offsets(TOPIC, 0).offset
+        for count in (3, 5_000):
+            records = _tiny_records(count, 0)
+            for bad in (records + b"\x00", records[:-1], b"\x14" + records[1:]):
+                plain = W.with_payload(base, 0, bad)
+                r = w.produce(TOPIC, 0, _claiming(plain, count, 1_000), acks=-1)
+                assert r.error == W.CORRUPT_MESSAGE, (count, r)
+        assert w.list_offsets(TOPIC, 0).offset == before
+        good = _claiming(W.with_payload(base, 0, _tiny_records(5_000, 0)), 5_000, 1_000)
+        r = w.produce(TOPIC, 0, good, acks=-1)
+        assert (r.error, r.base_offset) == (W.NONE, before), r
+        assert w.list_offsets(TOPIC, 0).offset == before + 5_000
+    assert_still_serving(module_cluster, node)
+
+
+def test_list_offsets_by_timestamp_reads_records_off_the_event_loop(module_cluster, topic):
+    """ListOffsets by timestamp decoded a batch's records on the event loop: a million-record
+    batch (760 KB of zstd) held every other request of the node for seconds. The records are
+    now read in a thread, so another connection keeps getting answers meanwhile."""
+    name = "timestamps"  # its own topic: the records before it are stamped later
+    module_cluster.create_topic(name, partitions=1, replication_factor=3)
+    W.topic_metadata(module_cluster.bootstrap, name)
+    node, _ = leader_of(module_cluster, name)
+    count, stamp = 1_000_000, 10**12
+    records = _tiny_records(count, 1_000)
+    payload = zstandard.ZstdCompressor(level=3).compress(records)
+    base = W.make_batch([(b"k", b"v")], timestamp_ms=stamp)
+    batch = _claiming(W.with_payload(base, 4, payload), count, stamp + 1_000)
+    addr = module_cluster.node(node).kafka
+    with W.KafkaWire(addr) as w, W.KafkaWire(addr) as other:
+        r = w.produce(name, 0, batch, acks=-1)
+        assert r.error == W.NONE, r
+        answer: list[W.ListOffsetsResult] = []
+        lookup = threading.Thread(
+            target=lambda: answer.append(w.list_offsets(name, 0, timestamp=stamp + 1))
+        )
+        lookup.start()
+        meanwhile = 0
+        while lookup.is_alive():
+            assert W.PRODUCE in other.api_versions()
+            meanwhile += lookup.is_alive()
+        lookup.join()
+        assert (answer[0].error, answer[0].offset, answer[0].timestamp) == (
+            W.NONE,
+            r.base_offset + count - 1,
+            stamp + 1_000,
+        )
+        assert meanwhile >= 5, "the node answered nothing else while it read the batch"
+        newest = w.list_offsets(name, 0, timestamp=W.MAX_TIMESTAMP)
+        assert (newest.offset, newest.timestamp) == (r.base_offset + count - 1, stamp + 1_000)
 
 
 def test_cluster_up_probe_sees_every_listener(module_cluster, topic):

@@ -67,6 +67,7 @@ OFFSET_NOT_AVAILABLE = 78
 
 LATEST = -1
 EARLIEST = -2
+MAX_TIMESTAMP = -3
 
 
 class WireError(Exception):

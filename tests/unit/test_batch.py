@@ -8,9 +8,14 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka_api.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import (
     HEADER_SIZE,
+    INLINE_RECORDS,
     assign,
+    check_records,
     crc_ok,
+    first_record_at,
     iter_batches,
+    needs_record_walk,
+    offset_stamped,
     parse_header,
     record_timestamps,
     validate_produce,
@@ -219,14 +224,14 @@ def test_record_timestamps_decodes_every_codec(compression: int | str) -> None:
     assert parse_header(batch).compression == expected_codec
     validate_produce(bytes(batch), LIMIT)
     assign(batch, 0, 1_000, 4)
-    assert record_timestamps(bytes(batch)) == [(1_000 + i, ts) for i, ts in enumerate(stamps)]
+    assert list(record_timestamps(bytes(batch))) == [(1_000 + i, ts) for i, ts in enumerate(stamps)]
 
 
 def test_record_timestamps_uses_max_timestamp_for_log_append_time() -> None:
     batch = make_batch([10, 30, 20])
     struct.pack_into(">h", batch, 21, 0x08)
     struct.pack_into(">q", batch, 35, 99)
-    assert record_timestamps(bytes(batch)) == [(0, 99), (1, 99), (2, 99)]
+    assert list(record_timestamps(bytes(batch))) == [(0, 99), (1, 99), (2, 99)]
 
 
 @pytest.mark.parametrize("compression", [GZIP, SNAPPY, LZ4, ZSTD])
@@ -235,5 +240,60 @@ def test_record_timestamps_reports_undecodable_batches(compression: int) -> None
     batch[HEADER_SIZE:] = b"\x07" * 40
     struct.pack_into(">h", batch, 21, compression)
     with pytest.raises(KafkaError) as info:
-        record_timestamps(bytes(reseal(batch)))
+        list(record_timestamps(bytes(reseal(batch))))
     assert info.value.code == ErrorCode.corrupt_message
+
+
+def tiny_records(count: int) -> bytes:
+    """`count` records of 7 bytes each (no key, no value, offset delta i mod 64)."""
+    return b"".join(bytes([12, 0, 0, (i % 64) * 2, 1, 1, 0]) for i in range(count))
+
+
+def plain_batch(records: bytes, count: int) -> bytes:
+    """An uncompressed batch claiming `count` records around `records`."""
+    batch = make_batch([1])[:HEADER_SIZE] + records
+    struct.pack_into(">i", batch, 23, count - 1)
+    struct.pack_into(">i", batch, 57, count)
+    return bytes(reseal(batch))
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        tiny_records(3) + b"\x00",  # a byte after the last record
+        tiny_records(2) + bytes([40, 0, 0, 0, 1, 1, 0]),  # a record running past the batch
+        tiny_records(2) + bytes([0, 0, 0, 0, 1, 1, 0]),  # a record of length 0
+        bytes([20]) + tiny_records(3)[1:],  # lengths that no longer line up
+    ],
+)
+def test_validate_produce_walks_the_record_lengths_of_a_plain_batch(records: bytes) -> None:
+    """The header's count and the CRC are right, the records are not: consumers would stop
+    at this batch with CorruptRecordError."""
+    assert code_of(plain_batch(records, 3)) == ErrorCode.corrupt_message
+
+
+def test_long_plain_batches_are_walked_in_the_thread_not_inline() -> None:
+    """Past INLINE_RECORDS the walk (0.3 us a record) leaves the event loop: validate_produce
+    passes it on, check_records does it."""
+    count = INLINE_RECORDS + 1
+    good = plain_batch(tiny_records(count), count)
+    bad = plain_batch(tiny_records(count - 1) + bytes([16, 0, 0, 0, 1, 1, 0]), count)
+    for batch in (good, bad):
+        (header,) = validate_produce(batch, LIMIT)
+        assert needs_record_walk(header)
+    check_records(good, LIMIT)
+    with pytest.raises(KafkaError) as info:
+        check_records(bad, LIMIT)
+    assert info.value.code == ErrorCode.corrupt_message
+    assert not needs_record_walk(validate_produce(plain_batch(tiny_records(3), 3), LIMIT)[0])
+
+
+def test_first_record_at_skips_a_batch_whose_max_timestamp_lies() -> None:
+    """A producer sets the header's max timestamp; the records decide."""
+    batch = make_batch([5, 9, 7])
+    assert first_record_at(bytes(batch), 8, 10) == (1, 9)
+    assert first_record_at(bytes(batch), 8, 1) is None  # below the bound there is none
+    struct.pack_into(">q", batch, 35, 100)  # max timestamp
+    assert first_record_at(bytes(reseal(batch)), 50, 10) is None
+    assert offset_stamped(bytes(batch), 100) == 2  # no record holds it: the last offset
+    assert offset_stamped(bytes(batch), 9) == 1

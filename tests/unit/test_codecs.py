@@ -8,10 +8,12 @@ import time
 
 import lz4.frame
 import pytest
+import zstandard
 from support.wire import zstd_bomb
 
 from kafka_api.errors import ErrorCode, KafkaError
-from raftlog.storage.batch import check_compressed
+from raftlog.storage.batch import check_records
+from raftlog.storage.records import varint
 
 from .test_batch import (
     GZIP,
@@ -27,7 +29,7 @@ from .test_batch import (
 
 def code_of(records: bytes, limit: int = 1 << 20) -> ErrorCode:
     with pytest.raises(KafkaError) as info:
-        check_compressed(records, limit)
+        check_records(records, limit)
     return info.value.code
 
 
@@ -40,12 +42,12 @@ def with_payload(codec: int, payload: bytes) -> bytes:
 
 @pytest.mark.parametrize("codec", [GZIP, LZ4, ZSTD])
 def test_batches_of_every_codec_pass(codec: int) -> None:
-    check_compressed(bytes(make_batch([1, 2, 3], codec)), 1 << 20)
+    check_records(bytes(make_batch([1, 2, 3], codec)), 1 << 20)
 
 
 @pytest.mark.parametrize("xerial", [False, True])
 def test_snappy_batches_raw_and_xerial_pass(xerial: bool) -> None:
-    check_compressed(bytes(snappy_batch([1, 2, 3], xerial)), 1 << 20)
+    check_records(bytes(snappy_batch([1, 2, 3], xerial)), 1 << 20)
 
 
 def test_a_bomb_stops_at_the_bound_unopened() -> None:
@@ -83,3 +85,22 @@ def test_a_record_count_that_does_not_match_the_records_is_corrupt() -> None:
     assert code_of(with_payload(LZ4, lz4.frame.compress(records + b"\x01"))) == (
         ErrorCode.corrupt_message
     )
+
+
+def test_a_zstd_frame_cut_at_a_record_boundary_is_corrupt() -> None:
+    """The stream reader hands back what a cut frame held without complaint: cut between
+    records under a header that counts only those, the payload passed, yet no consumer can
+    decompress it."""
+    records = bytes(make_batch([1, 2])[HEADER_SIZE:])
+    compressor = zstandard.ZstdCompressor().compressobj()
+    cut = compressor.compress(records) + compressor.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(cut) == records
+    assert code_of(with_payload(ZSTD, cut)) == ErrorCode.corrupt_message
+    whole = zstandard.ZstdCompressor().compress(records)
+    check_records(with_payload(ZSTD, whole), 1 << 20)
+    assert code_of(with_payload(ZSTD, whole + b"\x00garbage")) == ErrorCode.corrupt_message
+    # Frames one after another are one stream to Kafka's consumers, and to the check.
+    length, body = varint(records, 0)
+    first, second = records[: body + length], records[body + length :]
+    split = zstandard.ZstdCompressor().compress(first) + zstandard.ZstdCompressor().compress(second)
+    check_records(with_payload(ZSTD, split), 1 << 20)

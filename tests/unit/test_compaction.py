@@ -18,6 +18,8 @@ from raftlog.storage.batch import HEADER_SIZE, BatchHeader, crc_ok, iter_batches
 from raftlog.storage.compaction import CHECKPOINT, read_checkpoint
 from raftlog.storage.log import Log, LogConfig
 
+from .test_log import max_timestamp, offset_for_timestamp
+
 CODECS = ["none", "gzip", "snappy-xerial", "snappy-raw", "lz4", "zstd"]
 _BUILDER_CODEC = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
 SNAPPY = 2
@@ -290,9 +292,9 @@ def test_reads_in_gaps_start_at_the_next_batch(tmp_path: Path) -> None:
     stamps = sorted({r.timestamp for r in records})
     for target in [0, *stamps, *(t + 1 for t in stamps)]:
         want = next(((r.offset, r.timestamp) for r in records if r.timestamp >= target), None)
-        assert log.offset_for_timestamp(target, end) == want, target
+        assert offset_for_timestamp(log, target, end) == want, target
     newest = max(records, key=lambda r: r.timestamp)
-    assert log.max_timestamp(end)[0] == newest.timestamp
+    assert max_timestamp(log, end)[0] == newest.timestamp
 
 
 def test_only_segments_below_the_floor_are_rewritten(tmp_path: Path) -> None:

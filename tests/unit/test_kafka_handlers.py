@@ -79,7 +79,7 @@ class FakePartition:
         self.calls.append(("epoch", epoch))
         return self.epoch_ends.get(epoch, (-1, -1))
 
-    def offset_for_timestamp(self, timestamp):
+    async def offset_for_timestamp(self, timestamp):
         self.calls.append(("timestamp", timestamp))
         found = self.timestamps.get(timestamp)
         if isinstance(found, KafkaError):

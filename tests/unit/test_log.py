@@ -7,7 +7,14 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafka_api.errors import ErrorCode, KafkaError
-from raftlog.storage.batch import crc_ok, iter_batches, parse_header, record_timestamps
+from raftlog.storage.batch import (
+    crc_ok,
+    first_record_at,
+    iter_batches,
+    offset_stamped,
+    parse_header,
+    record_timestamps,
+)
 from raftlog.storage.log import Location, Log, LogConfig
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
@@ -34,6 +41,22 @@ def records(count: int, ts: int = 1_000, **kwargs: int) -> bytes:
 
 def open_log(path: Path, **config: int) -> Log:
     return Log(path, LogConfig(**config))
+
+
+def offset_for_timestamp(log: Log, timestamp: int, upper_bound: int) -> tuple[int, int] | None:
+    """What Partition.offset_for_timestamp asks of the log, with the record reads inline."""
+    start = log.log_start_offset
+    while (batch := log.batch_reaching(timestamp, start, upper_bound)) is not None:
+        found = first_record_at(batch, timestamp, upper_bound)
+        if found is not None:
+            return found
+        start = parse_header(batch).next_offset
+    return None
+
+
+def max_timestamp(log: Log, upper_bound: int) -> tuple[int, int] | None:
+    newest = log.newest_batch(upper_bound)
+    return None if newest is None else (newest[0], offset_stamped(newest[1], newest[0]))
 
 
 def crash(log: Log) -> None:
@@ -393,7 +416,7 @@ def test_indexes_after_truncation_match_a_rebuild(tmp_path: Path) -> None:
         truncated = index_files(directory)
         assert truncated == rebuilt_index_files(directory, index_interval_bytes=size)
         log = open_log(directory, index_interval_bytes=size)
-    assert log.max_timestamp(100) == (301, 3)
+    assert max_timestamp(log, 100) == (301, 3)
 
 
 def test_inconsistent_index_files_are_rebuilt_on_open(tmp_path: Path) -> None:
@@ -424,7 +447,7 @@ def test_inconsistent_index_files_are_rebuilt_on_open(tmp_path: Path) -> None:
         assert [offsets_of(reopened.read(o, 1, 12, True)) for o in range(0, 12, 2)] == [
             [(o, o + 2)] for o in range(0, 12, 2)
         ]
-        assert reopened.max_timestamp(12) == (501, 11)
+        assert max_timestamp(reopened, 12) == (501, 11)
         reopened.close()
         assert index_files(directory) == good, content
 
@@ -523,7 +546,7 @@ def test_time_lookup_with_sparse_entries_matches_a_full_scan(tmp_path: Path) -> 
     def check(current: Log) -> None:
         for target in range(-1, max(stamps) + 2):
             expected = next(((o, ts) for o, ts in enumerate(stamps) if ts >= target), None)
-            assert current.offset_for_timestamp(target, 60) == expected, target
+            assert offset_for_timestamp(current, target, 60) == expected, target
 
     check(log)
     log.close()
@@ -605,9 +628,9 @@ def test_offset_for_timestamp(tmp_path: Path, compression: int) -> None:
         return next(((o, ts) for o, ts in enumerate(flat) if ts >= target and o < bound), None)
 
     for target in (0, 100, 106, 111, 121, 131, 136, 161, 181, 199, 200, 201):
-        assert log.offset_for_timestamp(target, 18) == expected(target, 18), target
-        assert log.offset_for_timestamp(target, 9) == expected(target, 9), target
-    assert log.offset_for_timestamp(0, 0) is None
+        assert offset_for_timestamp(log, target, 18) == expected(target, 18), target
+        assert offset_for_timestamp(log, target, 9) == expected(target, 9), target
+    assert offset_for_timestamp(log, 0, 0) is None
 
 
 def test_offset_for_timestamp_decodes_inside_a_compressed_batch(tmp_path: Path) -> None:
@@ -616,8 +639,8 @@ def test_offset_for_timestamp_decodes_inside_a_compressed_batch(tmp_path: Path) 
     batch = make_batch(list(range(1_000, 1_100, 2)), ZSTD)
     assert parse_header(batch).compression == ZSTD
     log.append(batch, term=1)
-    assert log.offset_for_timestamp(1_051, 53) == (3 + 26, 1_052)
-    assert log.offset_for_timestamp(1_051, 3) is None
+    assert offset_for_timestamp(log, 1_051, 53) == (3 + 26, 1_052)
+    assert offset_for_timestamp(log, 1_051, 3) is None
 
 
 def test_max_timestamp(tmp_path: Path) -> None:
@@ -626,11 +649,11 @@ def test_max_timestamp(tmp_path: Path) -> None:
     log.append(make_batch([250, 260]), term=1)
     log.append(make_batch([900, 400]), term=2)
     log.append(make_batch([300]), term=2)
-    assert log.max_timestamp(8) == (900, 5)
-    assert log.max_timestamp(5) == (300, 1)
-    assert log.max_timestamp(0) is None
+    assert max_timestamp(log, 8) == (900, 5)
+    assert max_timestamp(log, 5) == (300, 1)
+    assert max_timestamp(log, 0) is None
     log.close()
-    assert open_log(tmp_path / "p", segment_bytes=300).max_timestamp(8) == (900, 5)
+    assert max_timestamp(open_log(tmp_path / "p", segment_bytes=300), 8) == (900, 5)
 
 
 def test_max_timestamp_inside_the_bounded_segment(tmp_path: Path) -> None:
@@ -638,7 +661,7 @@ def test_max_timestamp_inside_the_bounded_segment(tmp_path: Path) -> None:
     log.append(make_batch([10, 50]), term=1)
     log.append(make_batch([70]), term=1)
     log.append(make_batch([90]), term=1)
-    assert log.max_timestamp(3) == (70, 2)
+    assert max_timestamp(log, 3) == (70, 2)
 
 
 def test_locate_finds_the_bytes_of_an_appended_entry(tmp_path: Path) -> None:
@@ -690,4 +713,4 @@ def test_record_timestamps_of_stored_batches_use_assigned_offsets(tmp_path: Path
     log = open_log(tmp_path / "p")
     log.append(records(4), term=1)
     location = log.append(make_batch([7, 8], LZ4), term=1).location
-    assert record_timestamps(log.read_location(location)) == [(4, 7), (5, 8)]
+    assert list(record_timestamps(log.read_location(location))) == [(4, 7), (5, 8)]

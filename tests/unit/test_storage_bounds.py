@@ -17,6 +17,8 @@ from raftlog.storage.batch import iter_batches
 from raftlog.storage.index import OffsetIndex
 from raftlog.storage.log import Location, Log, LogConfig
 
+from .test_log import max_timestamp, offset_for_timestamp
+
 SEGMENTS = 240
 MAX_FILES = 6
 BATCH_RECORDS = 3
@@ -117,12 +119,12 @@ def observe(log: Log, after_each: Callable[[], None] | None = None) -> list[obje
         *(rng.randrange(999_000, 1_050_000) for _ in range(60)),
     ]
     for stamp in stamps:
-        results.append(log.offset_for_timestamp(stamp, end))
-        results.append(log.offset_for_timestamp(stamp, rng.randrange(start, end)))
+        results.append(offset_for_timestamp(log, stamp, end))
+        results.append(offset_for_timestamp(log, stamp, rng.randrange(start, end)))
         if after_each:
             after_each()
     for bound in (end, end // 2, start + 1):
-        results.append(log.max_timestamp(bound))
+        results.append(max_timestamp(log, bound))
     data = log.read(start, 1 << 30, end, True)
     runs = [(h.base_offset, h.next_offset) for _, h in iter_batches(data)]
     for first, last in [runs[i] for i in rng.sample(range(len(runs)), min(80, len(runs)))]:
