@@ -63,26 +63,42 @@ def walk(data: bytes, count: int) -> Iterator[Record]:
 
 
 def count(data: bytes | memoryview, expected: int) -> None:
-    """Walks only the length prefixes (the produce path's check, about 0.3 us a record):
+    """Walks only the length prefixes (the produce path's check: about 0.25 us a record,
+    one- and two-byte lengths, records under 8 KiB, taken without the general loop):
     exactly `expected` records, filling the bytes."""
     pos, found, end = 0, 0, len(data)
-    while pos < end:
-        length = shift = 0
-        while True:
-            if pos >= end:
-                raise _corrupt("record length runs past the batch")
+    try:
+        while pos < end:
             byte = data[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                break
-            shift += 7
-            if shift > 28:
-                raise _corrupt("record length varint too long")
-        length = (length >> 1) ^ -(length & 1)  # zigzag
-        if length <= 0 or pos + length > end:
-            raise _corrupt(f"record {found} of length {length} does not fit in the batch")
-        pos += length
-        found += 1
+            if byte < 0x80:
+                zigzag = byte
+                pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                zigzag = (byte & 0x7F) | (second << 7)
+                pos += 2
+            else:
+                zigzag, pos = _uvarint(data, pos)
+            if zigzag & 1 or not zigzag:  # a negative or zero length
+                raise _corrupt(f"record {found} has length {(zigzag >> 1) ^ -(zigzag & 1)}")
+            pos += zigzag >> 1
+            found += 1
+    except IndexError:
+        raise _corrupt("record length runs past the batch") from None
+    if pos != end:
+        raise _corrupt(f"record {found - 1} runs past the batch")
     if found != expected:
         raise _corrupt(f"batch holds {found} records, its header says {expected}")
+
+
+def _uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes (a record length) and the position after it."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise _corrupt("record length varint too long")
