@@ -1,19 +1,27 @@
 """Figures across runs: median (min-max) per system, raftlog/Tansu ratios from the same run,
-the targets, and the outputs (Markdown table, JSON, PNG chart)."""
+the targets, and the outputs (Markdown tables, JSON, PNG charts)."""
 
 from __future__ import annotations
 
 import json
+import operator
 import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.workloads import E2E_RATE
+from bench.workloads import (
+    BASELINE_PARTITIONS,
+    E2E_RATE,
+    METADATA_SAMPLES,
+    SCALE_CREATE_TIMEOUT,
+    SCALE_FAILOVER_TIMEOUT,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 PEER = "tansu"
 RAFTLOGS = ("raftlog1", "raftlog3")
@@ -261,6 +269,10 @@ def write_outputs(out: Path, doc: dict, markdown: str, caption: str) -> None:
     write_atomic(out / "results.json", (json.dumps(doc, indent=2, default=str) + "\n").encode())
     write_atomic(out / "results.md", (markdown + "\n").encode())
     chart(out / "chart.png", doc["summary"], doc["settings"]["systems"], caption)
+    if doc["scale"]:
+        scale_chart(out / "scale.png", doc["scale"])
+    else:  # not one from an earlier run beside these results
+        (out / "scale.png").unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------- chart
@@ -322,6 +334,13 @@ def chart(path: Path, summary: dict, systems: list[str], caption: str) -> None:
     last.axis("off")
     last.text(0, 1, caption, va="top", fontsize=8, wrap=True, transform=last.transAxes)
     fig.suptitle("raftlog vs Tansu (confluent-kafka); median of the runs, min–max as error bars")
+    _save(fig, path)
+
+
+def _save(fig: Figure, path: Path) -> None:
+    """tight_layout, then written beside the target and renamed (see write_atomic)."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     tmp = path.with_name(path.name + ".tmp")
     fig.savefig(tmp, dpi=90, format="png")
@@ -356,3 +375,218 @@ def _bars(
         ax.axhline(target, color="red", linestyle="--", linewidth=1, label=f"target {target:g}")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
+
+
+# ----------------------------------------------------------------------------- scale
+
+SCALE_SYSTEM = "raftlog3"
+RATIO = "spread_ratio"  # spread_mb_s over its run's six_mb_s, shown with an "x"
+# (field, column header, name in the "met" column)
+SCALE_COLUMNS = [
+    ("create_s", "create s", "create"),
+    ("idle_cpu_pct", "idle CPU % core", "idle CPU"),
+    ("rss_mb", "RSS MB", "RSS"),
+    ("metadata_ms", "metadata ms", "metadata"),
+    ("spread_mb_s", "spread MB/s", "spread"),
+    (RATIO, f"spread/{BASELINE_PARTITIONS}-partition", "spread ratio"),
+    ("failover_s", "failover s", "failover"),
+]
+OPS = {"<": operator.lt, "≤": operator.le, "≥": operator.ge}
+
+
+@dataclass(frozen=True)
+class ScaleTarget:
+    """The scale issue's bound on one figure at one partition count."""
+
+    field: str
+    partitions: int
+    op: str  # a key of OPS: met when `figure op bound`
+    bound: float
+
+    def text(self) -> str:
+        suffix = "x" if self.field == RATIO else ""
+        return f"{self.partitions:,}: {self.op} {self.bound:,g}{suffix}"
+
+    def met(self, figure: dict | str | None, failed_runs: int) -> bool | None:
+        """Judged on the median, and not met if any run's figure failed (a create that
+        timed out is slower than any figure); unknown if not measured for another reason."""
+        if failed_runs:
+            return False
+        return OPS[self.op](figure["median"], self.bound) if isinstance(figure, dict) else None
+
+
+SCALE_TARGETS = [
+    ScaleTarget("create_s", 1000, "<", 10),
+    ScaleTarget("idle_cpu_pct", 1000, "<", 5),
+    ScaleTarget("idle_cpu_pct", 3000, "<", 10),
+    ScaleTarget("rss_mb", 3000, "<", 1000),
+    ScaleTarget("metadata_ms", 1000, "<", 50),
+    ScaleTarget("spread_ratio", 1000, "≥", 0.5),
+    ScaleTarget("failover_s", 1000, "≤", 5),
+]
+
+
+def _scale_run(result: dict, six: float | None) -> tuple[dict, list[str]]:
+    """One run's figures at one count ("failed", "skipped" or "error" in place of a missing
+    one; the spread's ratio to `six`, its run's six-partition produce), and why any is
+    missing."""
+    if "error" in result:
+        return dict.fromkeys((f for f, _, _ in SCALE_COLUMNS), "error"), [result["error"]]
+    figures: dict = {}
+    for field, _, _ in SCALE_COLUMNS:
+        source = "spread_mb_s" if field == RATIO else field
+        value = result.get(source)
+        if value is None:
+            missing = "failed" if source in result["failed"] else "skipped"
+            figures[field] = missing if source in result[missing] else None
+        elif field == RATIO:
+            figures[field] = value / six if six else None
+        else:
+            figures[field] = value
+    why = [f"{f} failed: {msg}" for f, msg in result["failed"].items()]
+    why += [f"{f} skipped: {reason}" for f, reason in result["skipped"].items()]
+    return figures, why
+
+
+def scale_summary(runs: list[dict]) -> dict:
+    """{} if scale did not run; else the six-partition produce's figures and, per partition
+    count (ascending), each figure's median/min/max over the runs or why there is none,
+    the targets at that count and whether they are met, and notes on what is missing."""
+    per_count: dict[int, list[tuple[int, dict, list[str]]]] = {}
+    sixes = []
+    for run in runs:
+        counts = run["results"].get(SCALE_SYSTEM, {}).get("scale")
+        if not isinstance(counts, dict):
+            continue
+        six = next((r["six_mb_s"] for r in counts.values() if r.get("six_mb_s")), None)
+        sixes += [six] if six else []
+        for count, result in counts.items():
+            per_count.setdefault(int(count), []).append((run["run"], *_scale_run(result, six)))
+    if not per_count:
+        return {}
+    rows = {}
+    for count, measured in sorted(per_count.items()):
+        figures, failed_runs = {}, {}
+        for field, _, _ in SCALE_COLUMNS:
+            got = [figs[field] for _, figs, _ in measured]
+            figures[field] = _stats([g for g in got if isinstance(g, float | int)]) or next(
+                (state for state in ("failed", "error", "skipped") if state in got), None
+            )
+            failed_runs[field] = got.count("failed")
+        targets = [t for t in SCALE_TARGETS if t.partitions == count]
+        rows[str(count)] = {
+            "partitions": count,
+            "figures": figures,
+            "failed_runs": failed_runs,
+            "met": {t.field: t.met(figures[t.field], failed_runs[t.field]) for t in targets},
+            "notes": [f"run {run}: {note}" for run, _, notes in measured for note in notes],
+        }
+    return {"six_mb_s": _stats(sixes), "rows": rows}
+
+
+def scale_table(scale: dict) -> str:
+    """Markdown: one row per partition count, median (min–max) over the runs, the targets
+    as the last row."""
+    names = {field: name for field, _, name in SCALE_COLUMNS}
+    words = {True: "yes", False: "**NO**", None: "?"}
+    head = ["partitions", *(header for _, header, _ in SCALE_COLUMNS), "met"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in scale["rows"].values():
+        cells = [_scale_cell(row, field) for field, _, _ in SCALE_COLUMNS]
+        met = ", ".join(f"{names[f]}: {words[m]}" for f, m in row["met"].items())
+        lines.append("| " + " | ".join([f"{row['partitions']:,}", *cells, met]) + " |")
+    targets = [
+        "; ".join(t.text() for t in SCALE_TARGETS if t.field == field)
+        for field, _, _ in SCALE_COLUMNS
+    ]
+    lines.append("| " + " | ".join(["target", *targets, ""]) + " |")
+    return "\n".join(lines)
+
+
+def _scale_cell(row: dict, field: str) -> str:
+    """median (min–max), and how many runs failed where the others gave a figure."""
+    figure, failed = row["figures"][field], row["failed_runs"][field]
+    text = _cell(figure, "x" if field == RATIO else "")
+    return f"{text}, {failed} failed" if isinstance(figure, dict) and failed else text
+
+
+def scale_notes(settings: dict, scale: dict) -> list[str]:
+    """How the scale figures were taken, and why any is missing (the first line of each
+    reason; results.json has them whole)."""
+    s = settings
+    broker = ", ".join(f"{k}={v}" for k, v in s["scale_broker"].items())
+    six = _cell(scale["six_mb_s"])
+    text = [
+        f"A fresh raftlog3 (three nodes; {broker}) per partition count, one topic of that "
+        f"many partitions at RF 3; median of {s['runs']} run(s), (min–max) when more than "
+        f"one. create: from CreateTopics until Metadata shows a leader for every partition "
+        f"(at most {SCALE_CREATE_TIMEOUT:g} s). idle CPU: the busiest node, % of one core "
+        f"over {s['idle_seconds']:g} s, {s['settle_seconds']:g} s after the create, no "
+        f"clients; RSS: the largest node after that. metadata: median of "
+        f"{METADATA_SAMPLES} AdminClient.list_topics(topic) after one warm-up, librdkafka's "
+        f"decoding included. spread: {s['scale_records']:,} records of {s['record_bytes']} "
+        f"bytes, acks=all, round-robin over all partitions; ratio to the same produce over "
+        f"{BASELINE_PARTITIONS} partitions on the first count's cluster in the same run "
+        f"({six} MB/s). failover: kill -9 of the node leading the most partitions, until a "
+        f"live node's Metadata shows every partition led by a live node (at most "
+        f"{SCALE_FAILOVER_TIMEOUT:g} s). 'failed': no figure (a timeout, say); a target "
+        "is not met if any run's figure failed. 'skipped': needs the create, which failed.",
+    ]
+    missing = [
+        f"{row['partitions']:,} partitions, {note.splitlines()[0][:200]}"
+        for row in scale["rows"].values()
+        for note in row["notes"]
+    ]
+    return text + (["Missing figures: " + "; ".join(missing) + "."] if missing else [])
+
+
+def scale_chart(path: Path, scale: dict) -> None:
+    """Create time and idle CPU against the partition count (log x): median, min–max as
+    error bars, the targets as red marks, a count without a figure labelled with why."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    panels = [("create_s", "create until every partition is led", "s")]
+    panels += [("idle_cpu_pct", "idle CPU, busiest node", "% of one core")]
+    for ax, (field, title, unit) in zip(axes, panels, strict=True):
+        points = [(row["partitions"], row["figures"][field]) for row in scale["rows"].values()]
+        got = [(n, f) for n, f in points if isinstance(f, dict)]
+        if got:
+            ax.errorbar(
+                [n for n, _ in got],
+                [f["median"] for _, f in got],
+                yerr=[
+                    [f["median"] - f["min"] for _, f in got],
+                    [f["max"] - f["median"] for _, f in got],
+                ],
+                marker="o",
+                capsize=3,
+                color=COLORS[SCALE_SYSTEM],
+                label=SCALE_SYSTEM,
+            )
+        for n, figure in points:
+            if isinstance(figure, str):
+                ax.text(n, 0.02, figure, transform=ax.get_xaxis_transform(), ha="center")
+        targets = [t for t in SCALE_TARGETS if t.field == field]
+        ax.scatter(
+            [t.partitions for t in targets],
+            [t.bound for t in targets],
+            marker="_",
+            s=400,
+            color="red",
+            label="target",
+        )
+        ax.set_xscale("log")
+        ax.minorticks_off()
+        counts = sorted({n for n, _ in points} | {t.partitions for t in targets})
+        ax.set_xticks(counts, [f"{n:,}" for n in counts])
+        # Every count in view, also one shown only by its "failed" label; room for the marks.
+        ax.set_xlim(counts[0] / 1.5, counts[-1] * 1.5)
+        ax.set_ylim(bottom=0)
+        ax.set(title=title, xlabel="partitions (log scale)", ylabel=unit)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{SCALE_SYSTEM} with many partitions, a fresh cluster per count")
+    _save(fig, path)

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """raftlog side by side with the peer broker Tansu: the same confluent-kafka workloads against
 Tansu (memory engine), raftlog on one node (RF 1) and on three nodes (RF 3), each started
-fresh on loopback. Progress on stderr, the table on stdout; results.json, results.md and
-chart.png in --out. Every broker process is stopped on the way out, also on Ctrl-C.
+fresh on loopback; and raftlog3 alone with many partitions (scale). Progress on stderr, the
+tables on stdout; results.json, results.md, chart.png and scale.png in --out. Every broker
+process is stopped on the way out, also on Ctrl-C.
 
     .venv/bin/python -m bench.run [--quick] [--runs 3] [--systems tansu,raftlog1,raftlog3]
-        [--workloads produce,consume,latency,e2e,failover,restart,memory,partitions]
+        [--workloads produce,consume,latency,e2e,failover,restart,memory,partitions,scale]
+        [--scale-partitions 100,1000,3000]
 """
 
 from __future__ import annotations
@@ -34,9 +36,22 @@ from bench.procs import become_subreaper  # noqa: E402
 from bench.systems import SYSTEMS, System, launched, tansu_binary  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-WORKLOADS = ("produce", "consume", "latency", "e2e", "failover", "restart", "memory", "partitions")
+WORKLOADS = (
+    "produce",
+    "consume",
+    "latency",
+    "e2e",
+    "failover",
+    "restart",
+    "memory",
+    "partitions",
+    "scale",
+)
 DATA_WORKLOADS = {"produce", "consume", "latency", "e2e", "memory"}  # share one instance
-ONLY_ON = {"failover": "raftlog3", "restart": "raftlog1"}  # the others: n/a
+ONLY_ON = {"failover": "raftlog3", "restart": "raftlog1", "scale": "raftlog3"}  # others: n/a
+# The scale clusters only: the default cap on partition replicas per node (from the file
+# descriptor budget, at most 500) would refuse the larger counts before they are measured.
+SCALE_BROKER = {"max.partition.replicas.per.node": 10000}
 FULL = {
     "runs": 3,
     "produce_mb": 256,
@@ -46,6 +61,8 @@ FULL = {
     "idle_partitions": 100,
     "idle_seconds": 20,
     "settle_seconds": 5,
+    "scale_partitions": (100, 1000, 3000),
+    "scale_records": 30000,
 }
 QUICK = {
     "runs": 1,
@@ -56,6 +73,8 @@ QUICK = {
     "idle_partitions": 100,
     "idle_seconds": 5,
     "settle_seconds": 2,
+    "scale_partitions": (100, 300),
+    "scale_records": 10000,
 }
 
 
@@ -80,6 +99,17 @@ def _names(text: str, allowed: tuple[str, ...]) -> list[str]:
     return [n for n in allowed if n in names]  # canonical order: the peer first
 
 
+def _counts(text: str) -> tuple[int, ...]:
+    """Partition counts from "100,1000", ascending: the first cluster is the smallest."""
+    try:
+        counts = {int(n) for n in text.split(",") if n.strip()}
+    except ValueError:
+        counts = set()
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive counts like 100,1000; got {text!r}")
+    return tuple(sorted(counts))
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes, 1 run: " + str(QUICK))
@@ -95,6 +125,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--idle-partitions", type=int, help="partitions for idle CPU (default 100)")
     p.add_argument("--idle-seconds", type=float, help="idle CPU sampling time (default 20)")
     p.add_argument("--failover-rate", type=int, default=1000, help="records/s during failover")
+    p.add_argument(
+        "--scale-partitions",
+        type=_counts,
+        help="partition counts for scale, a fresh raftlog3 each (default 100,1000,3000)",
+    )
+    p.add_argument("--scale-records", type=int, help="records per scale produce (default 30000)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--tmp", type=Path, help="where the brokers' temp data dirs go")
     return p.parse_args(argv)
@@ -117,8 +153,9 @@ def settings_from(args: argparse.Namespace) -> wl.Settings:
 
 def _brief(result: dict) -> str:
     keys = ("mb_s", "records_s", "p50_ms", "p99_ms", "max_ms", "seconds", "lost_records")
-    keys += ("rss_mb", "cpu_pct")
-    return ", ".join(f"{k}={result[k]:.4g}" for k in keys if k in result)
+    keys += ("rss_mb", "cpu_pct", "create_s", "idle_cpu_pct", "metadata_ms", "six_mb_s")
+    keys += ("spread_mb_s", "failover_s")
+    return ", ".join(f"{k}={result[k]:.4g}" for k in keys if result.get(k) is not None)
 
 
 @dataclass(frozen=True)
@@ -144,11 +181,18 @@ class Steps:
 
 
 def session(
-    plan: Plan, name: str, tag: str, results: dict, keys: list[str], body: Callable[[Steps], None]
+    plan: Plan,
+    name: str,
+    tag: str,
+    results: dict,
+    keys: list[str],
+    body: Callable[[Steps], None],
+    broker: dict[str, object] | None = None,
 ) -> None:
-    """A fresh instance of `name` for `body(steps)`; if it cannot start, `keys` say why."""
+    """A fresh instance of `name` (raftlog's nodes with `broker` settings) for
+    `body(steps)`; if it cannot start, `keys` say why."""
     try:
-        with launched(name, plan.tmp) as system:
+        with launched(name, plan.tmp, broker) as system:
             body(Steps(results, tag, system))
     except Exception as exc:  # noqa: BLE001 - recorded as the figures' error
         progress(f"{tag} {name} failed: {exc}")
@@ -199,6 +243,24 @@ SOLO: dict[str, Callable[[Plan, System], dict]] = {
 }
 
 
+def scale_runs(plan: Plan, name: str, tag: str) -> dict:
+    """{count: figures}, each partition count on a fresh cluster (one count's partitions
+    must not weigh on the next); the first also produces over six partitions, the
+    baseline of the spread in the same run."""
+    results: dict = {}
+    for i, count in enumerate(plan.settings.scale_partitions):
+
+        def body(steps: Steps, count: int = count, baseline: bool = i == 0) -> None:
+            def note(line: str) -> None:
+                progress(f"{steps.tag} {count}: {line}")
+
+            system, s, values = steps.system, plan.settings, plan.values
+            steps(str(count), lambda: wl.scale(system, s, count, values, baseline, note))
+
+        session(plan, name, f"{tag} scale", results, [str(count)], body, SCALE_BROKER)
+    return results
+
+
 def run_system(plan: Plan, name: str, tag: str) -> dict:
     """Every selected workload against `name`, on fresh instances."""
     results: dict = {}
@@ -219,6 +281,8 @@ def run_system(plan: Plan, name: str, tag: str) -> dict:
             steps(key, lambda: fn(plan, steps.system))
 
         session(plan, name, tag, results, [key], solo)
+    if "scale" in plan.workloads:
+        results["scale"] = scale_runs(plan, name, tag) if name == ONLY_ON["scale"] else "n/a"
     return results
 
 
@@ -274,16 +338,15 @@ def header(doc: dict) -> str:
 
 def settings_line(doc: dict) -> str:
     return "Settings: " + ", ".join(
-        f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in doc["settings"].items()
+        f"{k}={','.join(map(str, v)) if isinstance(v, list | tuple) else v}"
+        for k, v in doc["settings"].items()
     )
 
 
-def _has_errors(runs: list[dict]) -> bool:
-    return any(
-        isinstance(r, dict) and "error" in r
-        for run in runs
-        for s in run["results"].values()
-        for r in s.values()
+def _has_errors(results: object) -> bool:
+    """An "error" anywhere: a workload's, or one scale count's."""
+    return isinstance(results, dict) and (
+        "error" in results or any(map(_has_errors, results.values()))
     )
 
 
@@ -316,20 +379,36 @@ def main(argv: list[str] | None = None) -> int:
     value_text = f"values: {wl.VALUES_TEXT} (lz4 {wl.lz4_ratio(values):.2f}:1 on 256 of them)"
     doc = {
         "machine": info,
-        "settings": {**asdict(settings), "systems": args.systems, "workloads": args.workloads},
+        "settings": {
+            **asdict(settings),
+            "scale_broker": SCALE_BROKER,
+            "systems": args.systems,
+            "workloads": args.workloads,
+        },
         "values": value_text,
         "elapsed_s": time.monotonic() - started,
         "runs": runs,
         "summary": summary,
+        "scale": report.scale_summary(runs),
     }
     table = report.table(summary, args.systems)
     notes = report.notes(doc["settings"], settings.runs, value_text)
-    text = "\n\n".join(["# raftlog vs Tansu", header(doc), table, *notes, settings_line(doc)])
+    # A scale-only run leaves the main table empty: then it and its notes are left out.
+    main_table = [table, *notes] if summary else []
+    scale = []
+    if doc["scale"]:
+        scale = [
+            "## scale: raftlog3 with many partitions",
+            report.scale_table(doc["scale"]),
+            *report.scale_notes(doc["settings"], doc["scale"]),
+        ]
+    text = "\n\n".join(["# raftlog vs Tansu", header(doc), *main_table, *scale, settings_line(doc)])
     caption = "\n".join(textwrap.fill(p, 75) for p in [header(doc), *notes, settings_line(doc)])
     report.write_outputs(args.out, doc, text, caption)
-    print(table + "\n\n" + "\n".join(notes), flush=True)
+    stdout = [table, "\n".join(notes)] if summary else []
+    print("\n\n".join([*stdout, *scale]), flush=True)
     progress(f"done in {doc['elapsed_s']:.0f} s; results in {args.out}")
-    return 1 if _has_errors(runs) else 0
+    return 1 if any(_has_errors(run["results"]) for run in runs) else 0
 
 
 if __name__ == "__main__":

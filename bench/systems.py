@@ -138,9 +138,9 @@ class Tansu(System):
 
 class Raftlog(System):
     """A raftlog cluster of `nodes` nodes started with `raftlog cluster up`; topics get
-    RF = nodes."""
+    RF = nodes. `broker`: more [broker] settings for every node."""
 
-    def __init__(self, workdir: Path, nodes: int) -> None:
+    def __init__(self, workdir: Path, nodes: int, broker: dict[str, object] | None = None) -> None:
         self.name, self.replication_factor, self.workdir = f"raftlog{nodes}", nodes, workdir
         self.node_info: dict[int, dict] = {}
         self.restarted: list[subprocess.Popen] = []
@@ -150,6 +150,8 @@ class Raftlog(System):
             )
             argv = self._cli("cluster", "up", "--nodes", str(nodes), "--kafka-port", str(base))
             argv += ["--broker", f"offsets.topic.replication.factor={min(nodes, 3)}"]
+            for key, value in (broker or {}).items():
+                argv += ["--broker", f"{key}={value}"]
             done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
             if done.returncode == 0:
                 break
@@ -241,12 +243,13 @@ class Raftlog(System):
             proc.wait(10)
 
 
-def start(name: str, tmp_root: Path | None) -> System:
+def start(name: str, tmp_root: Path | None, broker: dict[str, object] | None = None) -> System:
+    """`broker`: [broker] settings for raftlog's nodes (Tansu takes none)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{name}-", dir=tmp_root))
     try:
         if name == "tansu":
             return Tansu(workdir)
-        return Raftlog(workdir, int(name.removeprefix("raftlog")))
+        return Raftlog(workdir, int(name.removeprefix("raftlog")), broker)
     except BaseException:
         for pid in processes_under(workdir):
             kill9(pid)
@@ -255,10 +258,12 @@ def start(name: str, tmp_root: Path | None) -> System:
 
 
 @contextlib.contextmanager
-def launched(name: str, tmp_root: Path | None) -> Iterator[System]:
+def launched(
+    name: str, tmp_root: Path | None, broker: dict[str, object] | None = None
+) -> Iterator[System]:
     """A fresh instance of system `name`; stopped and its data dir removed on the way out,
     also on an error or Ctrl-C (the log tails are printed first on an error)."""
-    system = start(name, tmp_root)
+    system = start(name, tmp_root, broker)
     try:
         yield system
     except Exception:

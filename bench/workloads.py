@@ -11,12 +11,15 @@ import statistics
 import struct
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import lz4.frame
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.procs import BenchError, alive, cpu_seconds, rss_mb, wait_until
+from bench.procs import BenchError, alive, cpu_seconds, kill9, rss_mb, wait_until
 from bench.systems import Raftlog, System
 
 MB = 1e6  # throughput and sizes are in MB = 10^6 bytes of record values
@@ -37,6 +40,11 @@ PROBE = {
     "retry.backoff.ms": 10,
     "retry.backoff.max.ms": 50,
 }
+# scale: a slow create or failover is a figure (None and a note), not the end of the run.
+SCALE_CREATE_TIMEOUT = 300.0
+SCALE_FAILOVER_TIMEOUT = 120.0
+METADATA_SAMPLES = 5
+BASELINE_PARTITIONS = 6  # what the spread over many partitions is compared with
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,8 @@ class Settings:
     idle_seconds: float
     settle_seconds: float
     failover_rate: int
+    scale_partitions: tuple[int, ...]
+    scale_records: int
 
 
 def make_values(record_bytes: int) -> list[bytes]:
@@ -282,19 +292,25 @@ def idle_cpu(system: System, settings: Settings) -> dict:
     """Workload 8: a topic with many partitions and no clients; each broker process's CPU
     (utime+stime) over `idle_seconds`, as % of one core."""
     system.create_topic("idle", settings.idle_partitions)
+    per_node = _idle_cpu_pct(system, settings)
+    return {
+        "cpu_pct": max(per_node.values()),
+        "per_node": per_node,
+        "partitions": settings.idle_partitions,
+    }
+
+
+def _idle_cpu_pct(system: System, settings: Settings) -> dict[str, float]:
+    """Each broker process's CPU (utime+stime) over `idle_seconds`, as % of one core,
+    after `settle_seconds` for what the last request set off to finish."""
     time.sleep(settings.settle_seconds)
     pids = system.pids()
     before = {label: cpu_seconds(pid) for label, pid in pids.items()}
     start = time.monotonic()
     time.sleep(settings.idle_seconds)
     elapsed = time.monotonic() - start
-    per_node = {
-        label: 100 * (cpu_seconds(pid) - before[label]) / elapsed for label, pid in pids.items()
-    }
     return {
-        "cpu_pct": max(per_node.values()),
-        "per_node": per_node,
-        "partitions": settings.idle_partitions,
+        label: 100 * (cpu_seconds(pid) - before[label]) / elapsed for label, pid in pids.items()
     }
 
 
@@ -399,3 +415,129 @@ def _lost(
         if not lost or time.monotonic() > deadline:
             return lost
         time.sleep(0.2)
+
+
+# ----------------------------------------------------------------------------- scale
+
+
+def scale(
+    system: Raftlog,
+    settings: Settings,
+    partitions: int,
+    values: list[bytes],
+    baseline: bool,
+    note: Callable[[str], None],
+) -> dict:
+    """Workload 9, on a fresh cluster: one topic of `partitions` partitions. Its creation
+    until Metadata shows every partition led; idle CPU and RSS; Metadata time; acks=all
+    produce spread over all partitions (with `baseline`, also over six, to compare with);
+    then kill -9 of the node leading most partitions, until a live node's Metadata shows
+    every partition led again. A figure that fails or times out is None, with the reason in
+    "failed" (or "skipped", when it needs a figure that failed), so the rest still count."""
+    topic = "scale"
+    admin = AdminClient(_client(system, log_level=2))  # no line per refused reconnect
+    result: dict = {"partitions": partitions, "per_node": {}, "failed": {}, "skipped": {}}
+
+    def measure(field: str, fn: Callable[[], float], needs: str | None = None) -> None:
+        result[field] = None
+        if needs and result[needs] is None:
+            result["skipped"][field] = f"no {needs}"
+            note(f"{field} skipped: no {needs}")
+            return
+        try:
+            result[field] = fn()
+        except Exception as exc:  # noqa: BLE001 - one failed figure must not lose the others
+            result["failed"][field] = f"{type(exc).__name__}: {exc}"
+            note(f"{field} failed: {result['failed'][field]}")
+            return
+        note(f"{field}={result[field]:.4g}")
+
+    def idle_cpu_pct() -> float:
+        result["per_node"]["idle_cpu_pct"] = cpu = _idle_cpu_pct(system, settings)
+        return max(cpu.values())
+
+    def rss() -> float:
+        result["per_node"]["rss_mb"] = per_node = {
+            label: rss_mb(pid) for label, pid in system.pids().items()
+        }
+        return max(v or 0 for v in per_node.values())
+
+    def over_six() -> float:
+        system.create_topic("scale-six", BASELINE_PARTITIONS)
+        return produce(system, "scale-six", settings.scale_records, "none", values)["mb_s"]
+
+    def spread() -> float:
+        return produce(system, topic, settings.scale_records, "none", values)["mb_s"]
+
+    def failover() -> float:
+        victim, led = Counter(_metadata_leaders(admin, topic).values()).most_common(1)[0]
+        result["failover_node"], result["failover_led"] = victim, led
+        return _failover_s(system, topic, partitions, victim)
+
+    measure("create_s", lambda: _create_s(admin, system, topic, partitions))
+    measure("idle_cpu_pct", idle_cpu_pct)
+    measure("rss_mb", rss)
+    measure("metadata_ms", lambda: _metadata_ms(admin, topic))
+    if baseline:
+        measure("six_mb_s", over_six)
+    measure("spread_mb_s", spread, needs="create_s")
+    measure("failover_s", failover, needs="create_s")
+    return result
+
+
+def _metadata_leaders(
+    admin: AdminClient, topic: str, timeout: float = 10.0, dead: int = -1
+) -> dict[int, int]:
+    """{partition: leader node id} as Metadata tells it, for the partitions led by a node
+    other than `dead`."""
+    meta = admin.list_topics(topic, timeout=timeout).topics[topic]
+    return {p: m.leader for p, m in meta.partitions.items() if m.leader not in (-1, dead)}
+
+
+def _create_s(admin: AdminClient, system: System, topic: str, partitions: int) -> float:
+    """Seconds from sending CreateTopics until Metadata shows a leader for every partition."""
+    start = time.monotonic()
+    futures = admin.create_topics(
+        [NewTopic(topic, partitions, system.replication_factor)],
+        request_timeout=SCALE_CREATE_TIMEOUT,
+    )
+    try:
+        futures[topic].result(SCALE_CREATE_TIMEOUT)
+    except TimeoutError:
+        raise BenchError(f"CreateTopics unanswered after {SCALE_CREATE_TIMEOUT:g} s") from None
+    wait_until(
+        lambda: len(_metadata_leaders(admin, topic)) == partitions,
+        start + SCALE_CREATE_TIMEOUT - time.monotonic(),
+        f"leaders of all {partitions} partitions of {topic}",
+        step=0.1,
+    )
+    return time.monotonic() - start
+
+
+def _metadata_ms(admin: AdminClient, topic: str) -> float:
+    """Median wall time of a Metadata request for `topic`, after one to warm up (the
+    client's decoding of the answer included)."""
+    admin.list_topics(topic, timeout=30)
+    samples = []
+    for _ in range(METADATA_SAMPLES):
+        start = time.perf_counter()
+        admin.list_topics(topic, timeout=30)
+        samples.append(time.perf_counter() - start)
+    return 1000 * statistics.median(samples)
+
+
+def _failover_s(system: Raftlog, topic: str, partitions: int, victim: int) -> float:
+    """kill -9 of node `victim`; seconds until a live node's Metadata shows every partition
+    of `topic` led by a live node."""
+    live = next(info["kafka"] for i, info in system.node_info.items() if i != victim)
+    watcher = AdminClient({"bootstrap.servers": live, "log_level": 2})
+    _metadata_leaders(watcher, topic)  # connected before the kill
+    start = time.monotonic()
+    kill9(system.pids()[f"node-{victim}"])
+    wait_until(
+        lambda: len(_metadata_leaders(watcher, topic, timeout=5, dead=victim)) == partitions,
+        SCALE_FAILOVER_TIMEOUT,
+        f"leaders of all {partitions} partitions of {topic} after node {victim}'s kill",
+        step=0.1,
+    )
+    return time.monotonic() - start
