@@ -42,6 +42,9 @@ from raftlog.raft.ticker import Ticker
 log = logging.getLogger(__name__)
 
 GOSSIP_INTERVAL = 1.0
+# Replicas opened in one event-loop turn (a few ms each): a thousand-partition topic opened in
+# one turn stalled the loop for 5 s, and the elections of every group with it (issue 12).
+OPEN_PER_TURN = 16
 PRODUCER_ID_BLOCK = 1000
 MAX_PRODUCER_EPOCH = 32767
 STALL_WARNING = 0.3
@@ -194,9 +197,15 @@ class Node:
         for key in list(self.partitions):
             if key not in wanted or wanted[key][0] != self._partition_ids[key]:
                 self._drop_partition(key)
+        opened = 0
         for key, (topic_id, replicas, configs) in wanted.items():
             if key not in self.partitions:
+                if opened == OPEN_PER_TURN:  # the rest in later loop turns
+                    self._reconcile_pending = True
+                    asyncio.get_running_loop().call_soon(self._reconcile)
+                    return
                 self._open_partition(key, topic_id, replicas, configs)
+                opened += 1
             else:
                 settings = self._settings(configs)
                 if settings != self.partitions[key].settings:

@@ -33,6 +33,9 @@ class RaftTimings:
     then the others may have elected a new one."""
 
     heartbeat: float = 0.1
+    # A leader whose followers hold everything for this long lets its group go quiet:
+    # no heartbeats, no timers, until something happens to it (FORK.md, 9).
+    quiesce_after: float | None = 0.2
     election_min: float = 0.5
     election_max: float = 1.0
     leader_fallback: float = 1.0
@@ -83,17 +86,24 @@ class RaftGroup:
         )
         self_node = Node(self_id)
         others = {Node(p) for p in peer_ids if p != self_id}
+        if others and mesh.durability is not None:
+            journal.durable_through(mesh.durability)
         self.transport = GroupTransport(mesh, name, self_node, others, self.schedule)
         self.obj = factory(self_node, others, conf=conf, transport=self.transport)
         self.obj.forwardCommands = forward_commands
+        self.obj.quiesceAfter = timings.quiesce_after
+        self.obj.peerContact = lambda node: mesh.last_heard(node.id)
+        self.obj.electionAllowed = ticker.elections.take
         compat.detach_poller(self.obj)
         if not others:
             compat.elect_now(self.obj)
-        else:
-            # A group that has just started has no leader to wait for (PreVote and the
-            # others' leases keep it from disturbing one that is alive): its first timeout is
-            # drawn below the election minimum (fault suite, kill_all: heal to first ack
-            # 2.0 -> 1.7 s median).
+        elif peer_ids[0] == self_id:
+            # The first replica (Kafka's preferred leader; the controller spreads them over
+            # the nodes) stands first after a start: a group that has just started has no
+            # leader to wait for (PreVote and the others' leases keep it from disturbing one
+            # that is alive), and with the others' timeouts the usual ones, a thousand new
+            # groups are not each contested by three candidates (fault suite, kill_all: heal
+            # to first ack 2.0 -> 1.7 s median).
             compat.elect_after(
                 self.obj, random.uniform(2 * timings.heartbeat, timings.election_min)
             )
@@ -101,6 +111,7 @@ class RaftGroup:
         self.transport.skip_to_log_end = lambda node: compat.skip_to_log_end(self.obj, node)
         self.transport.heartbeat = timings.heartbeat
         self.transport.compaction_floor = self._compaction_floor
+        self.transport.on_peer_change = self.wake
         self.transport.attach()
         ticker.add(self)
 
@@ -118,22 +129,31 @@ class RaftGroup:
             self._seen = seen
             if self._on_change is not None:
                 self._on_change(self)
+        self._ticker.set_due(self, self.obj.nextTimer())
 
     def schedule(self) -> None:
         self._ticker.schedule(self)
 
+    def wake(self) -> None:
+        """Ends the group's quiet: its timers run again from the next tick."""
+        self.obj.unquiesce()
+        self.schedule()
+
     def propose(self, command: bytes, callback: Callback | None) -> None:
         """Queues a command for the leader; the callback gets (result, FAIL_REASON) after the
         entry is committed and applied here, or a failure."""
+        self.obj.unquiesce()
         self.obj._applyCommand(command, callback)
         self.schedule()
 
     def transfer_leadership(self, callback: Callback | None = None) -> None:
+        self.obj.unquiesce()
         self.obj.transferLeadership(callback=callback)
         self.schedule()
 
     def add_member(self, node_id: str, callback: Callback | None = None) -> None:
         """Adds a node to this group (pysyncobj forwards it to the leader)."""
+        self.obj.unquiesce()
         self.obj.addNodeToCluster(Node(node_id), callback=callback)
         self.schedule()
 
@@ -157,6 +177,10 @@ class RaftGroup:
     def leader_id(self) -> str | None:
         leader = self.obj._getLeader()
         return leader.id if leader is not None else None
+
+    @property
+    def quiet(self) -> bool:
+        return self.obj.isQuiesced()
 
     @property
     def term(self) -> int:

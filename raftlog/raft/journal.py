@@ -23,6 +23,7 @@ import msgpack
 from pysyncobj.journal import Journal
 
 from raftlog.raft.compat import NO_OP
+from raftlog.raft.durability import Durability
 from raftlog.storage.log import Location, Log, TruncateResult
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,9 @@ class RaftState:
         self.term = 0
         self.voted_for: str | None = None
         self.commit_index = 1
+        # Set for a group with peers: term and vote reach the disk in the node's batches,
+        # before any frame sent after them (raft/durability.py).
+        self.durability: Durability | None = None
         if path.exists():
             data = msgpack.unpackb(path.read_bytes())
             self.term, self.voted_for, self.commit_index = data
@@ -188,6 +192,11 @@ class RaftState:
                 os.close(fd)
 
     def save(self, fsync: bool) -> None:
+        if fsync and self.durability is not None:
+            self.durability.save(
+                self._path, msgpack.packb([self.term, self.voted_for, self.commit_index])
+            )
+            return
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
             f.write(msgpack.packb([self.term, self.voted_for, self.commit_index]))
@@ -391,6 +400,10 @@ class SegmentJournal(Journal):
     def close(self) -> None:
         self._file.close()
         self._state.save(fsync=True)
+
+    def durable_through(self, durability: Durability) -> None:
+        """Term and vote saves join the node's batches (a group with peers)."""
+        self._state.durability = durability
 
     # --- internals ---------------------------------------------------------------------------
 

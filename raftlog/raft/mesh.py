@@ -11,6 +11,7 @@ that knows the secret may deliver one.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import hashlib
 import hmac
@@ -23,12 +24,17 @@ from typing import Any, Protocol
 
 import msgpack
 
+from raftlog.raft.durability import Durability
+
 log = logging.getLogger(__name__)
 
 RAFT, PING, CONTROL, HELLO, WELCOME, AUTH = range(6)
 HANDSHAKE_TIMEOUT = 5.0
 PING_INTERVAL = 0.25  # a silent link shows within a second, idle or not
 DEAD_AFTER = 6.0  # seconds without a byte from a connected peer
+# A peer not heard from for this long wakes the quiet Raft groups it shares (FORK.md, 9): the
+# groups' own timers take over from the node-level pings, as if they had never stopped.
+SILENT_AFTER = 0.5
 RECONNECT_DELAY = 0.3
 # Bytes queued towards a peer before appends wait. Each group also has its own window (see
 # raft/transport.py); this bounds the sum, so that at the tens of MB/s a Python follower
@@ -36,6 +42,10 @@ RECONNECT_DELAY = 0.3
 CONGESTED_BYTES = 8 * 1024 * 1024
 SOCKET_BUFFER = 512 * 1024
 MAX_FRAME_BYTES = 256 * 1024 * 1024
+# Frames handled in one event-loop turn; the rest of a read waits for the next turn. A read
+# can hold a thousand groups' messages, and in an election storm handling them took seconds
+# in one callback, long enough to time out the elections of every other group (issue 12).
+FRAMES_PER_TURN = 64
 # What a connection may send before it has proven it holds the cluster secret (the three
 # handshake frames take a few hundred bytes).
 PRE_AUTH_BYTES = 4096
@@ -51,6 +61,8 @@ class Endpoint(Protocol):
     def peer_down(self, peer_id: str) -> None: ...
 
     def deliver(self, peer_id: str, message: dict) -> None: ...
+
+    def peer_silent(self, peer_id: str) -> None: ...
 
 
 def _encode_default(obj: Any) -> Any:
@@ -81,6 +93,7 @@ class _Connection(asyncio.Protocol):
             raw=False, strict_map_key=False, max_buffer_size=PRE_AUTH_BYTES
         )
         self._pre_auth_bytes = 0
+        self._paused = False  # frames are waiting for the next loop turn
         self._remote = "?"
         self._packer = msgpack.Packer(default=_encode_default, use_bin_type=True)
         self.transport: asyncio.Transport | None = None
@@ -88,9 +101,11 @@ class _Connection(asyncio.Protocol):
         self.peer_address: tuple[str, int] | None = None
         self.authenticated = False
         self.last_received = time.monotonic()
+        self.silent = False  # past SILENT_AFTER at the last keepalive round
         self._nonce = os.urandom(16)
         self._peer_nonce = b""
         self._pending: list[bytes] = []
+        self._needs: list[int] = []  # per pending frame: the Raft state saves it must follow
         self._pending_bytes = 0
 
     # --- asyncio.Protocol ----------------------------------------------------------------
@@ -134,11 +149,17 @@ class _Connection(asyncio.Protocol):
             self._reject(f"bad frame: {exc!r}")
 
     def _frames(self) -> None:
-        for frame in self._unpacker:
+        for handled, frame in enumerate(self._unpacker, 1):
             if self.transport is None or self.transport.is_closing():
                 return
             was_authenticated = self.authenticated
             self._frame(frame)
+            if was_authenticated and handled >= FRAMES_PER_TURN:
+                if not self._paused:
+                    self._paused = True
+                    self.transport.pause_reading()
+                    self._mesh._loop.call_soon(self._more_frames)
+                return
             if self.authenticated and not was_authenticated:
                 # Authenticated: frames may now be as large as Raft needs; what followed
                 # the handshake in this read moves to the new reader.
@@ -149,6 +170,16 @@ class _Connection(asyncio.Protocol):
                 self._unpacker.feed(rest)
                 self._frames()
                 return
+
+    def _more_frames(self) -> None:
+        self._paused = False
+        try:
+            self._frames()
+        except Exception as exc:
+            self._reject(f"bad frame: {exc!r}")
+            return
+        if not self._paused and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def _reject(self, reason: str) -> None:
         """Closes the connection; one log line, and at most one per REJECT_LOG_INTERVAL for
@@ -210,11 +241,22 @@ class _Connection(asyncio.Protocol):
         if not self._pending:
             self._mesh._loop.call_soon(self._flush)
         self._pending.append(frame)
+        self._needs.append(self._mesh.durability.seq)
         self._pending_bytes += len(frame)
 
     def _flush(self) -> None:
-        pending, self._pending, self._pending_bytes = self._pending, [], 0
-        if self.transport is not None and not self.transport.is_closing():
+        """Sends the frames whose Raft state saves are durable (in write order); the rest go
+        when theirs are."""
+        durability = self._mesh.durability
+        ready = bisect.bisect_right(self._needs, durability.durable)  # needs only grow
+        if ready == len(self._pending):
+            pending, self._pending, self._needs, self._pending_bytes = self._pending, [], [], 0
+        else:
+            pending, self._pending = self._pending[:ready], self._pending[ready:]
+            del self._needs[:ready]
+            self._pending_bytes -= sum(len(f) for f in pending)
+            durability.wait(self._needs[0], self._flush)
+        if pending and self.transport is not None and not self.transport.is_closing():
             self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     def buffered(self) -> int:
@@ -255,6 +297,8 @@ class Mesh:
         self.address = advertise or listen
         self.on_new_peer: list[Callable[[str, tuple[str, int]], None]] = []
         self.on_peer_change: list[Callable[[str, bool], None]] = []
+        # Raft state saves of this node's groups; frames wait for those before them.
+        self.durability = Durability()
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -280,6 +324,7 @@ class Mesh:
 
     async def close(self) -> None:
         self._closing = True
+        self.durability.close()
         for task in self._tasks:
             task.cancel()
         for conn in list(self._connections.values()):
@@ -310,6 +355,11 @@ class Mesh:
 
     def connected_peers(self) -> set[str]:
         return set(self._connections)
+
+    def last_heard(self, peer_id: str) -> float | None:
+        """When the connected peer last sent anything (time.monotonic), None if not connected."""
+        conn = self._connections.get(peer_id)
+        return conn.last_received if conn is not None else None
 
     def heard_from(self, within: float) -> set[str]:
         """Peers that sent something in the last `within` seconds (pings come every
@@ -422,6 +472,11 @@ class Mesh:
             await asyncio.sleep(PING_INTERVAL)
             now = time.monotonic()
             for conn in list(self._connections.values()):
+                silent = now - conn.last_received > SILENT_AFTER
+                if silent and not conn.silent and conn.peer_id is not None:
+                    for endpoint in list(self._endpoints.values()):
+                        endpoint.peer_silent(conn.peer_id)
+                conn.silent = silent
                 if now - conn.last_received > DEAD_AFTER:
                     log.warning("peer %s silent for %.1fs; dropping", conn.peer_id, DEAD_AFTER)
                     conn.close()

@@ -95,6 +95,12 @@ class SyncObjConsumer(object):
 class SyncObj(object):
     # raftlog (FORK.md, 6): whether commands proposed on a follower go to the leader.
     forwardCommands = True
+    # raftlog (FORK.md, 9): seconds a leader stays caught up before its group goes quiet
+    # (None: never), and when a node's process was last heard from (None: not connected).
+    quiesceAfter = None
+    peerContact = staticmethod(lambda node: None)
+    # raftlog (FORK.md, 9): whether this node may start another election now.
+    electionAllowed = staticmethod(lambda: True)
     def __init__(self, selfNode, otherNodes, conf=None, consumers=None, nodeClass = TCPNode, transport = None, transportClass = TCPTransport):
         """
         Main SyncObj class, you should inherit your own class from it.
@@ -170,6 +176,9 @@ class SyncObj(object):
         self.__preVoteTerm = None
         self.__preVotesCount = 0
         self.__lastLeaderContact = None
+        # raftlog (FORK.md, 9): a quiet group runs no timers; when its leader became idle.
+        self.__quiesced = False
+        self.__idleSince = None
         self.__raftLog = createJournal(self.__conf.journalFile)
         if len(self.__raftLog) == 0:
             self.__raftLog.add(_bchr(_COMMAND_TYPE.NO_OP), 1, self.__raftCurrentTerm)
@@ -642,17 +651,21 @@ class SyncObj(object):
             self.__numOneSecondDumps += 1
             self.__raftLog.onOneSecondTimer()
 
-        if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
+        if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None \
+                and not self.__quiesced:
             if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():
                 self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
                 transfer = self.__transferInProgress
                 self.__transferInProgress = False
                 if transfer or not self.__otherNodes:
                     self.__startElection(transfer)
-                else:
+                elif self.electionAllowed():
+                    # raftlog (FORK.md, 9): else the node is electing many groups at once, and
+                    # this one waits another (random) election timeout rather than slow
+                    # every election down.
                     self.__startPreVote()
 
-        if self.__raftState == _RAFT_STATE.LEADER:
+        if self.__raftState == _RAFT_STATE.LEADER and not self.__quiesced:
 
             commitIdx = self.__raftCommitIndex
             nextCommitIdx = self.__raftCommitIndex
@@ -689,7 +702,7 @@ class SyncObj(object):
 
         needSendAppendEntries = self.__applyLogEntries()
 
-        if self.__raftState == _RAFT_STATE.LEADER:
+        if self.__raftState == _RAFT_STATE.LEADER and not self.__quiesced:
             if monotonicTime() > self.__newAppendEntriesTime or needSendAppendEntries:
                 self.__sendAppendEntries()
 
@@ -700,6 +713,8 @@ class SyncObj(object):
 
         self._checkCommandsToApply()
         self.__tryLogCompaction()
+        if self.quiesceAfter is not None:
+            self.__tryQuiesce()
 
         with self.__onTickCallbacksLock:
             for callback in self.__onTickCallbacks:
@@ -951,6 +966,86 @@ class SyncObj(object):
         return self.__raftLeader is not None and self.__lastLeaderContact is not None and \
             monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout
 
+    def isQuiesced(self):
+        return self.__quiesced
+
+    def nextTimer(self):
+        """raftlog (FORK.md, 9): when a tick next has timer work to do (a leader's next
+        heartbeat, a follower's or candidate's election deadline); None while quiet."""
+        if self.__quiesced:
+            return None
+        if self.__raftState == _RAFT_STATE.LEADER:
+            return self.__newAppendEntriesTime
+        return self.__raftElectionDeadline
+
+    def unquiesce(self):
+        """raftlog (FORK.md, 9): wakes a quiet group (a proposal, a peer that came or went or
+        fell silent, a leadership transfer)."""
+        if self.__quiesced:
+            self.__unquiesce()
+
+    def __unquiesce(self):
+        """Timers resume as if the group's messages had kept coming while the nodes' own
+        traffic did: a follower's election timeout runs from when it last heard its leader's
+        node, a leader counts each follower as heard when its node last was (CheckQuorum)."""
+        self.__quiesced = False
+        self.__idleSince = None
+        if self.__raftState == _RAFT_STATE.LEADER:
+            for node in self.__otherNodes:
+                heard = self.peerContact(node)
+                if heard is not None and heard > self.__lastResponseTime.get(node, 0):
+                    self.__lastResponseTime[node] = heard
+            self.__newAppendEntriesTime = 0
+        else:
+            heard = self.peerContact(self.__raftLeader) if self.__raftLeader is not None else None
+            if heard is not None:
+                self.__lastLeaderContact = max(self.__lastLeaderContact or heard, heard)
+            start = heard if heard is not None else monotonicTime()
+            self.__raftElectionDeadline = start + self.__generateRaftTimeout()
+
+    def __keepsQuiet(self, message):
+        if message['type'] == 'append_entries':
+            return bool(message.get('quiesce'))
+        return message['type'] == 'next_node_idx' and message['success'] and \
+            not message['reset'] and message['next_node_idx'] == self.__getCurrentLogIndex() + 1
+
+    def __tryQuiesce(self):
+        """A leader whose log every connected follower holds, committed and applied, with
+        nothing queued, goes quiet after quiesceAfter seconds: one last heartbeat carries the
+        commit index and tells the followers to stop their election timers; nothing more
+        is sent or ticked until something wakes the group."""
+        if self.__quiesced or self.__raftState != _RAFT_STATE.LEADER or self.__transferInProgress:
+            return
+        last = self.__getCurrentLogIndex()
+        now = monotonicTime()
+        connected = [node for node in self.__otherNodes if node in self.__connectedNodes]
+        # A majority answered within the minimum election timeout: a leader woken because
+        # its peers fell silent stays awake, so CheckQuorum can depose it.
+        recent = now - self.__conf.raftMinTimeout
+        heard = sum(1 for node in connected if self.__lastResponseTime.get(node, 0) > recent)
+        # (Commands still queued were appended by this tick's _checkCommandsToApply.)
+        idle = self.__raftCommitIndex == last == self.__raftLastApplied and \
+            not self.__commandsWaitingCommit and heard + 1 > (len(self.__otherNodes) + 1) / 2 and \
+            all(self.__raftMatchIndex.get(node, 0) == last for node in connected)
+        if not idle:
+            self.__idleSince = None
+            return
+        if self.__idleSince is None:
+            self.__idleSince = now
+        if now - self.__idleSince < self.quiesceAfter:
+            return
+        for node in connected:
+            self.__transport.send(node, {
+                'type': 'append_entries',
+                'term': self.__raftCurrentTerm,
+                'commit_index': self.__raftCommitIndex,
+                'entries': [],
+                'prevLogIdx': last,
+                'prevLogTerm': self.__getCurrentLogTerm(),
+                'quiesce': True,
+            })
+        self.__quiesced = True
+
     def __logUpToDate(self, message):
         """Raft's election restriction: the candidate's log is at least as up to date."""
         lastLogTerm = message['last_log_term']
@@ -959,6 +1054,11 @@ class SyncObj(object):
         return message['last_log_index'] >= self.__getCurrentLogIndex()
 
     def __onMessageReceived(self, node, message):
+
+        # raftlog (FORK.md, 9): anything but the leader's quiesce heartbeat, or a follower's
+        # answer that it holds everything, wakes a quiet group.
+        if self.__quiesced and not self.__keepsQuiet(message):
+            self.__unquiesce()
 
         # raftlog (FORK.md, 4): a node with a higher term tells a stale leader so; the leader
         # takes the term and steps down, so a rejoining node costs one election, not a lockout.
@@ -1149,6 +1249,12 @@ class SyncObj(object):
                                              min(leaderCommitIndex, confirmedIdx))
 
             self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
+
+            # raftlog (FORK.md, 9): the leader went quiet; so does a follower that holds and
+            # has committed exactly the leader's log.
+            if message.get('quiesce') and confirmedIdx == self.__getCurrentLogIndex() == \
+                    self.__raftCommitIndex == leaderCommitIndex:
+                self.__quiesced = True
 
         if message['type'] == 'apply_command' and not self.forwardCommands:
             if 'request_id' in message:

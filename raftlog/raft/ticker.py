@@ -1,19 +1,27 @@
 """Drives every Raft group of a node from the event loop.
 
 pysyncobj normally runs a thread per group that wakes every 50 ms. Here a group is ticked
-right after something happens to it (a proposal, a message) and otherwise on a shared
-period for its timers (heartbeats, elections), so a node with many idle groups costs little
-and a busy group is never waiting for its next wake-up.
+right after something happens to it (a proposal, a message), and otherwise when its timers
+are due: after each tick the group says when that is (a leader's next heartbeat, a
+follower's election deadline; never, while it is quiet, FORK.md 9), and the shared period's
+round ticks only the groups whose time has come. Ticking every group every round cost a
+thousand-partition node its whole event loop while the groups elected their leaders.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 log = logging.getLogger(__name__)
+
+# Elections (pre-votes) a node may start per second, and at once.
+ELECTIONS_PER_SECOND = 100.0
+ELECTION_BURST = 25
 
 
 class Tickable(Protocol):
@@ -22,10 +30,35 @@ class Tickable(Protocol):
     def tick(self) -> None: ...
 
 
+class ElectionBudget:
+    """How many elections a node starts: a token bucket. A thousand groups electing at once
+    (a new topic, a node's return) took every election past its timeout, so each started
+    over in a higher term (median term 36 after creating 1,000 partitions); the rest wait a
+    moment and a few at a time complete."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        self._rate, self._burst, self._clock = rate, burst, clock
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+
 class Ticker:
-    def __init__(self, period: float = 0.05) -> None:
+    def __init__(self, period: float = 0.05, clock: Callable[[], float] = time.monotonic) -> None:
         self._period = period
+        self._clock = clock
+        self.elections = ElectionBudget(ELECTIONS_PER_SECOND, ELECTION_BURST, clock)
         self._groups: dict[str, Tickable] = {}
+        self._due: dict[str, float] = {}  # when each group's timers next need a tick
+        self._timers: list[tuple[float, str]] = []  # heap of (due, group); stale ones skipped
         self._scheduled: set[str] = set()
         self._loop = asyncio.get_event_loop()
         self._task: asyncio.Task | None = None
@@ -41,9 +74,21 @@ class Ticker:
 
     def add(self, group: Tickable) -> None:
         self._groups[group.name] = group
+        self.set_due(group, 0.0)
 
     def remove(self, group: Tickable) -> None:
         self._groups.pop(group.name, None)
+        self._due.pop(group.name, None)
+
+    def set_due(self, group: Tickable, due: float | None) -> None:
+        """When the group's timers next need a tick (the clock's time); None: not before
+        something happens to it."""
+        name = group.name
+        if due is None:
+            self._due.pop(name, None)
+        elif self._due.get(name) != due and name in self._groups:
+            self._due[name] = due
+            heapq.heappush(self._timers, (due, name))
 
     def schedule(self, group: Tickable) -> None:
         """Ticks the group soon; many requests before it runs cost one tick."""
@@ -66,8 +111,20 @@ class Ticker:
                 self._last_error[group.name] = now
                 log.exception("raft group %s: tick failed", group.name)
 
+    def due_groups(self) -> list[Tickable]:
+        """Takes the groups whose timers are due off the timer heap."""
+        now = self._clock()
+        due = []
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            when, name = heapq.heappop(timers)
+            if self._due.get(name) == when:
+                del self._due[name]  # the tick sets the next one
+                due.append(self._groups[name])
+        return due
+
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self._period)
-            for group in list(self._groups.values()):
+            for group in self.due_groups():
                 self._tick(group)

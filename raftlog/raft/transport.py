@@ -64,6 +64,8 @@ class GroupTransport(Transport):
         self.match_index: Callable[[Node], int] = lambda node: 0
         self.skip_to_log_end: Callable[[Node], None] = lambda node: None
         self.compaction_floor: Callable[[], int] = lambda: 2**63
+        # A peer came, went or fell silent: a quiet group wakes (FORK.md, 9).
+        self.on_peer_change: Callable[[], None] = lambda: None
         self.side_messages: dict[str, Callable[[Node, dict], None]] = {}
 
     def attach(self) -> None:
@@ -116,11 +118,17 @@ class GroupTransport(Transport):
         node = self._nodes.get(peer_id)
         if node is not None:
             self._onNodeConnected(node)
+            self.on_peer_change()
 
     def peer_down(self, peer_id: str) -> None:
         node = self._nodes.get(peer_id)
         if node is not None:
             self._onNodeDisconnected(node)
+            self.on_peer_change()
+
+    def peer_silent(self, peer_id: str) -> None:
+        if peer_id in self._nodes:
+            self.on_peer_change()
 
     def deliver(self, peer_id: str, message: dict) -> None:
         node = self._nodes.get(peer_id)

@@ -121,6 +121,9 @@ class _SparseIndex:
     def flush(self) -> None:
         if not self._dirty:
             return
+        if self._persisted == len(self._keys):  # a new, empty index: missing, it is rebuilt
+            self._dirty = False
+            return
         pack = self.ENTRY.pack
         pending = b"".join(
             pack(self._keys[i], self._values[i]) for i in range(self._persisted, len(self._keys))

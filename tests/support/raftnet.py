@@ -16,7 +16,7 @@ import msgpack
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
-from raftlog.raft.mesh import _encode_default
+from raftlog.raft.mesh import SILENT_AFTER, _encode_default
 
 Filter = Callable[[str, str, dict], bool]  # (source, destination, message) -> drop it
 
@@ -30,8 +30,10 @@ class Clock:
 
 
 class Net:
-    def __init__(self, ids: tuple[str, ...]) -> None:
+    def __init__(self, ids: tuple[str, ...], clock: Clock | None = None) -> None:
         self.ids = ids
+        self.clock = clock or Clock()
+        self.heard: dict[tuple[str, str], float] = {}  # (source, dest) -> last arrival
         self.queue: deque[tuple[str, str, dict]] = deque()
         self.blocked: set[tuple[str, str]] = set()
         self.drop: Filter | None = None
@@ -65,6 +67,7 @@ class Net:
                 continue
             if self.drop is not None and self.drop(source, dest, message):
                 continue
+            self.heard[source, dest] = self.clock()
             self._receivers[dest](source, message)
             delivered += 1
         return delivered
@@ -94,13 +97,36 @@ class NetTransport(Transport):
 
 class NetMesh:
     """The part of raftlog.raft.mesh.Mesh a Raft group uses, on the Net: every peer is
-    connected (faults are the Net's), nothing is ever congested."""
+    connected (faults are the Net's), nothing is ever congested. keepalive() is the mesh's
+    ping round: it pings every peer and tells the groups of a peer that fell silent. Raft
+    state is saved as each group saves it (no batches)."""
+
+    durability = None
 
     def __init__(self, net: Net, self_id: str) -> None:
         self._net = net
         self._self_id = self_id
         self._endpoints: dict[str, Any] = {}
+        self._silent: set[str] = set()
+        self._peers = [p for p in net.ids if p != self_id]
+        for peer in self._peers:
+            net.heard[peer, self_id] = net.clock()
         net.attach(self_id, self._receive)
+
+    def keepalive(self) -> None:
+        now = self._net.clock()
+        for peer in self._peers:
+            silent = now - self._net.heard[peer, self._self_id] > SILENT_AFTER
+            if silent and peer not in self._silent:
+                for endpoint in list(self._endpoints.values()):
+                    endpoint.peer_silent(peer)
+            self._silent.discard(peer)
+            if silent:
+                self._silent.add(peer)
+            self._net.send(self._self_id, peer, {"ping": True})
+
+    def last_heard(self, peer_id: str) -> float | None:
+        return self._net.heard[peer_id, self._self_id]
 
     def register(self, group_id: str, endpoint: Any) -> None:
         self._endpoints[group_id] = endpoint
@@ -125,6 +151,8 @@ class NetMesh:
         return 0
 
     def _receive(self, source: str, frame: dict) -> None:
+        if "ping" in frame:
+            return
         endpoint = self._endpoints.get(frame["group"])
         if endpoint is not None:
             endpoint.deliver(source, frame["message"])

@@ -29,6 +29,9 @@ class Inbox:
     def peer_down(self, peer_id: str) -> None:
         pass
 
+    def peer_silent(self, peer_id: str) -> None:
+        pass
+
     def deliver(self, peer_id: str, message: dict) -> None:
         self.received.append((peer_id, message))
 
@@ -97,3 +100,39 @@ async def test_a_peer_with_the_wrong_secret_is_refused(
             assert not a.connected("2") and not b.connected("1")
         finally:
             await b.close()
+
+
+async def test_frames_wait_for_the_raft_state_saved_before_them(listener, tmp_path) -> None:
+    """A vote must be on disk before the peer hears of it. Three hundred groups' saves go to
+    disk as one batch (concurrent fsyncs), and the frames written after them leave only
+    then, in order; a frame written before any save does not wait."""
+    a, port = listener
+    files = [tmp_path / f"g{i}" / "state" for i in range(300)]
+    for path in files:
+        path.parent.mkdir()
+    seen_on_disk: list[int] = []
+
+    class Witness(Inbox):
+        def deliver(self, peer_id: str, message: dict) -> None:
+            super().deliver(peer_id, message)
+            seen_on_disk.append(sum(p.exists() for p in files))
+
+    inbox = Witness(a)
+    a.register("g", inbox)
+    b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
+    b.register("g", Inbox(b))
+    await b.start()
+    try:
+        await until(lambda: b.connected("1"), "the connection")
+        b.send("1", "g", {"n": 0})
+        for i, path in enumerate(files):
+            b.durability.save(path, b"term %d" % i)
+        b.send("1", "g", {"n": 1})
+        b.send("1", "g", {"n": 2})
+        await until(lambda: len(inbox.received) == 3, "the frames")
+        assert [m["n"] for _, m in inbox.received] == [0, 1, 2]
+        assert seen_on_disk[1:] == [300, 300]
+        assert files[7].read_bytes() == b"term 7"
+        assert b.durability.durable == b.durability.seq == 300
+    finally:
+        await b.close()

@@ -37,7 +37,7 @@ class Replicas:
     def __init__(self, root: Path, clock: Clock) -> None:
         self.clock = clock
         self.root = root
-        self.net = Net(IDS)
+        self.net = Net(IDS, clock)
         self.contexts: dict[str, NodeContext] = {}
         self.partitions: dict[str, Partition] = {}
         for node_id in IDS:
@@ -70,6 +70,8 @@ class Replicas:
 
     async def step(self, seconds: float = 0.05) -> None:
         self.clock.now += seconds
+        for context in self.contexts.values():
+            context.mesh.keepalive()  # type: ignore[attr-defined]
         for _ in range(20):
             for p in self.partitions.values():
                 p.group.tick()
@@ -151,7 +153,7 @@ async def test_a_leader_that_cannot_commit_its_term_answers_no_sequence_verdict(
     # M wins the next term with N's vote (N's own campaign is lost), but none of M's
     # appends ever arrive.
     replicas.net.drop = lambda src, _dst, msg: (
-        (src, msg["message"].get("type"))
+        (src, msg.get("message", {}).get("type"))
         in {
             (m, "append_entries"),
             (n, "pre_vote"),
@@ -215,7 +217,7 @@ async def test_a_producer_snapshot_from_a_cut_tail_is_not_loaded_after_a_crash(
     third = next(i for i in IDS if i not in (old, new))
     replicas.net.isolate(new)
     replicas.net.drop = lambda src, _dst, msg: (
-        (src, msg["message"].get("type"))
+        (src, msg.get("message", {}).get("type"))
         in {
             (third, "pre_vote"),
             (third, "request_vote"),
@@ -291,3 +293,69 @@ async def test_a_follower_holding_the_snapshot_keeps_its_log(replicas: Replicas)
     lp.group.force_compaction()
     await replicas.run(0.3)
     assert lp.journal.first_index > first
+
+
+def raft_messages(replicas: Replicas) -> list[tuple[str, str, str]]:
+    """Records every group message the Net carries from now on: (source, dest, type)."""
+    seen: list[tuple[str, str, str]] = []
+
+    def record(src: str, dst: str, frame: dict) -> bool:
+        if "message" in frame:
+            seen.append((src, dst, frame["message"].get("type")))
+        return False
+
+    replicas.net.drop = record
+    return seen
+
+
+async def test_an_idle_partition_goes_quiet_and_wakes_for_a_produce(replicas: Replicas) -> None:
+    """Idle groups cost nothing (issue 12): once every replica holds the leader's log, no
+    group sends or ticks anything; a produce wakes the group and is acknowledged at once."""
+    leader = await replicas.leader()
+    first = replicas.produce(leader, 0, 5)
+    await replicas.run(0.2)
+    assert first.done() and first.result().error == ErrorCode.none
+    await replicas.run(0.5)
+    assert all(p.group.quiet for p in replicas.partitions.values())
+    seen = raft_messages(replicas)
+    await replicas.run(5.0)
+    assert seen == []
+    assert all(p.group.quiet for p in replicas.partitions.values())
+    ack = replicas.produce(leader, 5, 5)
+    await replicas.run(0.1)
+    assert ack.done() and ack.result().error == ErrorCode.none
+    assert all(
+        values(p) == values(replicas.partitions[leader]) for p in replicas.partitions.values()
+    )
+    await replicas.run(0.5)
+    assert all(p.group.quiet for p in replicas.partitions.values())
+    assert len(values(replicas.partitions[leader])) == 10
+
+
+@pytest.mark.parametrize("fault", ["isolated", "silent one way"])
+async def test_a_quiet_partition_whose_leader_falls_silent_elects_another(
+    replicas: Replicas, fault: str
+) -> None:
+    """No heartbeats flow in a quiet group, so the node-level pings stand in for them: a
+    leader that cannot be heard wakes its followers' election timers, and a new leader is
+    elected as fast as without quiet (an election timeout after the leader was last heard)."""
+    leader = await replicas.leader()
+    first = replicas.produce(leader, 0, 5)
+    await replicas.run(0.2)
+    assert first.done() and first.result().error == ErrorCode.none
+    await replicas.run(0.5)
+    term = replicas.partitions[leader].group.term
+    assert all(p.group.quiet for p in replicas.partitions.values())
+    replicas.net.isolate(leader, incoming=fault == "isolated")
+    others = tuple(i for i in IDS if i != leader)
+    new = await replicas.leader(among=others, seconds=2.5, above_term=term)
+    ack = replicas.produce(new, 5, 5)
+    await replicas.run(0.2)
+    assert ack.done() and ack.result().error == ErrorCode.none
+    if fault == "isolated":
+        await replicas.run(1.5)  # CheckQuorum, from when the old leader last heard its peers
+        assert not replicas.partitions[leader].is_leader
+    replicas.net.heal()
+    await replicas.run(1.5)
+    assert all(values(p) == values(replicas.partitions[new]) for p in replicas.partitions.values())
+    assert all(p.group.quiet for p in replicas.partitions.values())
