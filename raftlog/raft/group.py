@@ -141,8 +141,7 @@ class RaftGroup:
 
     def propose(self, command: bytes, callback: Callback | None) -> None:
         """Queues a command for the leader; the callback gets (result, FAIL_REASON) after the
-        entry is committed and applied here, or a failure."""
-        self.obj.unquiesce()
+        entry is committed and applied here, or a failure (a command wakes a quiet group)."""
         self.obj._applyCommand(command, callback)
         self.schedule()
 

@@ -506,6 +506,9 @@ class SyncObj(object):
         return self.__currentVersionFuncNames[funcName]
 
     def _applyCommand(self, command, callback, commandType = None):
+        # raftlog (FORK.md, 9): a command wakes a quiet group.
+        if self.__quiesced:
+            self.__unquiesce()
         try:
             if commandType is None:
                 self.__commandsQueue.put_nowait((command, callback))
@@ -971,8 +974,15 @@ class SyncObj(object):
 
     def nextTimer(self):
         """raftlog (FORK.md, 9): when a tick next has timer work to do (a leader's next
-        heartbeat, a follower's or candidate's election deadline); None while quiet."""
+        heartbeat, a follower's or candidate's election deadline); while quiet, only a due
+        log compaction."""
         if self.__quiesced:
+            # A quiet group still cuts its log (takes a snapshot) when that is due.
+            if len(self.__raftLog) > self.__conf.logCompactionMinEntries:
+                return monotonicTime() + self.__conf.appendEntriesPeriod
+            applied = self.__getEntries(self.__raftLastApplied - 1, 2)
+            if len(applied) == 2 and applied[0][1] != self.__lastSerializedEntry:
+                return self.__lastSerializedTime + self.__conf.logCompactionMinTime
             return None
         if self.__raftState == _RAFT_STATE.LEADER:
             return self.__newAppendEntriesTime
