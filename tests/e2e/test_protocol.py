@@ -179,24 +179,18 @@ def test_a_compressed_bomb_or_garbage_is_refused_unopened(module_cluster, topic)
     assert_still_serving(module_cluster, node)
 
 
-def _zigzag(n: int) -> bytes:
-    z, out = (n << 1) ^ (n >> 63), bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def _tiny_records(count: int, last_delta_ms: int) -> bytes:
     """`count` records with neither key nor value, all stamped at the batch's base timestamp
     except the last, `last_delta_ms` later."""
     records = []
     for i in range(count):
         body = (
-            b"\x00" + _zigzag(last_delta_ms if i == count - 1 else 0) + _zigzag(i) + b"\x01\x01\x00"
+            b"\x00"
+            + W.zigzag(last_delta_ms if i == count - 1 else 0)
+            + W.zigzag(i)
+            + b"\x01\x01\x00"
         )
-        records.append(_zigzag(len(body)) + body)
+        records.append(W.zigzag(len(body)) + body)
     return b"".join(records)
 
 

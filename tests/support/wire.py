@@ -214,6 +214,16 @@ def make_batch(
     return buf.getvalue()
 
 
+def zigzag(n: int) -> bytes:
+    """Kafka's signed varint (zigzag, then 7 bits a byte) of a record field."""
+    z, out = (n << 1) ^ (n >> 63), bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
 def with_payload(batch: bytes, codec: int, payload: bytes) -> bytes:
     """`batch`'s header around another payload, marked as compressed with `codec`; batch
     length and CRC-32C made valid, so only what is inside can be wrong."""

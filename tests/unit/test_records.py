@@ -6,18 +6,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.wire import zigzag
 
 from kafka_api.errors import ErrorCode, KafkaError
 from raftlog.storage.records import count, walk
-
-
-def zigzag(n: int) -> bytes:
-    z, out = (n << 1) ^ (n >> 63), bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
 
 
 def record(offset_delta: int, key: bytes | None, value: bytes | None) -> bytes:
