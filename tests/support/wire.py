@@ -30,6 +30,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.serial import entity_reader, entity_writer
 
+from kafka_api.fetch_encoding import uvarint
+
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
@@ -216,12 +218,7 @@ def make_batch(
 
 def zigzag(n: int) -> bytes:
     """Kafka's signed varint (zigzag, then 7 bits a byte) of a record field."""
-    z, out = (n << 1) ^ (n >> 63), bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    return uvarint((n << 1) ^ (n >> 63))
 
 
 def with_payload(batch: bytes, codec: int, payload: bytes) -> bytes:
