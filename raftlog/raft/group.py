@@ -146,15 +146,13 @@ class RaftGroup:
         self.schedule()
 
     def transfer_leadership(self, callback: Callback | None = None) -> None:
-        self.obj.unquiesce()
+        self.wake()
         self.obj.transferLeadership(callback=callback)
-        self.schedule()
 
     def add_member(self, node_id: str, callback: Callback | None = None) -> None:
         """Adds a node to this group (pysyncobj forwards it to the leader)."""
-        self.obj.unquiesce()
+        self.wake()
         self.obj.addNodeToCluster(Node(node_id), callback=callback)
-        self.schedule()
 
     def members(self) -> set[str]:
         return {self.self_id} | {n.id for n in self.obj.otherNodes}

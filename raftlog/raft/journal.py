@@ -192,14 +192,13 @@ class RaftState:
                 os.close(fd)
 
     def save(self, fsync: bool) -> None:
+        data = msgpack.packb([self.term, self.voted_for, self.commit_index])
         if fsync and self.durability is not None:
-            self.durability.save(
-                self._path, msgpack.packb([self.term, self.voted_for, self.commit_index])
-            )
+            self.durability.save(self._path, data)
             return
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
-            f.write(msgpack.packb([self.term, self.voted_for, self.commit_index]))
+            f.write(data)
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())

@@ -506,9 +506,7 @@ class SyncObj(object):
         return self.__currentVersionFuncNames[funcName]
 
     def _applyCommand(self, command, callback, commandType = None):
-        # raftlog (FORK.md, 9): a command wakes a quiet group.
-        if self.__quiesced:
-            self.__unquiesce()
+        self.unquiesce()  # raftlog (FORK.md, 9): a command wakes a quiet group
         try:
             if commandType is None:
                 self.__commandsQueue.put_nowait((command, callback))
@@ -989,8 +987,8 @@ class SyncObj(object):
         return self.__raftElectionDeadline
 
     def unquiesce(self):
-        """raftlog (FORK.md, 9): wakes a quiet group (a proposal, a peer that came or went or
-        fell silent, a leadership transfer)."""
+        """raftlog (FORK.md, 9): wakes a quiet group (a command, a peer that came or went or
+        fell silent, a leadership transfer, a member added)."""
         if self.__quiesced:
             self.__unquiesce()
 

@@ -33,8 +33,8 @@ class Tickable(Protocol):
 class ElectionBudget:
     """How many elections a node starts: a token bucket. A thousand groups electing at once
     (a new topic, a node's return) took every election past its timeout, so each started
-    over in a higher term (median term 36 after creating 1,000 partitions); the rest wait a
-    moment and a few at a time complete."""
+    over in a higher term (median term 36 after creating 1,000 partitions). An election
+    refused here waits another random election timeout, and those started complete."""
 
     def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
         self._rate, self._burst, self._clock = rate, burst, clock
