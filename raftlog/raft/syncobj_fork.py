@@ -101,6 +101,9 @@ class SyncObj(object):
     peerContact = staticmethod(lambda node: None)
     # raftlog (FORK.md, 9): whether this node may start another election now.
     electionAllowed = staticmethod(lambda: True)
+    # raftlog (FORK.md, 9): the settings above are set on an instance after __init__, where
+    # the dump would take them for state; a lambda there made every snapshot fail.
+    _SETTINGS = frozenset(('forwardCommands', 'quiesceAfter', 'peerContact', 'electionAllowed'))
     def __init__(self, selfNode, otherNodes, conf=None, consumers=None, nodeClass = TCPNode, transport = None, transportClass = TCPTransport):
         """
         Main SyncObj class, you should inherit your own class from it.
@@ -1728,7 +1731,8 @@ class SyncObj(object):
             return
 
         if self.__conf.serializer is None:
-            selfData = dict([(k, v) for k, v in iteritems(self.__dict__) if k not in self.__properies])
+            selfData = dict([(k, v) for k, v in iteritems(self.__dict__)
+                             if k not in self.__properies and k not in self._SETTINGS])
             data = selfData
             if self.__consumers:
                 data = [selfData]

@@ -19,6 +19,7 @@ from support.raftnet import Clock, Net, NetTransport
 from support.wire import make_batch
 
 import raftlog.raft.syncobj_fork as core
+from raftlog.controller import ControllerMachine
 from raftlog.raft import compat
 from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
 from raftlog.storage.log import Log, LogConfig
@@ -311,3 +312,50 @@ def test_a_returning_leader_with_a_divergent_tail_catches_up_under_load(
     # What was cut is exactly the tail the new leader never had.
     cut = [idx for removed, _reason in old.journal._listener.truncations for idx in removed]
     assert sorted(cut) == sorted(tail)
+
+
+def test_a_state_machine_with_the_groups_settings_still_snapshots_and_restores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller's state survives log compaction and a restart. RaftGroup sets the fork's
+    settings on the instance (a lambda among them); they are not state and must not stop the
+    dump, or the controller's log grows without end and every tick retries the pickle."""
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+
+    def start() -> tuple[ControllerMachine, SegmentJournal]:
+        journal = SegmentJournal(tmp_path / "raft", None, RecordingListener())
+        conf = SyncObjConf(
+            autoTick=False,
+            journalFile=journal,
+            fullDumpFile=str(tmp_path / "dump"),
+            useFork=False,
+            logCompactionMinEntries=10,
+        )
+        transport = NetTransport(Net(("1",)), "1")
+        machine = ControllerMachine(
+            Node("1"), set(), on_apply=lambda: None, conf=conf, transport=transport
+        )
+        machine.quiesceAfter = 0.2
+        machine.peerContact = lambda node: None
+        machine.electionAllowed = lambda: True
+        compat.detach_poller(machine)
+        compat.elect_now(machine)
+        return machine, journal
+
+    machine, journal = start()
+    for step in range(65):
+        if step < 60:
+            machine.allocate_producer_ids(1000)
+        clock.now += 0.05
+        machine.doTick(0.0)
+    assert machine.next_producer_id == 60_000
+    assert (tmp_path / "dump").is_file()
+    assert len(journal) < 30  # compacted: the dump holds what the log no longer does
+    journal.close()
+
+    restarted, _ = start()
+    for _ in range(5):
+        clock.now += 0.05
+        restarted.doTick(0.0)
+    assert restarted.next_producer_id == 60_000
