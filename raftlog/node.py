@@ -21,6 +21,7 @@ from raftlog.broker import (
     BrokerInfo,
     ConfigEntry,
     Coordinator,
+    LazyPartitions,
     LogDirInfo,
     PartitionInfo,
     ReplicaDirInfo,
@@ -432,12 +433,13 @@ class Node:
         return bool(self.config.broker_setting("auto.create.topics.enable"))
 
     def _topic_info(self, name: str, topic: dict) -> TopicInfo:
-        partitions = tuple(
-            self.partition_info(name, topic["id"], i, tuple(replicas))
-            for i, replicas in enumerate(topic["partitions"])
+        assigned = tuple(topic["partitions"])
+        topic_id = topic["id"]
+        partitions = LazyPartitions(
+            lambda i: self.partition_info(name, topic_id, i, tuple(assigned[i])), len(assigned)
         )
         return TopicInfo(
-            name, uuid.UUID(topic["id"]), partitions, dict(topic["configs"]), topic["internal"]
+            name, uuid.UUID(topic_id), partitions, dict(topic["configs"]), topic["internal"]
         )
 
     def partition_info(
