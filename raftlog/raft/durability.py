@@ -1,13 +1,16 @@
 """Raft's persistent state (term and vote) of every group on a node, made durable in batches.
 
 Raft needs a node's term and vote on disk before any message that depends on them leaves
-the node. Saved one group at a time on the event loop (write, fsync, rename, fsync the
+the node. Saved one group at a time on the event loop (then write, fsync, rename, fsync the
 directory: 2.7 ms here), a node electing a thousand partitions stalled for up to 8 s and
-lost the leaderships it was electing (issue 12). Here a save only records the bytes; the
-saves recorded so far are written by a thread pool, whose concurrent fsyncs share the
+lost the leaderships it was electing (issue 12). Here a save only records the bytes (in
+raft_state.py's format); the saves recorded so far are written by a thread pool, whose concurrent fsyncs share the
 filesystem's journal commits (300 saves: 95 ms, against 427 ms one after another), while the
-loop goes on. The mesh holds every frame written after a save until that save is durable
-(`Mesh` asks `durable` and `wait`), so no peer sees a vote or term before the disk does.
+loop goes on. A group's transport holds the messages it sends after a save of its state until
+that save is durable (`GroupTransport` asks `durable` and `wait`), so no peer sees a vote or
+term before the disk does. Only that group waits: holding every frame of the connection
+behind the latest save (as at first) delayed the other groups' heartbeats and answers by
+the fsyncs of a thousand elections, and their leaders stepped down for it (issue 12).
 """
 
 from __future__ import annotations
@@ -28,15 +31,17 @@ class Durability:
     def __init__(self) -> None:
         self.seq = 0  # saves recorded
         self.durable = 0  # saves on disk
-        self._pending: dict[Path, bytes] = {}  # the latest bytes per file, not yet written
+        self._pending: dict[Path, tuple[bytes, int, int]] = {}  # the latest, not yet written
         self._running = False
         self._waiters: list[tuple[int, Callable[[], None]]] = []
         self._pool = ThreadPoolExecutor(THREADS, thread_name_prefix="durability")
 
-    def save(self, path: Path, data: bytes) -> None:
-        """Replaces `path` with `data` atomically, durable before the next frame leaves."""
+    def save(self, path: Path, image: bytes, start: int, stop: int) -> int:
+        """Writes `path` as `image`, whose bytes `start:stop` are all that changed since the
+        last save (write_state); returns the number to `wait` for."""
         self.seq += 1
-        self._pending[path] = data
+        self._pending[path] = (image, start, stop)
+        return self.seq
 
     def wait(self, seq: int, then: Callable[[], None]) -> None:
         """Calls `then` once the first `seq` saves are durable."""
@@ -50,8 +55,8 @@ class Durability:
     def close(self) -> None:
         """Writes what is pending in the caller's thread (the node is stopping)."""
         pending, self._pending = self._pending, {}
-        for path, data in pending.items():
-            _replace(path, data)
+        for path, (image, start, stop) in pending.items():
+            write_state(path, image, start, stop)
         self.durable = self.seq
         self._pool.shutdown(wait=True)
 
@@ -61,7 +66,7 @@ class Durability:
         self._running = True
         loop = asyncio.get_running_loop()
         done = asyncio.gather(
-            *(loop.run_in_executor(self._pool, _replace, p, d) for p, d in batch.items()),
+            *(loop.run_in_executor(self._pool, write_state, p, *w) for p, w in batch.items()),
             return_exceptions=True,
         )
         done.add_done_callback(lambda f: self._finished(upto, f.result()))
@@ -80,15 +85,30 @@ class Durability:
             then()
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """write, fsync, rename, fsync the directory; a group removed meanwhile is skipped."""
+def write_state(path: Path, image: bytes, start: int, stop: int) -> None:
+    """Writes `image[start:stop]` in place and fdatasyncs it: no metadata changes, so the
+    filesystem journal is not involved. A file missing or of another size (the first
+    format) is replaced whole: write, fsync, rename, fsync the directory. A group removed
+    meanwhile is skipped."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except FileNotFoundError:
+        fd = -1
+    if fd >= 0:
+        try:
+            if os.fstat(fd).st_size == len(image):
+                os.pwrite(fd, image[start:stop], start)
+                os.fdatasync(fd)
+                return
+        finally:
+            os.close(fd)
     tmp = path.with_suffix(".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except FileNotFoundError:
         return
     try:
-        os.write(fd, data)
+        os.write(fd, image)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -89,6 +89,7 @@ class RaftGroup:
         if others and mesh.durability is not None:
             journal.durable_through(mesh.durability)
         self.transport = GroupTransport(mesh, name, self_node, others, self.schedule)
+        self.transport.state_seq = lambda: journal.state_seq
         self.obj = factory(self_node, others, conf=conf, transport=self.transport)
         self.obj.forwardCommands = forward_commands
         self.obj.quiesceAfter = timings.quiesce_after

@@ -24,6 +24,7 @@ from pysyncobj.journal import Journal
 
 from raftlog.raft.compat import NO_OP
 from raftlog.raft.durability import Durability
+from raftlog.raft.raft_state import RaftState
 from raftlog.storage.log import Location, Log, TruncateResult
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,6 @@ log = logging.getLogger(__name__)
 DATA = 0x4B  # b"K": a command carrying Kafka record batches
 DATA_PREFIX = bytes([DATA])
 _RECORD_HEAD = struct.Struct(">II")  # payload length, crc32c of payload
-_COMMIT_INDEX = struct.Struct(">Q")
-_COMMIT = struct.Struct(">QI")  # commit index, crc32c of it
 
 
 class JournalListener(Protocol):
@@ -152,70 +151,6 @@ class WindowView:
 
     def entries(self) -> list[tuple]:
         return list(self)
-
-
-class RaftState:
-    """currentTerm and votedFor, fsynced before pysyncobj acts on them. The commit index goes
-    to its own file in place (one small write, no fsync) before the high watermark it
-    implies is used: kept only once a second, a kill -9 restart brought the high watermark
-    back below what clients had read and been acknowledged (the audit's
-    high_watermark_never_decreases broke after every such restart). A machine crash can
-    lose it, as Kafka's replication-offset-checkpoint; the leader brings it back."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._commit_path = path.with_name("commit")
-        self.term = 0
-        self.voted_for: str | None = None
-        self.commit_index = 1
-        # Set for a group with peers: term and vote reach the disk in the node's batches,
-        # before any frame sent after them (raft/durability.py).
-        self.durability: Durability | None = None
-        if path.exists():
-            data = msgpack.unpackb(path.read_bytes())
-            self.term, self.voted_for, self.commit_index = data
-        saved = _read_commit(self._commit_path)
-        if saved is not None:
-            self.commit_index = saved
-
-    def set_term(self, term: int, voted_for: str | None) -> None:
-        self.term, self.voted_for = term, voted_for
-        self.save(fsync=True)
-
-    def set_commit(self, index: int) -> None:
-        if index != self.commit_index:
-            self.commit_index = index
-            fd = os.open(self._commit_path, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                os.pwrite(fd, _COMMIT.pack(index, crc32c.crc32c(_COMMIT_INDEX.pack(index))), 0)
-            finally:
-                os.close(fd)
-
-    def save(self, fsync: bool) -> None:
-        data = msgpack.packb([self.term, self.voted_for, self.commit_index])
-        if fsync and self.durability is not None:
-            self.durability.save(self._path, data)
-            return
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        if fsync:
-            _fsync_dir(self._path.parent)
-
-
-def _read_commit(path: Path) -> int | None:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    if len(data) < _COMMIT.size:
-        return None
-    index, crc = _COMMIT.unpack_from(data)
-    return index if crc32c.crc32c(_COMMIT_INDEX.pack(index)) == crc else None
 
 
 class SegmentJournal(Journal):
@@ -398,11 +333,16 @@ class SegmentJournal(Journal):
 
     def close(self) -> None:
         self._file.close()
-        self._state.save(fsync=True)
+        self._state.save()
 
     def durable_through(self, durability: Durability) -> None:
         """Term and vote saves join the node's batches (a group with peers)."""
         self._state.durability = durability
+
+    @property
+    def state_seq(self) -> int:
+        """The latest batched save of term and vote, which this group's messages follow."""
+        return self._state.saved_seq
 
     # --- internals ---------------------------------------------------------------------------
 

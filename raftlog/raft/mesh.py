@@ -11,7 +11,6 @@ that knows the secret may deliver one.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import hashlib
 import hmac
@@ -105,7 +104,6 @@ class _Connection(asyncio.Protocol):
         self._nonce = os.urandom(16)
         self._peer_nonce = b""
         self._pending: list[bytes] = []
-        self._needs: list[int] = []  # per pending frame: the Raft state saves it must follow
         self._pending_bytes = 0
 
     # --- asyncio.Protocol ----------------------------------------------------------------
@@ -241,21 +239,10 @@ class _Connection(asyncio.Protocol):
         if not self._pending:
             self._mesh._loop.call_soon(self._flush)
         self._pending.append(frame)
-        self._needs.append(self._mesh.durability.seq)
         self._pending_bytes += len(frame)
 
     def _flush(self) -> None:
-        """Sends the frames whose Raft state saves are durable (in write order); the rest go
-        when theirs are."""
-        durability = self._mesh.durability
-        ready = bisect.bisect_right(self._needs, durability.durable)  # needs only grow
-        if ready == len(self._pending):
-            pending, self._pending, self._needs, self._pending_bytes = self._pending, [], [], 0
-        else:
-            pending, self._pending = self._pending[:ready], self._pending[ready:]
-            del self._needs[:ready]
-            self._pending_bytes -= sum(len(f) for f in pending)
-            durability.wait(self._needs[0], self._flush)
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
         if pending and self.transport is not None and not self.transport.is_closing():
             self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
@@ -297,7 +284,8 @@ class Mesh:
         self.address = advertise or listen
         self.on_new_peer: list[Callable[[str, tuple[str, int]], None]] = []
         self.on_peer_change: list[Callable[[str, bool], None]] = []
-        # Raft state saves of this node's groups; frames wait for those before them.
+        # Raft state saves of this node's groups; each group's frames wait for its own
+        # (GroupTransport).
         self.durability = Durability()
 
     async def start(self) -> None:

@@ -67,6 +67,11 @@ class GroupTransport(Transport):
         # A peer came, went or fell silent: a quiet group wakes (FORK.md, 9).
         self.on_peer_change: Callable[[], None] = lambda: None
         self.side_messages: dict[str, Callable[[Node, dict], None]] = {}
+        # The save of this group's term and vote its messages must follow (durability.py):
+        # they are held here until it is on disk, in order. Other groups' frames and the
+        # mesh's pings are not held behind it.
+        self.state_seq: Callable[[], int] = lambda: 0
+        self._held: list[tuple[int, str, dict]] = []
 
     def attach(self) -> None:
         """Joins the mesh once SyncObj has installed its callbacks on this transport."""
@@ -96,7 +101,30 @@ class GroupTransport(Transport):
             else:
                 window.sent(entries[-1][1], size)
         self._last_sent[node.id] = now
-        return self._mesh.send(node.id, self._group_id, message)
+        return self._send(node.id, message)
+
+    def _send(self, node_id: str, message: dict) -> bool:
+        durability = self._mesh.durability
+        need = self.state_seq()
+        if durability is None or (need <= durability.durable and not self._held):
+            return self._mesh.send(node_id, self._group_id, message)
+        if not self._mesh.connected(node_id):
+            return False
+        if not self._held:
+            durability.wait(need, self._release)
+        self._held.append((need, node_id, message))
+        return True
+
+    def _release(self) -> None:
+        """Sends the held messages whose save is durable; waits again for the rest."""
+        durability = self._mesh.durability
+        held, self._held = self._held, []
+        for i, (need, node_id, message) in enumerate(held):
+            if need > durability.durable:
+                self._held = held[i:]
+                durability.wait(need, self._release)
+                return
+            self._mesh.send(node_id, self._group_id, message)
 
     def destroy(self) -> None:
         self._mesh.unregister(self._group_id)
@@ -147,7 +175,7 @@ class GroupTransport(Transport):
         return self._mesh.queued(node_id)
 
     def send_side_message(self, node_id: str, message: dict) -> None:
-        self._mesh.send(node_id, self._group_id, message)
+        self._send(node_id, message)
 
     def nodes(self) -> set[Any]:
         return set(self._nodes.values())

@@ -8,9 +8,11 @@ import logging
 from typing import Any
 
 import pytest
+from pysyncobj.node import Node
 
 from raftlog.raft import mesh as mesh_module
 from raftlog.raft.mesh import Mesh
+from raftlog.raft.transport import GroupTransport
 
 
 class Inbox:
@@ -102,36 +104,51 @@ async def test_a_peer_with_the_wrong_secret_is_refused(
             await b.close()
 
 
-async def test_frames_wait_for_the_raft_state_saved_before_them(listener, tmp_path) -> None:
-    """A vote must be on disk before the peer hears of it. Three hundred groups' saves go to
-    disk as one batch (concurrent fsyncs), and the frames written after them leave only
-    then, in order; a frame written before any save does not wait."""
+async def test_a_groups_messages_wait_for_its_own_raft_state_save_only(listener, tmp_path) -> None:
+    """A vote must be on disk before the peer hears of it. Three hundred saves of group g's
+    term go to disk as one batch (concurrent fsyncs); g's messages sent after them leave only
+    then, in order. Group h saved nothing: its message does not wait behind g's disk."""
     a, port = listener
     files = [tmp_path / f"g{i}" / "state" for i in range(300)]
     for path in files:
         path.parent.mkdir()
-    seen_on_disk: list[int] = []
+    arrivals: list[tuple[str, int, int]] = []  # (group, n, g's saves on disk then)
 
     class Witness(Inbox):
-        def deliver(self, peer_id: str, message: dict) -> None:
-            super().deliver(peer_id, message)
-            seen_on_disk.append(sum(p.exists() for p in files))
+        def __init__(self, mesh: Mesh, group: str) -> None:
+            super().__init__(mesh)
+            self.group = group
 
-    inbox = Witness(a)
-    a.register("g", inbox)
+        def deliver(self, peer_id: str, message: dict) -> None:
+            arrivals.append((self.group, message["n"], sum(p.exists() for p in files)))
+
+    a.register("g", Witness(a, "g"))
+    a.register("h", Witness(a, "h"))
     b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
-    b.register("g", Inbox(b))
+    peer = Node("1")
+    g = GroupTransport(b, "g", Node("2"), {peer}, lambda: None)
+    h = GroupTransport(b, "h", Node("2"), {peer}, lambda: None)
+    saved = [0]
+    g.state_seq = lambda: saved[0]
     await b.start()
     try:
         await until(lambda: b.connected("1"), "the connection")
-        b.send("1", "g", {"n": 0})
+        g.send(peer, {"n": 0})
         for i, path in enumerate(files):
-            b.durability.save(path, b"term %d" % i)
-        b.send("1", "g", {"n": 1})
-        b.send("1", "g", {"n": 2})
-        await until(lambda: len(inbox.received) == 3, "the frames")
-        assert [m["n"] for _, m in inbox.received] == [0, 1, 2]
-        assert seen_on_disk[1:] == [300, 300]
+            image = b"term %d" % i
+            saved[0] = b.durability.save(path, image, 0, len(image))
+        g.send(peer, {"n": 1})
+        g.send_side_message("1", {"n": 2})
+        h.send(peer, {"n": 0})
+        await until(lambda: len(arrivals) == 4, "the frames")
+        assert [(group, n) for group, n, _ in arrivals if group == "g"] == [
+            ("g", 0),
+            ("g", 1),
+            ("g", 2),
+        ]
+        on_disk = {(group, n): seen for group, n, seen in arrivals}
+        assert on_disk[("g", 1)] == on_disk[("g", 2)] == 300
+        assert arrivals.index(("h", 0, on_disk[("h", 0)])) < arrivals.index(("g", 1, 300))
         assert files[7].read_bytes() == b"term 7"
         assert b.durability.durable == b.durability.seq == 300
     finally:
