@@ -8,8 +8,17 @@ read it the way they read Kafka's.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# Checkpoints are written by one thread, in the order asked: a thousand-partition election
+# storm rewrote a thousand of them, 2 ms each of the event loop while the filesystem was busy
+# (issue 12). Nothing reads them back but tools and people.
+_WRITER = ThreadPoolExecutor(1, thread_name_prefix="epoch-checkpoint")
 
 UNDEFINED = -1
 
@@ -19,15 +28,22 @@ class EpochCache:
         self._checkpoint = checkpoint
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self._written: Future | None = None  # the latest checkpoint write asked for
 
     def refresh(self, epochs: list[tuple[int, int]]) -> None:
         """Adopts the log's epochs; rewrites the checkpoint only when they changed."""
         new_epochs = [e for e, _ in epochs]
         new_starts = [s for _, s in epochs]
-        if new_epochs == self._epochs and new_starts == self._starts and self._checkpoint.exists():
+        unchanged = new_epochs == self._epochs and new_starts == self._starts
+        if unchanged and self._written is not None:
             return
         self._epochs, self._starts = new_epochs, new_starts
-        write_checkpoint(self._checkpoint, epochs)
+        self._written = _WRITER.submit(_write_quietly, self._checkpoint, list(epochs))
+
+    def flush(self) -> None:
+        """Waits until the checkpoint on disk is the latest (before the directory goes)."""
+        if self._written is not None:
+            self._written.result()
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._starts, strict=True))
@@ -58,6 +74,13 @@ class EpochCache:
         """The epoch whose span holds `offset` (the largest with start <= offset)."""
         i = bisect.bisect_right(self._starts, offset) - 1
         return self._epochs[i] if i >= 0 else UNDEFINED
+
+
+def _write_quietly(path: Path, epochs: list[tuple[int, int]]) -> None:
+    try:
+        write_checkpoint(path, epochs)
+    except OSError as exc:  # the partition was removed meanwhile, or the disk failed
+        log.warning("%s: leader epoch checkpoint not written: %s", path, exc)
 
 
 def write_checkpoint(path: Path, epochs: list[tuple[int, int]]) -> None:

@@ -161,6 +161,7 @@ class Controller:
             timings,
             snapshots=str(directory / "dump"),
             dynamic_membership=True,
+            waits_for_opens=False,
             factory=functools.partial(ControllerMachine, on_apply=self._applied),
             on_change=lambda _group: on_change(),
         )

@@ -203,6 +203,7 @@ class Node:
             if key not in self.partitions:
                 if opened == OPEN_PER_TURN:  # the rest in later loop turns
                     self._reconcile_pending = True
+                    self.ticker.elections.held = True
                     asyncio.get_running_loop().call_soon(self._reconcile)
                     return
                 self._open_partition(key, topic_id, replicas, configs)
@@ -211,6 +212,7 @@ class Node:
                 settings = self._settings(configs)
                 if settings != self.partitions[key].settings:
                     self.partitions[key].apply_settings(settings)
+        self.ticker.elections.held = False
 
     def _partition_dir(self, key: tuple[str, int]) -> Path:
         return self.config.data_dir / "data" / f"{key[0]}-{key[1]}"

@@ -495,6 +495,7 @@ class Partition:
         self._fail_queued()  # nothing left for a compressed-batch check to propose into
         self.group.close()
         self._save_producers()
+        self.epochs.flush()
         self.log.close()
 
     def _save_producers(self) -> None:

@@ -46,6 +46,10 @@ class RaftTimings:
     max_message_bytes: int = 4 * 1024 * 1024
 
 
+# Election timeouts a replica other than a new group's first waits for the first to win.
+FIRST_ELECTION_ROUNDS = 2
+
+
 class RaftGroup:
     def __init__(
         self,
@@ -60,6 +64,7 @@ class RaftGroup:
         snapshots: Any = None,
         dynamic_membership: bool = False,
         forward_commands: bool = True,
+        waits_for_opens: bool = True,
         factory: Callable[..., SyncObj] = SyncObj,
         on_change: Callable[[RaftGroup], None] | None = None,
     ) -> None:
@@ -94,7 +99,21 @@ class RaftGroup:
         self.obj.forwardCommands = forward_commands
         self.obj.quiesceAfter = timings.quiesce_after
         self.obj.peerContact = lambda node: mesh.last_heard(node.id)
-        self.obj.electionAllowed = ticker.elections.take
+        budget = ticker.elections
+        take = budget.take if waits_for_opens else budget.take_unheld
+        # A replica other than the first of a group that never had an election gives the
+        # first one the next FIRST_ELECTION_ROUNDS election timeouts to win it (Redpanda's
+        # voter priority, decaying the same way): three replicas of a new group standing at
+        # once split the vote, and a thousand new groups took 24 s and six terms to lead.
+        deferred = [0 if not others or peer_ids[0] == self_id else FIRST_ELECTION_ROUNDS]
+
+        def allowed() -> bool:
+            if deferred[0] and self.obj.raftCurrentTerm == 0 and not budget.held:
+                deferred[0] -= 1
+                return False
+            return take()
+
+        self.obj.electionAllowed = allowed
         compat.detach_poller(self.obj)
         if not others:
             compat.elect_now(self.obj)
@@ -102,9 +121,9 @@ class RaftGroup:
             # The first replica (Kafka's preferred leader; the controller spreads them over
             # the nodes) stands first after a start: a group that has just started has no
             # leader to wait for (PreVote and the others' leases keep it from disturbing one
-            # that is alive), and with the others' timeouts the usual ones, a thousand new
-            # groups are not each contested by three candidates (fault suite, kill_all: heal
-            # to first ack 2.0 -> 1.7 s median).
+            # that is alive), and with the others deferring to it (`allowed`), a thousand
+            # new groups are not each contested by three candidates (fault suite, kill_all:
+            # heal to first ack 2.0 -> 1.7 s median).
             compat.elect_after(
                 self.obj, random.uniform(2 * timings.heartbeat, timings.election_min)
             )

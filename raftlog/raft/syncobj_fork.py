@@ -698,7 +698,10 @@ class SyncObj(object):
             deadline = monotonicTime() - self.__conf.leaderFallbackTimeout
             count = 1
             for node in self.__otherNodes:
-                if self.__lastResponseTime[node] > deadline:
+                # raftlog (FORK.md, 10): a follower whose node is heard counts as answering;
+                # its group's answers may be waiting behind its other groups' work.
+                heard = self.peerContact(node)
+                if self.__lastResponseTime[node] > deadline or (heard is not None and heard > deadline):
                     count += 1
             if count <= (len(self.__otherNodes) + 1) / 2:
                 self.__setState(_RAFT_STATE.FOLLOWER)

@@ -2,13 +2,16 @@
 
 Entries live in compact arrays searched with bisect. The files are derived data that recovery
 rebuilds from the .log, so new entries are written out only on flush: the append hot path pays
-no extra syscall for them. Only the active segment's indexes stay loaded; the others' are loaded
+no extra syscall for them. A file appears with the index's first entry, so a segment that
+never got one (a new term's segment, one per election) has none: the open-time check finds
+that out by scanning its few batches. Only the active segment's indexes stay loaded; the others' are loaded
 on first use and dropped again under the process-wide budget of raftlog.storage.cache, and
 opening a segment reads no more of them than their last entry (peek_last).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import sys
@@ -70,12 +73,13 @@ class _SparseIndex:
         return keys, values
 
     def load(self) -> bool:
-        """Reads the file; False when it is missing or malformed, so the caller rebuilds it."""
+        """Reads the file (none: no entries); False when it is malformed, so the caller
+        rebuilds it."""
         try:
             with open(self.path, "rb") as file:
                 data = file.read()
         except FileNotFoundError:
-            return False
+            data = b""  # no entry was ever written
         if len(data) % self.ENTRY.size:
             return False
         keys, values = self._columns(data)
@@ -95,7 +99,7 @@ class _SparseIndex:
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
-            return False, None
+            return True, None
         try:
             size = os.fstat(fd).st_size
             if size % cls.ENTRY.size:
@@ -110,18 +114,19 @@ class _SparseIndex:
         return True, cls.ENTRY.unpack(data)
 
     def reset(self) -> None:
-        """Empties the index and its file, ahead of a rebuild or for a new segment."""
+        """Empties the index and its file, if it has one, ahead of a rebuild; a file appears
+        with the first entry."""
         self._keys = array(self.KEY_TYPE)
         self._values = array("i")
-        with open(self.path, "wb"):
-            pass
+        with contextlib.suppress(FileNotFoundError):
+            os.truncate(self.path, 0)
         self._persisted = 0
         self._dirty = True
 
     def flush(self) -> None:
         if not self._dirty:
             return
-        if self._persisted == len(self._keys):  # a new, empty index: missing, it is rebuilt
+        if self._persisted == len(self._keys):  # nothing new (an empty index has no file yet)
             self._dirty = False
             return
         pack = self.ENTRY.pack

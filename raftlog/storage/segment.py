@@ -101,7 +101,11 @@ class Segment:
         segment = cls(directory, base_offset, term, index_interval_bytes)
         segment._fd = cache.open_file(segment._file("log"), _FLAGS | os.O_CREAT | os.O_EXCL)
         segment._active = True
-        segment._new_indexes()
+        # Empty indexes whose files appear with their first entries (flush): a segment per
+        # term is a segment per election, and a thousand elections' empty index files cost
+        # two file creations each on the event loop (issue 12).
+        offsets = OffsetIndex(segment._file("index"), base_offset)
+        segment._set_indexes(offsets, TimeIndex(segment._file("timeindex"), base_offset))
         return segment
 
     @classmethod
@@ -230,6 +234,8 @@ class Segment:
         for pos, header in self.headers(position, file_size):
             if not self._fits(header, exact):
                 return False
+            if last_offset is None and self._since_index > self._interval:
+                return False  # an entry was due, and no index file holds one: rebuild them
             exact = False
             self._track(pos, header.base_offset, header)
         return self.size == file_size

@@ -50,9 +50,11 @@ def test_epoch_for_offset_skips_empty_epochs(cache):
 
 def test_checkpoint_is_kafkas_format(tmp_path, cache):
     path = tmp_path / "leader-epoch-checkpoint"
+    cache.flush()
     assert path.read_text() == "0\n4\n1 0\n2 100\n3 100\n5 250\n"
     assert read_checkpoint(path) == [(1, 0), (2, 100), (3, 100), (5, 250)]
     cache.refresh([(1, 0), (2, 100), (3, 100), (5, 250), (7, 300)])
+    cache.flush()
     assert read_checkpoint(path)[-1] == (7, 300)
     assert not (tmp_path / "leader-epoch-checkpoint.tmp").exists()
 

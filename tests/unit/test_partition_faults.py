@@ -359,3 +359,46 @@ async def test_a_quiet_partition_whose_leader_falls_silent_elects_another(
     await replicas.run(1.5)
     assert all(values(p) == values(replicas.partitions[new]) for p in replicas.partitions.values())
     assert all(p.group.quiet for p in replicas.partitions.values())
+
+
+async def test_a_leader_whose_followers_nodes_are_heard_keeps_leading(
+    replicas: Replicas,
+) -> None:
+    """CheckQuorum counts a follower as answering while its node is heard: on a node busy
+    with a thousand groups, one group's answers can wait behind the others' for longer than
+    the election timeout, and its leader must not step down for that. Once the nodes fall
+    silent too, it does."""
+    leader = await replicas.leader()
+    others = tuple(i for i in IDS if i != leader)
+    replicas.produce(leader, 0, 1)  # a group with work pending does not go quiet
+    # the followers' answers of this group are lost; their nodes' pings still arrive
+    replicas.net.drop = lambda source, dest, message: dest == leader and "group" in message
+    for _ in range(60):  # 3 s: three times the time CheckQuorum gives
+        await replicas.step()
+        assert replicas.partitions[leader].is_leader
+        assert not replicas.partitions[leader].group.quiet
+    replicas.net.drop = lambda source, dest, message: dest == leader
+    await replicas.run(1.5)
+    assert not replicas.partitions[leader].is_leader
+    assert all(not replicas.partitions[i].is_leader for i in others)  # they hear it yet
+
+
+async def test_a_new_groups_other_replicas_give_its_first_one_the_first_election(
+    replicas: Replicas,
+) -> None:
+    """The first replica (Kafka's preferred leader) of a group that never had an election
+    stands alone for two election timeouts; the others stand after that. While its node is
+    opening partitions, no partition replica stands at all (it still votes); a group that
+    does not wait for openings (the controller's) ignores that."""
+    first, second = (replicas.partitions[i].group for i in ("1", "2"))
+    budget = replicas.contexts["2"].ticker.elections
+    budget.held = True
+    assert not second.obj.electionAllowed()  # held: no deferral round used up
+    budget.held = False
+    assert [second.obj.electionAllowed() for _ in range(3)] == [False, False, True]
+    assert first.obj.electionAllowed()
+    assert await replicas.leader() == "1"
+    assert replicas.partitions["1"].group.term == 1  # uncontested
+    budget.held = True
+    assert not second.obj.electionAllowed()
+    assert budget.take_unheld()
