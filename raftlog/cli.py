@@ -8,6 +8,7 @@ import json
 import logging
 import signal
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,6 +20,8 @@ from raftlog import audit_cli, cluster, groups_cli
 from raftlog.config import ConfigError, NodeConfig
 
 DEFAULT_DATA = Path("data")
+# How long `topic create` waits for every partition to have a leader, showing progress.
+LEADER_WAIT = 120.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,9 +241,15 @@ def _topic_create(args: argparse.Namespace) -> int:
         configs[key] = value
     admin = _admin_client(args)
     try:
+        # A 1 ms timeout (kafka-python reads 0 as "the default"): answered once the
+        # controller has committed the topic, not after the broker's wait for leaders, which
+        # a thousand partitions outlasted the request timeout in (the topic existed, and the
+        # command said it had failed).
         admin.create_topics(
-            [NewTopic(args.name, args.partitions, args.replication_factor, topic_configs=configs)]
+            [NewTopic(args.name, args.partitions, args.replication_factor, topic_configs=configs)],
+            timeout_ms=1,
         )
+        leaderless = _wait_for_leaders(admin, args.name, args.partitions)
     except Exception as e:  # kafka-python raises one class per Kafka error code
         print(f"raftlog: could not create {args.name}: {e}", file=sys.stderr)
         return 1
@@ -250,7 +259,30 @@ def _topic_create(args: argparse.Namespace) -> int:
         f"created {args.name}: {args.partitions} partitions, replication factor "
         f"{args.replication_factor}"
     )
+    if leaderless:
+        print(
+            f"raftlog: {leaderless} partitions of {args.name} have no leader yet after "
+            f"{LEADER_WAIT:.0f} s; `raftlog topic describe {args.name}` shows them",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _wait_for_leaders(admin, name: str, partitions: int) -> int:  # noqa: ANN001 - kafka-python
+    """Polls Metadata until every partition has a leader or LEADER_WAIT passes; says how far
+    it got once a second on stderr. Returns how many partitions are still leaderless."""
+    start = time.monotonic()
+    shown = start
+    while True:
+        described = admin.describe_topics([name])
+        led = sum(p["leader_id"] >= 0 for t in described for p in t["partitions"])
+        now = time.monotonic()
+        if led >= partitions or now - start > LEADER_WAIT:
+            return partitions - led
+        if now - shown >= 1.0:
+            print(f"{name}: {led}/{partitions} partitions led", file=sys.stderr, flush=True)
+            shown = now
+        time.sleep(0.2)
 
 
 def _topic_list(args: argparse.Namespace) -> int:
