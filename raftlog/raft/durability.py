@@ -4,9 +4,8 @@ Raft needs a node's term and vote on disk before any message that depends on the
 the node. Saved one group at a time on the event loop (then write, fsync, rename, fsync the
 directory: 2.7 ms here), a node electing a thousand partitions stalled for up to 8 s and
 lost the leaderships it was electing (issue 12). Here a save only records the bytes (in
-raft_state.py's format); the saves recorded so far are written by a thread pool, whose concurrent fsyncs share the
-filesystem's journal commits (300 saves: 95 ms, against 427 ms one after another), while the
-loop goes on. A group's transport holds the messages it sends after a save of its state until
+raft_state.py's format); the saves recorded so far are written by a thread pool, whose
+concurrent syncs share the device's flushes, while the loop goes on. A group's transport holds the messages it sends after a save of its state until
 that save is durable (`GroupTransport` asks `durable` and `wait`), so no peer sees a vote or
 term before the disk does. Only that group waits: holding every frame of the connection
 behind the latest save (as at first) delayed the other groups' heartbeats and answers by

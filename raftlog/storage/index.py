@@ -4,9 +4,10 @@ Entries live in compact arrays searched with bisect. The files are derived data 
 rebuilds from the .log, so new entries are written out only on flush: the append hot path pays
 no extra syscall for them. A file appears with the index's first entry, so a segment that
 never got one (a new term's segment, one per election) has none: the open-time check finds
-that out by scanning its few batches. Only the active segment's indexes stay loaded; the others' are loaded
-on first use and dropped again under the process-wide budget of raftlog.storage.cache, and
-opening a segment reads no more of them than their last entry (peek_last).
+that out by scanning its few batches. Only the active segment's indexes stay loaded; the
+others' are loaded on first use and dropped again under the process-wide budget of
+raftlog.storage.cache, and opening a segment reads no more of them than their last entry
+(peek_last).
 """
 
 from __future__ import annotations
