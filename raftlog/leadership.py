@@ -43,8 +43,12 @@ class LeadershipDirectory:
         info = Leadership(leader, term, isr)
         self._remember(group, info)
         if leader == self._node_id:
-            self._led[group] = info
-            self._mesh.broadcast(GOSSIP, {group: [leader, term, list(isr)]})
+            # Only a change is told at once; announce() repeats everything every second.
+            # Told again each second per partition, a node leading a thousand sent two
+            # thousand frames a second while idle.
+            if self._led.get(group) != info:
+                self._led[group] = info
+                self._mesh.broadcast(GOSSIP, {group: [leader, term, list(isr)]})
         else:
             self._led.pop(group, None)
 
