@@ -78,8 +78,9 @@ def test_a_thousand_partitions_are_led_written_read_and_re_led_after_a_kill(clus
         what=f"a leader for each of {PARTITIONS} partitions",
     )
     print(f"{PARTITIONS} partitions created and led in {time.monotonic() - started:.1f} s")
-    by_node = Counter(leaders(admin).values())
-    assert len(by_node) == 3  # leadership is spread over the nodes
+    # leadership is spread over the nodes (a few partitions may be between leaders again)
+    by_node = Counter(leader for leader in leaders(admin).values() if leader >= 0)
+    assert len(by_node) == 3
 
     first = produce_one_each(cluster.bootstrap, 0)
     assert set(first) == set(range(PARTITIONS)) and set(first.values()) == {0}

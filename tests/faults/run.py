@@ -608,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
     if opts.recheck:
         return recheck(opts.recheck)
-    if opts.out.exists() and any(opts.out.iterdir()):
+    if any((opts.out / name).exists() for name in ("cluster", "producers")):
         # A run appends to its producers' logs and restarts the nodes on the data it finds:
         # an earlier run's records then read back as duplicates of this one's.
         print(f"{opts.out} holds an earlier run; give --out a new directory", file=sys.stderr)

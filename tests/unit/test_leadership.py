@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+
+from support.aio import until
 
 from raftlog.leadership import GOSSIP, LeadershipDirectory
 from raftlog.raft.mesh import Mesh
-
-
-async def until(predicate: Any, what: str) -> None:
-    for _ in range(500):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_a_leader_tells_a_change_once_and_an_unchanged_view_never() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import pytest
 from pysyncobj.node import Node
+from support.aio import until
 
 from raftlog.raft import mesh as mesh_module
 from raftlog.raft.mesh import Mesh
@@ -36,14 +36,6 @@ class Inbox:
 
     def deliver(self, peer_id: str, message: dict) -> None:
         self.received.append((peer_id, message))
-
-
-async def until(predicate: Any, what: str) -> None:
-    for _ in range(500):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
