@@ -84,6 +84,8 @@ class RaftState:
         body = struct.pack(">QH", self._seq, len(payload)) + payload
         start = (self._seq % 2) * SLOT
         record = struct.pack(">I", crc32c.crc32c(body)) + body
+        if len(record) > SLOT:  # a node id of hundreds of bytes; never spill into the other slot
+            raise ValueError(f"Raft state of {len(record)} bytes does not fit a {SLOT}-byte slot")
         self._image[start : start + SLOT] = record.ljust(SLOT, b"\0")
         image = bytes(self._image)
         if self.durability is not None:

@@ -81,3 +81,12 @@ async def test_batched_saves_are_on_disk_once_waited_for(tmp_path: Path) -> None
     assert all(RaftState(tmp_path / f"g{i}" / "state").term == i + 3 for i in range(50)), (
         os.listdir(tmp_path)
     )
+
+
+def test_a_state_too_big_for_its_slot_is_refused_and_the_other_slot_kept(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    state = RaftState(path)
+    state.set_term(3, "2")
+    with pytest.raises(ValueError, match="does not fit"):
+        state.set_term(4, "n" * SLOT)
+    assert (RaftState(path).term, RaftState(path).voted_for) == (3, "2")
