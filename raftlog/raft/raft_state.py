@@ -79,13 +79,16 @@ class RaftState:
 
     def save(self) -> None:
         """Durable now, or (with `durability`) before this group's next message leaves."""
-        self._seq += 1
+        seq = self._seq + 1
         payload = msgpack.packb([self.term, self.voted_for, self.commit_index])
-        body = struct.pack(">QH", self._seq, len(payload)) + payload
-        start = (self._seq % 2) * SLOT
+        body = struct.pack(">QH", seq, len(payload)) + payload
         record = struct.pack(">I", crc32c.crc32c(body)) + body
         if len(record) > SLOT:  # a node id of hundreds of bytes; never spill into the other slot
             raise ValueError(f"Raft state of {len(record)} bytes does not fit a {SLOT}-byte slot")
+        # Counted only once it fits: a refused save must not move the next one onto the
+        # slot that holds the latest good record.
+        self._seq = seq
+        start = (seq % 2) * SLOT
         self._image[start : start + SLOT] = record.ljust(SLOT, b"\0")
         image = bytes(self._image)
         if self.durability is not None:

@@ -90,3 +90,9 @@ def test_a_state_too_big_for_its_slot_is_refused_and_the_other_slot_kept(tmp_pat
     with pytest.raises(ValueError, match="does not fit"):
         state.set_term(4, "n" * SLOT)
     assert (RaftState(path).term, RaftState(path).voted_for) == (3, "2")
+    state.set_term(5, "3")  # the next save goes to the other slot, not over term 3's
+    data = bytearray(path.read_bytes())
+    newest = 0 if RaftState(path)._seq % 2 == 0 else SLOT
+    data[newest + 4 : newest + 18] = b"\xff" * 14  # that save torn
+    path.write_bytes(bytes(data))
+    assert (RaftState(path).term, RaftState(path).voted_for) == (3, "2")
