@@ -174,6 +174,7 @@ class SyncObj(object):
         # Set while a leadership transfer (Raft 'TimeoutNow') is pending, to stop
         # the outgoing leader's heartbeats from postponing the forced election.
         self.__transferInProgress = False
+        self.__transferAskedUntil = 0.0
         # raftlog: PreVote and leader stickiness (FORK.md, 3). The term a pre-vote is asking
         # for, the pre-votes it got, and when this node last heard from a live leader.
         self.__preVoteTerm = None
@@ -469,6 +470,9 @@ class SyncObj(object):
             'type': 'timeout_now',
             'term': self.__raftCurrentTerm,
         })
+        # raftlog (FORK.md, 9): a quiesce heartbeat sent after the TimeoutNow would stop the
+        # target's timers before it stands; the leader stays awake while the transfer runs.
+        self.__transferAskedUntil = monotonicTime() + self.__conf.raftMaxTimeout
         if callback is not None:
             callback(None, FAIL_REASON.SUCCESS)
 
@@ -1028,10 +1032,11 @@ class SyncObj(object):
         nothing queued, goes quiet after quiesceAfter seconds: one last heartbeat carries the
         commit index and tells the followers to stop their election timers; nothing more
         is sent or ticked until something wakes the group."""
-        if self.__quiesced or self.__raftState != _RAFT_STATE.LEADER or self.__transferInProgress:
+        now = monotonicTime()
+        if self.__quiesced or self.__raftState != _RAFT_STATE.LEADER or \
+                self.__transferInProgress or now < self.__transferAskedUntil:
             return
         last = self.__getCurrentLogIndex()
-        now = monotonicTime()
         connected = [node for node in self.__otherNodes if node in self.__connectedNodes]
         # A majority answered within the minimum election timeout: a leader woken because
         # its peers fell silent stays awake, so CheckQuorum can depose it.

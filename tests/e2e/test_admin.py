@@ -47,3 +47,15 @@ def test_changes_need_the_admin_token_and_reads_stay_open(module_cluster) -> Non
     status, text = post(url, token)
     assert status == 200, text
     assert json.loads(text)["leader"] != leader
+
+
+def test_a_transfer_with_no_follower_to_take_over_is_refused(module_cluster) -> None:
+    """It answered 200 with the leader unchanged: an operator read it as done."""
+    cluster = module_cluster
+    cluster.create_topic("alone", partitions=1, replication_factor=1)
+    leader, term = cluster.leader("alone", 0)
+    node = cluster.node(leader)
+    url = f"http://{node.admin}/v1/partitions/alone/0/transfer-leadership"
+    status, text = post(url, NodeConfig.load(node.config).admin_token)
+    assert status == 409 and "no follower" in text, (status, text)
+    assert cluster.leader("alone", 0) == (leader, term)

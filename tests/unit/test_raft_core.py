@@ -359,3 +359,20 @@ def test_a_state_machine_with_the_groups_settings_still_snapshots_and_restores(
         clock.now += 0.05
         restarted.doTick(0.0)
     assert restarted.next_producer_id == 60_000
+
+
+def test_a_leadership_transfer_is_not_lost_to_the_leader_going_quiet(cluster: Cluster) -> None:
+    """The transfer's TimeoutNow was followed by the leader's quiesce heartbeat when the
+    group's idle time ran out just then: the target went quiet before it stood, and the
+    admin API's transfer-leadership answered with the old leader (CI, about half the runs)."""
+    for replica in cluster.replicas.values():
+        replica.obj.quiesceAfter = 0.2
+    leader = cluster.wait_leader()
+    while leader.obj._SyncObj__idleSince is None:
+        cluster.step()
+    assert not leader.obj.isQuiesced()
+    cluster.clock.now += 0.2  # the leader's idle time is up at its next tick
+    leader.obj.transferLeadership()
+    cluster.run(1.5)
+    leaders = cluster.leaders()
+    assert len(leaders) == 1 and leaders[0] is not leader
