@@ -402,3 +402,22 @@ async def test_a_new_groups_other_replicas_give_its_first_one_the_first_election
     budget.held = True
     assert not second.obj.electionAllowed()
     assert budget.take_unheld()
+
+
+async def test_requests_arriving_while_two_proposals_are_in_raft_go_as_one_entry(
+    replicas: Replicas,
+) -> None:
+    """A producer spread over 1,000 partitions sends tiny batches; as an entry each, every
+    replica's Raft work per record was that of a whole entry (issue 12)."""
+    leader = await replicas.leader()
+    p = replicas.partitions[leader]
+    await replicas.run(0.5)
+    before = len(p.journal)
+    acks = [replicas.produce(leader, 3 * i, 3) for i in range(10)]
+    await replicas.run(0.5)
+    results = [a.result() for a in acks]
+    assert [r.error for r in results] == [ErrorCode.none] * 10
+    assert [r.base_offset for r in results] == [results[0].base_offset + 3 * i for i in range(10)]
+    assert len(p.journal) - before == 3  # two proposed at once, the eight after them as one
+    expected = [b"p%d-s%d" % (PID, s) for s in range(30)]
+    assert all(values(r)[-30:] == expected for r in replicas.partitions.values())
