@@ -1,0 +1,33 @@
+"""Keeps long-lived partition objects out of the cyclic collector's full passes.
+
+At 1,000 partitions a node holds about 250,000 objects that live as long as their
+partitions; every full pass walked them all (0.3 s, every ~10 s, freeing nothing), and
+those stalls under load cost leaderships (issue 12). `gc.freeze()` moves everything alive
+into a generation no pass walks. Frozen objects are still freed by reference counting,
+but a frozen reference cycle never is: a dropped partition (a deleted topic) would leak
+its cycles for good. So a drop unfreezes, and the next freeze collects first.
+"""
+
+from __future__ import annotations
+
+import gc
+
+
+class HeapFreezer:
+    def __init__(self) -> None:
+        self._dropped = False
+
+    def opened(self) -> None:
+        """A batch of partitions was opened: freezes what is alive now."""
+        if self._dropped:
+            # One full pass (about as long as the ones the freeze saves) finds what the
+            # dropped partitions left before it would be frozen with the rest.
+            gc.collect()
+            self._dropped = False
+        gc.freeze()
+
+    def dropped(self) -> None:
+        """A partition was dropped: its cycles may be among the frozen objects."""
+        if not self._dropped:
+            gc.unfreeze()
+            self._dropped = True
