@@ -121,8 +121,10 @@ def _names(cls: type[Record]) -> tuple[str, ...]:
 def to_json(record: Record) -> str:
     # Not dataclasses.asdict: its deep copy was most of the cost of a record, and a node
     # writes one per partition per second under load (the fields are JSON values already).
-    data = {name: getattr(record, name) for name in _names(type(record))}
-    return json.dumps({"kind": record.kind, "v": SCHEMA_VERSION, **data})
+    data: dict[str, Any] = {"kind": record.kind, "v": SCHEMA_VERSION}
+    for name in _names(type(record)):
+        data[name] = getattr(record, name)
+    return json.dumps(data)
 
 
 def parse(line: str) -> Record:
