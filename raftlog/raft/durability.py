@@ -5,11 +5,12 @@ the node. Saved one group at a time on the event loop (then write, fsync, rename
 directory: 2.7 ms here), a node electing a thousand partitions stalled for up to 8 s and
 lost the leaderships it was electing (issue 12). Here a save only records the bytes (in
 raft_state.py's format); the saves recorded so far are written by a thread pool, whose
-concurrent syncs share the device's flushes, while the loop goes on. A group's transport holds the messages it sends after a save of its state until
-that save is durable (`GroupTransport` asks `durable` and `wait`), so no peer sees a vote or
-term before the disk does. Only that group waits: holding every frame of the connection
-behind the latest save (as at first) delayed the other groups' heartbeats and answers by
-the fsyncs of a thousand elections, and their leaders stepped down for it (issue 12).
+concurrent syncs share the device's flushes, while the loop goes on. A group's transport
+holds the messages it sends after a save of its state until that save is durable
+(`GroupTransport` asks `durable` and `wait`), so no peer sees a vote or term before the
+disk does. Only that group waits: holding every frame of the connection behind the latest
+save (as at first) delayed the other groups' heartbeats and answers by the fsyncs of a
+thousand elections, and their leaders stepped down for it (issue 12).
 """
 
 from __future__ import annotations

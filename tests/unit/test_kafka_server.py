@@ -14,6 +14,7 @@ import pytest
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+from support.aio import until
 
 from kafka_api import server as server_module
 from kafka_api.codec import build, response_module
@@ -377,11 +378,7 @@ async def test_quiet_connections_are_closed_after_connections_max_idle_ms():
 
 
 async def _connections(server, count):
-    for _ in range(500):
-        if len(server._connections) == count:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{count} connections were not accepted")
+    await until(lambda: len(server._connections) == count, f"{count} connections accepted")
 
 
 async def test_every_connection_waits_while_the_node_holds_its_request_budget(monkeypatch):
@@ -407,10 +404,7 @@ async def test_every_connection_waits_while_the_node_holds_its_request_budget(mo
         assert len(big) > 64 * 1024
         heavy_reader, heavy = await connect(server)
         heavy.write(big)
-        for _ in range(500):
-            if server.queued_bytes:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: server.queued_bytes, "the request to be queued")
         assert server.queued_bytes == len(big) - 4
         other_reader, other = await connect(server)
         await _connections(server, 2)
@@ -423,16 +417,10 @@ async def test_every_connection_waits_while_the_node_holds_its_request_budget(mo
         # A client that leaves while the node is over its budget gives its share back.
         release.clear()
         heavy.write(big)
-        for _ in range(500):
-            if server.queued_bytes:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: server.queued_bytes, "the request to be queued")
         heavy.close()
         release.set()
-        for _ in range(500):
-            if not server.queued_bytes:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: not server.queued_bytes, "the queued bytes to be given back")
         assert server.queued_bytes == 0
         other.write(frame(API_VERSIONS, 0, 3))
         assert (await read_response(other_reader, API_VERSIONS, 0))[0] == 3
