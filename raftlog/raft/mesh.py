@@ -27,7 +27,7 @@ from raftlog.raft.durability import Durability
 
 log = logging.getLogger(__name__)
 
-RAFT, PING, CONTROL, HELLO, WELCOME, AUTH = range(6)
+RAFT, PING, CONTROL, HELLO, WELCOME, AUTH, BEATS = range(7)
 HANDSHAKE_TIMEOUT = 5.0
 PING_INTERVAL = 0.25  # a silent link shows within a second, idle or not
 DEAD_AFTER = 6.0  # seconds without a byte from a connected peer
@@ -45,6 +45,8 @@ MAX_FRAME_BYTES = 256 * 1024 * 1024
 # can hold a thousand groups' messages, and in an election storm handling them took seconds
 # in one callback, long enough to time out the elections of every other group (issue 12).
 FRAMES_PER_TURN = 64
+# Beats (heartbeats and their answers, raft/transport.py) that count as one frame there.
+BEATS_PER_FRAME = 32
 # What a connection may send before it has proven it holds the cluster secret (the three
 # handshake frames take a few hundred bytes).
 PRE_AUTH_BYTES = 4096
@@ -59,7 +61,7 @@ class Endpoint(Protocol):
 
     def peer_down(self, peer_id: str) -> None: ...
 
-    def deliver(self, peer_id: str, message: dict) -> None: ...
+    def deliver(self, peer_id: str, message: dict | list) -> None: ...
 
     def peer_silent(self, peer_id: str) -> None: ...
 
@@ -103,8 +105,10 @@ class _Connection(asyncio.Protocol):
         self.silent = False  # past SILENT_AFTER at the last keepalive round
         self._nonce = os.urandom(16)
         self._peer_nonce = b""
-        self._pending: list[bytes] = []
+        # Frames packed, or a list of beats that becomes one frame when flushed.
+        self._pending: list[bytes | list] = []
         self._pending_bytes = 0
+        self._beats: list | None = None  # the last of _pending, while beats are added to it
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
@@ -147,11 +151,13 @@ class _Connection(asyncio.Protocol):
             self._reject(f"bad frame: {exc!r}")
 
     def _frames(self) -> None:
-        for handled, frame in enumerate(self._unpacker, 1):
+        handled = 0
+        for frame in self._unpacker:
             if self.transport is None or self.transport.is_closing():
                 return
             was_authenticated = self.authenticated
             self._frame(frame)
+            handled += 1 if frame[0] != BEATS else 1 + len(frame[1]) // BEATS_PER_FRAME
             if was_authenticated and handled >= FRAMES_PER_TURN:
                 if not self._paused:
                     self._paused = True
@@ -198,6 +204,9 @@ class _Connection(asyncio.Protocol):
         if self.authenticated:
             if kind == RAFT:
                 self._mesh._deliver(self.peer_id, frame[1], frame[2])
+            elif kind == BEATS:
+                for beat in frame[1]:
+                    self._mesh._deliver(self.peer_id, beat[0], beat[1:])
             elif kind == CONTROL:
                 self._mesh._control(self.peer_id, frame[1], frame[2])
             return
@@ -240,11 +249,27 @@ class _Connection(asyncio.Protocol):
             self._mesh._loop.call_soon(self._flush)
         self._pending.append(frame)
         self._pending_bytes += len(frame)
+        self._beats = None
+
+    def write_beat(self, beat: list) -> None:
+        """A turn's beats to this peer leave as one frame, in order with the other frames."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self._beats is None:
+            if not self._pending:
+                self._mesh._loop.call_soon(self._flush)
+            self._beats = []
+            self._pending.append(self._beats)
+        self._beats.append(beat)
+        self._pending_bytes += 24
 
     def _flush(self) -> None:
         pending, self._pending, self._pending_bytes = self._pending, [], 0
+        self._beats = None
         if pending and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+            pack = self._packer.pack
+            frames = [p if isinstance(p, bytes) else pack([BEATS, p]) for p in pending]
+            self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     def buffered(self) -> int:
         if self.transport is None:
@@ -332,10 +357,14 @@ class Mesh:
         self._endpoints.pop(group_id, None)
 
     def send(self, peer_id: str, group_id: str, message: Any) -> bool:
+        """A message (a dict) or a beat (a list; raft/transport.py) of the group to a peer."""
         conn = self._connections.get(peer_id)
         if conn is None:
             return False
-        conn.write([RAFT, group_id, message])
+        if isinstance(message, list):
+            conn.write_beat([group_id, *message])
+        else:
+            conn.write([RAFT, group_id, message])
         return True
 
     def connected(self, peer_id: str) -> bool:
@@ -379,7 +408,7 @@ class Mesh:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _deliver(self, peer_id: str, group_id: str, message: dict) -> None:
+    def _deliver(self, peer_id: str, group_id: str, message: dict | list) -> None:
         endpoint = self._endpoints.get(group_id)
         if endpoint is None:
             return

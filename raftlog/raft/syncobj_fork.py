@@ -1021,6 +1021,45 @@ class SyncObj(object):
             start = heard if heard is not None else monotonicTime()
             self.__raftElectionDeadline = start + self.__generateRaftTimeout()
 
+    def onHeartbeat(self, node, term, leaderCommitIndex, prevLogIdx, prevLogTerm):
+        """raftlog (FORK.md, 11): the common heartbeat, taken without the message handler:
+        from this follower's leader, in its term, naming this log's last entry. Does what the
+        handler does for it; returns None for any other case (the caller runs the handler),
+        else whether a tick has entries to apply."""
+        if self.__quiesced or self.__raftState != _RAFT_STATE.FOLLOWER or \
+                term != self.__raftCurrentTerm or self.__raftLeader != node or \
+                self.__transferInProgress or self.__selfNode is None:
+            return None
+        last = self.__raftLog[-1]
+        if last[1] != prevLogIdx or last[2] != prevLogTerm:
+            return None
+        now = monotonicTime()
+        self.__lastLeaderContact = now
+        self.__preVoteTerm = None
+        self.__raftElectionDeadline = now + self.__generateRaftTimeout()
+        self.__leaderCommitIndex = leaderCommitIndex
+        if leaderCommitIndex > self.__raftCommitIndex:
+            # FORK.md, 1: the message confirmed the log up to prevLogIdx, its last entry.
+            self.__raftCommitIndex = min(leaderCommitIndex, prevLogIdx)
+            self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
+        self.__sendNextNodeIdx(node, nextNodeIdx=prevLogIdx + 1, success=True)
+        return self.__raftCommitIndex > self.__raftLastApplied
+
+    def onAppended(self, node, nextNodeIdx):
+        """raftlog (FORK.md, 11): a follower's success answer (next_node_idx, no reset) to
+        this leader, taken without the message handler. Returns None when the handler must
+        run (not leader, or the answer wakes a quiet group), else whether it moved the
+        follower's match index (a tick may then commit)."""
+        if self.__raftState != _RAFT_STATE.LEADER or node not in self.__raftMatchIndex or \
+                (self.__quiesced and nextNodeIdx != self.__getCurrentLogIndex() + 1):
+            return None
+        self.__lastResponseTime[node] = monotonicTime()
+        if self.__raftMatchIndex[node] < nextNodeIdx - 1:
+            self.__raftMatchIndex[node] = nextNodeIdx - 1
+            self.__raftNextIndex[node] = nextNodeIdx
+            return True
+        return False
+
     def __keepsQuiet(self, message):
         if message['type'] == 'append_entries':
             return bool(message.get('quiesce'))

@@ -17,6 +17,39 @@ from raftlog.raft.mesh import Mesh
 # do not wait long behind each other.
 WINDOW_BYTES = 2 * 1024 * 1024
 
+# An append_entries with these keys and no entries is a plain heartbeat (FORK.md, 11).
+_HEARTBEAT_KEYS = frozenset(("type", "term", "commit_index", "entries", "prevLogIdx", "prevLogTerm"))
+
+
+def as_beat(message: dict) -> list | None:
+    """The compact form of the two messages every awake group sends each interval: a plain
+    heartbeat [term, commit, prevLogIdx, prevLogTerm], or a follower's success answer
+    [next index]. The mesh carries a turn's beats to a peer in one frame (Redpanda's
+    heartbeat_manager), and the receiver takes them without pysyncobj's message handler
+    and, unless they change something, without a tick."""
+    kind = message.get("type")
+    if kind == "append_entries":
+        if "prevLogIdx" in message and not message.get("entries") and message.keys() <= _HEARTBEAT_KEYS:
+            return [message["term"], message["commit_index"], message["prevLogIdx"], message["prevLogTerm"]]
+    elif kind == "next_node_idx" and message["success"] and not message["reset"]:
+        return [message["next_node_idx"]]
+    return None
+
+
+def from_beat(beat: list) -> dict:
+    """The message a beat stands for, for pysyncobj's handler."""
+    if len(beat) == 1:
+        return {"type": "next_node_idx", "next_node_idx": beat[0], "reset": False, "success": True}
+    term, commit, prev_idx, prev_term = beat
+    return {
+        "type": "append_entries",
+        "term": term,
+        "commit_index": commit,
+        "entries": [],
+        "prevLogIdx": prev_idx,
+        "prevLogTerm": prev_term,
+    }
+
 
 class InFlight:
     """Bytes of entries sent to one follower that it has not acknowledged. pysyncobj pushes
@@ -71,7 +104,11 @@ class GroupTransport(Transport):
         # they are held here until it is on disk, in order. Other groups' frames and the
         # mesh's pings are not held behind it.
         self.state_seq: Callable[[], int] = lambda: 0
-        self._held: list[tuple[int, str, dict]] = []
+        self._held: list[tuple[int, str, dict | list]] = []
+        # The fork's handlers of the two beats (FORK.md, 11): None means "use the full
+        # handler", else whether the group has work for a tick.
+        self.on_heartbeat: Callable[..., bool | None] = lambda node, *beat: None
+        self.on_appended: Callable[[Node, int], bool | None] = lambda node, next_idx: None
 
     def attach(self) -> None:
         """Joins the mesh once SyncObj has installed its callbacks on this transport."""
@@ -101,9 +138,10 @@ class GroupTransport(Transport):
             else:
                 window.sent(entries[-1][1], size)
         self._last_sent[node.id] = now
-        return self._send(node.id, message)
+        beat = as_beat(message)
+        return self._send(node.id, message if beat is None else beat)
 
-    def _send(self, node_id: str, message: dict) -> bool:
+    def _send(self, node_id: str, message: dict | list) -> bool:
         durability = self._mesh.durability
         need = self.state_seq()
         if durability is None or (need <= durability.durable and not self._held):
@@ -158,9 +196,19 @@ class GroupTransport(Transport):
         if peer_id in self._nodes:
             self.on_peer_change()
 
-    def deliver(self, peer_id: str, message: dict) -> None:
+    def deliver(self, peer_id: str, message: dict | list) -> None:
         node = self._nodes.get(peer_id)
         if node is None:
+            return
+        if isinstance(message, list):
+            if len(message) == 1:
+                work = self.on_appended(node, message[0])
+            else:
+                work = self.on_heartbeat(node, *message)
+            if work is None:
+                self._onMessageReceived(node, from_beat(message))
+            if work is not False:
+                self._on_message()
             return
         side = self.side_messages.get(message.get("type"))
         if side is not None:

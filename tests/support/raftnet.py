@@ -17,8 +17,17 @@ from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
 from raftlog.raft.mesh import SILENT_AFTER, _encode_default
+from raftlog.raft.transport import from_beat
 
 Filter = Callable[[str, str, dict], bool]  # (source, destination, message) -> drop it
+
+
+def message_type(frame: dict) -> str | None:
+    """The Raft message type a NetMesh frame carries (a beat is named by what it stands for)."""
+    message = frame.get("message")
+    if isinstance(message, list):
+        message = from_beat(message)
+    return message.get("type") if message is not None else None
 
 
 class Clock:

@@ -145,3 +145,60 @@ async def test_a_groups_messages_wait_for_its_own_raft_state_save_only(listener,
         assert b.durability.durable == b.durability.seq == 300
     finally:
         await b.close()
+
+
+async def test_a_turns_heartbeats_and_answers_to_a_peer_travel_as_one_frame_in_order(
+    listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every awake group heartbeats each peer every interval; a thousand of them were a
+    thousand frames. The plain heartbeats and success answers sent in one loop turn go as
+    one frame of compact beats, and a group's other messages keep their place among them."""
+    a, port = listener
+    frames: list[tuple[int, int]] = []  # (kind, beats in it)
+    handle = mesh_module._Connection._frame
+
+    def spy(self, frame: list) -> None:
+        if self.authenticated:
+            frames.append((frame[0], len(frame[1]) if frame[0] == mesh_module.BEATS else 0))
+        handle(self, frame)
+
+    monkeypatch.setattr(mesh_module._Connection, "_frame", spy)
+    inboxes = {name: Inbox(a) for name in "gh"}
+    for name, inbox in inboxes.items():
+        a.register(name, inbox)
+    b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
+    peer = Node("1")
+    g, h = (GroupTransport(b, name, Node("2"), {peer}, lambda: None) for name in "gh")
+    await b.start()
+    try:
+        await until(lambda: b.connected("1"), "the connection")
+
+        def heartbeat(prev: int) -> dict:
+            return {
+                "type": "append_entries",
+                "term": 3,
+                "commit_index": prev,
+                "entries": [],
+                "prevLogIdx": prev,
+                "prevLogTerm": 3,
+            }
+
+        append = heartbeat(5) | {"entries": [(b"data", 6, 3)]}
+        answer = {"type": "next_node_idx", "next_node_idx": 9, "reset": False, "success": True}
+        refusal = answer | {"success": False, "reset": True}
+        g.send(peer, heartbeat(5))
+        h.send(peer, answer)
+        g.send(peer, append)
+        g.send(peer, heartbeat(6))
+        h.send(peer, refusal)
+        await until(lambda: len(inboxes["h"].received) == 2, "the frames")
+        beats, raft = mesh_module.BEATS, mesh_module.RAFT
+        assert frames == [(beats, 2), (raft, 0), (beats, 1), (raft, 0)]
+        assert inboxes["g"].received == [
+            ("2", [3, 5, 5, 3]),
+            ("2", heartbeat(5) | {"entries": [[b"data", 6, 3]]}),
+            ("2", [3, 6, 6, 3]),
+        ]
+        assert inboxes["h"].received == [("2", [9]), ("2", refusal)]
+    finally:
+        await b.close()

@@ -5,13 +5,14 @@ network with an injected clock (tests/support/raftnet.py)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 from pathlib import Path
 
 import pytest
 from kafka.record.memory_records import MemoryRecords
 from pysyncobj.node import Node
-from support.raftnet import Clock, Net, NetMesh
+from support.raftnet import Clock, Net, NetMesh, message_type
 from support.wire import make_batch
 
 import raftlog.raft.syncobj_fork as core
@@ -153,7 +154,7 @@ async def test_a_leader_that_cannot_commit_its_term_answers_no_sequence_verdict(
     # M wins the next term with N's vote (N's own campaign is lost), but none of M's
     # appends ever arrive.
     replicas.net.drop = lambda src, _dst, msg: (
-        (src, msg.get("message", {}).get("type"))
+        (src, message_type(msg))
         in {
             (m, "append_entries"),
             (n, "pre_vote"),
@@ -217,7 +218,7 @@ async def test_a_producer_snapshot_from_a_cut_tail_is_not_loaded_after_a_crash(
     third = next(i for i in IDS if i not in (old, new))
     replicas.net.isolate(new)
     replicas.net.drop = lambda src, _dst, msg: (
-        (src, msg.get("message", {}).get("type"))
+        (src, message_type(msg))
         in {
             (third, "pre_vote"),
             (third, "request_vote"),
@@ -301,7 +302,7 @@ def raft_messages(replicas: Replicas) -> list[tuple[str, str, str]]:
 
     def record(src: str, dst: str, frame: dict) -> bool:
         if "message" in frame:
-            seen.append((src, dst, frame["message"].get("type")))
+            seen.append((src, dst, message_type(frame)))
         return False
 
     replicas.net.drop = record
@@ -330,6 +331,42 @@ async def test_an_idle_partition_goes_quiet_and_wakes_for_a_produce(replicas: Re
     await replicas.run(0.5)
     assert all(p.group.quiet for p in replicas.partitions.values())
     assert len(values(replicas.partitions[leader])) == 10
+
+
+async def test_an_awake_follower_takes_heartbeats_without_a_tick_and_still_commits(
+    replicas: Replicas,
+) -> None:
+    """FORK.md 11: a follower ran pysyncobj's message handler and a whole tick for every
+    heartbeat of every awake group (half of a loaded node's loop at 1,000 partitions). The
+    heartbeats that name its last entry now only feed its election timer and commit index;
+    it ticks when there is something to apply, and heartbeats still keep the leader."""
+    leader = await replicas.leader()
+    followers = [i for i in IDS if i != leader]
+    replicas.partitions[leader].group.obj.quiesceAfter = None  # heartbeats every interval
+    term = replicas.partitions[leader].group.term
+    ticks: collections.Counter[str] = collections.Counter()
+    for node_id in followers:
+        ticker = replicas.contexts[node_id].ticker
+        schedule = ticker.schedule
+
+        def counted(group, node_id=node_id, schedule=schedule) -> None:  # noqa: ANN001
+            ticks[node_id] += 1
+            schedule(group)
+
+        ticker.schedule = counted  # type: ignore[method-assign]
+    seen = raft_messages(replicas)
+    await replicas.run(3.0)  # 30 heartbeats, three maximum election timeouts
+    assert ticks == collections.Counter()
+    assert sum(1 for src, _, kind in seen if src == leader and kind == "append_entries") >= 30
+    ack = replicas.produce(leader, 0, 5)
+    await replicas.run(0.3)
+    assert ack.done() and ack.result().error == ErrorCode.none
+    # The entry and then the commit index that the next heartbeat carried: a tick each.
+    assert all(ticks[f] >= 1 for f in followers)
+    assert all(values(replicas.partitions[f]) == values(replicas.partitions[leader]) for f in IDS)
+    assert len(values(replicas.partitions[leader])) == 5
+    assert all(p.group.leader_id == leader for p in replicas.partitions.values())
+    assert all(p.group.term == term for p in replicas.partitions.values())
 
 
 @pytest.mark.parametrize("fault", ["isolated", "silent one way"])
