@@ -18,7 +18,9 @@ from raftlog.raft.mesh import Mesh
 WINDOW_BYTES = 2 * 1024 * 1024
 
 # An append_entries with these keys and no entries is a plain heartbeat (FORK.md, 11).
-_HEARTBEAT_KEYS = frozenset(("type", "term", "commit_index", "entries", "prevLogIdx", "prevLogTerm"))
+_HEARTBEAT_KEYS = frozenset(
+    ("type", "term", "commit_index", "entries", "prevLogIdx", "prevLogTerm")
+)
 
 
 def as_beat(message: dict) -> list | None:
@@ -29,8 +31,17 @@ def as_beat(message: dict) -> list | None:
     and, unless they change something, without a tick."""
     kind = message.get("type")
     if kind == "append_entries":
-        if "prevLogIdx" in message and not message.get("entries") and message.keys() <= _HEARTBEAT_KEYS:
-            return [message["term"], message["commit_index"], message["prevLogIdx"], message["prevLogTerm"]]
+        if (
+            "prevLogIdx" in message
+            and not message.get("entries")
+            and message.keys() <= _HEARTBEAT_KEYS
+        ):
+            return [
+                message["term"],
+                message["commit_index"],
+                message["prevLogIdx"],
+                message["prevLogTerm"],
+            ]
     elif kind == "next_node_idx" and message["success"] and not message["reset"]:
         return [message["next_node_idx"]]
     return None
