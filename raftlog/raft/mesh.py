@@ -176,6 +176,9 @@ class _Connection(asyncio.Protocol):
                 return
 
     def _more_frames(self) -> None:
+        # Frames still waiting to be handled are the peer's: it counts as heard until they
+        # are (reading is paused meanwhile, so data_received does not say so).
+        self.last_received = time.monotonic()
         self._paused = False
         try:
             self._frames()
@@ -485,11 +488,18 @@ class Mesh:
             await asyncio.sleep(RECONNECT_DELAY)
 
     async def _keepalive(self) -> None:
+        last_round = time.monotonic()
         while True:
             await asyncio.sleep(PING_INTERVAL)
             now = time.monotonic()
+            # A round that comes late found this node's own loop busy: what its peers sent
+            # meanwhile may still be unread, so no peer is judged silent by it. Judged
+            # anyway, a node back from a long turn woke every quiet group it holds, and that
+            # work made its next turns long too (issue 12, spread produce).
+            judge = now - last_round < PING_INTERVAL + SILENT_AFTER / 2
+            last_round = now
             for conn in list(self._connections.values()):
-                silent = now - conn.last_received > SILENT_AFTER
+                silent = judge and now - conn.last_received > SILENT_AFTER
                 if silent and not conn.silent and conn.peer_id is not None:
                     for endpoint in list(self._endpoints.values()):
                         endpoint.peer_silent(conn.peer_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 from pysyncobj.node import Node
@@ -200,5 +201,33 @@ async def test_a_turns_heartbeats_and_answers_to_a_peer_travel_as_one_frame_in_o
             ("2", [3, 6, 6, 3]),
         ]
         assert inboxes["h"].received == [("2", [9]), ("2", refusal)]
+    finally:
+        await b.close()
+
+
+async def test_a_node_back_from_a_long_loop_turn_does_not_take_its_peers_for_silent(
+    listener,
+) -> None:
+    """Under spread produce a node's loop turns grew past the silence threshold; on its
+    return the keepalive found every peer unheard (their frames were still unread) and woke
+    every quiet group it held, which made the next turns long too. A late keepalive round
+    judges no peer; a peer that stays silent is still reported by the next one."""
+    a, port = listener
+    silences: list[str] = []
+    inbox = Inbox(a)
+    inbox.peer_silent = silences.append  # type: ignore[method-assign]
+    a.register("g", inbox)
+    b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
+    await b.start()
+    try:
+        await until(lambda: a.connected("2"), "the connection")
+        await asyncio.sleep(2 * mesh_module.PING_INTERVAL)
+        time.sleep(2 * mesh_module.SILENT_AFTER)  # one long turn of the shared loop
+        await asyncio.sleep(4 * mesh_module.PING_INTERVAL)
+        assert silences == []
+        for task in b._tasks:  # now b really falls silent: no more pings
+            if task.get_coro().__name__ == "_keepalive":
+                task.cancel()
+        await until(lambda: silences == ["2"], "the silence")
     finally:
         await b.close()
