@@ -89,6 +89,7 @@ class AdminServer:
                     "leader": int(group_leader) if group_leader is not None else None,
                     "term": p.group.term,
                     "is_leader": p.is_leader,
+                    "quiet": p.group.quiet,  # its Raft group idle: no timers, no heartbeats
                     "high_watermark": p.high_watermark,
                     "log_end_offset": p.log_end_offset,
                     "log_start_offset": p.log_start_offset,

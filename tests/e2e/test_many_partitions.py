@@ -85,6 +85,18 @@ def test_a_thousand_partitions_are_led_written_read_and_re_led_after_a_kill(clus
     first = produce_one_each(cluster.bootstrap, 0)
     assert set(first) == set(range(PARTITIONS)) and set(first.values()) == {0}
 
+    def awake() -> int:
+        """Replicas of the topic whose Raft group still runs timers, over all nodes."""
+        return sum(
+            not p["quiet"]
+            for n in cluster.node_ids
+            for p in cluster.status(n, timeout=10)["partitions"]
+            if p["topic"] == TOPIC
+        )
+
+    # Written and idle again, the thousand groups go quiet: no timers, no heartbeats.
+    wait_for(lambda: awake() == 0, 60, what=f"the {PARTITIONS} idle groups to go quiet")
+
     victim = by_node.most_common(1)[0][0]
     cluster.kill(victim)
     killed = time.monotonic()
