@@ -17,10 +17,12 @@ from dataclasses import dataclass
 FDS_PER_REPLICA = 5
 # Descriptors kept for everything else: client and peer connections, the controller, logs.
 RESERVED_FDS = 1024
-# What the multi-Raft layer holds on a 2-core node: a 1,000-partition topic at RF 3 (plus
-# the internal topics' replicas) is led in 8-26 s, idles at 2-3 % of a core, takes a produce
-# spread over all of them (every record acknowledged, if slowly: 1-7 MB/s of 1 KiB records)
-# and is re-led in 3-14 s after a leader's kill -9 (issue 12; tests/e2e/test_many_partitions).
+# What the multi-Raft layer holds well on a 2-core node: a 1,000-partition topic at RF 3
+# (plus the internal topics' replicas) is led in 6-20 s, idles at about 2 % of a core, takes
+# a produce spread over all of them (every record acknowledged, if slowly: 3-25 MB/s of 1 KiB
+# records) and is re-led in about 3 s after a leader's kill -9 (issue 12; `make bench`,
+# tests/e2e/test_many_partitions). 3,000 work with max.partition.replicas.per.node raised,
+# but a leader's kill -9 then takes about 11 s to heal.
 CAPACITY_REPLICAS = 1100
 
 
