@@ -233,7 +233,9 @@ def notes(settings: dict, runs: int, values: str) -> list[str]:
     workloads = [
         f"produce: {s['produce_mb']:g} MB per run over {s['partitions']} partitions, acks=all, "
         "linger.ms=5, batch.size=1 MiB.",
-        "consume: the uncompressed topic from offset 0, timed from the first batch.",
+        "consume: the uncompressed topic from offset 0, timed from the first batch; "
+        "fetch.queue.backoff.ms=10 (librdkafka's 1 s pause when its queue is full measured "
+        "the Python loop, not the broker).",
         f"latency: {s['latency_records']} records, one in flight (acks=all, linger.ms=0).",
         f"end-to-end: {s['latency_records']} records at {E2E_RATE}/s, librdkafka's fetch "
         "defaults (fetch.wait.max.ms 500).",
