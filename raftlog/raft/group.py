@@ -40,13 +40,13 @@ class RaftTimings:
     election_max: float = 1.0
     leader_fallback: float = 1.0
     compaction_entries: int = 5000
-    # A snapshot is also taken this long after the last (each group waits 1-1.5 times it,
-    # drawn at random). A partition's snapshot is its Raft window cut and its producer state
-    # saved, three fsyncs, about 10 ms here: at pysyncobj's 60 s every partition of a new
+    # A snapshot is also taken this long after the last, if anything was applied since: it
+    # moves the floor below which retention and compaction may work. Each group waits 1-1.5
+    # times it, drawn at random. A partition's snapshot is its Raft window cut and its
+    # producer state saved, three fsyncs: with the same 60 s for all, every partition of a new
     # 1,000-partition topic took its snapshot in the same second, every minute, and the burst
-    # stalled each node's loop for seconds. The window's own bounds (compaction_entries,
-    # partition.WINDOW_BYTES) keep what a restart replays small without it.
-    compaction_seconds: float = 600.0
+    # held each node's loop for seconds (half of a 20 s profile).
+    compaction_seconds: float = 60.0
     # Above pysyncobj's chunked-transfer threshold it mis-detects the last chunk (DESIGN.md
     # section 2), so every entry must stay below this; produce enforces it.
     max_message_bytes: int = 4 * 1024 * 1024
