@@ -1,6 +1,6 @@
 """The one leader-epoch check every API that carries an epoch goes through (KIP-320)."""
 
-from kafka_api.errors import ErrorCode
+from kio.schema.errors import ErrorCode
 
 NO_EPOCH = -1
 

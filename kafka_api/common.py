@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from epoch.fencing import check_leader_epoch
-from kafka_api.errors import ErrorCode
 from raftlog.broker import Broker, BrokerInfo, Partition, TopicInfo
+from raftlog.errors import ErrorCode
 
 NO_THROTTLE = timedelta(0)
 # Kafka's "authorized operations not requested / not known" marker (INT32_MIN).

@@ -1,17 +1,7 @@
-"""Kafka error codes and the exception that carries one up to the handler that answers."""
+"""The protocol's own failure: a request whose answer is to drop the connection. Error codes
+and KafkaError live in raftlog.errors, where the log raises them."""
 
-from kio.schema.errors import ErrorCode
-
-__all__ = ["CloseConnection", "ErrorCode", "KafkaError"]
-
-
-class KafkaError(Exception):
-    """Raised below the handlers; the handler turns it into the error field of its answer."""
-
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
+__all__ = ["CloseConnection"]
 
 
 class CloseConnection(Exception):

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, overload
 
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator

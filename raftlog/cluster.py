@@ -121,7 +121,7 @@ def start_node(config: Path, data_dir: Path) -> int:
     """Starts `raftlog serve` detached from this terminal; its console goes to a file."""
     console = open(data_dir / "console.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [sys.executable, "-m", "raftlog.cli", "serve", "--config", str(config)],
+        [sys.executable, "-m", "raftlog_app.cli", "serve", "--config", str(config)],
         stdin=subprocess.DEVNULL,
         stdout=console,
         stderr=subprocess.STDOUT,

@@ -1,4 +1,5 @@
-"""One raftlog node: mesh, controller, partition replicas, Kafka listener, admin listener."""
+"""One raftlog node: mesh, controller, partition replicas, group coordinator and the work
+that keeps them. Its listeners are composed around it by raftlog_app.process."""
 
 from __future__ import annotations
 
@@ -13,10 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from epoch.history import HistoryJournal
-from kafka_api.errors import ErrorCode
-from kafka_api.server import KafkaServer
 from raftlog import limits, topic_config
-from raftlog.admin import AdminServer
 from raftlog.broker import (
     BrokerInfo,
     ConfigEntry,
@@ -31,6 +29,7 @@ from raftlog.broker import (
 )
 from raftlog.config import BROKER_DEFAULTS, NodeConfig
 from raftlog.controller import EXISTS, Controller, ControllerUnavailable
+from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.heap import HeapFreezer
@@ -68,8 +67,6 @@ class Node:
         self._changed = asyncio.Event()
         self._producer_ids: tuple[int, int] | None = None  # [next, end) of this node's block
         self._coordinating: set[int] = set()  # __consumer_offsets partitions attached to groups
-        self.kafka: KafkaServer | None = None
-        self.admin: AdminServer | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -108,15 +105,6 @@ class Node:
             self._controller_changed,
         )
         self._reconcile()
-        self.kafka = KafkaServer(
-            self,
-            *cfg.kafka_listen,
-            max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
-            max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
-        )
-        await self.kafka.start()
-        self.admin = AdminServer(self, *cfg.admin_listen, token=cfg.admin_token)
-        await self.admin.start()
         self._tasks = [
             asyncio.create_task(self._register()),
             asyncio.create_task(self._gossip()),
@@ -124,17 +112,10 @@ class Node:
             asyncio.create_task(self._compaction()),
             asyncio.create_task(self._lag_monitor()),
         ]
-        log.info("node %d serving Kafka on %s:%d", self.node_id, *cfg.kafka_listen)
 
-    async def stop(self, graceful: bool = True) -> None:
-        if graceful:
-            await self._hand_over_leadership()
+    async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        if self.kafka is not None:
-            await self.kafka.close()
-        if self.admin is not None:
-            await self.admin.close()
         self.groups.close()
         for partition in self.partitions.values():
             partition.close()
@@ -143,7 +124,7 @@ class Node:
         await self.mesh.close()
         self.history.close()
 
-    async def _hand_over_leadership(self, timeout: float = 5.0) -> None:
+    async def hand_over_leadership(self, timeout: float = 5.0) -> None:
         """Transfers every group this node leads to a caught-up follower before leaving, so
         clients see one clean leader change instead of an election timeout."""
         groups = [p.group for p in self.partitions.values()] + [self.controller.group]

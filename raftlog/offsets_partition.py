@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.partition import Partition
 from raftlog.storage.batch import iter_batches
 

@@ -17,8 +17,8 @@ from pysyncobj.config import FAIL_REASON
 from epoch import history
 from epoch.cache import EpochCache
 from epoch.history import HistoryJournal
-from kafka_api.errors import ErrorCode, KafkaError
 from raftlog.broker import ProduceResult, TimestampOffset
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.producer_state import ProducerState, Verdict
 from raftlog.raft.group import RaftGroup, RaftTimings
 from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal

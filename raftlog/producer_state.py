@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgpack
 
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 from raftlog.storage.batch import BatchHeader
 
 # Kafka keeps the last five batches of each producer for duplicate detection; a producer

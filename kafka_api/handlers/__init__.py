@@ -82,6 +82,9 @@ def supported_versions() -> list[tuple[int, int, int]]:
     return sorted((key, h.MIN_VERSION, h.MAX_VERSION) for key, h in HANDLERS.items())
 
 
+api_versions.advertise(supported_versions())
+
+
 def expects_response(api_key: int, request: Any) -> bool:
     """Only Produce with acks=0 goes unanswered: the client does not read a response to it."""
     return api_key != produce.API_KEY or request.acks != 0

@@ -10,7 +10,7 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, topic_name_error
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 
 API_KEY = 33
 MIN_VERSION = 0

@@ -6,11 +6,10 @@ import functools
 import re
 from typing import Any
 
-from kafka_api import handlers
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -18,6 +17,16 @@ MAX_VERSION = 4
 
 # KIP-511: what Kafka accepts as ClientSoftwareName / ClientSoftwareVersion (v3+).
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+# (api key, min version, max version) of every served API, handed down by the registry
+# (kafka_api.handlers) that imports this module, rather than imported back from it.
+_advertised: tuple[tuple[int, int, int], ...] = ()
+
+
+def advertise(versions: list[tuple[int, int, int]]) -> None:
+    global _advertised
+    _advertised = tuple(versions)
+    response.cache_clear()
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -41,7 +50,7 @@ def response(version: int, error: ErrorCode) -> Any:
     m = response_module(API_KEY, version)
     api_keys = tuple(
         m.ApiVersion(api_key=key, min_version=low, max_version=high)
-        for key, low, high in handlers.supported_versions()
+        for key, low, high in _advertised
     )
     return build(
         m.ApiVersionsResponse, error_code=error, api_keys=api_keys, throttle_time=NO_THROTTLE

@@ -7,8 +7,8 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis, topic_name_error
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode
 from raftlog.broker import Broker, ConfigEntry, TopicInfo, TopicResult, TopicSpec
+from raftlog.errors import ErrorCode
 
 API_KEY = 19
 MIN_VERSION = 2  # Kafka 4's baseline

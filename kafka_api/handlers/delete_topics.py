@@ -7,8 +7,8 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode
 from raftlog.broker import TopicResult
+from raftlog.errors import ErrorCode
 
 API_KEY = 20
 MIN_VERSION = 1  # Kafka 4's baseline

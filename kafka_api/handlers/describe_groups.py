@@ -9,7 +9,7 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 
 API_KEY = 15
 MIN_VERSION = 0

@@ -8,8 +8,8 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode
 from raftlog.broker import LogDirInfo
+from raftlog.errors import ErrorCode
 
 API_KEY = 35
 MIN_VERSION = 1  # Kafka 4's baseline; kio models no v0

@@ -19,9 +19,9 @@ from kafka_api.common import (
     resolve_topic,
 )
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode, KafkaError
 from kafka_api.fetch_encoding import FETCH_API_KEY
 from raftlog.broker import Broker, Partition, TopicInfo
+from raftlog.errors import ErrorCode, KafkaError
 
 API_KEY = FETCH_API_KEY
 MIN_VERSION = 4  # Kafka 4's baseline

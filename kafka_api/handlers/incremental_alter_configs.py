@@ -8,8 +8,8 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode
 from kafka_api.handlers.alter_configs import Outcome, alter_each
+from raftlog.errors import ErrorCode
 from raftlog.topic_config import LIST, split_list
 
 API_KEY = 44

@@ -8,8 +8,8 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode, KafkaError
 from raftlog.broker import Broker, TimestampOffset, TopicInfo
+from raftlog.errors import ErrorCode, KafkaError
 
 API_KEY = 2
 MIN_VERSION = 1  # Kafka 4's baseline

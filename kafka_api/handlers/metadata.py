@@ -12,8 +12,9 @@ from kafka_api.common import (
     topic_name_error,
 )
 from kafka_api.context import RequestContext
-from kafka_api.errors import CloseConnection, ErrorCode
+from kafka_api.errors import CloseConnection
 from raftlog.broker import Broker, TopicInfo, TopicSpec
+from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 
 API_KEY = 3

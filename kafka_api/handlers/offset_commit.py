@@ -13,7 +13,7 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 from raftlog.groups.results import CommitOffset
 
 API_KEY = 8

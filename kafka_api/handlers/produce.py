@@ -20,8 +20,9 @@ from kafka_api.common import (
     resolve_topic,
 )
 from kafka_api.context import RequestContext
-from kafka_api.errors import CloseConnection, ErrorCode, KafkaError
+from kafka_api.errors import CloseConnection
 from raftlog.broker import Broker, ProduceResult, TopicInfo
+from raftlog.errors import ErrorCode, KafkaError
 
 API_KEY = 0
 MIN_VERSION = 3  # v3 is the first with magic-2 batches only; Kafka 4 serves no older one

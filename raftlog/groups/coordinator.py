@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.groups.group import Group, GroupState, Member, Protocols, TopicPartition
 from raftlog.groups.offsets_log import OffsetsLog
 from raftlog.groups.records import (

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 from raftlog.groups.records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 
 Protocols = tuple[tuple[str, bytes], ...]  # (name, metadata) in the member's preference order

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

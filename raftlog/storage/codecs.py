@@ -14,7 +14,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 # What one produced batch may decompress to. Kafka sets no such bound; a bomb (1 GiB in a

@@ -16,7 +16,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.storage import compaction
 from raftlog.storage.batch import BatchHeader, parse_header
 from raftlog.storage.compaction import CompactionResult, OffsetMap

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 
 # (start, end, offset delta, timestamp delta, key, is a tombstone) of one record
 Record = tuple[int, int, int, int, bytes | None, bool]

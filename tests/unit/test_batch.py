@@ -5,7 +5,7 @@ import pytest
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import (
     HEADER_SIZE,
     INLINE_RECORDS,

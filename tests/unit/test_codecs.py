@@ -11,7 +11,7 @@ import pytest
 import zstandard
 from support.wire import zstd_bomb
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import check_records
 from raftlog.storage.records import varint
 

@@ -5,7 +5,7 @@ import pytest
 from epoch import history
 from epoch.cache import EpochCache, read_checkpoint
 from epoch.fencing import check_leader_epoch
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 import pytest
 from support import offsets_decoder as D
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.groups import records as R
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator, java_string_hash
 from raftlog.groups.results import CommitOffset, JoinResult, LeavingMember

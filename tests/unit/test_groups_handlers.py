@@ -14,7 +14,6 @@ from kio.static.constants import EntityType
 
 from kafka_api.codec import build, encode_response
 from kafka_api.context import RequestContext
-from kafka_api.errors import ErrorCode
 from kafka_api.handlers import (
     HANDLERS,
     delete_groups,
@@ -29,6 +28,7 @@ from kafka_api.handlers import (
     sync_group,
 )
 from raftlog.broker import Coordinator, PartitionInfo, TopicInfo
+from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset
 

@@ -12,7 +12,7 @@ from kio.static.constants import EntityType
 
 from kafka_api.codec import build
 from kafka_api.context import RequestContext
-from kafka_api.errors import CloseConnection, ErrorCode, KafkaError
+from kafka_api.errors import CloseConnection
 from kafka_api.handlers import (
     create_topics,
     delete_topics,
@@ -31,6 +31,7 @@ from raftlog.broker import (
     TopicInfo,
     TopicResult,
 )
+from raftlog.errors import ErrorCode, KafkaError
 
 E = ErrorCode
 

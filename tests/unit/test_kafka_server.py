@@ -18,9 +18,9 @@ from support.aio import until
 
 from kafka_api import server as server_module
 from kafka_api.codec import build, response_module
-from kafka_api.errors import ErrorCode
 from kafka_api.handlers import HANDLERS, supported_versions
 from kafka_api.server import KafkaServer
+from raftlog.errors import ErrorCode
 
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 

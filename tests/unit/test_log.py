@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import (
     crc_ok,
     first_record_at,

@@ -17,10 +17,10 @@ from support.wire import make_batch
 
 import raftlog.raft.syncobj_fork as core
 from epoch.history import HistoryJournal
-from kafka_api.errors import ErrorCode
 from raftlog import topic_config
 from raftlog.broker import ProduceResult
 from raftlog.config import BROKER_DEFAULTS, TOPIC_SYNONYMS
+from raftlog.errors import ErrorCode
 from raftlog.partition import NodeContext, Partition
 from raftlog.raft.group import RaftTimings
 from raftlog.raft.ticker import Ticker

@@ -1,6 +1,6 @@
 """Idempotent producer sequence rules (KIP-98), as the leader applies them."""
 
-from kafka_api.errors import ErrorCode
+from raftlog.errors import ErrorCode
 from raftlog.producer_state import BATCHES_KEPT, MAX_PRODUCERS, ProducerState
 from raftlog.storage.batch import BatchHeader
 

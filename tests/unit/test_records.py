@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.wire import zigzag
 
-from kafka_api.errors import ErrorCode, KafkaError
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.storage.records import count, walk
 
 

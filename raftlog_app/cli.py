@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import json
 import logging
-import signal
 import sys
 import time
 import urllib.error
@@ -16,8 +15,10 @@ from pathlib import Path
 import uvloop
 from kafka.errors import KafkaError as ClientError
 
-from raftlog import audit_cli, cluster, groups_cli
+from raftlog import cluster
 from raftlog.config import ConfigError, NodeConfig
+from raftlog_app import audit_cli, groups_cli
+from raftlog_app.process import NodeProcess
 
 DEFAULT_DATA = Path("data")
 # How long `topic create` waits for every partition to have a leader, showing progress.
@@ -136,8 +137,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from raftlog.node import Node
-
     config = NodeConfig.load(args.config)
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -152,22 +151,11 @@ def _serve(args: argparse.Namespace) -> int:
         handlers=[log_file, logging.StreamHandler()],
     )
 
-    async def run() -> None:
-        node = Node(config)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await node.start()
-        await stop.wait()
-        logging.getLogger("raftlog").info("stopping: handing over leadership")
-        await node.stop(graceful=True)
-
     # uvloop's transports send without the copies and buffer shuffling of asyncio's own
     # (bytearray extend, del buffer[:n]), which were a fifth of a busy node's time.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         try:
-            runner.run(run())
+            runner.run(NodeProcess(config).run_until_signalled())
         except OSError as e:  # a port in use, a data directory it may not write
             raise ConfigError(f"node {config.node_id} cannot start: {e}") from None
     return 0

@@ -1,0 +1,16 @@
+"""Kafka's error codes, and the exception that carries one from the log up to the handler
+that answers. They live below the protocol package because the log, the groups and the
+epoch checks answer in Kafka's codes too; kafka_api imports them from here."""
+
+from kio.schema.errors import ErrorCode
+
+__all__ = ["ErrorCode", "KafkaError"]
+
+
+class KafkaError(Exception):
+    """Raised below the handlers; the handler turns it into the error field of its answer."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message

@@ -1,0 +1,57 @@
+"""One node process: raftlog's Node, its Kafka listener and its admin listener, started and
+stopped in the order that keeps clients' view clean."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from kafka_api.server import KafkaServer
+from raftlog.admin import AdminServer
+from raftlog.config import NodeConfig
+from raftlog.node import Node
+
+log = logging.getLogger("raftlog.process")
+
+
+class NodeProcess:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.node = Node(config)
+        self.kafka: KafkaServer | None = None
+        self.admin: AdminServer | None = None
+
+    async def start(self) -> None:
+        cfg = self.config
+        await self.node.start()
+        self.kafka = KafkaServer(
+            self.node,
+            *cfg.kafka_listen,
+            max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
+            max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
+        )
+        await self.kafka.start()
+        self.admin = AdminServer(self.node, *cfg.admin_listen, token=cfg.admin_token)
+        await self.admin.start()
+        log.info("node %d serving Kafka on %s:%d", cfg.node_id, *cfg.kafka_listen)
+
+    async def stop(self) -> None:
+        """Leadership goes first, while clients can still be told where it went; then the
+        listeners, so no request reaches a replica being closed; then the node."""
+        await self.node.hand_over_leadership()
+        if self.kafka is not None:
+            await self.kafka.close()
+        if self.admin is not None:
+            await self.admin.close()
+        await self.node.stop()
+
+    async def run_until_signalled(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        await stop.wait()
+        log.info("stopping: handing over leadership")
+        await self.stop()
