@@ -18,6 +18,7 @@ from epoch.replica_state import ReplicaState, spans
 from raftlog.raft.group import failure_name
 
 if TYPE_CHECKING:
+    from raftlog.cluster_view import ClusterView
     from raftlog.node import Node
     from raftlog.partition import Partition
 
@@ -37,8 +38,11 @@ def _epoch_state(node_id: int, partition: Partition) -> dict:
 
 
 class AdminServer:
-    def __init__(self, node: Node, host: str, port: int, token: str | None = None) -> None:
+    def __init__(
+        self, node: Node, view: ClusterView, host: str, port: int, token: str | None = None
+    ) -> None:
         self._node = node
+        self._view = view
         self._host, self._port = host, port
         self._token = token
         app = web.Application(middlewares=[self._authorize])
@@ -77,8 +81,8 @@ class AdminServer:
         await self._runner.cleanup()
 
     async def _status(self, request: web.Request) -> web.Response:
-        node = self._node
-        leader = node.controller_id()
+        node, view = self._node, self._view
+        leader = view.controller_id()
         partitions = []
         for (topic, index), p in sorted(node.partitions.items()):
             group_leader = p.group.leader_id
@@ -99,10 +103,10 @@ class AdminServer:
         return web.json_response(
             {
                 "node_id": node.node_id,
-                "cluster_id": node.cluster_id or None,
+                "cluster_id": view.cluster_id or None,
                 "controller_leader": leader if leader >= 0 else None,
-                "registered_nodes": sorted(node.registered_nodes()),
-                "live_nodes": [b.node_id for b in node.live_brokers()],
+                "registered_nodes": sorted(view.registered_nodes()),
+                "live_nodes": [b.node_id for b in view.live_brokers()],
                 "partitions": partitions,
             }
         )

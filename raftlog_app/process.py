@@ -9,6 +9,7 @@ import signal
 
 from kafka_api.server import KafkaServer
 from raftlog.admin import AdminServer
+from raftlog.broker_facade import BrokerFacade
 from raftlog.config import NodeConfig
 from raftlog.node import Node
 
@@ -25,14 +26,15 @@ class NodeProcess:
     async def start(self) -> None:
         cfg = self.config
         await self.node.start()
+        broker = BrokerFacade(self.node)
         self.kafka = KafkaServer(
-            self.node,
+            broker,
             *cfg.kafka_listen,
             max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
             max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
         )
         await self.kafka.start()
-        self.admin = AdminServer(self.node, *cfg.admin_listen, token=cfg.admin_token)
+        self.admin = AdminServer(self.node, broker.view, *cfg.admin_listen, token=cfg.admin_token)
         await self.admin.start()
         log.info("node %d serving Kafka on %s:%d", cfg.node_id, *cfg.kafka_listen)
 

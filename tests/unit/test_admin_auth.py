@@ -22,7 +22,7 @@ def post(url: str) -> tuple[int, str]:
 
 
 async def test_a_node_without_an_admin_token_refuses_every_change(unused_tcp_port) -> None:
-    admin = AdminServer(None, "127.0.0.1", unused_tcp_port)  # type: ignore[arg-type]
+    admin = AdminServer(None, None, "127.0.0.1", unused_tcp_port)  # type: ignore[arg-type]
     await admin.start()
     try:
         url = f"http://127.0.0.1:{unused_tcp_port}/v1/partitions/t/0/transfer-leadership"

@@ -1,0 +1,186 @@
+"""The Broker the Kafka handlers are given (raftlog.broker.Broker): one object that answers
+for this node, reading the cluster through ClusterView, changing topics through TopicAdmin
+and reaching local replicas and the group coordinator through the Node."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING
+
+from raftlog import topic_config
+from raftlog.broker import (
+    BrokerInfo,
+    ConfigEntry,
+    Coordinator,
+    LogDirInfo,
+    ReplicaDirInfo,
+    TopicInfo,
+    TopicResult,
+    TopicSpec,
+)
+from raftlog.cluster_view import ClusterView
+from raftlog.config import BROKER_DEFAULTS
+from raftlog.controller import ControllerUnavailable
+from raftlog.errors import ErrorCode
+from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
+from raftlog.topic_admin import TopicAdmin
+
+if TYPE_CHECKING:
+    import uuid
+
+    from raftlog.groups.coordinator import GroupCoordinator
+    from raftlog.node import Node
+    from raftlog.partition import Partition
+
+PRODUCER_ID_BLOCK = 1000
+MAX_PRODUCER_EPOCH = 32767
+
+
+class BrokerFacade:
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self.node_id = node.node_id
+        self.view = ClusterView(node)
+        self.admin = TopicAdmin(node, self.view)
+        self._producer_ids: tuple[int, int] | None = None  # [next, end) of this node's block
+
+    @property
+    def cluster_id(self) -> str:
+        return self.view.cluster_id
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        return self._node.groups
+
+    def controller_id(self) -> int:
+        return self.view.controller_id()
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return self.view.live_brokers()
+
+    def client_brokers(self) -> list[BrokerInfo]:
+        return self.view.client_brokers()
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.view.topics()
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.view.topic(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self.view.topic_by_id(topic_id)
+
+    async def create_topics(
+        self, specs: list[TopicSpec], validate_only: bool, timeout_ms: int
+    ) -> list[TopicResult]:
+        return await self.admin.create_topics(specs, validate_only, timeout_ms)
+
+    async def delete_topics(self, names: list[str], timeout_ms: int) -> list[TopicResult]:
+        return await self.admin.delete_topics(names, timeout_ms)
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[tuple[int, ...]] | None,
+        validate_only: bool,
+        timeout_ms: int,
+    ) -> TopicResult:
+        return await self.admin.create_partitions(
+            name, count, assignments, validate_only, timeout_ms
+        )
+
+    async def alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
+    ) -> TopicResult:
+        return await self.admin.alter_topic_configs(name, changes, incremental, validate_only)
+
+    def local_partition(self, topic: str, index: int) -> Partition | None:
+        return self._node.partitions.get((topic, index))
+
+    @property
+    def fetch_max_bytes(self) -> int:
+        return int(self._node.config.broker_setting("fetch.max.bytes"))
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return bool(self._node.config.broker_setting("auto.create.topics.enable"))
+
+    async def init_producer_id(
+        self, transactional_id: str | None, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        if transactional_id is not None:
+            return ErrorCode.invalid_request, -1, -1
+        if producer_id >= 0 and 0 <= producer_epoch < MAX_PRODUCER_EPOCH:
+            return ErrorCode.none, producer_id, producer_epoch + 1
+        if self._producer_ids is None or self._producer_ids[0] >= self._producer_ids[1]:
+            try:
+                first = await self._node.controller.call("allocate_producer_ids", PRODUCER_ID_BLOCK)
+            except ControllerUnavailable:
+                return ErrorCode.coordinator_not_available, -1, -1
+            self._producer_ids = (first, first + PRODUCER_ID_BLOCK)
+        pid = self._producer_ids[0]
+        self._producer_ids = (pid + 1, self._producer_ids[1])
+        return ErrorCode.none, pid, 0
+
+    async def find_coordinator(self, key: str, key_type: int) -> Coordinator:
+        if key_type != 0:
+            return Coordinator(
+                ErrorCode.invalid_request, message="transactions are not supported by raftlog"
+            )
+        if not key:
+            return Coordinator(ErrorCode.invalid_request, message="empty group id")
+        topic = self._node.controller.state.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            result = await self.admin.create_topic(TopicSpec(OFFSETS_TOPIC), False, 5000)
+            topic = self._node.controller.state.topics.get(OFFSETS_TOPIC)
+            if topic is None:
+                return Coordinator(ErrorCode.coordinator_not_available, message=result.message)
+        index = self._node.groups.partition_for(key)
+        info = self.view.partition_info(
+            OFFSETS_TOPIC, topic["id"], index, tuple(topic["partitions"][index])
+        )
+        node = self._node.controller.state.nodes.get(info.leader)
+        if info.leader < 0 or node is None:
+            return Coordinator(
+                ErrorCode.coordinator_not_available,
+                message=f"{OFFSETS_TOPIC} partition {index} has no leader yet",
+            )
+        return Coordinator(ErrorCode.none, info.leader, node["host"], node["port"])
+
+    def log_dirs(self) -> list[LogDirInfo]:
+        path = self._node.config.data_dir / "data"
+        usage = shutil.disk_usage(path)
+        replicas = tuple(
+            ReplicaDirInfo(
+                topic,
+                index,
+                sum(s.size for s in p.log.segments()),
+                max(0, p.high_watermark - p.log_end_offset),
+            )
+            for (topic, index), p in sorted(self._node.partitions.items())
+        )
+        return [LogDirInfo(str(path), replicas, usage.total, usage.free)]
+
+    def topic_configs(self, name: str) -> list[ConfigEntry] | None:
+        topic = self._node.controller.state.topics.get(name)
+        if topic is None:
+            return None
+        return topic_config.effective(topic["configs"], self._node.config.topic_defaults())
+
+    def broker_configs(self, node_id: int) -> list[ConfigEntry] | None:
+        if node_id not in self._node.controller.state.nodes and node_id != self._node.node_id:
+            return None
+        entries = [
+            ConfigEntry("broker.id", str(node_id), topic_config.STATIC_BROKER, read_only=True)
+        ]
+        for name, default in BROKER_DEFAULTS.items():
+            value = self._node.config.broker.get(name, default)
+            source = (
+                topic_config.STATIC_BROKER
+                if name in self._node.config.broker
+                else topic_config.DEFAULT
+            )
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            entries.append(ConfigEntry(name, text, source, read_only=True))
+        return entries
