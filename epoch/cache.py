@@ -13,14 +13,14 @@ import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from epoch import NO_EPOCH
+
 log = logging.getLogger(__name__)
 
 # Checkpoints are written by one thread, in the order asked: a thousand-partition election
 # storm rewrote a thousand of them, 2 ms each of the event loop while the filesystem was busy
 # (issue 12). Nothing reads them back but tools and people.
 _WRITER = ThreadPoolExecutor(1, thread_name_prefix="epoch-checkpoint")
-
-UNDEFINED = -1
 
 
 class EpochCache:
@@ -50,7 +50,7 @@ class EpochCache:
 
     @property
     def latest_epoch(self) -> int:
-        return self._epochs[-1] if self._epochs else UNDEFINED
+        return self._epochs[-1] if self._epochs else NO_EPOCH
 
     def start_offset(self, epoch: int) -> int | None:
         i = bisect.bisect_left(self._epochs, epoch)
@@ -61,8 +61,8 @@ class EpochCache:
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch (KIP-101/279): where `epoch` ends in this log, and the largest
         epoch <= it that this log holds. A follower truncates to that offset."""
-        if epoch == UNDEFINED or not self._epochs or epoch > self._epochs[-1]:
-            return UNDEFINED, UNDEFINED
+        if epoch == NO_EPOCH or not self._epochs or epoch > self._epochs[-1]:
+            return NO_EPOCH, NO_EPOCH
         if epoch == self._epochs[-1]:
             return epoch, log_end_offset
         if epoch < self._epochs[0]:
@@ -73,7 +73,7 @@ class EpochCache:
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch whose span holds `offset` (the largest with start <= offset)."""
         i = bisect.bisect_right(self._starts, offset) - 1
-        return self._epochs[i] if i >= 0 else UNDEFINED
+        return self._epochs[i] if i >= 0 else NO_EPOCH
 
 
 def _write_quietly(path: Path, epochs: list[tuple[int, int]]) -> None:

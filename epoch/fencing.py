@@ -2,7 +2,7 @@
 
 from kio.schema.errors import ErrorCode
 
-NO_EPOCH = -1
+from epoch import NO_EPOCH
 
 
 def check_leader_epoch(client_epoch: int, current_epoch: int) -> ErrorCode:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, overload
 
+from epoch import NO_EPOCH
 from raftlog.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class PartitionInfo:
     index: int
     replicas: tuple[int, ...]
     leader: int = -1  # -1 while no leader is known
-    leader_epoch: int = -1  # -1 while unknown; never goes down
+    leader_epoch: int = NO_EPOCH  # while unknown; never goes down
     isr: tuple[int, ...] = ()
     offline: tuple[int, ...] = ()
 
@@ -146,6 +147,12 @@ class LogDirInfo:
     usable_bytes: int = -1
 
 
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest): not times but questions.
+LATEST_TIMESTAMP = -1  # the high watermark
+EARLIEST_TIMESTAMP = -2  # the log start offset
+MAX_TIMESTAMP = -3  # the record with the largest timestamp (KIP-734)
+
+
 @dataclass(frozen=True, slots=True)
 class TimestampOffset:
     timestamp: int
@@ -197,7 +204,7 @@ class Partition(Protocol):
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """First offset whose record timestamp >= timestamp; None when there is none. Records
-        are read off the event loop. Also handles the special timestamps -1 (latest), -2 (earliest), -3 (max timestamp)."""
+        are read off the event loop. Also answers the special timestamps above."""
 
 
 class Broker(Protocol):

@@ -17,7 +17,13 @@ from pysyncobj.config import FAIL_REASON
 from epoch import history
 from epoch.cache import EpochCache
 from epoch.history import HistoryJournal
-from raftlog.broker import ProduceResult, TimestampOffset
+from raftlog.broker import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    ProduceResult,
+    TimestampOffset,
+)
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.producer_state import ProducerState, Verdict
 from raftlog.raft.group import RaftGroup, RaftTimings
@@ -342,7 +348,7 @@ class Partition:
     async def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         self._require_leader()
         hw = self.high_watermark
-        if timestamp == -1:
+        if timestamp == LATEST_TIMESTAMP:
             start = self.epochs.start_offset(self.leader_epoch)
             if start is not None and hw < start:
                 raise KafkaError(
@@ -350,10 +356,10 @@ class Partition:
                     "the high watermark has not reached the start of the current epoch",
                 )
             return TimestampOffset(-1, hw, self.leader_epoch)
-        if timestamp == -2:
+        if timestamp == EARLIEST_TIMESTAMP:
             start = self.log_start_offset
             return TimestampOffset(-1, start, self.epoch_for_offset(start))
-        if timestamp == -3:
+        if timestamp == MAX_TIMESTAMP:
             newest = self.log.newest_batch(hw)
             if newest is None:
                 return None

@@ -8,6 +8,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from epoch import NO_EPOCH
 from kafka_api.codec import build, response_module
 from kafka_api.common import (
     LEADER_MOVED,
@@ -125,10 +126,10 @@ def _requested(ctx: RequestContext, request: Any) -> list[tuple[Any, list[_Slot]
                 _Slot(
                     topic=topic,
                     index=requested.partition,
-                    client_epoch=requested.current_leader_epoch if version >= 9 else -1,
+                    client_epoch=requested.current_leader_epoch if version >= 9 else NO_EPOCH,
                     fetch_offset=requested.fetch_offset,
                     max_bytes=requested.partition_max_bytes,
-                    last_fetched_epoch=requested.last_fetched_epoch if version >= 12 else -1,
+                    last_fetched_epoch=requested.last_fetched_epoch if version >= 12 else NO_EPOCH,
                     error=topic_error,
                 )
             )

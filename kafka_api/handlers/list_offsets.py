@@ -5,23 +5,23 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from epoch import NO_EPOCH
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
-from raftlog.broker import Broker, TimestampOffset, TopicInfo
+from raftlog.broker import EARLIEST_TIMESTAMP, Broker, TimestampOffset, TopicInfo
 from raftlog.errors import ErrorCode, KafkaError
 
 API_KEY = 2
 MIN_VERSION = 1  # Kafka 4's baseline
 MAX_VERSION = 11
 
-EARLIEST = -2
 # Tiered-storage timestamps (KIP-1005 and later). Without tiered storage the local log is the
 # whole log, so EARLIEST_LOCAL is EARLIEST, and Kafka answers "nothing tiered" (offset -1,
 # timestamp -1, epoch -1) for LATEST_TIERED and EARLIEST_PENDING_UPLOAD.
 EARLIEST_LOCAL = -4
 NOTHING_TIERED = (-5, -6)
-_NOT_FOUND = TimestampOffset(timestamp=-1, offset=-1, leader_epoch=-1)
+_NOT_FOUND = TimestampOffset(timestamp=-1, offset=-1, leader_epoch=NO_EPOCH)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     ctx.broker,
                     topic,
                     requested.partition_index,
-                    requested.current_leader_epoch if version >= 4 else -1,
+                    requested.current_leader_epoch if version >= 4 else NO_EPOCH,
                     requested.timestamp,
                 )
             partitions.append(
@@ -75,7 +75,7 @@ async def _lookup(
         return ErrorCode.none, _NOT_FOUND
     try:
         found = await partition.offset_for_timestamp(
-            EARLIEST if timestamp == EARLIEST_LOCAL else timestamp
+            EARLIEST_TIMESTAMP if timestamp == EARLIEST_LOCAL else timestamp
         )
     except KafkaError as exc:
         return exc.code, _NOT_FOUND

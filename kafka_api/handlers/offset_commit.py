@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from epoch import NO_EPOCH
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
@@ -40,7 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 name,
                 p.partition_index,
                 p.committed_offset,
-                getattr(p, "committed_leader_epoch", -1),
+                getattr(p, "committed_leader_epoch", NO_EPOCH),
                 p.committed_metadata,
             )
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from epoch import NO_EPOCH
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
@@ -15,7 +16,7 @@ API_KEY = 23
 MIN_VERSION = 2  # Kafka 4's baseline; the first with current_leader_epoch
 MAX_VERSION = 4
 
-_UNDEFINED = (-1, -1)
+_UNDEFINED = (NO_EPOCH, -1)  # (epoch, end offset)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 from kio.serial.readers import tz_aware_from_i64
 
+from epoch import NO_EPOCH
 from kafka_api.codec import build, response_module
 from kafka_api.common import (
     LEADER_MOVED,
@@ -127,7 +128,7 @@ def _propose(
             error=ErrorCode.invalid_topic_exception,
             message=f"Cannot append to internal topic {topic.name}",
         )
-    partition, error = leader_partition(broker, topic, index, -1)
+    partition, error = leader_partition(broker, topic, index, NO_EPOCH)
     if partition is None:
         return ProduceResult(error=error)
     if not records:

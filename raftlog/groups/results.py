@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from epoch import NO_EPOCH
 from raftlog.errors import ErrorCode
 
 
@@ -61,7 +62,7 @@ class CommitOffset:
     topic: str
     partition: int
     offset: int
-    leader_epoch: int = -1
+    leader_epoch: int = NO_EPOCH
     metadata: str | None = None
 
 
@@ -70,7 +71,7 @@ class FetchedOffset:
     topic: str
     partition: int
     offset: int = -1  # -1: nothing committed
-    leader_epoch: int = -1
+    leader_epoch: int = NO_EPOCH
     metadata: str = ""
     error: ErrorCode = ErrorCode.none
 
