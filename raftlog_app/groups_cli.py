@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 from raftlog.groups import records
+from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 
-OFFSETS_TOPIC = "__consumer_offsets"
 CLIENT_ID = "raftlog-cli"
 DUMP_TIMEOUT_S = 60.0
 
@@ -100,7 +100,7 @@ def _assigned(member: dict[str, Any]) -> list[tuple[str, int]]:
         except ValueError:
             return []
     if isinstance(a, bytes | bytearray):
-        return decode_assignment(bytes(a))
+        return _partitions(bytes(a))
     if isinstance(a, dict):
         out = []
         for entry in a.get("assigned_partitions") or a.get("assignment") or []:
@@ -113,24 +113,10 @@ def _assigned(member: dict[str, Any]) -> list[tuple[str, int]]:
     return []
 
 
-def decode_assignment(data: bytes) -> list[tuple[str, int]]:
-    """ConsumerProtocolAssignment (any version: the fields used here never move)."""
+def _partitions(data: bytes) -> list[tuple[str, int]]:
     try:
-        pos = 2
-        (n,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        out = []
-        for _ in range(max(n, 0)):
-            (tlen,) = struct.unpack_from(">h", data, pos)
-            topic = data[pos + 2 : pos + 2 + tlen].decode()
-            pos += 2 + tlen
-            (pn,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            parts = struct.unpack_from(f">{max(pn, 0)}i", data, pos)
-            pos += 4 * max(pn, 0)
-            out.extend((topic, int(p)) for p in parts)
-        return sorted(out)
-    except (struct.error, UnicodeDecodeError):
+        return records.assigned_partitions(data)
+    except records.RecordError:
         return []
 
 
@@ -241,7 +227,7 @@ def _jsonable(value: Any, field: str = "") -> Any:
         raw = bytes(value)
         if field == "assignment":
             parts: dict[str, list[int]] = {}
-            for t, p in decode_assignment(raw):
+            for t, p in _partitions(raw):
                 parts.setdefault(t, []).append(p)
             return {"partitions": parts} if raw else {}
         if field == "subscription":
@@ -294,14 +280,8 @@ def _normalize(value: Any) -> Any:
 
 def _subscription_topics(data: bytes) -> list[str] | None:
     try:
-        (n,) = struct.unpack_from(">i", data, 2)
-        pos, topics = 6, []
-        for _ in range(n):
-            (tlen,) = struct.unpack_from(">h", data, pos)
-            topics.append(data[pos + 2 : pos + 2 + tlen].decode())
-            pos += 2 + tlen
-        return topics
-    except (struct.error, UnicodeDecodeError):
+        return records.subscription_topics(data)
+    except records.RecordError:
         return None
 
 

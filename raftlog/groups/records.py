@@ -13,6 +13,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from epoch import NO_EPOCH
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 VALUE_VERSION = 3  # written for both values
@@ -248,7 +250,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     """OffsetCommitValue v0-v4."""
     r, version = _value_reader(data, "OffsetCommitValue")
     offset = r.int64()
-    leader_epoch = r.int32() if version >= 3 else -1
+    leader_epoch = r.int32() if version >= 3 else NO_EPOCH
     metadata = r.string()
     commit_timestamp = r.int64()
     expire_timestamp = r.int64() if version == 1 else -1
@@ -304,3 +306,26 @@ def decode_value(
     if isinstance(key, OffsetCommitKey):
         return decode_offset_commit_value(data)
     return decode_group_metadata_value(data)
+
+
+# --------------------------------------------------------------------------- consumer protocol
+
+
+def subscription_topics(data: bytes) -> list[str]:
+    """The topics of a ConsumerProtocolSubscription (a classic consumer's join metadata). Its
+    versions (0-3) are not flexible and add fields only after the topics."""
+    r = _Reader(data)
+    r.int16()
+    return [r.string() for _ in range(r.array_length())]
+
+
+def assigned_partitions(data: bytes) -> list[tuple[str, int]]:
+    """(topic, partition) pairs, sorted, of a ConsumerProtocolAssignment (versions 0-3: not
+    flexible, the partitions first)."""
+    r = _Reader(data)
+    r.int16()
+    out = []
+    for _ in range(r.array_length()):
+        topic = r.string()
+        out.extend((topic, r.int32()) for _ in range(r.array_length()))
+    return sorted(out)

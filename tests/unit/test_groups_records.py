@@ -6,6 +6,7 @@ import struct
 
 import pytest
 from support import offsets_decoder as D
+from support.groups import encode_assignment, encode_subscription
 
 from raftlog.groups import records as R
 
@@ -170,3 +171,15 @@ def test_malformed_keys_are_rejected():
         R.decode_key(hexbytes("ff ff 00 00"))
     with pytest.raises(R.RecordError):
         R.decode_key(R.group_metadata_key("g") + b"x")
+
+
+def test_consumer_protocol_topics_and_partitions_read_with_the_records_reader() -> None:
+    """`raftlog groups describe` and the offsets-topic dump show a member's subscription and
+    assignment through these; a cut-off one is a RecordError, never a wrong answer."""
+    assignment = encode_assignment({"u": [1], "t": [2, 0]})
+    assert R.assigned_partitions(assignment) == [("t", 0), ("t", 2), ("u", 1)]
+    assert R.subscription_topics(encode_subscription(["t", "u"], b"ud")) == ["t", "u"]
+    with pytest.raises(R.RecordError):
+        R.assigned_partitions(assignment[:-9])
+    with pytest.raises(R.RecordError):
+        R.subscription_topics(b"\x00\x00\x00\x00\x00\x02\x00\x01t")
