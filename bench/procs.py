@@ -4,7 +4,6 @@ behind, so every process it starts goes through here."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import random
 import signal
@@ -14,18 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 HOST = "127.0.0.1"
-PR_SET_CHILD_SUBREAPER = 36
 
 
 class BenchError(RuntimeError):
     """A system under test misbehaved (did not start, did not answer, lost a record)."""
-
-
-def become_subreaper() -> None:
-    """`raftlog cluster up` exits after starting detached nodes; as subreaper we inherit
-    them, so a node we kill -9 can be reaped instead of lingering as a zombie."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str, step: float = 0.05):

@@ -32,8 +32,8 @@ import confluent_kafka  # noqa: E402
 
 from bench import report  # noqa: E402
 from bench import workloads as wl  # noqa: E402
-from bench.procs import become_subreaper  # noqa: E402
 from bench.systems import SYSTEMS, System, launched, tansu_binary  # noqa: E402
+from raftlog.cluster import become_subreaper  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import secrets
@@ -18,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raftlog.config import NodeConfig
+from raftlog.config import NodeConfig, toml_value
 
 RAFT_OFFSET = 1000
 ADMIN_OFFSET = 2000
 HOST = "127.0.0.1"
+PR_SET_CHILD_SUBREAPER = 36
 
 
 class ClusterError(Exception):
@@ -77,7 +79,7 @@ def write_config(
     peers = "".join(
         f'\n[[peers]]\nid = {s.node_id}\nraft = "{HOST}:{s.raft_port}"\n' for s in all_specs
     )
-    settings = "".join(f'"{k}" = {_toml_value(v)}\n' for k, v in sorted(broker.items()))
+    settings = "".join(f'"{k}" = {toml_value(v)}\n' for k, v in sorted(broker.items()))
     if settings:
         peers += "\n[broker]\n" + settings
     spec.data_dir.mkdir(parents=True, exist_ok=True)
@@ -94,14 +96,6 @@ def write_config(
     )
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return json.dumps(str(value))
-
-
 def parse_setting(item: str) -> tuple[str, Any]:
     """KEY=VALUE from the command line, the value typed as TOML would type it."""
     key, sep, text = item.partition("=")
@@ -115,6 +109,17 @@ def parse_setting(item: str) -> tuple[str, Any]:
         except ValueError:
             pass
     return key, text
+
+
+def become_subreaper() -> bool:
+    """Makes this process the subreaper of its descendants (Linux PR_SET_CHILD_SUBREAPER).
+    `raftlog cluster up` starts detached nodes and exits; without this they go to PID 1
+    (which in a container may never reap them) and a node killed with -9 stays a zombie.
+    Tests and the benchmark call it, so they can waitpid() the nodes they kill."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def start_node(config: Path, data_dir: Path) -> int:

@@ -24,6 +24,7 @@ raft = "node2:10092"
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,16 @@ TOPIC_SYNONYMS = {
 
 class ConfigError(ValueError):
     pass
+
+
+def toml_value(value: Any) -> str:
+    """A setting written as TOML: the configs `raftlog cluster up`, the tests and the
+    benchmark write are read back by NodeConfig.load."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(str(value))
 
 
 def parse_address(value: Any, what: str) -> tuple[str, int]:

@@ -29,7 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from support.cluster import become_subreaper, raftlog_argv, wait_for
+from support.cluster import raftlog_argv, wait_for
+
+from raftlog.cluster import become_subreaper
 
 from . import checker, faults, netns, report
 from .checker import Anomaly, ProducerInfo

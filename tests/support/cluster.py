@@ -10,7 +10,6 @@ Every wait is bounded, and every process a Cluster started (directly or through
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import json
 import os
@@ -27,6 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+from raftlog.config import toml_value
 
 T = TypeVar("T")
 
@@ -177,19 +178,6 @@ def rss_kb(pid: int) -> int | None:
     except OSError:
         return None
     return None
-
-
-def become_subreaper() -> bool:
-    """Make this process the subreaper of its descendants (Linux PR_SET_CHILD_SUBREAPER).
-
-    `raftlog cluster up` starts the nodes and exits; without this, the orphaned nodes go
-    to whatever PID 1 is (which in a container may never reap them) and a killed node
-    stays a zombie. As subreaper, the test process can waitpid() them."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
 
 
 def processes_under(path: Path) -> list[int]:
@@ -838,19 +826,11 @@ class Cluster:
         return f"<Cluster {self.name} {self.bootstrap or self.workdir}>"
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return json.dumps(str(value))
-
-
 def with_broker_settings(config_text: str, settings: dict[str, Any]) -> str:
     """A node config (TOML text) with `settings` in its `[broker]` table (created if
     missing; keys already there are replaced)."""
     lines = config_text.splitlines()
-    new = [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in settings.items()]
+    new = [f"{json.dumps(k)} = {toml_value(v)}" for k, v in settings.items()]
     try:
         start = next(i for i, line in enumerate(lines) if line.strip() == "[broker]")
     except StopIteration:
