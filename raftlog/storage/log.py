@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from bisect import bisect_right
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -433,27 +432,6 @@ class Log:
         with open(marker, "wb") as file:
             os.fsync(file.fileno())
         fsync_dir(self.directory)
-
-    @staticmethod
-    def replace_directory(live: Path, staged: Path) -> None:
-        """Swaps a fully written staged log directory in for the (closed) live one; a crash
-        leaves either the old or the new directory at `live`, or `live.old` and `staged` both."""
-        live, staged = Path(live), Path(staged)
-        old = live.with_name(live.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        for root, _, files in os.walk(staged):
-            for name in files:
-                fd = os.open(os.path.join(root, name), os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            fsync_dir(Path(root))
-        if live.exists():
-            os.rename(live, old)
-        os.rename(staged, live)
-        fsync_dir(live.parent)
-        shutil.rmtree(old, ignore_errors=True)
 
     # -- reads ---------------------------------------------------------------------------------
 

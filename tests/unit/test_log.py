@@ -693,26 +693,6 @@ def test_reset_continues_an_emptied_log_at_a_later_offset(tmp_path: Path) -> Non
     assert layout(open_log(tmp_path / "p")) == [(500, 3, 502, len(records(2)))]
 
 
-def test_replace_directory(tmp_path: Path) -> None:
-    live, staged = tmp_path / "topic-0", tmp_path / "topic-0.staged"
-    old = open_log(live)
-    old.append(records(2), term=1)
-    old.close()
-    new = open_log(staged)
-    new.append(records(5), term=3)
-    new.append(records(5), term=4)
-    new.close()
-    (staged / "raft").mkdir()
-    (staged / "raft" / "window").write_bytes(b"w")
-    Log.replace_directory(live, staged)
-    assert not staged.exists()
-    assert not (tmp_path / "topic-0.old").exists()
-    installed = open_log(live)
-    assert installed.was_clean
-    assert (installed.log_end_offset, installed.epochs()) == (10, [(3, 0), (4, 5)])
-    assert (live / "raft" / "window").read_bytes() == b"w"
-
-
 def test_record_timestamps_of_stored_batches_use_assigned_offsets(tmp_path: Path) -> None:
     log = open_log(tmp_path / "p")
     log.append(records(4), term=1)
