@@ -49,6 +49,7 @@ class FakePartition:
         self.epoch_ends: dict[int, tuple[int, int]] = {}
         self.timestamps: dict[int, TimestampOffset | KafkaError] = {}
         self._appended = asyncio.Event()
+        self.waits: list[float] = []  # the timeout of each wait_for_data
 
     def produce(self, records, acks, timeout_ms):
         self.calls.append(("produce", records, acks, timeout_ms))
@@ -72,6 +73,7 @@ class FakePartition:
         return data if len(data) <= max_bytes or min_one else b""
 
     async def wait_for_data(self, offset, timeout):
+        self.waits.append(timeout)
         if self.high_watermark <= offset:
             self._appended.clear()
             await asyncio.wait_for(self._appended.wait(), timeout)
@@ -379,8 +381,9 @@ async def test_fetch_long_poll_wakes_on_new_data():
         11, [("a", 0, 0, 100, -1, -1), ("a", 1, 0, 100, -1, -1)], min_bytes=1, max_wait=10_000
     )
     task = asyncio.create_task(fetch.handle(ctx(broker, 11), request))
-    await asyncio.sleep(0.05)
-    assert not task.done()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not task.done() and len(broker.partitions["a", 1].waits) == 1
     broker.partitions["a", 1].append(0, b"batch")
     response = await asyncio.wait_for(task, 1)
     assert fetched(response) == [(0, E.none, 0, b""), (1, E.none, 1, b"batch")]
@@ -389,11 +392,11 @@ async def test_fetch_long_poll_wakes_on_new_data():
 async def test_fetch_long_poll_gives_up_after_max_wait():
     broker = FakeBroker()
     broker.add_topic("a")
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     request = fetch_request(11, [("a", 0, 0, 100, -1, -1)], min_bytes=1, max_wait=100)
     response = await fetch.handle(ctx(broker, 11), request)
-    assert 0.09 < loop.time() - started < 0.5
+    # one wait, bounded by max_wait (less what the first read took), then the empty answer
+    [waited] = broker.partitions["a", 0].waits
+    assert 0.05 < waited <= 0.1
     assert fetched(response) == [(0, E.none, 0, b"")]
 
 
