@@ -218,6 +218,9 @@ class Partition:
         """Proposes queued requests, in arrival order, as few Raft entries as fit, while
         fewer than PROPOSALS_IN_FLIGHT are in Raft and the uncommitted part of the log stays
         within UNCOMMITTED_BYTES."""
+        if not self.is_leader:  # _settled, as pysyncobj refuses what a deposed leader held
+            self._fail_queued()
+            return
         limit = self._ctx.timings.max_message_bytes - 1
         while (
             self._queue

@@ -6,7 +6,6 @@ import asyncio
 import io
 import logging
 import struct
-import time
 import types
 from datetime import timedelta
 
@@ -111,18 +110,28 @@ async def assert_serving(server):
 
 
 async def test_responses_follow_request_order_while_handlers_overlap(kafka, monkeypatch):
+    """Handlers of one connection run at once and finish in any order; their responses
+    still go in request order. Each handler here waits for one sent after it (0 for 2,
+    2 for 3): run one after another they could never finish, and the reads time out."""
+    gates = {name: asyncio.Event() for name in "0123"}
+    waits_for = {"0": "2", "2": "3"}
+    finished = []
+
     async def handle(ctx, request):
-        await asyncio.sleep(float(request.topics[0].name))
-        return metadata_response([request.topics[0].name])
+        name = request.topics[0].name
+        if name in waits_for:
+            await gates[waits_for[name]].wait()
+        finished.append(name)
+        gates[name].set()
+        return metadata_response([name])
 
     monkeypatch.setitem(HANDLERS, METADATA, fake_handler(METADATA, handle))
     reader, writer = await connect(kafka)
-    delays = ["0.3", "0", "0.15", "0"]
-    started = time.monotonic()
-    writer.write(b"".join(frame(METADATA, 1, i, metadata_request(d)) for i, d in enumerate(delays)))
-    answers = [await read_response(reader, METADATA, 1) for _ in delays]
-    assert [(cid, r.topics[0].name) for cid, r in answers] == list(enumerate(delays))
-    assert time.monotonic() - started < 0.45, "handlers ran one after another"
+    names = list(gates)
+    writer.write(b"".join(frame(METADATA, 1, i, metadata_request(n)) for i, n in enumerate(names)))
+    answers = [await read_response(reader, METADATA, 1) for _ in names]
+    assert [(cid, r.topics[0].name) for cid, r in answers] == list(enumerate(names))
+    assert finished == ["1", "3", "2", "0"]
     writer.close()
 
 
@@ -148,9 +157,14 @@ async def test_requests_start_in_arrival_order(kafka, monkeypatch, limit):
 
 
 async def test_acks0_produce_is_not_answered_and_blocks_nothing(kafka, monkeypatch):
+    """An acks=0 produce has no response, so nothing after it waits for it: its handler
+    here finishes only once the test has read the response to the Metadata request sent
+    after it (held behind the produce, that response would never come)."""
+    metadata_read = asyncio.Event()
+
     async def produce(ctx, request):
         if request.acks == 0:
-            await asyncio.sleep(0.5)
+            await metadata_read.wait()
             return None
         return produce_response(7)
 
@@ -163,9 +177,8 @@ async def test_acks0_produce_is_not_answered_and_blocks_nothing(kafka, monkeypat
     writer.write(
         frame(PRODUCE, 3, 1, produce_request(0)) + frame(METADATA, 1, 2, metadata_request())
     )
-    started = time.monotonic()
     assert (await read_response(reader, METADATA, 1))[0] == 2
-    assert time.monotonic() - started < 0.4
+    metadata_read.set()
     writer.write(frame(PRODUCE, 3, 3, produce_request(1)))
     correlation_id, response = await read_response(reader, PRODUCE, 3)
     assert correlation_id == 3 and response.responses[0].partition_responses[0].base_offset == 7

@@ -1,7 +1,7 @@
 """Idempotent producer sequence rules (KIP-98), as the leader applies them."""
 
 from raftlog.errors import ErrorCode
-from raftlog.producer_state import BATCHES_KEPT, MAX_PRODUCERS, ProducerState
+from raftlog.producer_state import BATCHES_KEPT, MAX_PRODUCERS, SEQUENCE_WRAP, ProducerState
 from raftlog.storage.batch import BatchHeader
 
 
@@ -70,3 +70,28 @@ def test_snapshot_round_trip(tmp_path):
     assert offset == 50
     assert loaded.check(batch(pid=1, epoch=2, seq=0)).base_offset == 40
     assert ProducerState.load(tmp_path / "missing")[1] == 0
+
+
+def test_sequences_wrap_after_the_largest_int32():
+    """Kafka's sequences go on from 0 after 2**31 - 1, within a batch as across batches: a
+    long-lived producer is not refused once it has sent two billion records."""
+    s = ProducerState()
+    s.record(batch(seq=SEQUENCE_WRAP - 15, count=10), 0)
+    assert s.check(batch(seq=SEQUENCE_WRAP - 5, count=10)) is None  # its last sequence is 4
+    s.record(batch(seq=SEQUENCE_WRAP - 5, count=10), 10)
+    assert s.check(batch(seq=5)) is None
+    assert s.check(batch(seq=SEQUENCE_WRAP - 5, count=10)).base_offset == 10
+    assert s.check(batch(seq=0)).error == ErrorCode.out_of_order_sequence_number
+
+
+def test_a_new_epoch_forgets_the_batches_of_the_old_one():
+    """After an epoch bump the producer starts again at sequence 0: a batch of the new epoch
+    that repeats an old epoch's sequences is new data, and its retries answer its own offset."""
+    s = ProducerState()
+    s.record(batch(epoch=0, seq=0), 0)
+    s.record(batch(epoch=0, seq=10), 10)
+    assert s.check(batch(epoch=1, seq=0)) is None
+    s.record(batch(epoch=1, seq=0), 20)
+    assert s.check(batch(epoch=1, seq=0)).base_offset == 20
+    assert s.check(batch(epoch=1, seq=10)) is None
+    assert s.check(batch(epoch=0, seq=10)).error == ErrorCode.invalid_producer_epoch

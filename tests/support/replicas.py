@@ -1,0 +1,131 @@
+"""Three replicas of one partition (segment log, journal, Raft group, producer state,
+produce queue) on the in-process network of support/raftnet.py, with an injected clock:
+Raft runs for real, and a test decides when time passes and which messages arrive."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from pathlib import Path
+
+from kafka.record.memory_records import MemoryRecords
+
+from epoch.history import HistoryJournal
+from raftlog import topic_config
+from raftlog.broker import ProduceResult
+from raftlog.config import BROKER_DEFAULTS, TOPIC_SYNONYMS
+from raftlog.partition import NodeContext, Partition
+from raftlog.raft.group import RaftTimings
+from raftlog.raft.ticker import Ticker
+from support.raftnet import Clock, Net, NetMesh
+from support.wire import make_batch
+
+IDS = ("1", "2", "3")
+PID = 7
+
+
+def settings() -> dict[str, str]:
+    """A topic's effective settings with every broker default."""
+    defaults = {topic: str(BROKER_DEFAULTS[b]) for b, topic in TOPIC_SYNONYMS.items()}
+    return {name: topic_config.value(name, {}, defaults) for name in topic_config.TOPIC_SETTINGS}
+
+
+class Replicas:
+    def __init__(self, root: Path, clock: Clock) -> None:
+        self.clock = clock
+        self.root = root
+        self.net = Net(IDS, clock)
+        self.contexts: dict[str, NodeContext] = {}
+        self.partitions: dict[str, Partition] = {}
+        for node_id in IDS:
+            self.contexts[node_id] = NodeContext(
+                int(node_id),
+                NetMesh(self.net, node_id),  # type: ignore[arg-type]
+                Ticker(),
+                RaftTimings(),
+                HistoryJournal(_dir(root / node_id), int(node_id)),
+            )
+            self.start(node_id)
+
+    def start(self, node_id: str) -> None:
+        self.partitions[node_id] = Partition(
+            self.contexts[node_id],
+            "t",
+            0,
+            "t/0",
+            self.root / node_id / "t-0",
+            (1, 2, 3),
+            settings(),
+            lambda _p: None,
+        )
+
+    def crash_and_restart(self, node_id: str) -> None:
+        """As kill -9 and a restart: nothing is saved on the way down (the page cache, which
+        kill -9 keeps, holds what was written), and the replica is rebuilt from its files."""
+        self.partitions[node_id].group.close()
+        self.start(node_id)
+
+    async def step(self, seconds: float = 0.05) -> None:
+        self.clock.now += seconds
+        for context in self.contexts.values():
+            context.mesh.keepalive()  # type: ignore[attr-defined]
+        for _ in range(20):
+            for p in self.partitions.values():
+                p.group.tick()
+            await asyncio.sleep(0)  # scheduled ticks and answers run
+            if not self.net.deliver():
+                break
+        await asyncio.sleep(0)
+
+    async def run(self, seconds: float) -> None:
+        for _ in range(round(seconds / 0.05)):
+            await self.step()
+
+    async def leader(
+        self, among: tuple[str, ...] = IDS, seconds: float = 10.0, above_term: int = 0
+    ) -> str:
+        """A node of `among` leading a term above `above_term`, with that term committed (a
+        deposed leader still believes in its old term until it hears of the new one)."""
+        for _ in range(round(seconds / 0.05)):
+            await self.step()
+            for node_id in among:
+                p = self.partitions[node_id]
+                if p.is_leader and p.term_committed and p.group.term > above_term:
+                    return node_id
+        raise AssertionError(f"no leader among {among} above term {above_term}")
+
+    def produce(self, node_id: str, first_seq: int, count: int, pid: int = PID) -> asyncio.Future:
+        """An idempotent producer's batch of `count` records (values p<pid>-s<seq>), acks=all."""
+        batch = make_batch(
+            [(None, b"p%d-s%d" % (pid, first_seq + i)) for i in range(count)],
+            producer=(pid, 0, first_seq),
+        )
+        return self.send(node_id, batch)
+
+    def send(
+        self, node_id: str, records: bytes, acks: int = -1, timeout_ms: int = 30_000
+    ) -> asyncio.Future[ProduceResult]:
+        """Partition.produce on one replica, its answer as a future."""
+        answer: Awaitable[ProduceResult] = self.partitions[node_id].produce(
+            records, acks, timeout_ms
+        )
+        return asyncio.ensure_future(answer)
+
+    def close(self) -> None:
+        for p in self.partitions.values():
+            p.close()
+
+
+def _dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def values(p: Partition) -> list[bytes]:
+    """The committed records' values, in offset order."""
+    data = p.log.read(p.log_start_offset, 1 << 20, p.high_watermark, True)
+    records = MemoryRecords(bytes(data))
+    found = []
+    while (batch := records.next_batch()) is not None:
+        found.extend(r.value for r in batch)
+    return found

@@ -1,0 +1,442 @@
+"""What a producer relies on from a partition's leader: the produce queue, acks=0/1/all,
+the bound on uncommitted bytes, timeouts and idempotent producers' answers. Three real
+replicas (Raft groups of the pysyncobj fork, segment logs) on the in-process network of
+tests/support/replicas.py; the clock moves only when a test steps it, and a test holds
+the followers' answers back to keep an entry uncommitted for as long as it needs."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+from support.raftnet import Clock
+from support.replicas import IDS, Replicas, values
+from support.wire import make_batch
+
+import raftlog.partition as partition_module
+import raftlog.raft.syncobj_fork as core
+from raftlog.broker import ProduceResult
+from raftlog.errors import ErrorCode
+from raftlog.partition import Partition
+from raftlog.raft.journal import DATA_PREFIX
+from raftlog.storage.batch import parse_header
+
+from .test_batch import HEADER_SIZE, reseal
+
+GZIP = 1
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+    r = Replicas(tmp_path, clock)
+    yield r
+    r.close()
+
+
+def batch(*vals: bytes, producer: tuple[int, int, int] = (-1, -1, -1)) -> bytes:
+    """One uncompressed batch holding `vals` (no key)."""
+    return make_batch([(None, v) for v in vals], producer=producer)
+
+
+def seq_batch(pid: int, first: int, count: int, epoch: int = 0) -> bytes:
+    """An idempotent producer's batch: sequences first..first+count-1, values p<pid>-s<seq>."""
+    return batch(
+        *(b"p%d-s%d" % (pid, first + i) for i in range(count)), producer=(pid, epoch, first)
+    )
+
+
+def gzip_batch(*vals: bytes) -> bytes:
+    """A gzip batch (kafka-python sends a batch uncompressed when gzip would not shrink it:
+    values long and alike enough that it does)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=GZIP,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i, v in enumerate(vals):
+        builder.append(i, timestamp=1_700_000_000_000, key=None, value=v, headers=[])
+    built = bytes(builder.build())
+    assert parse_header(built).compression == GZIP
+    return built
+
+
+def appended(p: Partition) -> list[bytes]:
+    """Every record value in the replica's log, committed or not, in offset order."""
+    data = p.log.read(p.log_start_offset, 1 << 22, p.log_end_offset, True)
+    records = MemoryRecords(bytes(data))
+    found = []
+    while (b := records.next_batch()) is not None:
+        found.extend(r.value for r in b)
+    return found
+
+
+def hold_answers(replicas: Replicas, leader: str, of: Sequence[str] | None = None) -> None:
+    """The followers' (or those in `of`) Raft answers to the leader are lost: it cannot
+    commit. Their nodes' pings still arrive, so it keeps leading (CheckQuorum)."""
+    senders = set(of) if of is not None else set(IDS) - {leader}
+    replicas.net.drop = lambda src, dst, msg: dst == leader and src in senders and "group" in msg
+
+
+def release(replicas: Replicas) -> None:
+    """The answers arrive again (from the next heartbeat on)."""
+    replicas.net.drop = None
+
+
+async def leading(replicas: Replicas) -> tuple[str, Partition]:
+    """The elected leader, once every replica holds its term's first entry."""
+    leader = await replicas.leader()
+    await replicas.run(0.3)  # the new term's no-op everywhere, the group quiet
+    return leader, replicas.partitions[leader]
+
+
+def done(*answers: asyncio.Future) -> list[ProduceResult]:
+    """The answers, which must all be there already (no waiting on real time)."""
+    assert all(a.done() for a in answers), [a.done() for a in answers]
+    return [a.result() for a in answers]
+
+
+# --- the produce queue ------------------------------------------------------------------------
+
+
+async def test_requests_behind_the_proposals_in_flight_go_as_one_entry_in_arrival_order(
+    replicas: Replicas,
+) -> None:
+    """PROPOSALS_IN_FLIGHT requests are proposed at once; the rest wait in the queue and
+    go as one Raft entry once one proposal settles. Each request, whatever its size and
+    however many batches it carries, is answered with the offset where its own first
+    record landed, and the records lie in the order the requests arrived."""
+    leader, p = await leading(replicas)
+    hold_answers(replicas, leader)
+    entries, sizes = len(p.journal), [1, 4, 2, 7, 3]
+    requests = [[b"r%d-%d" % (n, i) for i in range(size)] for n, size in enumerate(sizes)]
+    answers = [replicas.send(leader, batch(*vals)) for vals in requests]
+    # one request of two batches, queued behind the others
+    two = [b"two-a", b"two-b", b"two-c"]
+    answers.append(replicas.send(leader, batch(*two[:1]) + batch(*two[1:])))
+    requests.append(two)
+    await replicas.run(0.3)
+    assert len(p.journal) - entries == partition_module.PROPOSALS_IN_FLIGHT == 2
+    assert appended(p) == requests[0] + requests[1]  # the others are queued, not in the log
+    assert not any(a.done() for a in answers)
+    release(replicas)
+    await replicas.run(0.3)
+    results = done(*answers)
+    assert [r.error for r in results] == [ErrorCode.none] * len(requests)
+    assert len(p.journal) - entries == 3
+    log = values(p)
+    assert log == [v for vals in requests for v in vals]
+    for vals, result in zip(requests, results, strict=True):
+        assert log[result.base_offset : result.base_offset + len(vals)] == vals
+    assert all(values(r) == log for r in replicas.partitions.values())
+
+
+async def test_a_queue_longer_than_an_entry_may_be_goes_as_several_entries(
+    replicas: Replicas,
+) -> None:
+    """No entry reaches max_message_bytes (pysyncobj mis-sends larger ones): the queue
+    goes as several entries, requests whole and in order; one request that alone reaches
+    the bound is refused at once (RECORD_LIST_TOO_LARGE)."""
+    leader, p = await leading(replicas)
+    context = replicas.contexts[leader]
+    context.timings = dataclasses.replace(context.timings, max_message_bytes=1200)
+    too_big = replicas.send(leader, batch(b"x" * 1200))
+    assert done(too_big)[0].error == ErrorCode.record_list_too_large
+    hold_answers(replicas, leader)
+    entries = len(p.journal)
+    requests = [batch(b"%d" % i + b"." * 300) for i in range(10)]
+    assert 3 * len(requests[0]) < 1200 - len(DATA_PREFIX) < 4 * len(requests[0])
+    answers = [replicas.send(leader, r) for r in requests]
+    await replicas.run(0.2)
+    release(replicas)
+    await replicas.run(0.5)
+    assert [r.base_offset for r in done(*answers)] == list(range(10))
+    assert len(p.journal) - entries == 2 + 3  # the eight queued: three, three, two
+    assert [v[:1] for v in values(p)] == [b"%d" % i for i in range(10)]
+
+
+# --- acks ---------------------------------------------------------------------------------------
+
+
+async def test_acks_all_is_answered_once_a_majority_holds_the_entry(replicas: Replicas) -> None:
+    """acks=all: not while the followers have the records but the leader has not heard so
+    (the leader alone is no majority); as soon as one follower's answer arrives, with
+    the offset the records have in the committed log."""
+    leader, p = await leading(replicas)
+    first = replicas.send(leader, batch(b"a", b"b"))
+    await replicas.run(0.2)
+    assert done(first)[0].base_offset == 0
+    hold_answers(replicas, leader)
+    answer = replicas.send(leader, batch(b"c", b"d", b"e"))
+    await replicas.run(0.5)
+    assert all(r.log_end_offset == 5 for r in replicas.partitions.values())
+    assert not answer.done() and p.high_watermark == 2
+    slow = next(i for i in IDS if i != leader)
+    hold_answers(replicas, leader, of=[slow])  # the other follower answers
+    await replicas.run(0.2)  # its answer to the next heartbeat
+    assert done(answer)[0] == ProduceResult(base_offset=2, log_start_offset=0)
+    assert p.high_watermark == 5 and values(p) == [b"a", b"b", b"c", b"d", b"e"]
+
+
+async def test_acks_1_is_answered_once_the_leader_has_appended(replicas: Replicas) -> None:
+    """acks=1, Kafka's leader-only acknowledgement: answered with its offset when the
+    leader has the records in its log, without waiting for a follower; an acks=all
+    request proposed with it still waits for the commit."""
+    leader, p = await leading(replicas)
+    hold_answers(replicas, leader)
+    one = replicas.send(leader, batch(b"x", b"y"), acks=1)
+    everyone = replicas.send(leader, batch(b"z"), acks=-1)
+    await replicas.step()
+    assert done(one)[0] == ProduceResult(base_offset=0, log_start_offset=0)
+    assert p.high_watermark == 0 and not everyone.done()
+    release(replicas)
+    await replicas.run(0.2)
+    assert done(everyone)[0].base_offset == 2
+    assert values(p) == [b"x", b"y", b"z"]
+
+
+async def test_acks_0_gets_no_offset_and_keeps_its_place(replicas: Replicas) -> None:
+    """acks=0: the answer (which the handler never sends) is there at once, without an
+    offset; the records still go into the log between the requests before and after it."""
+    leader, p = await leading(replicas)
+    before = replicas.send(leader, batch(b"a"))
+    silent = replicas.send(leader, batch(b"b", b"c"), acks=0)
+    assert done(silent)[0] == ProduceResult(base_offset=-1, log_start_offset=0)
+    after = replicas.send(leader, batch(b"d"))
+    await replicas.run(0.3)
+    assert [r.base_offset for r in done(before, after)] == [0, 3]
+    assert values(p) == [b"a", b"b", b"c", b"d"]
+    refused = await replicas.send(leader, b"garbage", acks=0)
+    assert refused.error == ErrorCode.corrupt_message  # the handler closes the connection
+
+
+# --- losing leadership ----------------------------------------------------------------------
+
+
+async def test_a_leader_that_steps_down_refuses_what_it_did_not_commit(replicas: Replicas) -> None:
+    """A leader cut off from its followers steps down (CheckQuorum). Both the requests in
+    its Raft log and those still in its queue are answered NOT_LEADER_OR_FOLLOWER, at
+    once and never as a success: the client retries where the new leader is, and the
+    records were never committed."""
+    old, p = await leading(replicas)
+    replicas.net.isolate(old)
+    answers = [replicas.send(old, batch(b"lost-%d" % i)) for i in range(4)]
+    await replicas.step()
+    assert appended(p) == [b"lost-0", b"lost-1"]  # two in flight, two queued
+    while p.is_leader:
+        assert not any(a.done() for a in answers)
+        await replicas.step()
+    results = done(*answers)
+    assert {r.error for r in results} == {ErrorCode.not_leader_or_follower}
+    others = tuple(i for i in IDS if i != old)
+    new = await replicas.leader(among=others)
+    after = replicas.send(new, batch(b"kept"))
+    replicas.net.heal()
+    await replicas.run(1.0)
+    assert done(after)[0].base_offset == 0
+    assert all(values(r) == [b"kept"] for r in replicas.partitions.values())
+    assert {r.error for r in done(*answers)} == {ErrorCode.not_leader_or_follower}
+
+
+# --- the bound on uncommitted bytes -------------------------------------------------------------
+
+
+async def test_a_leader_stops_proposing_at_the_uncommitted_bound_and_resumes_on_commit(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With followers that do not answer, the leader's log runs ahead of its commit index
+    only by UNCOMMITTED_BYTES (and the proposal that crossed it): later requests wait in
+    the queue rather than grow a backlog its followers must walk. Commits let them in,
+    in order. (The proposal count bound is lifted here so only the byte bound acts.)"""
+    monkeypatch.setattr(partition_module, "PROPOSALS_IN_FLIGHT", 1000)
+    monkeypatch.setattr(partition_module, "UNCOMMITTED_BYTES", 2000)
+    leader, p = await leading(replicas)
+    hold_answers(replicas, leader)
+    requests = [batch(b"%d" % i + b"." * 500) for i in range(10)]
+    answers = [replicas.send(leader, r) for r in requests]
+    proposal = len(DATA_PREFIX) + len(requests[0])
+    expected = -(-2000 // proposal)  # the first that reaches the bound is the last proposed
+    assert expected < len(requests)
+    await replicas.run(0.5)
+    assert len(appended(p)) == expected
+    assert all(len(appended(r)) == expected for r in replicas.partitions.values())
+    assert not any(a.done() for a in answers)
+    release(replicas)
+    await replicas.run(0.5)
+    results = done(*answers)
+    assert [r.base_offset for r in results] == list(range(10))
+    assert [v[:1] for v in values(p)] == [b"%d" % i for i in range(10)]
+
+
+# --- timeouts -------------------------------------------------------------------------------------
+
+
+async def test_a_timed_out_request_answers_request_timed_out_and_keeps_its_place(
+    replicas: Replicas,
+) -> None:
+    """A request whose timeout passes before its commit answers REQUEST_TIMED_OUT (here a
+    timeout of 0: Kafka's answer-now). Its records are not withdrawn: they keep their place
+    between the requests around it, which are answered with their own offsets, and the
+    producer's retry is answered with where the first copy landed."""
+    leader, p = await leading(replicas)
+    hold_answers(replicas, leader)
+    before = replicas.send(leader, batch(b"a"))
+    late = replicas.send(leader, seq_batch(9, 0, 2), timeout_ms=0)
+    after = replicas.send(leader, batch(b"d"))
+    await replicas.step()
+    assert done(late)[0].error == ErrorCode.request_timed_out
+    assert not before.done() and not after.done()
+    release(replicas)
+    await replicas.run(0.3)
+    assert [r.base_offset for r in done(before, after)] == [0, 3]
+    assert values(p) == [b"a", b"p9-s0", b"p9-s1", b"d"]
+    retry = replicas.send(leader, seq_batch(9, 0, 2))
+    await replicas.run(0.2)
+    assert done(retry)[0] == ProduceResult(base_offset=1, log_start_offset=0)
+    assert len(values(p)) == 4
+
+
+# --- idempotent producers -------------------------------------------------------------------------
+
+
+async def test_a_retried_batch_is_answered_with_its_first_offset_and_written_once(
+    replicas: Replicas,
+) -> None:
+    """A producer that lost an answer resends the batch with the same sequence numbers:
+    whether the first copy is committed or still on its way through Raft (in flight or
+    queued), the retry answers where that copy landed and adds nothing to the log."""
+    leader, p = await leading(replicas)
+    first = replicas.send(leader, seq_batch(7, 0, 10))
+    other = replicas.send(leader, seq_batch(8, 0, 5))
+    await replicas.run(0.2)
+    assert [r.base_offset for r in done(first, other)] == [0, 10]
+    retry = replicas.send(leader, seq_batch(7, 0, 10))
+    await replicas.run(0.2)
+    assert done(retry)[0] == ProduceResult(base_offset=0, log_start_offset=0)
+    assert p.log_end_offset == 15
+    # Twice more while the first copy is uncommitted: one retry in the proposal after
+    # it, one in the queue behind both.
+    hold_answers(replicas, leader)
+    copies = [replicas.send(leader, seq_batch(7, 10, 3)) for _ in range(3)]
+    await replicas.run(0.2)
+    assert not any(c.done() for c in copies)
+    release(replicas)
+    await replicas.run(0.3)
+    assert [r.base_offset for r in done(*copies)] == [15, 15, 15]
+    assert [r.error for r in done(*copies)] == [ErrorCode.none] * 3
+    assert values(p) == [b"p7-s%d" % s for s in range(10)] + [b"p8-s%d" % s for s in range(5)] + [
+        b"p7-s%d" % s for s in range(10, 13)
+    ]
+
+
+async def test_sequence_errors_refuse_only_their_own_request(replicas: Replicas) -> None:
+    """In one Raft entry: a batch with a gap in its producer's sequences (OUT_OF_ORDER_
+    SEQUENCE_NUMBER) and one from a fenced (older) producer epoch (INVALID_PRODUCER_EPOCH)
+    are left out of the log; the requests around them are written and answered with
+    offsets that count only what was written."""
+    leader, p = await leading(replicas)
+    setup = [replicas.send(leader, seq_batch(7, 0, 5)), replicas.send(leader, seq_batch(8, 0, 1))]
+    await replicas.run(0.2)
+    setup.append(replicas.send(leader, seq_batch(8, 0, 2, epoch=1)))  # pid 8 bumps its epoch
+    await replicas.run(0.2)
+    assert [r.base_offset for r in done(*setup)] == [0, 5, 6]
+    hold_answers(replicas, leader)
+    entries = len(p.journal)
+    filler = [replicas.send(leader, batch(b"f%d" % i)) for i in range(2)]  # both in flight
+    ok_1 = replicas.send(leader, seq_batch(9, 0, 2))
+    gap = replicas.send(leader, seq_batch(7, 6, 1))  # 5 was never sent
+    fenced = replicas.send(leader, seq_batch(8, 1, 1, epoch=0))
+    ok_2 = replicas.send(leader, seq_batch(7, 5, 3))
+    release(replicas)
+    await replicas.run(0.3)
+    assert len(p.journal) == entries + 3  # the four after the fillers as one entry
+    results = done(*filler, ok_1, gap, fenced, ok_2)
+    assert [r.error for r in results] == [
+        ErrorCode.none,
+        ErrorCode.none,
+        ErrorCode.none,
+        ErrorCode.out_of_order_sequence_number,
+        ErrorCode.invalid_producer_epoch,
+        ErrorCode.none,
+    ]
+    assert [results[i].base_offset for i in (0, 1, 2, 5)] == [8, 9, 10, 12]
+    assert values(p)[8:] == [b"f0", b"f1", b"p9-s0", b"p9-s1", b"p7-s5", b"p7-s6", b"p7-s7"]
+    assert all(values(r) == values(p) for r in replicas.partitions.values())
+
+
+async def test_a_new_leader_judges_retries_by_the_producer_state_it_rebuilt(
+    replicas: Replicas,
+) -> None:
+    """Producer state is built by every replica from the batches it appends (and, after a
+    restart, from its files): after a leader change, and after every replica restarted,
+    the leader of the day still answers a retry with the original offset, refuses a
+    sequence gap, and appends the next batch after the last."""
+    old, _ = await leading(replicas)
+    for first in (0, 10):
+        replicas.send(old, seq_batch(7, first, 10))
+        await replicas.run(0.2)
+    replicas.net.isolate(old)
+    new = await replicas.leader(among=tuple(i for i in IDS if i != old))
+    retry, gap = replicas.send(new, seq_batch(7, 0, 10)), replicas.send(new, seq_batch(7, 30, 5))
+    await replicas.run(0.2)
+    assert done(retry)[0].base_offset == 0
+    assert done(gap)[0].error == ErrorCode.out_of_order_sequence_number
+    replicas.net.heal()
+    await replicas.run(1.0)
+    assert all(len(values(r)) == 20 for r in replicas.partitions.values())
+    for node_id in IDS:
+        replicas.crash_and_restart(node_id)
+    leader, p = await leading(replicas)
+    retry, gap = (
+        replicas.send(leader, seq_batch(7, 10, 10)),
+        replicas.send(leader, seq_batch(7, 30, 1)),
+    )
+    nxt = replicas.send(leader, seq_batch(7, 20, 10))
+    await replicas.run(0.3)
+    assert done(retry)[0].base_offset == 10
+    assert done(gap)[0].error == ErrorCode.out_of_order_sequence_number
+    assert done(nxt)[0].base_offset == 20
+    assert values(p) == [b"p7-s%d" % s for s in range(30)]
+
+
+# --- compressed batches ----------------------------------------------------------------------------
+
+
+async def checks_finished(p: Partition) -> None:
+    """Waits for the compressed-batch checks the leader's queue is waiting on (they run in a
+    thread, on real time, so no clock step finishes them)."""
+    checks = [r.checked for r in p._queue if r.checked is not None]
+    await asyncio.wait_for(asyncio.gather(*checks, return_exceptions=True), 30)
+    await asyncio.sleep(0)  # their done callbacks propose
+
+
+async def test_a_compressed_batch_keeps_its_place_while_it_is_checked(replicas: Replicas) -> None:
+    """A compressed batch is opened in a thread before it is proposed; the requests after it
+    wait for it rather than overtake it (a connection's writes land in order), and a batch
+    that does not open is refused alone."""
+    leader, p = await leading(replicas)
+    zipped = [b"z%d" % i * 100 for i in range(3)]
+    packed = replicas.send(leader, gzip_batch(*zipped))
+    plain = replicas.send(leader, batch(b"p"))
+    await checks_finished(p)
+    await replicas.run(0.2)
+    assert [r.base_offset for r in done(packed, plain)] == [0, 3]
+    # a gzip batch whose payload is not gzip (the batch's CRC made valid)
+    broken = bytearray(gzip_batch(b"never" * 100)[:HEADER_SIZE]) + b"not gzip at all"
+    refused = replicas.send(leader, bytes(reseal(broken)))
+    after = replicas.send(leader, batch(b"q"))
+    await checks_finished(p)
+    await replicas.run(0.2)
+    assert done(refused)[0].error == ErrorCode.corrupt_message
+    assert done(after)[0].base_offset == 4
+    assert values(p) == [*zipped, b"p", b"q"]
