@@ -216,8 +216,8 @@ class Partition:
 
     def _propose_queued(self) -> None:
         """Proposes queued requests, in arrival order, as few Raft entries as fit, while
-        fewer than PROPOSALS_IN_FLIGHT are in Raft and the uncommitted part of the log stays
-        within UNCOMMITTED_BYTES."""
+        fewer than PROPOSALS_IN_FLIGHT are in Raft and the uncommitted part of the log is
+        under UNCOMMITTED_BYTES (so it may pass the bound by one entry)."""
         if not self.is_leader:  # _settled, as pysyncobj refuses what a deposed leader held
             self._fail_queued()
             return
