@@ -18,6 +18,11 @@ Protocols = tuple[tuple[str, bytes], ...]  # (name, metadata) in the member's pr
 TopicPartition = tuple[str, int]
 
 
+def cancel(timer: asyncio.TimerHandle | None) -> None:
+    if timer is not None:
+        timer.cancel()
+
+
 class GroupState(enum.Enum):
     """The names are what DescribeGroups and ListGroups report."""
 
@@ -233,6 +238,15 @@ class Group:
         else:
             self.protocol_name = None
             self.transition(GroupState.EMPTY, now_ms)
+
+    def cancel_timers(self) -> None:
+        """The group's own timers (not its members' sessions): it is being forgotten."""
+        cancel(self.join_timer)
+        cancel(self.sync_timer)
+        for timer in self.pending_members.values():
+            timer.cancel()
+        self.join_timer = self.sync_timer = None
+        self.pending_members.clear()
 
     def is_unused(self) -> bool:
         """Nothing to keep in memory: no members, offsets or writes, and never rebalanced."""

@@ -12,7 +12,8 @@ from support import offsets_decoder as D
 
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.groups import records as R
-from raftlog.groups.coordinator import GroupConfig, GroupCoordinator, java_string_hash
+from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
+from raftlog.groups.metadata_manager import java_string_hash
 from raftlog.groups.results import CommitOffset, JoinResult, LeavingMember
 
 E = ErrorCode
