@@ -8,16 +8,16 @@ its timers (rebalance.py, join.py) and the `__consumer_offsets` side, which hold
 the offsets and the writes (metadata_manager.py, shard.py).
 
 Everything runs on the node's event loop: state changes are synchronous, waits are futures and
-loop timers.
+the timers of the `Clock` it is given (raftlog/clock.py: the loop's, or a test's).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import partial
 
+from raftlog.clock import LOOP_CLOCK, Clock, now_ms
 from raftlog.errors import ErrorCode
 from raftlog.groups.config import GroupConfig
 from raftlog.groups.group import Group, GroupState, cancel
@@ -49,13 +49,12 @@ DEAD = GroupState.DEAD
 
 
 class GroupCoordinator:
-    def __init__(
-        self, node_id: int, config: GroupConfig, *, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, node_id: int, config: GroupConfig, *, clock: Clock = LOOP_CLOCK) -> None:
         self.node_id = node_id
         self.config = config
+        self._clock = clock
         self._manager = GroupMetadataManager(config, clock=clock)
-        self._rebalance = Rebalancer(config, clock=clock)
+        self._rebalance = Rebalancer(config, clock)
         self._joins = Joiner(self._rebalance)
 
     # ------------------------------------------------------------------ partitions
@@ -119,7 +118,7 @@ class GroupCoordinator:
                 return JoinResult(E.unknown_member_id, member_id)
             return await self._joins.known_member(shard, group, member_id, join)
         if group is None:
-            group = shard.groups[group_id] = Group(group_id, self._rebalance.now_ms())
+            group = shard.groups[group_id] = Group(group_id, now_ms(self._clock))
         try:
             return await self._joins.new_member(shard, group, join, require_known_member_id)
         finally:
@@ -270,7 +269,7 @@ class GroupCoordinator:
         if group is None:
             if generation_id >= 0:
                 return [E.group_id_not_found] * len(offsets)
-            group = shard.groups[group_id] = Group(group_id, self._rebalance.now_ms())
+            group = shard.groups[group_id] = Group(group_id, now_ms(self._clock))
         error = _commit_error(group, generation_id, member_id, group_instance_id)
         if error is not E.none:
             shard.discard_if_unused(group)

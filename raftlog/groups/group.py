@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from raftlog.clock import Timer
 from raftlog.errors import ErrorCode
 from raftlog.groups.records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 
@@ -18,7 +19,7 @@ Protocols = tuple[tuple[str, bytes], ...]  # (name, metadata) in the member's pr
 TopicPartition = tuple[str, int]
 
 
-def cancel(timer: asyncio.TimerHandle | None) -> None:
+def cancel(timer: Timer | None) -> None:
     if timer is not None:
         timer.cancel()
 
@@ -48,7 +49,7 @@ class Member:
     is_new: bool = False
     join_waiter: asyncio.Future[Any] | None = None  # a parked JoinGroup
     sync_waiter: asyncio.Future[Any] | None = None  # a parked SyncGroup
-    session_timer: asyncio.TimerHandle | None = None
+    session_timer: Timer | None = None
 
     def metadata(self, protocol: str | None) -> bytes:
         return next((data for name, data in self.protocols if name == protocol), b"")
@@ -70,11 +71,11 @@ class Group:
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}  # join order: the leader falls back to the first
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.pending_members: dict[str, asyncio.TimerHandle] = {}  # told MEMBER_ID_REQUIRED
+        self.pending_members: dict[str, Timer] = {}  # told MEMBER_ID_REQUIRED
         self.pending_sync: set[str] = set()  # members that have not sent SyncGroup yet
         self.new_member_added = False  # extends the initial rebalance delay
-        self.join_timer: asyncio.TimerHandle | None = None
-        self.sync_timer: asyncio.TimerHandle | None = None
+        self.join_timer: Timer | None = None
+        self.sync_timer: Timer | None = None
         self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.pending_commits: Counter[TopicPartition] = Counter()  # appends in flight
 

@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
 
+from raftlog.clock import LOOP_CLOCK, Clock, now_ms
 from raftlog.errors import ErrorCode
 from raftlog.groups.config import GroupConfig
 from raftlog.groups.group import Group, GroupState, TopicPartition
@@ -49,9 +50,9 @@ def java_string_hash(value: str) -> int:
 
 
 class GroupMetadataManager:
-    def __init__(self, config: GroupConfig, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: GroupConfig, *, clock: Clock = LOOP_CLOCK) -> None:
         self.config = config
-        self._clock = clock  # wall clock (seconds) for the timestamps written to records
+        self._clock = clock
         self._shards: dict[int, Shard] = {}
 
     # ------------------------------------------------------------------ partitions
@@ -87,9 +88,9 @@ class GroupMetadataManager:
             self.detach(index, on_unloaded)
 
     async def _load(self, shard: Shard, on_loaded: GroupLoaded) -> None:
-        started = time.monotonic()
+        started = time.monotonic()  # how long the replay really took, whatever the clock
         metadata, offsets = await replay(shard.log)
-        shard.groups.update(build_groups(metadata, offsets, self._now_ms()))
+        shard.groups.update(build_groups(metadata, offsets, now_ms(self._clock)))
         for group in shard.groups.values():
             on_loaded(shard, group)
         shard.loading = False
@@ -122,7 +123,7 @@ class GroupMetadataManager:
         """One error per entry, in order; the caller has checked the committer's membership.
         Accepted offsets are written in one append and answered (and visible to OffsetFetch)
         only once it resolved."""
-        now = self._now_ms()
+        now = now_ms(self._clock)
         errors: list[ErrorCode] = []
         accepted: dict[TopicPartition, OffsetCommitValue] = {}
         for entry in offsets:
@@ -197,7 +198,7 @@ class GroupMetadataManager:
             else:
                 batches[shard.index].append((position, group, group.state_timestamp))
                 shards[shard.index] = shard
-                group.transition(DEAD, self._now_ms())
+                group.transition(DEAD, now_ms(self._clock))
         writes = []
         for index, batch in batches.items():
             records: Records = []
@@ -229,14 +230,14 @@ class GroupMetadataManager:
 
     async def _expire_periodically(self, shard: Shard) -> None:
         while True:
-            await asyncio.sleep(self.config.offsets_retention_check_interval_ms / 1000)
+            await self._clock.sleep(self.config.offsets_retention_check_interval_ms / 1000)
             self._expire_offsets(shard)
 
     def _expire_offsets(self, shard: Shard) -> None:
         """Kafka's offset retention for groups without members: a consumer group's offsets go
         once it has been Empty for the retention period, a standalone group's each retention
         period after its commit. A group left with nothing is deleted (tombstone)."""
-        now = self._now_ms()
+        now = now_ms(self._clock)
         retention = self.config.offsets_retention_minutes * 60_000
         records: Records = []
         expired: list[tuple[Group, dict[TopicPartition, OffsetCommitValue]]] = []
@@ -284,9 +285,6 @@ class GroupMetadataManager:
                     del group.offsets[tp]
         for group, _ in dead:
             shard.forget(group)
-
-    def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
 
 
 def _fetched(tp: TopicPartition, value: OffsetCommitValue | None) -> FetchedOffset:

@@ -9,12 +9,11 @@ answered from here.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Callable
 from functools import partial
 
+from raftlog.clock import Clock, now_ms
 from raftlog.errors import ErrorCode
 from raftlog.groups.config import GroupConfig
 from raftlog.groups.group import Group, GroupState, Member, cancel
@@ -31,9 +30,9 @@ STABLE = GroupState.STABLE
 
 
 class Rebalancer:
-    def __init__(self, config: GroupConfig, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: GroupConfig, clock: Clock) -> None:
         self.config = config
-        self._clock = clock  # wall clock (seconds) for the timestamps written to records
+        self._clock = clock
 
     # ------------------------------------------------------------------ joining
 
@@ -56,7 +55,7 @@ class Rebalancer:
         group.sync_timer = None
         group.pending_sync.clear()
         initial = group.state is EMPTY
-        group.transition(PREPARING, self.now_ms())
+        group.transition(PREPARING, now_ms(self._clock))
         if initial:
             group.new_member_added = False
             delay = self.config.initial_rebalance_delay_ms
@@ -76,9 +75,7 @@ class Rebalancer:
         *args: int,
     ) -> None:
         cancel(group.join_timer)
-        group.join_timer = asyncio.get_running_loop().call_later(
-            delay_ms / 1000, callback, shard, group, *args
-        )
+        group.join_timer = self._clock.call_later(delay_ms / 1000, callback, shard, group, *args)
 
     def _initial_delay_over(self, shard: Shard, group: Group, delay: int, remaining: int) -> None:
         """Kafka's InitialDelayedJoin: wait again while new members keep arriving, in steps of
@@ -107,7 +104,7 @@ class Rebalancer:
             # Only absent static members are left: wait for them or their session timeouts.
             self._schedule_join(shard, group, group.rebalance_timeout_ms, self._complete_join)
             return
-        group.init_next_generation(self.now_ms())
+        group.init_next_generation(now_ms(self._clock))
         if group.state is EMPTY:
             shard.store_group(group, {}, partial(self._empty_stored, group))
             return
@@ -125,7 +122,7 @@ class Rebalancer:
             member.is_new = False
             self.arm_session(shard, group, member)
             group.pending_sync.add(member.member_id)
-        group.sync_timer = asyncio.get_running_loop().call_later(
+        group.sync_timer = self._clock.call_later(
             group.rebalance_timeout_ms / 1000,
             self._sync_overdue,
             shard,
@@ -174,7 +171,7 @@ class Rebalancer:
         for member in group.members.values():
             member.assignment = assignments.get(member.member_id, b"")
         self._propagate_assignment(shard, group, E.none)
-        group.transition(STABLE, self.now_ms())
+        group.transition(STABLE, now_ms(self._clock))
 
     def _propagate_assignment(self, shard: Shard, group: Group, error: ErrorCode) -> None:
         """Answers every parked SyncGroup: the stored assignment, or the error and none."""
@@ -198,7 +195,7 @@ class Rebalancer:
         """(Re)starts the member's session: it is removed if nothing extends it in time."""
         cancel(member.session_timer)
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        member.session_timer = asyncio.get_running_loop().call_later(
+        member.session_timer = self._clock.call_later(
             timeout / 1000, self._session_expired, shard, group, member
         )
 
@@ -217,7 +214,7 @@ class Rebalancer:
     ) -> None:
         """A new member told MEMBER_ID_REQUIRED: the group waits for it to come back with its
         id, within its session timeout."""
-        group.pending_members[member_id] = asyncio.get_running_loop().call_later(
+        group.pending_members[member_id] = self._clock.call_later(
             timeout_ms / 1000, self._pending_member_expired, shard, group, member_id
         )
 
@@ -255,9 +252,6 @@ class Rebalancer:
             answer_join(member, JoinResult(E.not_coordinator, member.member_id))
             answer_sync(member, SyncResult(E.not_coordinator))
         group.cancel_timers()
-
-    def now_ms(self) -> int:
-        return int(self._clock() * 1000)
 
 
 def generation(
