@@ -11,11 +11,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from raftlog.clock import Timer
 from raftlog.errors import ErrorCode
 from raftlog.groups.records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 
 Protocols = tuple[tuple[str, bytes], ...]  # (name, metadata) in the member's preference order
 TopicPartition = tuple[str, int]
+
+
+def cancel(timer: Timer | None) -> None:
+    if timer is not None:
+        timer.cancel()
 
 
 class GroupState(enum.Enum):
@@ -43,7 +49,7 @@ class Member:
     is_new: bool = False
     join_waiter: asyncio.Future[Any] | None = None  # a parked JoinGroup
     sync_waiter: asyncio.Future[Any] | None = None  # a parked SyncGroup
-    session_timer: asyncio.TimerHandle | None = None
+    session_timer: Timer | None = None
 
     def metadata(self, protocol: str | None) -> bytes:
         return next((data for name, data in self.protocols if name == protocol), b"")
@@ -65,11 +71,11 @@ class Group:
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}  # join order: the leader falls back to the first
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.pending_members: dict[str, asyncio.TimerHandle] = {}  # told MEMBER_ID_REQUIRED
+        self.pending_members: dict[str, Timer] = {}  # told MEMBER_ID_REQUIRED
         self.pending_sync: set[str] = set()  # members that have not sent SyncGroup yet
         self.new_member_added = False  # extends the initial rebalance delay
-        self.join_timer: asyncio.TimerHandle | None = None
-        self.sync_timer: asyncio.TimerHandle | None = None
+        self.join_timer: Timer | None = None
+        self.sync_timer: Timer | None = None
         self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.pending_commits: Counter[TopicPartition] = Counter()  # appends in flight
 
@@ -233,6 +239,15 @@ class Group:
         else:
             self.protocol_name = None
             self.transition(GroupState.EMPTY, now_ms)
+
+    def cancel_timers(self) -> None:
+        """The group's own timers (not its members' sessions): it is being forgotten."""
+        cancel(self.join_timer)
+        cancel(self.sync_timer)
+        for timer in self.pending_members.values():
+            timer.cancel()
+        self.join_timer = self.sync_timer = None
+        self.pending_members.clear()
 
     def is_unused(self) -> bool:
         """Nothing to keep in memory: no members, offsets or writes, and never rebalanced."""

@@ -3,7 +3,9 @@ onto the kio models of whichever API version they serve."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from epoch import NO_EPOCH
 from raftlog.errors import ErrorCode
@@ -120,3 +122,9 @@ class DescribedGroup:
 class DeletedGroup:
     group_id: str
     error: ErrorCode
+
+
+def answer(waiter: asyncio.Future[Any] | None, result: Any) -> None:
+    """Gives a parked request its result, unless it was answered or abandoned meanwhile."""
+    if waiter is not None and not waiter.done():
+        waiter.set_result(result)

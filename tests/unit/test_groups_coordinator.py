@@ -1,18 +1,20 @@
 """The group coordinator's state machine, driven through its methods over an in-memory
-`__consumer_offsets` partition (MemoryLog: the coordinator's storage seam, nothing more).
-Timeouts are a few hundred milliseconds so the whole module stays fast."""
+`__consumer_offsets` partition (MemoryLog: the coordinator's storage seam, nothing more) on a
+manual clock (support.clock): time moves only when a test moves it, so the timeouts are
+asserted to the millisecond and nothing sleeps."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from support import offsets_decoder as D
+from support.clock import ManualClock, settle
 
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.groups import records as R
-from raftlog.groups.coordinator import GroupConfig, GroupCoordinator, java_string_hash
+from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
+from raftlog.groups.metadata_manager import java_string_hash
 from raftlog.groups.results import CommitOffset, JoinResult, LeavingMember
 
 E = ErrorCode
@@ -81,6 +83,11 @@ def config(**overrides) -> GroupConfig:
     return GroupConfig(**values)
 
 
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
 @pytest.fixture(autouse=True)
 async def close_coordinators(monkeypatch):
     """Every coordinator a test creates is detached at its end: no timers outlive a test."""
@@ -97,17 +104,11 @@ async def close_coordinators(monkeypatch):
         coord.close()
 
 
-async def settle() -> None:
-    """Lets tasks and callbacks that are ready run (loading, answered waiters)."""
-    for _ in range(10):
-        await asyncio.sleep(0)
-
-
 async def coordinator(
-    log: MemoryLog | None = None, **overrides
+    clock: ManualClock, log: MemoryLog | None = None, **overrides
 ) -> tuple[GroupCoordinator, MemoryLog]:
     log = log or MemoryLog()
-    coord = GroupCoordinator(1, config(**overrides))
+    coord = GroupCoordinator(1, config(**overrides), clock=clock)
     coord.attach(log.index, log)
     await settle()
     return coord, log
@@ -153,11 +154,12 @@ async def join(
 
 
 async def form_group(
-    coord: GroupCoordinator, count: int, group: str = "g", **kwargs
+    clock: ManualClock, coord: GroupCoordinator, count: int, group: str = "g", **kwargs
 ) -> list[JoinResult]:
-    """`count` members join together and sync; returns their join answers."""
-    joined = await asyncio.gather(
-        *(join(coord, group, client=f"c{i}", **kwargs) for i in range(count))
+    """`count` members join together (the initial delay passes) and sync; returns their join
+    answers."""
+    joined = await clock.run(
+        asyncio.gather(*(join(coord, group, client=f"c{i}", **kwargs) for i in range(count)))
     )
     leader = next(j for j in joined if j.members)
     assignments = {j.member_id: f"assigned-{j.member_id}".encode() for j in joined}
@@ -207,9 +209,9 @@ def test_partition_for():
 # ------------------------------------------------------------------ joining
 
 
-async def test_three_members_join_in_one_generation():
-    coord, log = await coordinator()
-    joined = await asyncio.gather(*(join(coord, client=f"c{i}") for i in range(3)))
+async def test_three_members_join_in_one_generation(clock):
+    coord, log = await coordinator(clock)
+    joined = await clock.run(asyncio.gather(*(join(coord, client=f"c{i}") for i in range(3))))
     assert {j.error for j in joined} == {E.none}
     assert {j.generation_id for j in joined} == {1}
     assert all(j.member_id.startswith(f"c{i}-") for i, j in enumerate(joined))
@@ -240,9 +242,9 @@ async def test_three_members_join_in_one_generation():
     assert {m.subscription for m in value.members} == {b"range-meta"}
 
 
-async def test_new_member_and_leaving_member_rebalance_everyone():
-    coord, _ = await coordinator()
-    a, b, c = await form_group(coord, 3)
+async def test_new_member_and_leaving_member_rebalance_everyone(clock):
+    coord, _ = await coordinator(clock)
+    a, b, c = await form_group(clock, coord, 3)
     joining = asyncio.ensure_future(join(coord, client="d"))
     await settle()
     assert await state(coord) == "PreparingRebalance"
@@ -259,63 +261,70 @@ async def test_new_member_and_leaving_member_rebalance_everyone():
     assert await coord.heartbeat("g", 2, c.member_id) is E.unknown_member_id
 
 
-async def test_initial_delay_extends_while_members_keep_arriving():
-    coord, _ = await coordinator(initial_rebalance_delay_ms=100)
-
-    async def later(delay: float, client: str) -> JoinResult:
-        await asyncio.sleep(delay)
-        return await join(coord, client=client)
-
+async def test_initial_delay_extends_while_members_keep_arriving(clock):
+    coord, _ = await coordinator(clock, initial_rebalance_delay_ms=100)
+    started = clock.now()
     # Each arrival within a delay buys another one, up to the rebalance timeout (1 s).
-    joined = await asyncio.gather(later(0, "a"), later(0.08, "b"), later(0.16, "c"))
+    joining = [asyncio.ensure_future(join(coord, client="a"))]
+    await clock.advance(0.08)
+    joining.append(asyncio.ensure_future(join(coord, client="b")))
+    await clock.advance(0.08)
+    joining.append(asyncio.ensure_future(join(coord, client="c")))
+    joined = await clock.run(asyncio.gather(*joining))
     assert {j.generation_id for j in joined} == {1}
     assert len(next(j for j in joined if j.members).members) == 3
+    assert clock.now() - started == pytest.approx(0.3)  # three delays: b and c each bought one
 
 
-async def test_members_that_never_sync_are_removed():
-    coord, _ = await coordinator()
-    joined = await asyncio.gather(join(coord, rebalance=200), join(coord, rebalance=200))
+async def test_members_that_never_sync_are_removed(clock):
+    coord, _ = await coordinator(clock)
+    joined = await clock.run(asyncio.gather(join(coord, rebalance=200), join(coord, rebalance=200)))
     follower = next(j for j in joined if not j.members)
     # The leader never sends SyncGroup: after the rebalance timeout it is out.
-    assert (await coord.sync_group("g", 1, follower.member_id)).error is E.rebalance_in_progress
+    started = clock.now()
+    synced = await clock.run(coord.sync_group("g", 1, follower.member_id))
+    assert synced.error is E.rebalance_in_progress
+    assert clock.now() - started == pytest.approx(0.2)
     again = await join(coord, member_id=follower.member_id, rebalance=200)
     assert again.generation_id == 2 and [m.member_id for m in again.members] == [follower.member_id]
 
 
-async def test_rebalance_timeout_removes_members_that_do_not_rejoin():
-    coord, _ = await coordinator()
-    a, b = await form_group(coord, 2, rebalance=200)
-    started = time.monotonic()
-    again = await join(coord, member_id=a.member_id, rebalance=200)  # b never rejoins
-    assert time.monotonic() - started >= 0.18
+async def test_rebalance_timeout_removes_members_that_do_not_rejoin(clock):
+    coord, _ = await coordinator(clock)
+    a, b = await form_group(clock, coord, 2, rebalance=200)
+    started = clock.now()
+    again = await clock.run(join(coord, member_id=a.member_id, rebalance=200))  # b never rejoins
+    assert clock.now() - started == pytest.approx(0.2)
     assert again.generation_id == 2 and [m.member_id for m in again.members] == [a.member_id]
     assert await coord.heartbeat("g", 2, b.member_id) is E.unknown_member_id
 
 
-async def test_session_timeout_removes_a_silent_member():
-    coord, _ = await coordinator()
-    a, b = await form_group(coord, 2, session=200)
+async def test_session_timeout_removes_a_silent_member(clock):
+    coord, _ = await coordinator(clock)
+    a, b = await form_group(clock, coord, 2, session=200)
     errors = []
     for _ in range(8):  # a heartbeats for 400 ms, b stays silent
-        await asyncio.sleep(0.05)
+        await clock.advance(0.05)
         errors.append(await coord.heartbeat("g", 1, a.member_id))
+    assert errors[:3] == [E.none] * 3  # b's 200 ms are not up yet
     assert E.rebalance_in_progress in errors
     again = await join(coord, member_id=a.member_id, session=200)
     assert again.generation_id == 2 and [m.member_id for m in again.members] == [a.member_id]
 
 
-async def test_pending_member_that_never_rejoins_is_forgotten():
-    coord, _ = await coordinator()
+async def test_pending_member_that_never_rejoins_is_forgotten(clock):
+    coord, _ = await coordinator(clock)
     first = await coord.join_group("g", "", None, "consumer", RANGE, 100, 100, "c", HOST)
     assert first.error is E.member_id_required and first.member_id.startswith("c-")
-    await asyncio.sleep(0.15)
+    assert (await coord.describe_groups(["g"]))[0].error is E.none  # waiting for it
+    await clock.advance(0.15)
     assert (await coord.describe_groups(["g"]))[0].error is E.group_id_not_found
 
 
-async def test_cooperative_second_round_rebalances_normally():
+async def test_cooperative_second_round_rebalances_normally(clock):
     protocols = (("cooperative-sticky", b"v1"),)
-    coord, _ = await coordinator()
-    a, b = await form_group(coord, 2, protocols=protocols)
+    coord, _ = await coordinator(clock)
+    a, b = await form_group(clock, coord, 2, protocols=protocols)
     # Incremental cooperative rebalancing: right after the first round, a member rejoins.
     second = asyncio.ensure_future(
         join(coord, member_id=a.member_id, protocols=(("cooperative-sticky", b"v2"),))
@@ -345,19 +354,23 @@ async def test_cooperative_second_round_rebalances_normally():
     assert await state(coord) == "Stable"
 
 
-async def test_protocol_vote_picks_the_common_protocol_most_prefer():
-    coord, _ = await coordinator()
+async def test_protocol_vote_picks_the_common_protocol_most_prefer(clock):
+    coord, _ = await coordinator(clock)
     both = (("roundrobin", b"r"), ("range", b"g"))
-    joined = await asyncio.gather(
-        join(coord, protocols=both), join(coord, protocols=both), join(coord, protocols=RANGE)
+    joined = await clock.run(
+        asyncio.gather(
+            join(coord, protocols=both), join(coord, protocols=both), join(coord, protocols=RANGE)
+        )
     )
     assert {j.protocol_name for j in joined} == {"range"}  # the only one every member supports
 
 
-async def test_static_member_rejoins_without_rebalance():
-    coord, log = await coordinator()
-    joined = await asyncio.gather(
-        join(coord, instance="i1", client="c1"), join(coord, instance="i2", client="c2")
+async def test_static_member_rejoins_without_rebalance(clock):
+    coord, log = await coordinator(clock)
+    joined = await clock.run(
+        asyncio.gather(
+            join(coord, instance="i1", client="c1"), join(coord, instance="i2", client="c2")
+        )
     )
     assert all(j.member_id.startswith(f"i{n}-") for n, j in enumerate(joined, 1))
     leader = next(j for j in joined if j.members)
@@ -394,10 +407,12 @@ async def test_static_member_rejoins_without_rebalance():
     assert await state(coord) == "Stable"
 
 
-async def test_static_member_session_timeout_rebalances():
-    coord, _ = await coordinator()
-    joined = await asyncio.gather(
-        join(coord, instance="i1", session=200), join(coord, instance="i2", session=200)
+async def test_static_member_session_timeout_rebalances(clock):
+    coord, _ = await coordinator(clock)
+    joined = await clock.run(
+        asyncio.gather(
+            join(coord, instance="i1", session=200), join(coord, instance="i2", session=200)
+        )
     )
     leader = next(j for j in joined if j.members)
     await asyncio.gather(
@@ -409,16 +424,17 @@ async def test_static_member_session_timeout_rebalances():
     keep = joined[0]
     errors = []
     for _ in range(8):
-        await asyncio.sleep(0.05)
+        await clock.advance(0.05)
         errors.append(await coord.heartbeat("g", 1, keep.member_id, "i1"))
+    assert errors[:3] == [E.none] * 3
     assert E.rebalance_in_progress in errors
     again = await join(coord, member_id=keep.member_id, instance="i1", session=200)
     assert again.generation_id == 2 and [m.group_instance_id for m in again.members] == ["i1"]
 
 
-async def test_leave_by_instance_id():
-    coord, _ = await coordinator()
-    joined = await asyncio.gather(join(coord, instance="i1"), join(coord, instance="i2"))
+async def test_leave_by_instance_id(clock):
+    coord, _ = await coordinator(clock)
+    joined = await clock.run(asyncio.gather(join(coord, instance="i1"), join(coord, instance="i2")))
     leader = next(j for j in joined if j.members)
     await asyncio.gather(
         *(
@@ -434,8 +450,8 @@ async def test_leave_by_instance_id():
 # ------------------------------------------------------------------ errors
 
 
-async def test_join_errors():
-    coord, _ = await coordinator(max_group_id_bytes=10)
+async def test_join_errors(clock):
+    coord, _ = await coordinator(clock, max_group_id_bytes=10)
     call = coord.join_group
     assert (
         await call("", "", None, "consumer", RANGE, 1000, 1000, "c", HOST)
@@ -458,7 +474,7 @@ async def test_join_errors():
     assert (
         await call("g", "m", None, "consumer", RANGE, 1000, 1000, "c", HOST)
     ).error is E.unknown_member_id
-    await form_group(coord, 1)
+    await form_group(clock, coord, 1)
     assert (
         await call("g", "", None, "connect", RANGE, 1000, 1000, "c", HOST)
     ).error is E.inconsistent_group_protocol
@@ -473,12 +489,12 @@ async def test_join_errors():
     old = asyncio.ensure_future(
         call("h", "", None, "consumer", RANGE, 1000, 1000, "c", HOST, require_known_member_id=False)
     )
-    assert (await old).error is E.none
+    assert (await clock.run(old)).error is E.none
 
 
-async def test_not_coordinator_and_loading():
+async def test_not_coordinator_and_loading(clock):
     log = MemoryLog()
-    coord = GroupCoordinator(1, config(num_partitions=2))
+    coord = GroupCoordinator(1, config(num_partitions=2), clock=clock)
     other = next(g for g in (f"g{i}" for i in range(100)) if coord.partition_for(g) == 1)
     mine = next(g for g in (f"g{i}" for i in range(100)) if coord.partition_for(g) == 0)
     coord.attach(0, log)
@@ -492,9 +508,9 @@ async def test_not_coordinator_and_loading():
     ]
 
 
-async def test_sync_and_heartbeat_errors():
-    coord, _ = await coordinator()
-    (a,) = await form_group(coord, 1)
+async def test_sync_and_heartbeat_errors(clock):
+    coord, _ = await coordinator(clock)
+    (a,) = await form_group(clock, coord, 1)
     assert (await coord.sync_group("g", 1, "nobody")).error is E.unknown_member_id
     assert (await coord.sync_group("missing", 1, a.member_id)).error is E.unknown_member_id
     assert (await coord.sync_group("g", 7, a.member_id)).error is E.illegal_generation
@@ -523,17 +539,13 @@ async def test_sync_and_heartbeat_errors():
 # ------------------------------------------------------------------ offsets
 
 
-async def test_standalone_commit_and_commit_checks():
-    now = [1000.0]
-    log = MemoryLog()
-    coord = GroupCoordinator(1, config(offset_metadata_max_bytes=4), clock=lambda: now[0])
-    coord.attach(0, log)
-    await settle()
+async def test_standalone_commit_and_commit_checks(clock):
+    coord, log = await coordinator(clock, offset_metadata_max_bytes=4)
     commit = coord.offset_commit
     assert await commit("solo", -1, "", None, [CommitOffset("t", 0, 5, 3, "meta")]) == [E.none]
     ((key, value),) = log.decoded()
     assert key == R.OffsetCommitKey("solo", "t", 0)
-    assert value == R.OffsetCommitValue(5, 3, "meta", 1_000_000)
+    assert value == R.OffsetCommitValue(5, 3, "meta", 1_000_000)  # the clock's 1000.0 s
     fetched = await coord.offset_fetch("solo", [("t", 0), ("t", 1)])
     assert [(o.offset, o.leader_epoch, o.metadata) for o in fetched.offsets] == [
         (5, 3, "meta"),
@@ -543,7 +555,7 @@ async def test_standalone_commit_and_commit_checks():
     assert await commit("ghost", 3, "m", None, [CommitOffset("t", 0, 1)]) == [E.group_id_not_found]
     assert (await coord.describe_groups(["ghost"]))[0].error is E.group_id_not_found
 
-    a, b = await form_group(coord, 2)
+    a, b = await form_group(clock, coord, 2)
     assert await commit("g", -1, "", None, [CommitOffset("t", 0, 1)]) == [E.unknown_member_id]
     assert await commit("g", 1, "nobody", None, [CommitOffset("t", 0, 1)]) == [E.unknown_member_id]
     assert await commit("g", 9, a.member_id, None, [CommitOffset("t", 0, 1)]) == [
@@ -562,8 +574,8 @@ async def test_standalone_commit_and_commit_checks():
     assert (await coord.offset_fetch("g", [("t", 1)])).offsets[0].offset == 2
 
 
-async def test_offsets_change_only_after_the_append_resolves():
-    coord, log = await coordinator()
+async def test_offsets_change_only_after_the_append_resolves(clock):
+    coord, log = await coordinator(clock)
     assert await coord.offset_commit("g", -1, "", None, [CommitOffset("t", 0, 5)]) == [E.none]
     log.hold()
     pending = asyncio.ensure_future(
@@ -593,8 +605,8 @@ async def test_offsets_change_only_after_the_append_resolves():
         (E.message_too_large, E.invalid_commit_offset_size),
     ],
 )
-async def test_failed_append_changes_nothing(failure, answer):
-    coord, log = await coordinator()
+async def test_failed_append_changes_nothing(clock, failure, answer):
+    coord, log = await coordinator(clock)
     assert await coord.offset_commit("g", -1, "", None, [CommitOffset("t", 0, 5)]) == [E.none]
     log.hold()
     pending = asyncio.ensure_future(
@@ -606,8 +618,8 @@ async def test_failed_append_changes_nothing(failure, answer):
     assert (await coord.offset_fetch("g", [("t", 0)])).offsets[0].offset == 5
 
 
-async def test_failed_append_of_a_new_standalone_group_leaves_no_group():
-    coord, log = await coordinator()
+async def test_failed_append_of_a_new_standalone_group_leaves_no_group(clock):
+    coord, log = await coordinator(clock)
     log.hold()
     pending = asyncio.ensure_future(
         coord.offset_commit("new", -1, "", None, [CommitOffset("t", 0, 1)])
@@ -618,9 +630,9 @@ async def test_failed_append_of_a_new_standalone_group_leaves_no_group():
     assert (await coord.list_groups()).groups == ()
 
 
-async def test_sync_answers_only_after_the_assignment_is_stored():
-    coord, log = await coordinator()
-    (a,) = await asyncio.gather(join(coord))
+async def test_sync_answers_only_after_the_assignment_is_stored(clock):
+    coord, log = await coordinator(clock)
+    a = await clock.run(join(coord))
     log.hold()
     sync = asyncio.ensure_future(
         coord.sync_group("g", 1, a.member_id, assignments={a.member_id: b"x"})
@@ -635,7 +647,7 @@ async def test_sync_answers_only_after_the_assignment_is_stored():
 # ------------------------------------------------------------------ loading, leaving leadership
 
 
-async def test_load_rebuilds_groups_and_offsets():
+async def test_load_rebuilds_groups_and_offsets(clock):
     member = R.MemberMetadata("m1", "i1", "c1", "/10.1.1.1", 1000, 300, b"sub", b"asg")
     stable = R.GroupMetadataValue("consumer", 4, "range", "m1", 5, (member,))
     old_v1 = D.encode_offset_commit_value(77, -1, "", 1, version=1, expire_ts=2**50)
@@ -666,7 +678,7 @@ async def test_load_rebuilds_groups_and_offsets():
         (b"\x00", b"garbage"),  # undecodable: skipped with a warning
     ]
     log = MemoryLog(records=records)
-    coord = GroupCoordinator(1, config())
+    coord = GroupCoordinator(1, config(), clock=clock)
     coord.attach(0, log)
     assert (await coord.list_groups()).error is E.coordinator_load_in_progress
     await settle()
@@ -691,16 +703,18 @@ async def test_load_rebuilds_groups_and_offsets():
     assert (await coord.offset_fetch("g3", [("u", 4)])).offsets[0].offset == 77
     # Loaded members have sessions: heartbeats work, silence removes them.
     assert await coord.heartbeat("g1", 4, "m1", "i1") is E.none
-    await asyncio.sleep(0.4)
+    await clock.advance(0.29)
+    assert await state(coord, "g1") == "Stable"
+    await clock.advance(0.02)  # its 300 ms session
     assert await state(coord, "g1") == "Empty"
 
 
-async def test_reload_after_rebalance_restores_the_stable_group():
-    coord, log = await coordinator()
-    joined = await form_group(coord, 2)
+async def test_reload_after_rebalance_restores_the_stable_group(clock):
+    coord, log = await coordinator(clock)
+    joined = await form_group(clock, coord, 2)
     await coord.offset_commit("g", 1, joined[0].member_id, None, [CommitOffset("t", 0, 42)])
     coord.detach(0)
-    fresh, _ = await coordinator(log)
+    fresh, _ = await coordinator(clock, log)
     (g,) = await fresh.describe_groups(["g"])
     assert g.state == "Stable"
     assert {m.member_id: m.assignment for m in g.members} == {
@@ -710,8 +724,8 @@ async def test_reload_after_rebalance_restores_the_stable_group():
     assert (await fresh.offset_fetch("g", [("t", 0)])).offsets[0].offset == 42
 
 
-async def test_detach_fails_pending_requests_with_not_coordinator():
-    coord, log = await coordinator(initial_rebalance_delay_ms=10_000)
+async def test_detach_fails_pending_requests_with_not_coordinator(clock):
+    coord, log = await coordinator(clock, initial_rebalance_delay_ms=10_000)
     joins = [asyncio.ensure_future(join(coord, client=f"c{i}")) for i in range(2)]
     log.hold()
     commit = asyncio.ensure_future(
@@ -729,9 +743,9 @@ async def test_detach_fails_pending_requests_with_not_coordinator():
     assert await coord.heartbeat("g", 1, "m") is E.not_coordinator
 
 
-async def test_detach_fails_waiting_syncs():
-    coord, _ = await coordinator()
-    joined = await asyncio.gather(join(coord, client="a"), join(coord, client="b"))
+async def test_detach_fails_waiting_syncs(clock):
+    coord, _ = await coordinator(clock)
+    joined = await clock.run(asyncio.gather(join(coord, client="a"), join(coord, client="b")))
     follower = next(j for j in joined if not j.members)
     sync = asyncio.ensure_future(coord.sync_group("g", 1, follower.member_id))
     await settle()
@@ -742,9 +756,9 @@ async def test_detach_fails_waiting_syncs():
 # ------------------------------------------------------------------ admin, retention
 
 
-async def test_list_describe_and_delete_groups():
-    coord, log = await coordinator()
-    await form_group(coord, 1, group="busy")
+async def test_list_describe_and_delete_groups(clock):
+    coord, log = await coordinator(clock)
+    await form_group(clock, coord, 1, group="busy")
     await coord.offset_commit(
         "idle", -1, "", None, [CommitOffset("t", 0, 1), CommitOffset("t", 1, 2)]
     )
@@ -773,12 +787,12 @@ async def test_list_describe_and_delete_groups():
     ]
     assert (await coord.offset_fetch("idle", None)).offsets == ()
     assert (await coord.describe_groups(["idle"]))[0].error is E.group_id_not_found
-    fresh, _ = await coordinator(log)
+    fresh, _ = await coordinator(clock, log)
     assert [g.group_id for g in (await fresh.list_groups()).groups] == ["busy"]
 
 
-async def test_members_see_a_group_being_deleted_as_unavailable():
-    coord, log = await coordinator()
+async def test_members_see_a_group_being_deleted_as_unavailable(clock):
+    coord, log = await coordinator(clock)
     await coord.offset_commit("g", -1, "", None, [CommitOffset("t", 0, 1)])
     log.hold()
     deleting = asyncio.ensure_future(coord.delete_groups(["g"]))
@@ -792,29 +806,30 @@ async def test_members_see_a_group_being_deleted_as_unavailable():
     assert await state(coord) == "Empty"  # not deleted after all
 
 
-async def test_offsets_of_empty_groups_expire():
-    now = [1000.0]
-    log = MemoryLog()
-    coord = GroupCoordinator(
-        1,
-        config(offsets_retention_minutes=1, offsets_retention_check_interval_ms=50),
-        clock=lambda: now[0],
+async def test_offsets_of_empty_groups_expire(clock):
+    coord, log = await coordinator(
+        clock,
+        offsets_retention_minutes=1,
+        offsets_retention_check_interval_ms=10_000,
+        max_session_timeout_ms=600_000,  # the live group's member outlives the test
     )
-    coord.attach(0, log)
-    await settle()
+    fetch = coord.offset_fetch
     await coord.offset_commit("solo", -1, "", None, [CommitOffset("t", 0, 1)])
-    (a,) = await form_group(coord, 1, session=60_000)
+    (a,) = await form_group(clock, coord, 1, session=600_000)
     await coord.offset_commit("g", 1, a.member_id, None, [CommitOffset("t", 0, 9)])
-    await coord.leave_group("g", [LeavingMember(a.member_id)])  # Empty from now on
-    (b,) = await form_group(coord, 1, group="live", session=60_000)
+    await coord.leave_group("g", [LeavingMember(a.member_id)])  # Empty from now on (+0.1 s)
+    (b,) = await form_group(clock, coord, 1, group="live", session=600_000)
     await coord.offset_commit("live", 1, b.member_id, None, [CommitOffset("t", 0, 5)])
-    await asyncio.sleep(0.12)
-    assert (await coord.offset_fetch("solo", [("t", 0)])).offsets[0].offset == 1  # not yet
-    now[0] += 61
-    await asyncio.sleep(0.12)
-    assert (await coord.offset_fetch("solo", [("t", 0)])).offsets[0].offset == -1
-    assert (await coord.offset_fetch("g", [("t", 0)])).offsets[0].offset == -1
-    assert (await coord.offset_fetch("live", [("t", 0)])).offsets[0].offset == 5
+    await clock.advance(59.5)  # checks every 10 s: nothing is a minute old yet
+    assert (await fetch("solo", [("t", 0)])).offsets[0].offset == 1
+    # At the 60 s check the standalone commit is a minute old; the group has been Empty for
+    # a tenth of a second less, so its offset goes at the next check.
+    await clock.advance(1)
+    assert (await fetch("solo", [("t", 0)])).offsets[0].offset == -1
+    assert (await fetch("g", [("t", 0)])).offsets[0].offset == 9
+    await clock.advance(10)
+    assert (await fetch("g", [("t", 0)])).offsets[0].offset == -1
+    assert (await fetch("live", [("t", 0)])).offsets[0].offset == 5
     assert [g.group_id for g in (await coord.list_groups()).groups] == ["live"]
-    fresh, _ = await coordinator(log)
+    fresh, _ = await coordinator(clock, log)
     assert [g.group_id for g in (await fresh.list_groups()).groups] == ["live"]

@@ -1,0 +1,77 @@
+"""Rebuilding a partition's groups from its `__consumer_offsets` records, when this node
+becomes their coordinator."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+from raftlog.groups.group import Group, TopicPartition
+from raftlog.groups.offsets_log import OffsetsLog
+from raftlog.groups.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordError,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+)
+
+log = logging.getLogger(__name__)
+
+LOAD_YIELD_EVERY = 1000  # records replayed between yields to the loop while loading
+
+Committed = dict[TopicPartition, OffsetCommitValue]
+
+
+async def replay(
+    offsets_log: OffsetsLog,
+) -> tuple[dict[str, GroupMetadataValue], dict[str, Committed]]:
+    """The latest record per key wins, a tombstone deletes; a partition of millions of records
+    yields to the loop as it goes, and an undecodable record is skipped, not fatal."""
+    metadata: dict[str, GroupMetadataValue] = {}
+    offsets: defaultdict[str, Committed] = defaultdict(dict)
+    for count, (offset, key, value) in enumerate(offsets_log.read_committed(), 1):
+        if count % LOAD_YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+        try:
+            parsed = decode_key(key)
+            if isinstance(parsed, OffsetCommitKey):
+                tp = (parsed.topic, parsed.partition)
+                if value is None:
+                    offsets[parsed.group].pop(tp, None)
+                else:
+                    offsets[parsed.group][tp] = decode_offset_commit_value(value)
+            elif isinstance(parsed, GroupMetadataKey):
+                if value is None:
+                    metadata.pop(parsed.group, None)
+                else:
+                    metadata[parsed.group] = decode_group_metadata_value(value)
+        except RecordError as exc:
+            log.warning(
+                "__consumer_offsets-%d offset %d: skipping an undecodable record: %s",
+                offsets_log.index,
+                offset,
+                exc,
+            )
+    return metadata, offsets
+
+
+def build_groups(
+    metadata: dict[str, GroupMetadataValue], offsets: dict[str, Committed], now_ms: int
+) -> dict[str, Group]:
+    """A group exists if it has a GroupMetadata record or any committed offset."""
+    groups: dict[str, Group] = {}
+    for group_id in metadata.keys() | {g for g, committed in offsets.items() if committed}:
+        value = metadata.get(group_id)
+        group = (
+            Group.from_record(group_id, value, now_ms)
+            if value is not None
+            else Group(group_id, now_ms)
+        )
+        group.offsets = offsets.get(group_id, {})
+        groups[group_id] = group
+    return groups
