@@ -1,18 +1,17 @@
-"""A partition replica: its segment log, its Raft group, and what clients wait on."""
+"""A partition replica: its segment log, its Raft group, what clients wait on, and the
+Journal and Snapshot listeners that keep them in step. Produce requests wait in its
+ProduceQueue (produce_queue.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
-
-from pysyncobj.config import FAIL_REASON
 
 from epoch import history
 from epoch.cache import EpochCache
@@ -25,9 +24,10 @@ from raftlog.broker import (
     TimestampOffset,
 )
 from raftlog.errors import ErrorCode, KafkaError
-from raftlog.producer_state import ProducerState, Verdict
+from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, await_answer
+from raftlog.producer_state import ProducerState
 from raftlog.raft.group import RaftGroup, RaftTimings
-from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
+from raftlog.raft.journal import Entry, SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.snapshot import RESUME, PartitionSnapshots
 from raftlog.raft.ticker import Ticker
@@ -50,16 +50,6 @@ _T = TypeVar("_T")
 # The window pysyncobj sees is cut (a snapshot point) once it references this much data, so a
 # restart replays little and memory holds a short index.
 WINDOW_BYTES = 32 * 1024 * 1024
-# How far a leader's log may run ahead of its commit index. pysyncobj replicates whatever is
-# appended with no limit of its own; a leader far ahead of its followers spends its time
-# walking that backlog and its followers time out waiting for it.
-UNCOMMITTED_BYTES = 4 * 1024 * 1024
-# Proposals a leader has in Raft at once; requests arriving meanwhile queue and go as one
-# entry. Every entry costs each replica the same Raft work whatever its size, and a
-# producer spread over 1,000 partitions sent one- or two-record batches: unbounded, each
-# was an entry of its own (30,000 records: 0.4-2 MB/s, some never acknowledged; bounded at
-# 2: 3-14 MB/s, all acknowledged). Over six partitions it helped too (~110 -> ~135 MB/s).
-PROPOSALS_IN_FLIGHT = 2
 HW_SAMPLE_SECONDS = 1.0
 REBUILD_CHUNK = 4 * 1024 * 1024
 # ListOffsets by timestamp reads records (up to codecs.MAX_DECOMPRESSED_BYTES of them a batch)
@@ -83,30 +73,6 @@ class NodeContext:
     history: HistoryJournal
 
 
-@dataclass(slots=True)
-class _Request:
-    """One produce request's records for this partition, waiting for their offsets."""
-
-    records: bytes
-    batches: int
-    offsets: int  # how many offsets its batches take
-    acks: int
-    future: asyncio.Future | None
-    base_offset: int = -1
-    term: int = -1  # of the Raft entry that carried it
-    verdict: Verdict | None = None  # set when the leader left its batches out of the log
-    # compressed or long batches are walked in a thread; the request is proposed once they pass
-    checked: asyncio.Future | None = None
-
-
-class Proposal(bytes):
-    """The batches of one or more produce requests, proposed as one Raft entry. The journal
-    sees this very object in add() on the leader, which is how the offsets it assigns reach
-    the producers."""
-
-    requests: list[_Request]
-
-
 class Partition:
     def __init__(
         self,
@@ -125,11 +91,7 @@ class Partition:
         self._ctx = ctx
         self._on_change = on_change
         self._waiters: list[asyncio.Future] = []
-        self._queue: deque[_Request] = deque()
-        self._acks_pending: dict[tuple[int, int], int] = {}
         self._term_was_committed = False
-        self._uncommitted = 0
-        self._proposals = 0  # proposed, not yet settled
         self._last_hw_record = 0.0
         self._leader_seen: tuple[str | None, int] = (None, 0)
         self.log = Log(directory, LogConfig())
@@ -157,6 +119,12 @@ class Partition:
         )
         self.snapshots.link = self.group.transport
         self.group.transport.side_messages[RESUME] = self._resume_requested
+        self.produce_queue = ProduceQueue(
+            self.group,
+            lambda: self._ctx.timings.max_message_bytes,
+            lambda: self.log_start_offset,
+            lambda term, acks, end: self._record(history.Ack, term=term, acks=acks, end_offset=end),
+        )
 
     # --- facade: state -------------------------------------------------------------------------
 
@@ -199,7 +167,7 @@ class Partition:
         loop = asyncio.get_running_loop()
         future = loop.create_future() if acks != 0 else None
         offsets = sum(h.last_offset_delta + 1 for h in headers)
-        request = _Request(records, len(headers), offsets, acks, future)
+        request = ProduceRequest(records, len(headers), offsets, acks, future)
         if any(needs_record_walk(h) for h in headers):
             # Off the event loop: a bomb stops at MAX_DECOMPRESSED_BYTES, and a real batch
             # does not hold up every other partition while it is opened. The queue keeps
@@ -207,112 +175,10 @@ class Partition:
             request.checked = loop.run_in_executor(
                 None, check_records, records, codecs.MAX_DECOMPRESSED_BYTES
             )
-            request.checked.add_done_callback(lambda _f: self._propose_queued())
-        self._queue.append(request)
-        self._propose_queued()
+        self.produce_queue.submit(request)
         if future is None:
             return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
-        return self._await_ack(future, timeout_ms)
-
-    def _propose_queued(self) -> None:
-        """Proposes queued requests, in arrival order, as few Raft entries as fit, while
-        fewer than PROPOSALS_IN_FLIGHT are in Raft and the uncommitted part of the log is
-        under UNCOMMITTED_BYTES (so it may pass the bound by one entry)."""
-        if not self.is_leader:  # _settled, as pysyncobj refuses what a deposed leader held
-            self._fail_queued()
-            return
-        limit = self._ctx.timings.max_message_bytes - 1
-        while (
-            self._queue
-            and self._uncommitted < UNCOMMITTED_BYTES
-            and self._proposals < PROPOSALS_IN_FLIGHT
-        ):
-            requests, size = [], 0
-            while self._queue and size + len(self._queue[0].records) <= limit:
-                checked = self._queue[0].checked
-                if checked is not None and not checked.done():
-                    break  # its compressed batches are still being opened
-                request = self._queue.popleft()
-                error = checked.exception() if checked is not None else None
-                if error is not None:
-                    self._refuse(request, error)
-                    continue
-                requests.append(request)
-                size += len(request.records)
-            if not requests:
-                return
-            proposal = Proposal(DATA_PREFIX + b"".join(r.records for r in requests))
-            proposal.requests = requests
-            self._uncommitted += len(proposal)
-            self._proposals += 1
-            self.group.propose(proposal, lambda _r, reason, p=proposal: self._settled(p, reason))
-
-    async def _await_ack(self, future: asyncio.Future, timeout_ms: int) -> ProduceResult:
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
-        except TimeoutError:
-            return ProduceResult(ErrorCode.request_timed_out, message="not committed in time")
-
-    def _settled(self, proposal: Proposal, reason: int) -> None:
-        """pysyncobj's verdict on a proposal: committed in its term, or not."""
-        self._uncommitted -= len(proposal)
-        self._proposals -= 1
-        for request in proposal.requests:
-            if request.future is None or request.future.done():
-                continue
-            if reason == FAIL_REASON.SUCCESS:
-                result = self._answer(request)
-                self._note_ack(request)
-            else:
-                result = ProduceResult(ErrorCode.not_leader_or_follower)
-            request.future.set_result(result)
-        self._propose_queued()
-
-    def _note_ack(self, request: _Request) -> None:
-        """Acknowledgements go into the history before the answers can leave this node: the
-        write is queued on the event loop ahead of the producer's task (call_soon is FIFO),
-        and all acks of one loop turn share a record."""
-        if request.verdict is not None or request.base_offset < 0:
-            return
-        key = (request.term, request.acks)
-        end = request.base_offset + request.offsets
-        if not self._acks_pending:
-            asyncio.get_running_loop().call_soon(self._record_acks)
-        self._acks_pending[key] = max(end, self._acks_pending.get(key, 0))
-
-    def _record_acks(self) -> None:
-        pending, self._acks_pending = self._acks_pending, {}
-        for (term, acks), end in sorted(pending.items()):
-            self._record(history.Ack, term=term, acks=acks, end_offset=end)
-
-    def _answer(self, request: _Request) -> ProduceResult:
-        verdict = request.verdict
-        if verdict is None:
-            return ProduceResult(
-                base_offset=request.base_offset, log_start_offset=self.log_start_offset
-            )
-        if verdict.error == ErrorCode.none:  # a retried batch: where the first copy landed
-            return ProduceResult(
-                base_offset=verdict.base_offset, log_start_offset=self.log_start_offset
-            )
-        return ProduceResult(verdict.error, message=verdict.message)
-
-    @staticmethod
-    def _refuse(request: _Request, error: BaseException) -> None:
-        if request.future is None or request.future.done():
-            return
-        if isinstance(error, KafkaError):
-            result = ProduceResult(error.code, message=error.message)
-        else:
-            result = ProduceResult(ErrorCode.corrupt_message, message=f"cannot check: {error}")
-        request.future.set_result(result)
-
-    def _fail_queued(self) -> None:
-        """Requests not yet proposed when leadership is lost go back to the client."""
-        while self._queue:
-            request = self._queue.popleft()
-            if request.future is not None and not request.future.done():
-                request.future.set_result(ProduceResult(ErrorCode.not_leader_or_follower))
+        return await_answer(future, timeout_ms)
 
     # --- facade: reads ---------------------------------------------------------------------------
 
@@ -411,11 +277,7 @@ class Partition:
 
     def appended(self, entry: Entry, command: object) -> None:
         if isinstance(command, Proposal):
-            for request in command.requests:
-                request.term = entry.term
-                if request.acks == 1 and not request.future.done():
-                    self._note_ack(request)
-                    request.future.set_result(self._answer(request))
+            self.produce_queue.appended(command, entry.term)
         if entry.location is None:
             if entry.term > 0:
                 self.epochs.refresh(self.log.epochs())
@@ -515,7 +377,7 @@ class Partition:
             await asyncio.sleep(0)
 
     def close(self) -> None:
-        self._fail_queued()  # nothing left for a compressed-batch check to propose into
+        self.produce_queue.fail_all()  # nothing left for a compressed-batch check to propose into
         self.group.close()
         self._save_producers()
         self.epochs.flush()
@@ -561,7 +423,7 @@ class Partition:
                 self._record(history.LeaderSeen, term=term, leader=int(leader or -1))
             self._record_hw()
         if not group.is_leader:
-            self._fail_queued()
+            self.produce_queue.fail_all()
             self.committed(group.commit_index, self.high_watermark)  # wake long polls
         self._on_change(self)
 

@@ -18,7 +18,7 @@ from support.raftnet import Clock
 from support.replicas import IDS, Replicas, values
 from support.wire import make_batch
 
-import raftlog.partition as partition_module
+import raftlog.produce_queue as produce_queue
 import raftlog.raft.syncobj_fork as core
 from raftlog.broker import ProduceResult
 from raftlog.errors import ErrorCode
@@ -126,7 +126,7 @@ async def test_requests_behind_the_proposals_in_flight_go_as_one_entry_in_arriva
     answers.append(replicas.send(leader, batch(*two[:1]) + batch(*two[1:])))
     requests.append(two)
     await replicas.run(0.3)
-    assert len(p.journal) - entries == partition_module.PROPOSALS_IN_FLIGHT == 2
+    assert len(p.journal) - entries == produce_queue.PROPOSALS_IN_FLIGHT == 2
     assert appended(p) == requests[0] + requests[1]  # the others are queued, not in the log
     assert not any(a.done() for a in answers)
     release(replicas)
@@ -258,8 +258,8 @@ async def test_a_leader_stops_proposing_at_the_uncommitted_bound_and_resumes_on_
     only by UNCOMMITTED_BYTES (and the proposal that crossed it): later requests wait in
     the queue rather than grow a backlog its followers must walk. Commits let them in,
     in order. (The proposal count bound is lifted here so only the byte bound acts.)"""
-    monkeypatch.setattr(partition_module, "PROPOSALS_IN_FLIGHT", 1000)
-    monkeypatch.setattr(partition_module, "UNCOMMITTED_BYTES", 2000)
+    monkeypatch.setattr(produce_queue, "PROPOSALS_IN_FLIGHT", 1000)
+    monkeypatch.setattr(produce_queue, "UNCOMMITTED_BYTES", 2000)
     leader, p = await leading(replicas)
     hold_answers(replicas, leader)
     requests = [batch(b"%d" % i + b"." * 500) for i in range(10)]
@@ -415,7 +415,7 @@ async def test_a_new_leader_judges_retries_by_the_producer_state_it_rebuilt(
 async def checks_finished(p: Partition) -> None:
     """Waits for the compressed-batch checks the leader's queue is waiting on (they run in a
     thread, on real time, so no clock step finishes them)."""
-    checks = [r.checked for r in p._queue if r.checked is not None]
+    checks = [r.checked for r in p.produce_queue._queue if r.checked is not None]
     await asyncio.wait_for(asyncio.gather(*checks, return_exceptions=True), 30)
     await asyncio.sleep(0)  # their done callbacks propose
 
