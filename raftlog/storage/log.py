@@ -328,7 +328,8 @@ class Log:
             try:
                 next(steps)
             except StopIteration as done:
-                return done.value
+                result: CompactionResult = done.value
+                return result
 
     def compact_steps(
         self,
