@@ -236,7 +236,8 @@ class Partition:
             proposal.requests = requests
             self._uncommitted += len(proposal)
             self._proposals += 1
-            self.group.propose(proposal, lambda _r, reason, p=proposal: self._settled(p, reason))
+            # mypy cannot infer a lambda with a default argument (p binds this proposal)
+            self.group.propose(proposal, lambda _r, reason, p=proposal: self._settled(p, reason))  # type: ignore[misc]
 
     async def _await_ack(self, future: asyncio.Future, timeout_ms: int) -> ProduceResult:
         try:
@@ -353,6 +354,7 @@ class Partition:
         if timestamp == -2:
             start = self.log_start_offset
             return TimestampOffset(-1, start, self.epoch_for_offset(start))
+        batch: bytes | None
         if timestamp == -3:
             newest = self.log.newest_batch(hw)
             if newest is None:
@@ -404,7 +406,7 @@ class Partition:
         if isinstance(command, Proposal):
             for request in command.requests:
                 request.term = entry.term
-                if request.acks == 1 and not request.future.done():
+                if request.acks == 1 and request.future is not None and not request.future.done():
                     self._note_ack(request)
                     request.future.set_result(self._answer(request))
         if entry.location is None:

@@ -102,7 +102,7 @@ def _assigned(member: dict[str, Any]) -> list[tuple[str, int]]:
     if isinstance(a, bytes | bytearray):
         return decode_assignment(bytes(a))
     if isinstance(a, dict):
-        out = []
+        out: list[tuple[str, int]] = []
         for entry in a.get("assigned_partitions") or a.get("assignment") or []:
             if isinstance(entry, dict):
                 topic, parts = entry.get("topic"), entry.get("partitions") or []
@@ -119,7 +119,7 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]]:
         pos = 2
         (n,) = struct.unpack_from(">i", data, pos)
         pos += 4
-        out = []
+        out: list[tuple[str, int]] = []
         for _ in range(max(n, 0)):
             (tlen,) = struct.unpack_from(">h", data, pos)
             topic = data[pos + 2 : pos + 2 + tlen].decode()

@@ -217,6 +217,7 @@ class GroupCoordinator:
         """Replays the partition: the latest record per key wins, a tombstone deletes."""
         started = time.monotonic()
         metadata: dict[str, GroupMetadataValue] = {}
+        value: bytes | GroupMetadataValue | None  # a record's value, then a group's metadata
         offsets: defaultdict[str, dict[TopicPartition, OffsetCommitValue]] = defaultdict(dict)
         for count, (offset, key, value) in enumerate(shard.log.read_committed(), 1):
             if count % LOAD_YIELD_EVERY == 0:
