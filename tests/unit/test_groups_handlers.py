@@ -31,6 +31,7 @@ from raftlog.broker import Coordinator, PartitionInfo, TopicInfo
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset
+from tests.support.broker_stub import BrokerStub
 
 E = ErrorCode
 
@@ -52,7 +53,7 @@ class Log:
         return iter(())
 
 
-class Broker:
+class Broker(BrokerStub):
     node_id = 1
     cluster_id = "c"
 
