@@ -11,6 +11,7 @@ from datetime import timedelta
 from kio.index import load_payload_module
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
+from support.broker_stub import BrokerStub
 
 from kafka_api.codec import build, encode_response
 from kafka_api.context import RequestContext
@@ -31,7 +32,6 @@ from raftlog.broker import Coordinator, PartitionInfo, TopicInfo
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset
-from tests.support.broker_stub import BrokerStub
 
 E = ErrorCode
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
+from support.broker_stub import BrokerStub
 
 from kafka_api.codec import build
 from kafka_api.context import RequestContext
@@ -34,7 +35,6 @@ from raftlog.broker import (
     TopicResult,
 )
 from raftlog.errors import ErrorCode, KafkaError
-from tests.support.broker_stub import BrokerStub
 
 E = ErrorCode
 
