@@ -3,7 +3,7 @@
 #   make down   stop it
 #   make test   set up .venv and the test tools (kcat, docker-compose), run every test
 #   make audit  the epoch audit of the local cluster (PySpark): report in audit/<time>/
-#   make lint   ruff check + ruff format --check
+#   make lint   ruff check + ruff format --check, then mypy (pyproject.toml [tool.mypy])
 #   make faults network fault suite (root): nodes in network namespaces, CYCLES fault cycles
 
 SHELL := /bin/bash
@@ -63,6 +63,7 @@ test: venv sysdeps
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -41,7 +42,7 @@ class Stats:
 
 
 class _Writer:
-    def __init__(self, files: dict[int, TextIO], stats: Stats) -> None:
+    def __init__(self, files: Mapping[int, TextIO], stats: Stats) -> None:
         self.files, self.stats = files, stats
 
     def __call__(self, record: Record) -> None:

@@ -106,7 +106,7 @@ def run(spark: SparkSession, collected: Path, out: Path, source: str, progress: 
         violations = rows if violations is None else violations.unionByName(rows)
     assert violations is not None
     violations = violations.cache()
-    counts = dict(violations.groupBy("invariant").count().collect())
+    counts: dict[str, int] = dict(violations.groupBy("invariant").count().collect())
     ranked = Window.partitionBy("invariant").orderBy("topic", "partition", "time_ms", "node")
     first_rows: dict[str, list[dict]] = {}
     for r in _dicts(
@@ -145,7 +145,7 @@ def run(spark: SparkSession, collected: Path, out: Path, source: str, progress: 
     bucket = _bucket_seconds((span[1] - span[0]) if span and span[0] is not None else 0)
     data = report.ReportData(
         source=source,
-        master=spark.sparkContext.master,
+        master=spark.sparkContext.master or "?",  # a running context always has one
         nodes=nodes,
         events=events,
         unreadable=unreadable,

@@ -20,7 +20,7 @@ def _spark_type(tp: object) -> T.DataType:
     if typing.get_origin(tp) is list:
         (item,) = typing.get_args(tp)
         return T.ArrayType(_spark_type(item))
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return dataclass_schema(tp)
     raise TypeError(f"no Spark type for {tp!r}")
 

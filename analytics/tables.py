@@ -360,7 +360,7 @@ def partition_summary(timeline: DataFrame, summary: DataFrame, cut: DataFrame) -
         F.max("epoch").alias("latest_epoch"),
         F.max("end_offset").alias("log_end_offset"),
     )
-    zero: dict[str, int] = {
+    zero: dict[str, bool | float | int | str] = {  # what fillna takes
         "truncations": 0,
         "truncated_records": 0,
         "truncated_bytes": 0,

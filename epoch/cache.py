@@ -28,7 +28,7 @@ class EpochCache:
         self._checkpoint = checkpoint
         self._epochs: list[int] = []
         self._starts: list[int] = []
-        self._written: Future | None = None  # the latest checkpoint write asked for
+        self._written: Future[None] | None = None  # the latest checkpoint write asked for
 
     def refresh(self, epochs: list[tuple[int, int]]) -> None:
         """Adopts the log's epochs; rewrites the checkpoint only when they changed."""

@@ -71,7 +71,8 @@ def check_body(entity_type: type, frame: bytes | memoryview, offset: int) -> byt
 
 
 def _without(view: memoryview, unknown: list[_Unknown]) -> bytes:
-    parts, at = [], 0
+    parts: list[bytes | memoryview] = []
+    at = 0
     for u in sorted(unknown, key=lambda u: u.count_start):
         parts += [view[at : u.count_start], uvarint(u.kept)]
         at = u.count_end

@@ -16,8 +16,9 @@ from typing import Any
 
 from kio.index import load_payload_module, load_request_schema
 from kio.serial import entity_reader, entity_writer
-from kio.serial.readers import read_unsigned_varint
+from kio.serial.readers import Reader, read_unsigned_varint
 from kio.static.constants import EntityType
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kafka_api.bounds import check_body
 from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
@@ -64,7 +65,9 @@ def decode_header(frame: Frame) -> RequestHeader:
 
 
 @functools.cache
-def _request_reader(api_key: int, api_version: int) -> tuple[type, Any]:
+def _request_reader(
+    api_key: int, api_version: int
+) -> tuple[type[RequestPayload], Reader[RequestPayload]]:
     request_type = load_request_schema(api_key, api_version)
     return request_type, entity_reader(request_type)
 
@@ -125,7 +128,7 @@ def _writer(entity_type: type) -> Any:
     return entity_writer(entity_type)
 
 
-def encode_response(correlation_id: int, response: Any) -> list[bytes | bytearray]:
+def encode_response(correlation_id: int, response: ResponsePayload) -> list[bytes | bytearray]:
     """One response frame (size, header, body) as buffers to write in order. The header version
     comes from the kio model: flexible responses carry an empty tagged-field section, except
     ApiVersions, which always uses header v0 so any client can read it."""

@@ -106,7 +106,8 @@ class KafkaServer:
         """The bound port, so tests can listen on port 0."""
         if self._server is None or not self._server.sockets:
             raise RuntimeError("server is not started")
-        return self._server.sockets[0].getsockname()[1]
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
 
     async def close(self) -> None:
         if self._sweeper is not None:

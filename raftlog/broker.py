@@ -208,9 +208,15 @@ class Partition(Protocol):
 
 
 class Broker(Protocol):
-    node_id: int
-    cluster_id: str
-    groups: GroupCoordinator  # raftlog.groups.coordinator.GroupCoordinator
+    # Read-only to handlers: a plain attribute of the node satisfies them as well.
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def groups(self) -> GroupCoordinator: ...
 
     def controller_id(self) -> int:
         """Node id of the controller Raft leader, -1 if none."""

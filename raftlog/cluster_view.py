@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raftlog.broker import BrokerInfo, LazyPartitions, PartitionInfo, TopicInfo
 
@@ -25,7 +25,7 @@ class ClusterView:
     def controller_id(self) -> int:
         return self._node.controller.leader_id
 
-    def registered_nodes(self) -> dict[int, dict]:
+    def registered_nodes(self) -> dict[int, dict[str, Any]]:
         return dict(self._node.controller.state.nodes)
 
     def live_brokers(self) -> list[BrokerInfo]:
@@ -64,7 +64,7 @@ class ClusterView:
                 return self._topic_info(name, topic)
         return None
 
-    def _topic_info(self, name: str, topic: dict) -> TopicInfo:
+    def _topic_info(self, name: str, topic: dict[str, Any]) -> TopicInfo:
         assigned = tuple(topic["partitions"])
         topic_id = topic["id"]
         partitions = LazyPartitions(

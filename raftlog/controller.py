@@ -18,10 +18,11 @@ from typing import Any
 from pysyncobj.config import FAIL_REASON
 
 from raftlog.raft.group import RaftGroup, RaftTimings, failure_name
-from raftlog.raft.journal import SegmentJournal, TruncateResult
+from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.syncobj_fork import SyncObj, replicated
 from raftlog.raft.ticker import Ticker
+from raftlog.storage.log import TruncateResult
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ class Controller:
             factory=functools.partial(ControllerMachine, on_apply=self._applied),
             on_change=lambda _group: on_change(),
         )
-        self.state: ControllerMachine = self.group.obj  # type: ignore[assignment]
+        self.state: ControllerMachine = self.group.obj
 
     def _applied(self) -> None:
         self._on_change()

@@ -228,6 +228,7 @@ class Partition:
         if timestamp == EARLIEST_TIMESTAMP:
             start = self.log_start_offset
             return TimestampOffset(-1, start, self.epoch_for_offset(start))
+        batch: bytes | None
         if timestamp == MAX_TIMESTAMP:
             newest = self.log.newest_batch(hw)
             if newest is None:

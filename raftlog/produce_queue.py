@@ -6,6 +6,7 @@ its size."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,7 +113,7 @@ class ProduceQueue:
             proposal.requests = requests
             self._uncommitted += len(proposal)
             self._proposals += 1
-            self._group.propose(proposal, lambda _r, reason, p=proposal: self._settled(p, reason))
+            self._group.propose(proposal, functools.partial(self._settled, proposal))
 
     def appended(self, proposal: Proposal, term: int) -> None:
         """The leader appended the entry: acks=1 is answered now (Kafka's meaning of it)."""
@@ -129,7 +130,7 @@ class ProduceQueue:
             if request.future is not None and not request.future.done():
                 request.future.set_result(ProduceResult(ErrorCode.not_leader_or_follower))
 
-    def _settled(self, proposal: Proposal, reason: int) -> None:
+    def _settled(self, proposal: Proposal, _result: object, reason: int) -> None:
         """pysyncobj's verdict on a proposal: committed in its term, or not."""
         self._uncommitted -= len(proposal)
         self._proposals -= 1

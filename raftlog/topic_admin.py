@@ -111,7 +111,9 @@ class TopicAdmin:
         self, name: str, topic_id: str, assignments: list[list[int]], spec: TopicSpec
     ) -> TopicInfo:
         partitions = tuple(PartitionInfo(name, i, tuple(r)) for i, r in enumerate(assignments))
-        return TopicInfo(name, uuid.UUID(topic_id), partitions, dict(spec.configs))
+        # validate() has refused a None value (a deletion) in a new topic's configs
+        configs = {k: v for k, v in spec.configs.items() if v is not None}
+        return TopicInfo(name, uuid.UUID(topic_id), partitions, configs)
 
     def _over_budget(self, replicas: int, live: list[int]) -> str | None:
         """The request cannot fit even spread evenly over the live nodes."""

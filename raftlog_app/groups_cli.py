@@ -102,7 +102,7 @@ def _assigned(member: dict[str, Any]) -> list[tuple[str, int]]:
     if isinstance(a, bytes | bytearray):
         return _partitions(bytes(a))
     if isinstance(a, dict):
-        out = []
+        out: list[tuple[str, int]] = []
         for entry in a.get("assigned_partitions") or a.get("assignment") or []:
             if isinstance(entry, dict):
                 topic, parts = entry.get("topic"), entry.get("partitions") or []

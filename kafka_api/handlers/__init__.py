@@ -45,36 +45,38 @@ class ApiHandler(Protocol):
         """The kio response entity, or None when the request gets no response."""
 
 
-HANDLERS: dict[int, ApiHandler] = {
-    module.API_KEY: module
-    for module in (
-        alter_configs,
-        api_versions,
-        create_partitions,
-        create_topics,
-        delete_groups,
-        delete_topics,
-        describe_cluster,
-        describe_configs,
-        describe_groups,
-        describe_log_dirs,
-        fetch,
-        find_coordinator,
-        heartbeat,
-        incremental_alter_configs,
-        init_producer_id,
-        join_group,
-        leave_group,
-        list_groups,
-        list_offsets,
-        metadata,
-        offset_commit,
-        offset_fetch,
-        offset_for_leader_epoch,
-        produce,
-        sync_group,
-    )
-}
+# A list typed ApiHandler, so mypy checks each module against the protocol (its constants
+# and `handle`'s signature); a tuple or dict of modules would be taken as ModuleType, whose
+# attributes are all Any, and pass unchecked.
+_MODULES: list[ApiHandler] = [
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_groups,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    describe_log_dirs,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    sync_group,
+]
+
+HANDLERS: dict[int, ApiHandler] = {module.API_KEY: module for module in _MODULES}
 
 
 def supported_versions() -> list[tuple[int, int, int]]:

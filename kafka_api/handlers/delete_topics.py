@@ -43,8 +43,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             rejected[position] = TopicResult(
                 name, ErrorCode.invalid_request, f"Topic {name} is named more than once"
             )
-    to_delete = [name for i, name in enumerate(names) if i not in rejected]
-    deleted = {}
+    # (names of topics not rejected are known: a missing one was rejected)
+    to_delete = [name for i, name in enumerate(names) if i not in rejected and name is not None]
+    deleted: dict[str | None, TopicResult] = {}
     if to_delete:
         results = await broker.delete_topics(to_delete, millis(request.timeout))
         deleted = {result.name: result for result in results}

@@ -5,9 +5,10 @@ in the order they were sent even though their commits are awaited concurrently."
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, cast
 
 from kio.serial.readers import tz_aware_from_i64
+from kio.static.primitive import i64
 
 from epoch import NO_EPOCH
 from kafka_api.codec import build, response_module
@@ -149,7 +150,10 @@ def _partition_response(m: Any, index: int, result: ProduceResult, extra: dict[s
         error_code=result.error,
         base_offset=result.base_offset,
         log_append_time=(
-            tz_aware_from_i64(result.log_append_time) if result.log_append_time >= 0 else None
+            # a ms timestamp fits int64; i64() would check it again, at ~0.7 us a call
+            tz_aware_from_i64(cast(i64, result.log_append_time))
+            if result.log_append_time >= 0
+            else None
         ),
         log_start_offset=result.log_start_offset,
         record_errors=(),

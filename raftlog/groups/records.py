@@ -324,7 +324,7 @@ def assigned_partitions(data: bytes) -> list[tuple[str, int]]:
     flexible, the partitions first)."""
     r = _Reader(data)
     r.int16()
-    out = []
+    out: list[tuple[str, int]] = []
     for _ in range(r.array_length()):
         topic = r.string()
         out.extend((topic, r.int32()) for _ in range(r.array_length()))

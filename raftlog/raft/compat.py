@@ -189,7 +189,8 @@ def match_indexes(obj: _syncobj.SyncObj) -> dict[str, int]:
 
 
 def match_index(obj: _syncobj.SyncObj, node: Any) -> int:
-    return obj._SyncObj__raftMatchIndex.get(node, 0)
+    index: int = obj._SyncObj__raftMatchIndex.get(node, 0)
+    return index
 
 
 def skip_to_log_end(obj: _syncobj.SyncObj, node: Any) -> None:

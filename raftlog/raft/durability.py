@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -71,7 +71,7 @@ class Durability:
         )
         done.add_done_callback(lambda f: self._finished(upto, f.result()))
 
-    def _finished(self, upto: int, results: list[object]) -> None:
+    def _finished(self, upto: int, results: Sequence[object]) -> None:
         failed = [r for r in results if isinstance(r, BaseException)]
         if failed:  # the disk failed: nothing better to do than say so and go on as before
             log.error("%d Raft state saves failed, first: %s", len(failed), failed[0])

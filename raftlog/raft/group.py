@@ -196,7 +196,8 @@ class RaftGroup:
 
     @property
     def is_leader(self) -> bool:
-        return self.obj._isLeader()
+        leader: bool = self.obj._isLeader()
+        return leader
 
     @property
     def leader_id(self) -> str | None:
@@ -205,15 +206,18 @@ class RaftGroup:
 
     @property
     def quiet(self) -> bool:
-        return self.obj.isQuiesced()
+        quiet: bool = self.obj.isQuiesced()
+        return quiet
 
     @property
     def term(self) -> int:
-        return self.obj.raftCurrentTerm
+        term: int = self.obj.raftCurrentTerm
+        return term
 
     @property
     def commit_index(self) -> int:
-        return self.obj.raftCommitIndex
+        index: int = self.obj.raftCommitIndex
+        return index
 
     def _compaction_floor(self) -> int:
         """The lowest index a connected follower still needs, if this node leads."""
@@ -231,7 +235,8 @@ class RaftGroup:
 
 
 def failure_name(reason: int) -> str:
-    for name, value in vars(FAIL_REASON).items():
+    reasons: dict[str, object] = vars(FAIL_REASON)
+    for name, value in reasons.items():
         if value == reason and not name.startswith("_"):
             return name
     return str(reason)

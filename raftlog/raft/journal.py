@@ -16,7 +16,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, overload
 
 import crc32c
 import msgpack
@@ -63,7 +63,7 @@ class Entry:
     inline: bytes | None = None  # the whole command, for entries that are not batches
     file_pos: int = 0  # where this entry's record starts in the window file
 
-    def pack(self) -> list:
+    def pack(self) -> list[int | bytes | None]:
         if self.location is None:
             return [self.idx, self.term, self.offset, self.next_offset, self.inline]
         loc = self.location
@@ -79,7 +79,7 @@ class Entry:
         ]
 
     @classmethod
-    def unpack(cls, fields: list) -> Entry:
+    def unpack(cls, fields: list[Any]) -> Entry:
         idx, term, offset, next_offset, inline = fields[:5]
         if inline is not None:
             return cls(idx, term, offset, next_offset, inline=inline)
@@ -119,6 +119,10 @@ class StoredCommand:
         return hash(self._location)
 
 
+# An entry as pysyncobj sees it: (command, Raft index, term).
+RaftEntry = tuple[bytes | StoredCommand, int, int]
+
+
 class WindowView:
     """A lazy slice of the window: pysyncobj slices the whole tail and then walks it only until
     its byte budget is spent, so materialising the slice would read the whole tail."""
@@ -133,11 +137,17 @@ class WindowView:
     def __len__(self) -> int:
         return self._stop - self._start
 
-    def __iter__(self) -> Iterator[tuple]:
+    def __iter__(self) -> Iterator[RaftEntry]:
         for i in range(self._start, self._stop):
             yield self._journal._tuple(i)
 
-    def __getitem__(self, item: int | slice) -> tuple | WindowView:
+    @overload
+    def __getitem__(self, item: int) -> RaftEntry: ...
+
+    @overload
+    def __getitem__(self, item: slice) -> WindowView: ...
+
+    def __getitem__(self, item: int | slice) -> RaftEntry | WindowView:
         if isinstance(item, slice):
             start, stop, step = item.indices(len(self))
             if step != 1:
@@ -149,11 +159,11 @@ class WindowView:
             raise IndexError(item)
         return self._journal._tuple(self._start + item)
 
-    def entries(self) -> list[tuple]:
+    def entries(self) -> list[RaftEntry]:
         return list(self)
 
 
-class SegmentJournal(Journal):
+class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
     """The Journal pysyncobj is handed (via conf.journalFile, see raft/compat.py)."""
 
     def __init__(self, raft_dir: Path, log: Log | None, listener: JournalListener) -> None:
@@ -237,7 +247,13 @@ class SegmentJournal(Journal):
         self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
         self._rewrite_window()
 
-    def __getitem__(self, item: int | slice) -> tuple | WindowView:
+    @overload
+    def __getitem__(self, item: int) -> RaftEntry: ...
+
+    @overload
+    def __getitem__(self, item: slice) -> WindowView: ...
+
+    def __getitem__(self, item: int | slice) -> RaftEntry | WindowView:
         if isinstance(item, slice):
             start, stop, step = item.indices(len(self._entries))
             if step != 1:
@@ -348,10 +364,12 @@ class SegmentJournal(Journal):
 
     _pending_anchors: list[Entry] | None = None
 
-    def _tuple(self, position: int) -> tuple:
+    def _tuple(self, position: int) -> RaftEntry:
         e = self._entries[position]
         if e.location is None:
+            assert e.inline is not None  # an entry is inline or has its batches in the log
             return (e.inline, e.idx, e.term)
+        assert self._log is not None  # only a partition's entries have batches
         return (StoredCommand(self._log, e.location), e.idx, e.term)
 
     def _hw_for(self, commit_index: int) -> int:
@@ -422,6 +440,7 @@ class SegmentJournal(Journal):
     def _check_log_end(self) -> None:
         """The log must end where the window's last entry ends before anything is appended; an
         interrupted snapshot install can leave data past it, which no longer belongs there."""
+        assert self._log is not None  # a partition's journal: the controller's has no log
         if self._log.log_end_offset != self._entries[-1].next_offset:
             self._cut_log_to_window()
 
@@ -453,7 +472,7 @@ class SegmentJournal(Journal):
             if first.location is not None:
                 loc = first.location
                 result = self._log.truncate(loc.segment_base, loc.term, loc.position, False)
-            elif first.term > 0 and first.inline[:1] == bytes([NO_OP]):
+            elif first.term > 0 and first.inline is not None and first.inline[:1] == bytes([NO_OP]):
                 # the no-op opened its term's segment: the whole segment goes with it
                 result = self._log.truncate(first.offset, first.term, 0, True)
             else:
@@ -475,7 +494,7 @@ class SegmentJournal(Journal):
                 loc = entry.location
                 end = (loc.segment_base, loc.term, loc.position + loc.size)
                 break
-            if entry.term > 0 and entry.inline[:1] == bytes([NO_OP]):
+            if entry.term > 0 and entry.inline is not None and entry.inline[:1] == bytes([NO_OP]):
                 end = (entry.offset, entry.term, 0)  # its term's segment stays, empty
                 break
         if end is None:
@@ -491,7 +510,7 @@ class SegmentJournal(Journal):
 
 
 def _frame(entry: Entry) -> bytes:
-    payload = msgpack.packb(entry.pack())
+    payload: bytes = msgpack.packb(entry.pack())
     return _RECORD_HEAD.pack(len(payload), crc32c.crc32c(payload)) + payload
 
 

@@ -19,7 +19,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgpack
 
@@ -53,6 +53,11 @@ PRE_AUTH_BYTES = 4096
 # A rejected connection's address is logged at most this often (a port scanner's flood).
 REJECT_LOG_INTERVAL = 60.0
 
+# What a group sends a peer: a pysyncobj message (a dict), or a beat, the compact form of a
+# heartbeat or of its answer (a list; raft/transport.py).
+Message = dict[str, Any]
+Beat = list[Any]
+
 
 class Endpoint(Protocol):
     """A Raft group's end of the mesh."""
@@ -61,7 +66,7 @@ class Endpoint(Protocol):
 
     def peer_down(self, peer_id: str) -> None: ...
 
-    def deliver(self, peer_id: str, message: dict | list) -> None: ...
+    def deliver(self, peer_id: str, message: Message | Beat) -> None: ...
 
     def peer_silent(self, peer_id: str) -> None: ...
 
@@ -106,14 +111,15 @@ class _Connection(asyncio.Protocol):
         self._nonce = os.urandom(16)
         self._peer_nonce = b""
         # Frames packed, or a list of beats that becomes one frame when flushed.
-        self._pending: list[bytes | list] = []
+        self._pending: list[bytes | list[Beat]] = []
         self._pending_bytes = 0
-        self._beats: list | None = None  # the last of _pending, while beats are added to it
+        self._beats: list[Beat] | None = None  # the last of _pending, while beats are added to it
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream connection's transport (create_server, create_connection).
+        self.transport = cast(asyncio.Transport, transport)
         remote = transport.get_extra_info("peername")
         if isinstance(remote, tuple):
             self._remote = f"{remote[0]}:{remote[1]}"
@@ -202,16 +208,18 @@ class _Connection(asyncio.Protocol):
 
     # --- frames ----------------------------------------------------------------------------
 
-    def _frame(self, frame: list) -> None:
+    def _frame(self, frame: list[Any]) -> None:
         kind = frame[0]
         if self.authenticated:
+            peer_id = self.peer_id
+            assert peer_id is not None  # set by the handshake, before it authenticates
             if kind == RAFT:
-                self._mesh._deliver(self.peer_id, frame[1], frame[2])
+                self._mesh._deliver(peer_id, frame[1], frame[2])
             elif kind == BEATS:
                 for beat in frame[1]:
-                    self._mesh._deliver(self.peer_id, beat[0], beat[1:])
+                    self._mesh._deliver(peer_id, beat[0], beat[1:])
             elif kind == CONTROL:
-                self._mesh._control(self.peer_id, frame[1], frame[2])
+                self._mesh._control(peer_id, frame[1], frame[2])
             return
         secret, me = self._mesh._secret, self._mesh.node_id
         if kind == HELLO and self._dial_peer is None:
@@ -254,7 +262,7 @@ class _Connection(asyncio.Protocol):
         self._pending_bytes += len(frame)
         self._beats = None
 
-    def write_beat(self, beat: list) -> None:
+    def write_beat(self, beat: Beat) -> None:
         """A turn's beats to this peer leave as one frame, in order with the other frames."""
         if self.transport is None or self.transport.is_closing():
             return
@@ -278,6 +286,11 @@ class _Connection(asyncio.Protocol):
         if self.transport is None:
             return 0
         return self.transport.get_write_buffer_size() + self._pending_bytes
+
+    @property
+    def closing(self) -> bool:
+        """The transport is closing or closed (an established connection always has one)."""
+        return self.transport is None or self.transport.is_closing()
 
     def close(self) -> None:
         if self.transport is not None:
@@ -305,7 +318,7 @@ class Mesh:
         self._connections: dict[str, _Connection] = {}
         self._endpoints: dict[str, Endpoint] = {}
         self._control_handlers: dict[str, Callable[[str, Any], None]] = {}
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self._last_error: dict[str, float] = {}
         self._dialing: set[str] = set()
@@ -411,7 +424,7 @@ class Mesh:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _deliver(self, peer_id: str, group_id: str, message: dict | list) -> None:
+    def _deliver(self, peer_id: str, group_id: str, message: Message | Beat) -> None:
         endpoint = self._endpoints.get(group_id)
         if endpoint is None:
             return
@@ -431,10 +444,11 @@ class Mesh:
 
     def _established(self, conn: _Connection) -> None:
         peer = conn.peer_id
+        assert peer is not None  # the handshake named the peer before proving it
         old = self._connections.get(peer)
-        if old is not None and old is not conn and not old.transport.is_closing():
+        if old is not None and old is not conn and not old.closing:
             # Both sides dialled at once: keep the connection the lower node id dialled.
-            if self._dialer(old) < self._dialer(conn):
+            if self._dialer(old, peer) < self._dialer(conn, peer):
                 conn.close()
                 return
             old.close()
@@ -445,12 +459,13 @@ class Mesh:
             self._dial(peer)
             for callback in self.on_new_peer:
                 callback(peer, conn.peer_address)
-        if old is None or old.transport.is_closing():
+        if old is None or old.closing:
             self._notify(peer, True)
         log.info("peer %s connected", peer)
 
-    def _dialer(self, conn: _Connection) -> int:
-        return int(self.node_id if conn.dials else conn.peer_id)
+    def _dialer(self, conn: _Connection, peer: str) -> int:
+        """Node id of the side that dialled `conn`, a connection to `peer`."""
+        return int(self.node_id if conn.dials else peer)
 
     def _log_rejected(self, remote: str, reason: str) -> None:
         host = remote.rsplit(":", 1)[0]

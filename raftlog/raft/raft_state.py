@@ -97,7 +97,7 @@ class RaftState:
             write_state(self._path, image, start, start + SLOT)
 
 
-def _read_slot(slot: bytes) -> tuple[int, tuple | None]:
+def _read_slot(slot: bytes) -> tuple[int, tuple[int, str | None, int] | None]:
     crc, seq, length = _SLOT_HEAD.unpack_from(slot)
     body_end = _SLOT_HEAD.size + length
     if length == 0 or body_end > SLOT or crc32c.crc32c(slot[4:body_end]) != crc:

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 from pysyncobj.config import SERIALIZER_STATE
 
 from raftlog.raft.compat import NO_OP, SnapshotSeam
-from raftlog.raft.journal import Entry, SegmentJournal, StoredCommand
+from raftlog.raft.journal import Entry, RaftEntry, SegmentJournal, StoredCommand
+from raftlog.raft.mesh import Message
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log
 
@@ -32,6 +33,9 @@ CHUNK_BYTES = 1024 * 1024
 HARD_WINDOW_BYTES = 256 * 1024 * 1024
 RESUME_TIMEOUT = 10.0
 RESUME = "rl_snapshot_resume"  # follower -> leader, outside pysyncobj's message types
+
+# A transmission's chunk as pysyncobj carries it: (data, is first, is last).
+Chunk = tuple[dict[str, Any], bool, bool]
 
 
 class SnapshotLink(Protocol):
@@ -45,7 +49,7 @@ class SnapshotLink(Protocol):
 
     def compaction_floor(self) -> int: ...
 
-    def send_side_message(self, node_id: str, message: dict) -> None: ...
+    def send_side_message(self, node_id: str, message: Message) -> None: ...
 
     def nodes(self) -> set[Any]: ...
 
@@ -118,7 +122,7 @@ class PartitionSnapshots(SnapshotSeam):
         self._journal = journal
         self._log = log_
         self._self_id = self_id
-        self.link = link
+        self._link = link
         self._listener = listener
         self._taken: int | None = None
         self._outbound: dict[Any, _Outbound] = {}
@@ -134,6 +138,18 @@ class PartitionSnapshots(SnapshotSeam):
             return str(self._journal.window_path)
         return "/nonexistent/raftlog-snapshot"
 
+    @property
+    def link(self) -> SnapshotLink:
+        """The group's transport. The group is built with these snapshots, so it is linked
+        right after; nothing here runs before."""
+        if self._link is None:
+            raise RuntimeError("snapshots used before their group's transport was linked")
+        return self._link
+
+    @link.setter
+    def link(self, link: SnapshotLink) -> None:
+        self._link = link
+
     # --- taking snapshots ------------------------------------------------------------------
 
     def checkSerializing(self) -> tuple[int, int | None]:  # noqa: N802 - pysyncobj's name
@@ -142,7 +158,7 @@ class PartitionSnapshots(SnapshotSeam):
         taken, self._taken = self._taken, None
         return SERIALIZER_STATE.SUCCESS, taken
 
-    def serialize(self, data: tuple, idx: int) -> None:
+    def serialize(self, data: tuple[Any, ...], idx: int) -> None:
         for node, out in list(self._outbound.items()):
             if self.link.match_index(node) >= out.anchors[-1].idx:
                 # The follower held the snapshot's last entry, kept its log and went on by
@@ -157,7 +173,7 @@ class PartitionSnapshots(SnapshotSeam):
         self._journal.compact_to(idx)
         self._taken = idx
 
-    def deserialize(self) -> tuple:
+    def deserialize(self) -> tuple[None, RaftEntry, RaftEntry, set[Any]]:
         anchors = self._installed
         self._installed = None
         if anchors is not None:
@@ -168,7 +184,7 @@ class PartitionSnapshots(SnapshotSeam):
 
     # --- leader side -------------------------------------------------------------------------
 
-    def getTransmissionData(self, node: Any) -> tuple | None:  # noqa: N802
+    def getTransmissionData(self, node: Any) -> Chunk | None:  # noqa: N802
         chunk = self._next_chunk(node)
         if chunk is None:
             # pysyncobj keeps asking, and sending an empty message per answer, until 0.1 s
@@ -178,7 +194,7 @@ class PartitionSnapshots(SnapshotSeam):
             self.link.skip_to_log_end(node)
         return chunk
 
-    def _next_chunk(self, node: Any) -> tuple | None:
+    def _next_chunk(self, node: Any) -> Chunk | None:
         out = self._outbound.get(node)
         now = time.monotonic()
         if out is None:
@@ -221,7 +237,7 @@ class PartitionSnapshots(SnapshotSeam):
 
     # --- follower side -----------------------------------------------------------------------
 
-    def setTransmissionData(self, data: tuple | None) -> bool:  # noqa: N802
+    def setTransmissionData(self, data: Chunk | None) -> bool:  # noqa: N802
         if data is None:
             return False
         chunk, is_first, is_last = data
@@ -253,7 +269,7 @@ class PartitionSnapshots(SnapshotSeam):
         self._listener.snapshot_installed(inbound.resume_offset, inbound.end_offset, inbound.leader)
         return True
 
-    def _start_install(self, manifest: dict) -> None:
+    def _start_install(self, manifest: dict[str, Any]) -> None:
         epochs = [(t, s) for t, s in manifest["epochs"]]
         end = manifest["end"]
         leader_start = manifest["log_start"]
@@ -320,17 +336,18 @@ class PartitionSnapshots(SnapshotSeam):
         location = self._log.locate(anchor.offset, anchor.next_offset)
         return Entry(anchor.idx, anchor.term, anchor.offset, anchor.next_offset, location)
 
-    def _anchor_tuple(self, entry: Entry) -> tuple:
+    def _anchor_tuple(self, entry: Entry) -> RaftEntry:
         if entry.location is None:
+            assert entry.inline is not None  # _locate gave every other anchor its location
             return (entry.inline, entry.idx, entry.term)
         return (StoredCommand(self._log, entry.location), entry.idx, entry.term)
 
 
-def _anchor_fields(entry: Entry) -> list:
+def _anchor_fields(entry: Entry) -> list[int | bytes | None]:
     return [entry.idx, entry.term, entry.offset, entry.next_offset, entry.inline]
 
 
-def _anchor_entry(fields: list) -> Entry:
+def _anchor_entry(fields: list[Any]) -> Entry:
     idx, term, offset, next_offset, inline = fields
     return Entry(idx, term, offset, next_offset, inline=inline)
 

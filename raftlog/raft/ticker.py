@@ -71,7 +71,7 @@ class Ticker:
         self._timers: list[tuple[float, str]] = []  # heap of (due, group); stale ones skipped
         self._scheduled: set[str] = set()
         self._loop = asyncio.get_event_loop()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._last_error: dict[str, float] = {}
 
     def start(self) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
-from raftlog.raft.mesh import Mesh
+from raftlog.raft.mesh import Beat, Mesh, Message
 
 # Entry bytes a leader may have sent to one follower beyond what it acknowledged: enough to
 # keep a follower busy for a round trip, small enough that groups sharing a connection
@@ -23,7 +23,7 @@ _HEARTBEAT_KEYS = frozenset(
 )
 
 
-def as_beat(message: dict) -> list | None:
+def as_beat(message: Message) -> Beat | None:
     """The compact form of the two messages every awake group sends each interval: a plain
     heartbeat [term, commit, prevLogIdx, prevLogTerm], or a follower's success answer
     [next index]. The mesh carries a turn's beats to a peer in one frame (Redpanda's
@@ -47,7 +47,7 @@ def as_beat(message: dict) -> list | None:
     return None
 
 
-def from_beat(beat: list) -> dict:
+def from_beat(beat: Beat) -> Message:
     """The message a beat stands for, for pysyncobj's handler."""
     if len(beat) == 1:
         return {"type": "next_node_idx", "next_node_idx": beat[0], "reset": False, "success": True}
@@ -86,7 +86,7 @@ class InFlight:
         self._sent.append((last_index, total + size))
 
 
-class GroupTransport(Transport):
+class GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj ships no types
     """Handed to SyncObj as `transport=`; every group on a node shares the node's mesh."""
 
     def __init__(
@@ -110,12 +110,12 @@ class GroupTransport(Transport):
         self.compaction_floor: Callable[[], int] = lambda: 2**63
         # A peer came, went or fell silent: a quiet group wakes (FORK.md, 9).
         self.on_peer_change: Callable[[], None] = lambda: None
-        self.side_messages: dict[str, Callable[[Node, dict], None]] = {}
+        self.side_messages: dict[str, Callable[[Node, Message], None]] = {}
         # The save of this group's term and vote its messages must follow (durability.py):
         # they are held here until it is on disk, in order. Other groups' frames and the
         # mesh's pings are not held behind it.
         self.state_seq: Callable[[], int] = lambda: 0
-        self._held: list[tuple[int, str, dict | list]] = []
+        self._held: list[tuple[int, str, Message | Beat]] = []
         # The fork's handlers of the two beats (FORK.md, 11): None means "use the full
         # handler", else whether the group has work for a tick.
         self.on_heartbeat: Callable[..., bool | None] = lambda node, *beat: None
@@ -127,7 +127,7 @@ class GroupTransport(Transport):
 
     # --- pysyncobj Transport ------------------------------------------------------------------
 
-    def send(self, node: Node, message: dict) -> bool:
+    def send(self, node: Node, message: Message) -> bool:
         entries = message.get("entries")
         now = time.monotonic()
         if entries:
@@ -152,7 +152,7 @@ class GroupTransport(Transport):
         beat = as_beat(message)
         return self._send(node.id, message if beat is None else beat)
 
-    def _send(self, node_id: str, message: dict | list) -> bool:
+    def _send(self, node_id: str, message: Message | Beat) -> bool:
         durability = self._mesh.durability
         need = self.state_seq()
         if durability is None or (need <= durability.durable and not self._held):
@@ -207,7 +207,7 @@ class GroupTransport(Transport):
         if peer_id in self._nodes:
             self.on_peer_change()
 
-    def deliver(self, peer_id: str, message: dict | list) -> None:
+    def deliver(self, peer_id: str, message: Message | Beat) -> None:
         node = self._nodes.get(peer_id)
         if node is None:
             return
@@ -221,7 +221,7 @@ class GroupTransport(Transport):
             if work is not False:
                 self._on_message()
             return
-        side = self.side_messages.get(message.get("type"))
+        side = self.side_messages.get(message.get("type", ""))
         if side is not None:
             side(node, message)
         else:
@@ -233,7 +233,7 @@ class GroupTransport(Transport):
     def queued(self, node_id: str) -> int:
         return self._mesh.queued(node_id)
 
-    def send_side_message(self, node_id: str, message: dict) -> None:
+    def send_side_message(self, node_id: str, message: Message) -> None:
         self._send(node_id, message)
 
     def nodes(self) -> set[Any]:

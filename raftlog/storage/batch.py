@@ -269,7 +269,7 @@ def check_records(records: bytes, limit: int) -> None:
     decompressed (Kafka's LogValidator looks inside too)."""
     for pos, header in iter_batches(records):
         if needs_record_walk(header):
-            payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
+            payload: bytes | memoryview = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
             if header.compression:
                 payload = codecs.decompress(header.compression, payload, limit)
             count_records(payload, header.record_count)

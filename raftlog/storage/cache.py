@@ -150,7 +150,7 @@ def configure(max_index_bytes: int | None = None, max_open_files: int | None = N
         files.trim(max_open_files)
 
 
-def open_file(path: Path, flags: int) -> int:
+def open_file(path: str | Path, flags: int) -> int:
     """os.open for a segment's .log; out of descriptors, the idle half of those the LRU holds
     are closed and the open is tried once more."""
     try:

@@ -99,7 +99,7 @@ def snappy(payload: bytes, limit: int) -> bytes:
 
 def _lz4(payload: bytes | memoryview, limit: int) -> bytes:
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(bytes(payload), max_length=limit + 1)
+    out: bytes = d.decompress(bytes(payload), max_length=limit + 1)
     if len(out) > limit:
         raise _too_large(limit)
     if not d.eof:

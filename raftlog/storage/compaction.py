@@ -58,6 +58,10 @@ from raftlog.storage.records import Record
 from raftlog.storage.records import walk as walk_records
 from raftlog.storage.segment import Segment, fsync_dir, parse_segment_name
 
+# kafka-python ships no types; its encoders take and return bytes.
+_lz4_encode: Callable[[bytes], bytes] = lz4_encode
+_zstd_encode: Callable[[bytes], bytes] = zstd_encode
+
 __all__ = [
     "CHECKPOINT",
     "MAX_MAP_KEYS",
@@ -397,5 +401,5 @@ def _compress(codec: int, data: bytes, original: bytes) -> bytes:
     if codec == codecs.SNAPPY:
         return snappy_encode(data, original[HEADER_SIZE:])
     if codec == codecs.LZ4:
-        return lz4_encode(data)
-    return zstd_encode(data)
+        return _lz4_encode(data)
+    return _zstd_encode(data)

@@ -28,7 +28,7 @@ _SWAP = sys.byteorder == "little"  # the files are big-endian
 _FIXED_BYTES = 320  # an index object, its path and its two empty arrays
 
 
-def _increasing(column: array) -> bool:
+def _increasing(column: array[int]) -> bool:
     """Strictly increasing (no Python bytecode per entry)."""
     return all(map(lt, column, column[1:]))
 
@@ -59,7 +59,7 @@ class _SparseIndex:
         return len(keys) * keys.itemsize + len(values) * values.itemsize + _FIXED_BYTES
 
     @classmethod
-    def _columns(cls, data: bytes) -> tuple[array, array]:
+    def _columns(cls, data: bytes) -> tuple[array[int], array[int]]:
         """Both columns of the file's entries, by strided copies rather than per-entry unpacking."""
         keys, values = array(cls.KEY_TYPE), array("i")
         key_size, width = keys.itemsize, cls.ENTRY.size
@@ -165,7 +165,7 @@ class OffsetIndex(_SparseIndex):
     __slots__ = ()
 
     @classmethod
-    def _columns(cls, data: bytes) -> tuple[array, array]:
+    def _columns(cls, data: bytes) -> tuple[array[int], array[int]]:
         flat = array("i")
         flat.frombytes(data)
         if _SWAP:

@@ -327,7 +327,8 @@ class Log:
             try:
                 next(steps)
             except StopIteration as done:
-                return done.value
+                result: CompactionResult = done.value
+                return result
 
     def compact_steps(
         self,

@@ -176,7 +176,7 @@ class Segment:
             self.max_timestamp = header.max_timestamp
             self.max_timestamp_offset = base_offset
         if self._since_index > self._interval and base_offset - self.base_offset <= _INT32_MAX:
-            if self._offsets is not None:
+            if self._offsets is not None and self._times is not None:
                 self._offsets.append(base_offset, position)
                 self._times.maybe_append(self.max_timestamp, self.max_timestamp_offset)
             self._since_index = 0
@@ -242,13 +242,14 @@ class Segment:
 
     # -- residency -----------------------------------------------------------------------------
 
-    def _new_indexes(self) -> None:
+    def _new_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         """Empty indexes and files, ahead of a rebuild or for a new segment."""
         offsets = OffsetIndex(self._file("index"), self.base_offset)
         times = TimeIndex(self._file("timeindex"), self.base_offset)
         offsets.reset()
         times.reset()
         self._set_indexes(offsets, times)
+        return offsets, times
 
     def _set_indexes(self, offsets: OffsetIndex, times: TimeIndex) -> None:
         cache.indexes.discard(self)
@@ -256,20 +257,19 @@ class Segment:
 
     def _charge_indexes(self) -> None:
         """Puts loaded indexes of a non-active segment under the budget (again)."""
-        if not self._active and self._offsets is not None:
+        if not self._active and self._offsets is not None and self._times is not None:
             cache.indexes.add(self, self._offsets.nbytes + self._times.nbytes)
 
-    def _indexes(self) -> OffsetIndex:
-        """The offset index, loaded if need be (the time index comes with it)."""
-        offsets = self._offsets
-        if offsets is None:
-            self._load_indexes()
-            offsets = self._offsets
+    def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        """Both indexes, loaded if need be (they are loaded and released together)."""
+        offsets, times = self._offsets, self._times
+        if offsets is None or times is None:
+            offsets, times = self._load_indexes()
         elif not self._active:
             cache.indexes.touch(self)
-        return offsets
+        return offsets, times
 
-    def _load_indexes(self) -> None:
+    def _load_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         """First use of a non-active segment's indexes since they were released. The open-time
         check only saw their last entries: a malformed file is rebuilt from the .log here."""
         cache.index_loads += 1
@@ -279,8 +279,9 @@ class Segment:
             self._set_indexes(offsets, times)
         else:
             log.warning("%s: indexes missing or inconsistent, rebuilding them", self.path)
-            self._rebuild_indexes()
+            offsets, times = self._rebuild_indexes()
         self._charge_indexes()
+        return offsets, times
 
     def _matches(self, offsets: OffsetIndex, times: TimeIndex) -> bool:
         last_offset, last_time = offsets.last_entry(), times.last()
@@ -290,11 +291,11 @@ class Segment:
             last_offset[0] < self.next_offset and last_offset[1] < self.size
         )
 
-    def _rebuild_indexes(self) -> None:
+    def _rebuild_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         """Both indexes from the batch headers, the data trusted as it is: unlike recover(), no
         cut, which would break the log's continuity under its readers."""
         end, next_offset = self.size, self.next_offset
-        self._new_indexes()
+        offsets, times = self._new_indexes()
         self._restart_at(0, self.base_offset)
         for position, header in self.headers(0, end):
             if not self._fits(header):
@@ -303,13 +304,16 @@ class Segment:
         if (self.size, self.next_offset) != (end, next_offset):
             log.error("%s: batches end at byte %d of %d", self.path, self.size, end)
             self.size, self.next_offset = end, next_offset
-        self._offsets.flush()
-        self._times.flush()
+        offsets.flush()
+        times.flush()
+        return offsets, times
 
     def _release_indexes(self) -> None:
         """Called by the index budget; what a segment wrote to its indexes is flushed first."""
         offsets, times = self._offsets, self._times
         self._offsets = self._times = None
+        if offsets is None or times is None:
+            return  # not loaded (the budget holds only segments whose indexes are)
         try:
             offsets.flush()
             times.flush()
@@ -419,15 +423,15 @@ class Segment:
             return
         if not 0 <= position < self.size:
             raise ValueError(f"cannot truncate {self} at byte {position}")
-        offsets = self._indexes()
+        offsets, times = self._indexes()
         last_offset, last_position = offsets.last_before(position)
         kept = list(self.headers(last_position, position))
         end = kept[-1][0] + kept[-1][1].size if kept else last_position
         if end != position:
             raise ValueError(f"byte {position} of {self} is not a batch boundary")
         offsets.truncate_to_position(position)
-        self._times.truncate_after(last_offset if len(offsets) else self.base_offset - 1)
-        self._restart_at(last_position, last_offset, self._times.last())
+        times.truncate_after(last_offset if len(offsets) else self.base_offset - 1)
+        self._restart_at(last_position, last_offset, times.last())
         for pos, header in kept:
             self._track(pos, header.base_offset, header)
         os.ftruncate(self._reader(), position)
@@ -439,7 +443,7 @@ class Segment:
         rebuilds both indexes. Returns the number of bytes cut."""
         fd = self._reader()
         file_size = os.fstat(fd).st_size
-        self._new_indexes()
+        offsets, times = self._new_indexes()
         self._restart_at(0, self.base_offset)
         want = _RECOVER_CHUNK
         while self.size < file_size:
@@ -462,8 +466,8 @@ class Segment:
             log.warning("%s: cut %d bytes of torn or invalid data", self.path, cut)
             os.ftruncate(fd, self.size)
         os.fsync(fd)
-        self._offsets.flush()
-        self._times.flush()
+        offsets.flush()
+        times.flush()
         self._dirty = False
         self._charge_indexes()
         return cut
@@ -472,7 +476,7 @@ class Segment:
         if self._dirty and self._fd >= 0:
             os.fsync(self._fd)
             self._dirty = False
-        if self._offsets is not None:
+        if self._offsets is not None and self._times is not None:
             self._offsets.flush()
             self._times.flush()
 
@@ -540,7 +544,7 @@ class Segment:
 
     def find(self, offset: int) -> tuple[int, BatchHeader]:
         """(position, header) of the batch holding `offset`."""
-        _, start = self._indexes().lookup(offset)
+        _, start = self._indexes()[0].lookup(offset)
         for position, header in self.headers(start):
             if header.next_offset > offset:
                 return position, header
@@ -548,5 +552,5 @@ class Segment:
 
     def timestamp_position(self, timestamp: int) -> int:
         """A position at or before the first batch whose max timestamp reaches `timestamp`."""
-        offsets = self._indexes()
-        return offsets.lookup(self._times.lookup(timestamp))[1]
+        offsets, times = self._indexes()
+        return offsets.lookup(times.lookup(timestamp))[1]

@@ -11,6 +11,7 @@ from datetime import timedelta
 from kio.index import load_payload_module
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
+from support.broker_stub import BrokerStub
 
 from kafka_api.codec import build, encode_response
 from kafka_api.context import RequestContext
@@ -52,7 +53,7 @@ class Log:
         return iter(())
 
 
-class Broker:
+class Broker(BrokerStub):
     node_id = 1
     cluster_id = "c"
 

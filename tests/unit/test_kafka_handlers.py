@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
+from support.broker_stub import BrokerStub
 
 from kafka_api.codec import build
 from kafka_api.context import RequestContext
@@ -23,8 +24,10 @@ from kafka_api.handlers import (
     produce,
 )
 from raftlog.broker import (
+    Broker,
     BrokerInfo,
     ConfigEntry,
+    Partition,
     PartitionInfo,
     ProduceResult,
     TimestampOffset,
@@ -82,6 +85,9 @@ class FakePartition:
         self.calls.append(("epoch", epoch))
         return self.epoch_ends.get(epoch, (-1, -1))
 
+    def epoch_for_offset(self, offset):
+        raise NotImplementedError  # in the Partition Protocol; no handler calls it
+
     async def offset_for_timestamp(self, timestamp):
         self.calls.append(("timestamp", timestamp))
         found = self.timestamps.get(timestamp)
@@ -90,7 +96,7 @@ class FakePartition:
         return found
 
 
-class FakeBroker:
+class FakeBroker(BrokerStub):
     node_id = 1
     cluster_id = "cluster"
     auto_create_topics = True
@@ -148,6 +154,15 @@ class FakeBroker:
 
     def broker_configs(self, node_id):
         return [ConfigEntry("broker.id", str(node_id), 4, read_only=True)] if node_id < 3 else None
+
+
+# mypy checks the fakes against the Protocols they stand for (tests/unit/test_types.py).
+def _broker_conforms(broker: FakeBroker) -> Broker:
+    return broker
+
+
+def _partition_conforms(partition: FakePartition) -> Partition:
+    return partition
 
 
 def ctx(broker, version):

@@ -1,0 +1,99 @@
+"""A base for test fakes of raftlog.broker.Broker: every member the Protocol has, each
+refusing to be used, so a fake overrides only what its tests need and still is a whole
+Broker. mypy checks this class against the Protocol, and each fake's overrides against this
+class (the fakes' modules are in [tool.mypy] files; tests/unit/test_types.py runs it)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from raftlog.broker import (
+    Broker,
+    BrokerInfo,
+    ConfigEntry,
+    Coordinator,
+    LogDirInfo,
+    Partition,
+    TopicInfo,
+    TopicResult,
+    TopicSpec,
+)
+from raftlog.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from raftlog.groups.coordinator import GroupCoordinator
+
+
+class BrokerStub:
+    # Declared, not set: a fake sets the ones its tests read (as attributes or properties).
+    node_id: int
+    cluster_id: str
+    groups: GroupCoordinator
+    auto_create_topics: bool
+    fetch_max_bytes: int
+
+    def controller_id(self) -> int:
+        raise NotImplementedError
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        raise NotImplementedError
+
+    def client_brokers(self) -> list[BrokerInfo]:
+        raise NotImplementedError
+
+    def topics(self) -> dict[str, TopicInfo]:
+        raise NotImplementedError
+
+    def topic(self, name: str) -> TopicInfo | None:
+        raise NotImplementedError
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        raise NotImplementedError
+
+    def local_partition(self, topic: str, index: int) -> Partition | None:
+        raise NotImplementedError
+
+    async def create_topics(
+        self, specs: list[TopicSpec], validate_only: bool, timeout_ms: int
+    ) -> list[TopicResult]:
+        raise NotImplementedError
+
+    async def delete_topics(self, names: list[str], timeout_ms: int) -> list[TopicResult]:
+        raise NotImplementedError
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[tuple[int, ...]] | None,
+        validate_only: bool,
+        timeout_ms: int,
+    ) -> TopicResult:
+        raise NotImplementedError
+
+    async def init_producer_id(
+        self, transactional_id: str | None, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        raise NotImplementedError
+
+    async def find_coordinator(self, key: str, key_type: int) -> Coordinator:
+        raise NotImplementedError
+
+    async def alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
+    ) -> TopicResult:
+        raise NotImplementedError
+
+    def log_dirs(self) -> list[LogDirInfo]:
+        raise NotImplementedError
+
+    def topic_configs(self, name: str) -> list[ConfigEntry] | None:
+        raise NotImplementedError
+
+    def broker_configs(self, node_id: int) -> list[ConfigEntry] | None:
+        raise NotImplementedError
+
+
+def _is_a_broker(stub: BrokerStub) -> Broker:
+    return stub  # mypy: the stub has every member of the Protocol, with its signature
