@@ -1,3 +1,5 @@
+# raftlog: pysyncobj 0.3.17's syncobj.py, forked. Upstream's size and shape on purpose, so that
+# `diff` against upstream shows only the changes raftlog/raft/FORK.md lists and explains.
 import time
 import random
 import os

@@ -121,9 +121,10 @@ def _dir(path: Path) -> Path:
     return path
 
 
-def values(p: Partition) -> list[bytes]:
-    """The committed records' values, in offset order."""
-    data = p.log.read(p.log_start_offset, 1 << 20, p.high_watermark, True)
+def values(p: Partition, upto: int | None = None) -> list[bytes]:
+    """The records' values in offset order: the committed ones, or all below `upto`."""
+    end = p.high_watermark if upto is None else upto
+    data = p.log.read(p.log_start_offset, 1 << 22, end, True)
     records = MemoryRecords(bytes(data))
     found = []
     while (batch := records.next_batch()) is not None:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
 from support.raftnet import Clock
 from support.replicas import IDS, Replicas, values
 from support.wire import make_batch
@@ -72,13 +71,8 @@ def gzip_batch(*vals: bytes) -> bytes:
 
 
 def appended(p: Partition) -> list[bytes]:
-    """Every record value in the replica's log, committed or not, in offset order."""
-    data = p.log.read(p.log_start_offset, 1 << 22, p.log_end_offset, True)
-    records = MemoryRecords(bytes(data))
-    found = []
-    while (b := records.next_batch()) is not None:
-        found.extend(r.value for r in b)
-    return found
+    """Every record value in the replica's log, committed or not."""
+    return values(p, p.log_end_offset)
 
 
 def hold_answers(replicas: Replicas, leader: str, of: Sequence[str] | None = None) -> None:
