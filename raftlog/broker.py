@@ -13,6 +13,7 @@ from raftlog.errors import ErrorCode
 
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
+    from raftlog.share.manager import ShareManager
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +218,11 @@ class Broker(Protocol):
 
     @property
     def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def share(self) -> ShareManager:
+        """Share groups' partition states on this node's leaders, and the share sessions."""
+        ...
 
     def controller_id(self) -> int:
         """Node id of the controller Raft leader, -1 if none."""

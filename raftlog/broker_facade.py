@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
     from raftlog.node import Node
     from raftlog.partition import Partition
+    from raftlog.share.manager import ShareManager
 
 PRODUCER_ID_BLOCK = 1000
 MAX_PRODUCER_EPOCH = 32767
@@ -51,6 +52,10 @@ class BrokerFacade:
     @property
     def groups(self) -> GroupCoordinator:
         return self._node.groups
+
+    @property
+    def share(self) -> ShareManager:
+        return self._node.share
 
     def controller_id(self) -> int:
         return self.view.controller_id()

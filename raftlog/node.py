@@ -24,6 +24,7 @@ from raftlog.partition import NodeContext, Partition
 from raftlog.raft.group import RaftTimings
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.ticker import Ticker
+from raftlog.share.manager import ShareManager
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,9 @@ class Node:
         self.leadership = LeadershipDirectory(self.node_id, self.mesh)
         self.ctx = NodeContext(self.node_id, self.mesh, self.ticker, self.timings, self.history)
         self.groups = GroupCoordinator(self.node_id, self._group_config(None))
+        self.share = ShareManager(
+            lambda group_id: self.controller.state.group_configs.get(group_id, {})
+        )
         self.controller = Controller(
             self.node_id,
             cfg.node_ids,
@@ -99,6 +103,7 @@ class Node:
         for task in self._tasks:
             task.cancel()
         self.groups.close()
+        self.share.close()
         for partition in self.partitions.values():
             partition.close()
         self.controller.close()
@@ -219,6 +224,7 @@ class Node:
     def _drop_partition(self, key: tuple[str, int]) -> None:
         partition = self.partitions.pop(key)
         self._heap.dropped()
+        self.share.forget_partition(key)
         if key[0] == OFFSETS_TOPIC and key[1] in self._coordinating:
             self._coordinating.discard(key[1])
             self.groups.detach(key[1])
@@ -230,6 +236,8 @@ class Node:
 
     def _partition_changed(self, partition: Partition) -> None:
         group = partition.group
+        if not partition.is_leader:
+            self.share.forget_partition((partition.topic, partition.index))
         leader = int(group.leader_id) if group.leader_id is not None else None
         self.leadership.observe(group.name, leader, group.term, self._isr(partition))
         if partition.topic == OFFSETS_TOPIC:

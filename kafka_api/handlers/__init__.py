@@ -32,6 +32,9 @@ from kafka_api.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    share_acknowledge,
+    share_fetch,
+    share_group_heartbeat,
     sync_group,
 )
 
@@ -73,6 +76,9 @@ _MODULES: list[ApiHandler] = [
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    share_acknowledge,
+    share_fetch,
+    share_group_heartbeat,
     sync_group,
 ]
 

@@ -23,6 +23,7 @@ from raftlog.errors import ErrorCode
 
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
+    from raftlog.share.manager import ShareManager
 
 
 class BrokerStub:
@@ -30,6 +31,7 @@ class BrokerStub:
     node_id: int
     cluster_id: str
     groups: GroupCoordinator
+    share: ShareManager
     auto_create_topics: bool
     fetch_max_bytes: int
 

@@ -1,0 +1,84 @@
+"""What ShareFetch and ShareAcknowledge share: their acknowledgement batches checked and
+applied on this node's partition leaders, and the per-partition answer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from raftlog.share.partition_state import AckBatch
+
+from epoch import NO_EPOCH
+from kafka_api.common import current_leader, leader_partition
+from raftlog.broker import Broker, Partition, TopicInfo
+from raftlog.errors import ErrorCode
+
+NO_LEADER = (-1, NO_EPOCH)
+
+
+@dataclass(slots=True)
+class Target:
+    """One partition a share request names, its acknowledgements merged (librdkafka may name
+    a topic twice in one request) and where it is led."""
+
+    topic_id: uuid.UUID
+    index: int
+    topic: TopicInfo | None = None
+    partition: Partition | None = None
+    error: ErrorCode = ErrorCode.none
+    acks: list[AckBatch] = field(default_factory=list)
+    acked: bool = False  # the request carried acknowledgements for it (they must be answered)
+    ack_error: ErrorCode = ErrorCode.none
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic.name if self.topic is not None else str(self.topic_id), self.index)
+
+
+def targets(broker: Broker, topics: Iterable[Any]) -> dict[tuple[uuid.UUID, int], Target]:
+    """The request's partitions by (topic id, index), each resolved to the local leader or to
+    why it cannot be served here."""
+    found: dict[tuple[uuid.UUID, int], Target] = {}
+    for requested in topics:
+        topic = broker.topic_by_id(requested.topic_id) if requested.topic_id else None
+        for p in requested.partitions:
+            target = found.get((requested.topic_id, p.partition_index))
+            if target is None:
+                target = found[(requested.topic_id, p.partition_index)] = Target(
+                    requested.topic_id, p.partition_index, topic
+                )
+                if topic is None:
+                    target.error = ErrorCode.unknown_topic_id
+                else:
+                    target.partition, target.error = leader_partition(
+                        broker, topic, p.partition_index, NO_EPOCH
+                    )
+            batches = p.acknowledgement_batches
+            if batches:
+                target.acked = True
+                target.acks.extend(
+                    AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+                    for b in batches
+                )
+    return found
+
+
+def apply_acks(broker: Broker, group_id: str, member_id: str, target: Target) -> None:
+    if not target.acked:
+        return
+    if target.partition is None:
+        target.ack_error = target.error
+        return
+    target.acks.sort(key=lambda b: b.first_offset)
+    target.ack_error = broker.share.acknowledge(
+        group_id, member_id, target.key, target.partition, target.acks
+    )
+
+
+def leader_of(broker: Broker, target: Target, error: ErrorCode) -> tuple[int, int]:
+    """KIP-951's hint: where the partition is led now, when this node is not its leader."""
+    if error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+        return current_leader(broker, target.topic, target.index) or NO_LEADER
+    return NO_LEADER

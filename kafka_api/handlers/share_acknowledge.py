@@ -1,0 +1,64 @@
+"""ShareAcknowledge (79, KIP-932): acknowledgements without a fetch (commit_sync, or a poll
+that fetches nothing). Epoch -1 acknowledges and closes the member's share session, which is
+how librdkafka leaves: what it still holds goes back to the group at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE, endpoints
+from kafka_api.context import RequestContext
+from kafka_api.handlers.share_ack import apply_acks, leader_of, targets
+from raftlog.errors import ErrorCode
+
+API_KEY = 79
+MIN_VERSION = 1
+MAX_VERSION = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    broker = ctx.broker
+    group_id, member_id = request.group_id, request.member_id
+    if not group_id or not member_id:
+        return _answer(m, ErrorCode.invalid_request, (), ())
+    step = broker.share.sessions.for_acknowledge(group_id, member_id, request.share_session_epoch)
+    if step.error is not ErrorCode.none:
+        return _answer(m, step.error, (), ())
+    found = targets(broker, request.topics)
+    by_topic: dict[Any, list[Any]] = {}
+    leaders: set[int] = set()
+    for target in found.values():
+        apply_acks(broker, group_id, member_id, target)
+        leader_id, leader_epoch = leader_of(broker, target, target.ack_error)
+        if leader_id >= 0:
+            leaders.add(leader_id)
+        by_topic.setdefault(target.topic_id, []).append(
+            m.PartitionData(
+                partition_index=target.index,
+                error_code=target.ack_error,
+                current_leader=m.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch),
+            )
+        )
+    if step.closing:
+        broker.share.release(group_id, member_id)
+    responses = tuple(
+        m.ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=tuple(partitions))
+        for topic_id, partitions in by_topic.items()
+    )
+    nodes = tuple(
+        m.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in endpoints(broker, leaders)
+    )
+    return _answer(m, ErrorCode.none, responses, nodes)
+
+
+def _answer(m: Any, error: ErrorCode, responses: tuple[Any, ...], nodes: tuple[Any, ...]) -> Any:
+    return build(
+        m.ShareAcknowledgeResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        responses=responses,
+        node_endpoints=nodes,
+    )

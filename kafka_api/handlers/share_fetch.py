@@ -1,0 +1,139 @@
+"""ShareFetch (78, KIP-932): a share consumer's fetch. It acknowledges what the member says it
+is done with, then hands it records of the partitions in its share session that this node
+leads: each offset to one member at a time, under a lock that expires (records come back) and
+with a delivery count. A session epoch orders the member's requests (raftlog/share/sessions)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from epoch import NO_EPOCH
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE, endpoints, leader_partition, millis
+from kafka_api.context import RequestContext
+from kafka_api.handlers.share_ack import Target, apply_acks, leader_of, targets
+from raftlog.broker import Broker, Partition
+from raftlog.errors import ErrorCode
+from raftlog.share.manager import Fetched
+from raftlog.share.sessions import Key
+
+API_KEY = 78
+MIN_VERSION = 1  # v2 adds lock renewal (KIP-1222) and record-limit acquisition: not served
+MAX_VERSION = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    broker = ctx.broker
+    group_id, member_id = request.group_id, request.member_id
+    if not group_id or not member_id:
+        return _refused(m, ErrorCode.invalid_request, "group id and member id are required")
+    found = targets(broker, request.topics)
+    forgotten: list[Key] = []
+    for topic in request.forgotten_topics_data:
+        info = broker.topic_by_id(topic.topic_id) if topic.topic_id else None
+        if info is not None:
+            forgotten.extend((info.name, index) for index in topic.partitions)
+    step = broker.share.sessions.for_fetch(
+        group_id,
+        member_id,
+        request.share_session_epoch,
+        [t.key for t in found.values() if t.topic is not None],
+        forgotten,
+        has_acks=any(t.acked for t in found.values()),
+        acks_only=all(t.acked for t in found.values()),
+    )
+    if step.error is not ErrorCode.none or step.session is None:
+        return _refused(m, step.error, None)
+    for target in found.values():
+        apply_acks(broker, group_id, member_id, target)
+    fetched: dict[Key, Fetched] = {}
+    if step.closing:
+        broker.share.release(group_id, member_id)
+    else:
+        led: list[tuple[Key, Partition]] = []
+        for key in sorted(step.session.partitions):
+            target = _session_target(broker, key, found)
+            if target is not None and target.partition is not None:
+                led.append((key, target.partition))
+        fetched = await broker.share.fetch(
+            group_id,
+            member_id,
+            led,
+            millis(request.max_wait) / 1000,
+            min(request.max_bytes, broker.fetch_max_bytes),
+            request.max_records,
+        )
+    return _response(m, broker, group_id, found, fetched)
+
+
+def _session_target(broker: Broker, key: Key, found: dict[Any, Target]) -> Target | None:
+    """The session's partition as this request sees it (named in it or not); None once its
+    topic is gone."""
+    topic = broker.topic(key[0])
+    if topic is None:
+        return None
+    target = found.get((topic.topic_id, key[1]))
+    if target is None:
+        target = found[(topic.topic_id, key[1])] = Target(topic.topic_id, key[1], topic)
+        target.partition, target.error = leader_partition(broker, topic, key[1], NO_EPOCH)
+    return target
+
+
+def _response(
+    m: Any, broker: Broker, group_id: str, found: dict[Any, Target], fetched: dict[Key, Fetched]
+) -> Any:
+    by_topic: dict[Any, list[Any]] = {}
+    leaders: set[int] = set()
+    for target in found.values():
+        got = fetched.get(target.key)
+        if got is None and not target.acked and target.error is ErrorCode.none:
+            continue  # nothing to say about it this time (Kafka leaves such partitions out)
+        leader_id, leader_epoch = leader_of(broker, target, target.error)
+        if leader_id >= 0:
+            leaders.add(leader_id)
+        by_topic.setdefault(target.topic_id, []).append(
+            m.PartitionData(
+                partition_index=target.index,
+                error_code=target.error,
+                acknowledge_error_code=int(target.ack_error),
+                current_leader=m.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch),
+                records=got.records if got is not None else b"",  # never null: librdkafka
+                acquired_records=tuple(
+                    m.AcquiredRecords(
+                        first_offset=r.first_offset,
+                        last_offset=r.last_offset,
+                        delivery_count=r.delivery_count,
+                    )
+                    for r in (got.acquired if got is not None else ())
+                ),
+            )
+        )
+    return build(
+        m.ShareFetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        acquisition_lock_timeout=timedelta(milliseconds=broker.share.lock_duration_ms(group_id)),
+        responses=tuple(
+            m.ShareFetchableTopicResponse(topic_id=topic_id, partitions=tuple(partitions))
+            for topic_id, partitions in by_topic.items()
+        ),
+        node_endpoints=tuple(
+            m.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in endpoints(broker, leaders)
+        ),
+    )
+
+
+def _refused(m: Any, error: ErrorCode, message: str | None) -> Any:
+    """A request refused whole: the client resets its session (epoch 0) and starts over."""
+    return build(
+        m.ShareFetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=message,
+        acquisition_lock_timeout=timedelta(0),
+        responses=(),
+        node_endpoints=(),
+    )

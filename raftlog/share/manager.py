@@ -1,0 +1,257 @@
+"""The share-partition states this node holds as a partition leader (Kafka's
+SharePartitionManager): which records each share group has handed out, to whom, until when.
+
+A state lives with the partition's leader and, for now, in its memory only: a new leader
+starts the group's partition afresh from `share.auto.offset.reset` (see docs/share_groups.md
+for the durable state still to come). Records are acquired straight from the log, so a
+fetch costs what a Fetch costs plus the bookkeeping of the offsets it hands out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from raftlog.broker import Partition
+from raftlog.clock import LOOP_CLOCK, Clock, Timer
+from raftlog.errors import ErrorCode
+from raftlog.share.partition_state import AckBatch, AcquiredRange, ShareLimits, SharePartitionState
+from raftlog.share.sessions import Key, ShareSessions
+from raftlog.storage.batch import iter_batches
+
+log = logging.getLogger(__name__)
+
+LATEST, EARLIEST = "latest", "earliest"
+DEFAULTS = {
+    "share.auto.offset.reset": LATEST,
+    "share.record.lock.duration.ms": "30000",
+    "share.delivery.count.limit": "5",
+    "share.partition.max.record.locks": "2000",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What one partition hands a member in one ShareFetch: the log's bytes from the first
+    acquired offset, and the ranges it now holds (the client keeps only those)."""
+
+    records: bytes
+    acquired: list[AcquiredRange]
+
+
+class _Held:
+    """One group's state of one partition, tied to the leadership (partition, epoch) it was
+    built under: another leader's state is not this one's."""
+
+    __slots__ = ("state", "partition", "epoch", "timer", "due")
+
+    def __init__(self, state: SharePartitionState, partition: Partition, epoch: int) -> None:
+        self.state = state
+        self.partition = partition
+        self.epoch = epoch
+        self.timer: Timer | None = None
+        self.due: float | None = None
+
+
+class ShareManager:
+    def __init__(
+        self, group_config: Callable[[str], Mapping[str, str]], clock: Clock = LOOP_CLOCK
+    ) -> None:
+        """group_config(group id) -> the group's explicit configs (share.* keys)."""
+        self._group_config = group_config
+        self._clock = clock
+        self.sessions = ShareSessions()
+        self._held: dict[tuple[str, Key], _Held] = {}
+        self._members: defaultdict[tuple[str, str], set[Key]] = defaultdict(set)
+        self._waiters: list[asyncio.Future[None]] = []
+
+    # --- configuration ---------------------------------------------------------------------
+
+    def setting(self, group_id: str, name: str) -> str:
+        return self._group_config(group_id).get(name) or DEFAULTS[name]
+
+    def limits(self, group_id: str) -> ShareLimits:
+        return ShareLimits(
+            lock_duration_s=int(self.setting(group_id, "share.record.lock.duration.ms")) / 1000,
+            delivery_count_limit=int(self.setting(group_id, "share.delivery.count.limit")),
+            max_record_locks=int(self.setting(group_id, "share.partition.max.record.locks")),
+        )
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return int(self.setting(group_id, "share.record.lock.duration.ms"))
+
+    # --- states ----------------------------------------------------------------------------
+
+    def _state(self, group_id: str, key: Key, partition: Partition) -> _Held:
+        held = self._held.get((group_id, key))
+        epoch = partition.leader_epoch
+        if held is not None and held.partition is partition and held.epoch == epoch:
+            held.state.limits = self.limits(group_id)
+            return held
+        if held is not None:
+            self._drop(group_id, key, held)
+        reset = self.setting(group_id, "share.auto.offset.reset")
+        start = partition.log_start_offset if reset == EARLIEST else partition.high_watermark
+        held = _Held(SharePartitionState(start, self.limits(group_id)), partition, epoch)
+        self._held[(group_id, key)] = held
+        log.info("share group %s starts %s-%d at offset %d (%s)", group_id, *key, start, reset)
+        return held
+
+    def _drop(self, group_id: str, key: Key, held: _Held) -> None:
+        if held.timer is not None:
+            held.timer.cancel()
+        del self._held[(group_id, key)]
+
+    def _relock(self, held: _Held) -> None:
+        """One timer per state, at its earliest lock deadline: expired records come back."""
+        due = held.state.next_lock_deadline()
+        if due == held.due:
+            return
+        if held.timer is not None:
+            held.timer.cancel()
+        held.due, held.timer = due, None
+        if due is not None:
+            delay = max(0.0, due - self._clock.now())
+            held.timer = self._clock.call_later(delay, self._expire, held)
+
+    def _expire(self, held: _Held) -> None:
+        held.due = held.timer = None
+        if held.state.expire_locks(self._clock.now()):
+            self._wake()
+        self._relock(held)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # --- acknowledge -----------------------------------------------------------------------
+
+    def acknowledge(
+        self,
+        group_id: str,
+        member_id: str,
+        key: Key,
+        partition: Partition,
+        batches: Sequence[AckBatch],
+    ) -> ErrorCode:
+        held = self._held.get((group_id, key))
+        if held is None or held.partition is not partition or held.epoch != partition.leader_epoch:
+            return ErrorCode.invalid_record_state  # nothing this leadership handed out
+        error = held.state.acknowledge(member_id, batches)
+        if error is ErrorCode.none:
+            self._relock(held)
+            self._wake()  # a release makes records available to the others
+        return error
+
+    def release(self, group_id: str, member_id: str) -> None:
+        """The member's session ended: what it still holds goes back to the group."""
+        changed = False
+        for key in self._members.pop((group_id, member_id), ()):
+            held = self._held.get((group_id, key))
+            if held is not None and held.state.release_member(member_id):
+                self._relock(held)
+                changed = True
+        if changed:
+            self._wake()
+
+    # --- fetch -----------------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        group_id: str,
+        member_id: str,
+        targets: Sequence[tuple[Key, Partition]],
+        max_wait_s: float,
+        max_bytes: int,
+        max_records: int,
+    ) -> dict[Key, Fetched]:
+        """Acquires records for the member from the partitions it fetches, waiting up to
+        max_wait_s for some to become available (new data, a release, an expired lock)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_s
+        while True:
+            fetched = self._acquire(group_id, member_id, targets, max_bytes, max_records)
+            remaining = deadline - loop.time()
+            if fetched or remaining <= 0 or not targets:
+                return fetched
+            await self._wait(group_id, targets, remaining)
+
+    def _acquire(
+        self,
+        group_id: str,
+        member_id: str,
+        targets: Sequence[tuple[Key, Partition]],
+        max_bytes: int,
+        max_records: int,
+    ) -> dict[Key, Fetched]:
+        fetched: dict[Key, Fetched] = {}
+        now = self._clock.now()
+        for key, partition in targets:
+            if max_records <= 0 or max_bytes <= 0:
+                break
+            if not partition.is_leader:
+                continue
+            held = self._state(group_id, key, partition)
+            state = held.state
+            if state.next_fetch_offset() < partition.log_start_offset:
+                state.log_start_moved(partition.log_start_offset)  # retention took them
+            offset = state.next_fetch_offset()
+            if offset >= partition.high_watermark or not state.can_acquire():
+                continue
+            data = partition.read(offset, max_bytes, True)
+            batches = [
+                (h.base_offset, h.base_offset + h.last_offset_delta, pos + h.size)
+                for pos, h in iter_batches(data)
+            ]
+            ranges = state.acquire(
+                member_id, [(b, last) for b, last, _ in batches], max_records, now
+            )
+            if not ranges:
+                continue
+            last = ranges[-1].last_offset
+            end = next(stop for _, batch_last, stop in batches if batch_last >= last)
+            fetched[key] = Fetched(bytes(data[:end]), ranges)
+            self._members[(group_id, member_id)].add(key)
+            self._relock(held)
+            max_records -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+            max_bytes -= end
+        return fetched
+
+    async def _wait(
+        self, group_id: str, targets: Iterable[tuple[Key, Partition]], timeout: float
+    ) -> None:
+        """Until any partition has data past what this group would fetch next, or a record
+        comes back (release, expiry), or the timeout."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(woken)
+        waits: list[asyncio.Future[None]] = [woken]
+        for key, partition in targets:
+            held = self._held.get((group_id, key))
+            if held is not None and partition.is_leader:
+                offset = held.state.next_fetch_offset()
+                waits.append(asyncio.ensure_future(partition.wait_for_data(offset, timeout)))
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waits:
+                waiter.cancel()
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(woken)
+
+    # --- leadership ------------------------------------------------------------------------
+
+    def forget_partition(self, key: Key) -> None:
+        """This node no longer leads the partition: its states go with the leadership."""
+        for group_id, held_key in [k for k in self._held if k[1] == key]:
+            self._drop(group_id, held_key, self._held[(group_id, held_key)])
+
+    def close(self) -> None:
+        for (group_id, key), held in list(self._held.items()):
+            self._drop(group_id, key, held)
+        self._wake()

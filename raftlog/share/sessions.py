@@ -1,0 +1,114 @@
+"""Share sessions (KIP-932): the partitions a share consumer fetches from this node, and the
+epoch that orders its requests. One per (group, member) on each node, as in Kafka's
+ShareSessionCache; a request out of step is refused so the client starts a new session
+rather than acknowledging against a state it no longer sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from raftlog.errors import ErrorCode
+
+INITIAL_EPOCH = 0  # opens a session (acknowledgements may not ride on it)
+FINAL_EPOCH = -1  # closes one: its acquired records are released
+MAX_EPOCH = 2**31 - 1
+# group.share.max.share.sessions: Kafka's per-broker cap; each session is a few sets.
+MAX_SESSIONS = 2000
+
+Key = tuple[str, int]  # (topic name, partition)
+
+
+def next_epoch(epoch: int) -> int:
+    if epoch == FINAL_EPOCH:
+        return FINAL_EPOCH
+    return 1 if epoch == MAX_EPOCH else epoch + 1
+
+
+@dataclass(slots=True)
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int = 1  # what the member's next request must carry
+    partitions: set[Key] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStep:
+    """What one request may do: `error` refuses it whole (top level); `session` is the one it
+    works in; `closing` means the session ended with this request (FINAL_EPOCH): apply its
+    acknowledgements, release the member's records, fetch nothing."""
+
+    error: ErrorCode = ErrorCode.none
+    session: ShareSession | None = None
+    closing: bool = False
+
+
+class ShareSessions:
+    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+        self._max = max_sessions
+        self._sessions: dict[tuple[str, str], ShareSession] = {}
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, group_id: str, member_id: str) -> ShareSession | None:
+        return self._sessions.get((group_id, member_id))
+
+    def for_fetch(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        added: Iterable[Key],
+        forgotten: Iterable[Key],
+        has_acks: bool,
+        acks_only: bool,
+    ) -> SessionStep:
+        """ShareFetch's rules (Kafka's SharePartitionManager.newContext): epoch 0 opens a new
+        session with the request's partitions; -1 closes one and may only acknowledge; any
+        other epoch must be the session's, which then moves on."""
+        key = (group_id, member_id)
+        if epoch == INITIAL_EPOCH:
+            if has_acks:
+                return SessionStep(ErrorCode.invalid_request)
+            if key not in self._sessions and len(self._sessions) >= self._max:
+                return SessionStep(ErrorCode.share_session_limit_reached)
+            session = self._sessions[key] = ShareSession(group_id, member_id, 1, set(added))
+            return SessionStep(session=session)
+        session = self._sessions.get(key)
+        if epoch == FINAL_EPOCH:
+            if not acks_only:
+                return SessionStep(ErrorCode.invalid_request)
+            if session is None:
+                return SessionStep(ErrorCode.share_session_not_found)
+            del self._sessions[key]
+            return SessionStep(session=session, closing=True)
+        if session is None:
+            return SessionStep(ErrorCode.share_session_not_found)
+        if epoch != session.epoch:
+            return SessionStep(ErrorCode.invalid_share_session_epoch)
+        session.partitions.update(added)
+        session.partitions.difference_update(forgotten)
+        session.epoch = next_epoch(epoch)
+        return SessionStep(session=session)
+
+    def for_acknowledge(self, group_id: str, member_id: str, epoch: int) -> SessionStep:
+        """ShareAcknowledge's rules: never on a session being opened; -1 acknowledges and
+        closes (librdkafka's way to leave); otherwise the session's epoch, which moves on."""
+        if epoch == INITIAL_EPOCH:
+            return SessionStep(ErrorCode.invalid_share_session_epoch)
+        key = (group_id, member_id)
+        session = self._sessions.get(key)
+        if session is None:
+            return SessionStep(ErrorCode.share_session_not_found)
+        if epoch == FINAL_EPOCH:
+            del self._sessions[key]
+            return SessionStep(session=session, closing=True)
+        if epoch != session.epoch:
+            return SessionStep(ErrorCode.invalid_share_session_epoch)
+        session.epoch = next_epoch(epoch)
+        return SessionStep(session=session)
+
+    def drop_member(self, group_id: str, member_id: str) -> ShareSession | None:
+        return self._sessions.pop((group_id, member_id), None)

@@ -1,0 +1,180 @@
+"""Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka's share consumer),
+unchanged, against a 3-node cluster:
+- implicit acknowledgement: one consumer reads every record of a 2-partition topic once;
+- explicit: a RELEASEd record comes back with delivery count 2, a REJECTed one never does;
+- three consumers on ONE partition (more members than partitions) split its records: each
+  record goes to exactly one of them;
+- a consumer that closes with records unacknowledged hands them back at once.
+The group starts at the earliest offset (share.auto.offset.reset, a group config set with
+IncrementalAlterConfigs, as Kafka's users do it)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+from support import records as R
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+READ_DEADLINE = 60.0
+
+
+def _group(cluster, earliest: bool = True) -> str:
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    if earliest:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        resource = ConfigResource(
+            ResourceType.GROUP,
+            group,
+            incremental_configs=[
+                ConfigEntry(
+                    "share.auto.offset.reset",
+                    "earliest",
+                    incremental_operation=AlterConfigOpType.SET,
+                )
+            ],
+        )
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+    return group
+
+
+def _consumer(cluster, group: str, explicit: bool = False) -> ShareConsumer:
+    return ShareConsumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+        }
+    )
+
+
+def _topic(cluster, name: str, partitions: int, count: int) -> list[bytes]:
+    cluster.create_topic(name, partitions=partitions, replication_factor=3)
+    recs = R.make_records(name, count, partitions)
+    out = R.produce_confluent(cluster.bootstrap, name, recs, timeout=60)
+    assert len(out.acked) == len(recs), out.failed[:3]
+    return sorted(r.value for r in recs)
+
+
+def _read(consumer: ShareConsumer, want: int, explicit_ack=None) -> list:
+    """Polls until `want` records arrived or READ_DEADLINE passed."""
+    got: list = []
+    deadline = time.monotonic() + READ_DEADLINE
+    while len(got) < want and time.monotonic() < deadline:
+        for m in consumer.poll(1.0) or []:
+            assert m.error() is None, m.error()
+            got.append(m)
+            if explicit_ack is not None:
+                consumer.acknowledge(m, explicit_ack(m))
+        if explicit_ack is not None:
+            consumer.commit_sync(30)
+    return got
+
+
+def test_one_implicit_consumer_reads_every_record_once(module_cluster) -> None:
+    values = _topic(module_cluster, "share-implicit", 2, 200)
+    consumer = _consumer(module_cluster, _group(module_cluster))
+    consumer.subscribe(["share-implicit"])
+    try:
+        got = _read(consumer, len(values))
+        # the next polls bring nothing more: everything was accepted
+        extra = _read(consumer, 1) if len(got) == len(values) else []
+    finally:
+        consumer.close()
+    assert sorted(m.value() for m in got) == values
+    assert {m.delivery_count() for m in got} == {1}
+    assert extra == []
+
+
+def test_a_released_record_comes_back_and_a_rejected_one_never(module_cluster) -> None:
+    values = _topic(module_cluster, "share-explicit", 1, 20)
+    consumer = _consumer(module_cluster, _group(module_cluster), explicit=True)
+    consumer.subscribe(["share-explicit"])
+    seen: dict[int, list[int]] = {}
+
+    def verdict(m) -> AcknowledgeType:
+        seen.setdefault(m.offset(), []).append(m.delivery_count())
+        if m.offset() == 3 and m.delivery_count() == 1:
+            return AcknowledgeType.RELEASE
+        if m.offset() == 5:
+            return AcknowledgeType.REJECT
+        return AcknowledgeType.ACCEPT
+
+    try:
+        got = _read(consumer, len(values) + 1, verdict)
+        extra = _read(consumer, 1, verdict)
+    finally:
+        consumer.close()
+    assert sorted(seen) == list(range(len(values)))
+    assert seen[3] == [1, 2]  # released, then delivered again with its count
+    assert seen[5] == [1]  # rejected: archived, never again
+    assert all(counts == [1] for offset, counts in seen.items() if offset != 3)
+    assert len(got) == len(values) + 1 and extra == []
+
+
+def test_more_consumers_than_partitions_share_one_partition(module_cluster) -> None:
+    values = _topic(module_cluster, "share-fanout", 1, 300)
+    group = _group(module_cluster)
+    received: list[list[bytes]] = [[] for _ in range(3)]
+    done = threading.Event()
+
+    def run(i: int) -> None:
+        consumer = _consumer(module_cluster, group, explicit=True)
+        consumer.subscribe(["share-fanout"])
+        try:
+            deadline = time.monotonic() + READ_DEADLINE
+            while not done.is_set() and time.monotonic() < deadline:
+                for m in consumer.poll(0.5) or []:
+                    assert m.error() is None, m.error()
+                    received[i].append(m.value())
+                    consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                    time.sleep(0.01)  # a slow worker, so the others get their share
+                consumer.commit_sync(30)
+                if sum(map(len, received)) >= len(values):
+                    done.set()
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(READ_DEADLINE + 30)
+    everything = sorted(v for r in received for v in r)
+    assert everything == values  # each record exactly once over the three
+    assert sum(1 for r in received if r) >= 2, [len(r) for r in received]
+
+
+def test_records_a_consumer_held_when_it_closed_go_to_the_next(module_cluster) -> None:
+    values = _topic(module_cluster, "share-handover", 1, 30)
+    group = _group(module_cluster)
+    first = _consumer(module_cluster, group, explicit=True)
+    first.subscribe(["share-handover"])
+    held = []
+    deadline = time.monotonic() + READ_DEADLINE
+    while not held and time.monotonic() < deadline:
+        held = [m for m in first.poll(1.0) or [] if m.error() is None]
+    assert held
+    for m in held:
+        first.acknowledge(m, AcknowledgeType.RELEASE)
+    first.close()  # releases go out with the close
+    second = _consumer(module_cluster, group)
+    second.subscribe(["share-handover"])
+    try:
+        got = _read(second, len(values))
+    finally:
+        second.close()
+    assert sorted(m.value() for m in got) == values
+    assert {m.delivery_count() for m in got if m.offset() in {h.offset() for h in held}} == {2}

@@ -1,0 +1,69 @@
+"""Share session epochs (KIP-932, Kafka's ShareSessionCache rules): what librdkafka's share
+consumer relies on to know its acknowledgements landed against the state it fetched from."""
+
+from __future__ import annotations
+
+from raftlog.errors import ErrorCode
+from raftlog.share.sessions import FINAL_EPOCH, MAX_EPOCH, ShareSessions, next_epoch
+
+E = ErrorCode
+A, B = ("t", 0), ("t", 1)
+
+
+def opened(sessions: ShareSessions, *keys: tuple[str, int]) -> None:
+    step = sessions.for_fetch("g", "m", 0, keys, (), has_acks=False, acks_only=False)
+    assert step.error is E.none and step.session is not None
+
+
+def test_a_session_opens_at_zero_and_each_request_moves_its_epoch_on() -> None:
+    sessions = ShareSessions()
+    opened(sessions, A)
+    step = sessions.for_fetch("g", "m", 1, [B], [A], has_acks=False, acks_only=False)
+    assert step.error is E.none and step.session is not None
+    assert step.session.partitions == {B} and step.session.epoch == 2
+    assert sessions.for_acknowledge("g", "m", 2).error is E.none
+    assert sessions.for_fetch("g", "m", 3, [], [], False, False).error is E.none
+
+
+def test_an_epoch_out_of_step_or_without_a_session_is_refused() -> None:
+    sessions = ShareSessions()
+    assert sessions.for_fetch("g", "m", 1, [A], [], False, False).error is E.share_session_not_found
+    assert sessions.for_acknowledge("g", "m", 1).error is E.share_session_not_found
+    opened(sessions, A)
+    assert sessions.for_fetch("g", "m", 2, [], [], False, False).error is (
+        E.invalid_share_session_epoch
+    )
+    assert sessions.for_acknowledge("g", "m", 5).error is E.invalid_share_session_epoch
+    # acknowledgements cannot open a session, nor go to one being opened
+    assert sessions.for_fetch("g", "m", 0, [A], [], True, True).error is E.invalid_request
+    assert sessions.for_acknowledge("g", "m", 0).error is E.invalid_share_session_epoch
+    # the refused requests did not move the epoch
+    assert sessions.for_fetch("g", "m", 1, [], [], False, False).error is E.none
+
+
+def test_the_final_epoch_closes_the_session_and_may_only_acknowledge() -> None:
+    sessions = ShareSessions()
+    opened(sessions, A)
+    step = sessions.for_fetch("g", "m", FINAL_EPOCH, [A], [], has_acks=False, acks_only=False)
+    assert step.error is E.invalid_request and sessions.get("g", "m") is not None
+    step = sessions.for_acknowledge("g", "m", FINAL_EPOCH)
+    assert step.error is E.none and step.closing and sessions.get("g", "m") is None
+    assert sessions.for_acknowledge("g", "m", FINAL_EPOCH).error is E.share_session_not_found
+
+
+def test_sessions_are_per_member_and_bounded() -> None:
+    sessions = ShareSessions(max_sessions=2)
+    opened(sessions, A)
+    assert sessions.for_fetch("g", "n", 0, [A], [], False, False).error is E.none
+    assert sessions.for_fetch("g", "o", 0, [A], [], False, False).error is (
+        E.share_session_limit_reached
+    )
+    opened(sessions, B)  # reopening an existing one is no new session
+    session = sessions.get("g", "m")
+    assert session is not None and session.partitions == {B}
+
+
+def test_epochs_wrap_to_one_and_the_final_epoch_stays() -> None:
+    assert next_epoch(MAX_EPOCH) == 1
+    assert next_epoch(FINAL_EPOCH) == FINAL_EPOCH
+    assert next_epoch(7) == 8
