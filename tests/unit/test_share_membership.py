@@ -267,6 +267,11 @@ def test_stickiness_keeps_what_balance_allows() -> None:
     # a held everything: it keeps the lower half of its surplus, b takes the rest
     target = assign({"a": ["t"], "b": ["t"]}, {"t": 4}, {"a": {"t": [0, 1, 2, 3]}})
     assert target == {"a": {"t": frozenset({0, 1})}, "b": {"t": frozenset({2, 3})}}
+    # the larger quota goes to the member that already has more, whatever the join order:
+    # already balanced, so nothing moves
+    current = {"a": {"t": [0]}, "b": {"t": [1]}, "c": {"t": [2, 3]}}
+    target = assign({m: ["t"] for m in "abc"}, {"t": 4}, current)
+    assert target == {m: {"t": frozenset(a["t"])} for m, a in current.items()}
 
 
 def test_heterogeneous_subscriptions_share_each_topic_among_its_subscribers() -> None:
