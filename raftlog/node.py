@@ -77,7 +77,9 @@ class Node:
         self.ticker.start()
         self.leadership = LeadershipDirectory(self.node_id, self.mesh)
         self.ctx = NodeContext(self.node_id, self.mesh, self.ticker, self.timings, self.history)
-        self.groups = GroupCoordinator(self.node_id, self._group_config(None))
+        self.groups = GroupCoordinator(
+            self.node_id, self._group_config(None), topic_partitions=self._partition_count
+        )
         self.share = ShareManager(
             lambda group_id: self.controller.state.group_configs.get(group_id, {})
         )
@@ -156,6 +158,7 @@ class Node:
     def _reconcile(self) -> None:
         """Creates the replicas the controller assigns here and drops the ones it no longer does."""
         self._reconcile_pending = False
+        self.groups.share_groups.topics_changed()  # a share group's topic grew or went
         offsets_topic = self.controller.state.topics.get(OFFSETS_TOPIC)
         if offsets_topic is not None:
             # a group's partition follows the topic's real partition count
@@ -185,6 +188,10 @@ class Node:
         if self.ticker.elections.held or opened:
             self._heap.opened()
         self.ticker.elections.held = False
+
+    def _partition_count(self, topic: str) -> int | None:
+        known = self.controller.state.topics.get(topic)
+        return len(known["partitions"]) if known is not None else None
 
     def _partition_dir(self, key: tuple[str, int]) -> Path:
         return self.config.data_dir / "data" / f"{key[0]}-{key[1]}"

@@ -14,7 +14,7 @@ the timers of the `Clock` it is given (raftlog/clock.py: the loop's, or a test's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 
 from raftlog.clock import LOOP_CLOCK, Clock, now_ms
@@ -39,6 +39,7 @@ from raftlog.groups.results import (
     OffsetFetchResult,
     SyncResult,
 )
+from raftlog.share.membership import HeartbeatResult, ShareGroups
 
 E = ErrorCode
 EMPTY = GroupState.EMPTY
@@ -49,13 +50,27 @@ DEAD = GroupState.DEAD
 
 
 class GroupCoordinator:
-    def __init__(self, node_id: int, config: GroupConfig, *, clock: Clock = LOOP_CLOCK) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        config: GroupConfig,
+        *,
+        clock: Clock = LOOP_CLOCK,
+        topic_partitions: Callable[[str], int | None] = lambda _name: None,
+    ) -> None:
+        """topic_partitions(name): a topic's partition count (None: no such topic), for the
+        share groups' assignments."""
         self.node_id = node_id
         self.config = config
         self._clock = clock
         self._manager = GroupMetadataManager(config, clock=clock)
         self._rebalance = Rebalancer(config, clock)
         self._joins = Joiner(self._rebalance)
+        # Share groups (KIP-932) share the classic groups' coordinators and id space; their
+        # membership is held in memory (members rejoin a new coordinator).
+        self.share_groups = ShareGroups(
+            topic_partitions, clock, is_classic_group=self._is_classic_group
+        )
 
     # ------------------------------------------------------------------ partitions
 
@@ -72,10 +87,44 @@ class GroupCoordinator:
         """Leadership of partition `index` is gone: forget its groups and answer every request
         still waiting on them with NOT_COORDINATOR, so clients look for the new coordinator."""
         self._manager.detach(index, self._rebalance.group_unloaded)
+        for group_id in self.share_groups.group_ids():
+            if self.partition_for(group_id) == index:
+                self.share_groups.forget(group_id)
 
     def close(self) -> None:
         """Node shutdown: detach every partition."""
         self._manager.close(self._rebalance.group_unloaded)
+        self.share_groups.close()
+
+    # ------------------------------------------------------------------ share groups
+
+    def _is_classic_group(self, group_id: str) -> bool:
+        shard = self._manager.lookup(group_id)
+        return not isinstance(shard, ErrorCode) and group_id in shard.groups
+
+    def share_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        rack_id: str | None,
+        subscribed_topic_names: Sequence[str] | None,
+        client_id: str,
+        client_host: str,
+    ) -> HeartbeatResult:
+        """ShareGroupHeartbeat, where the group's classic coordinator would be."""
+        shard = self._manager.lookup(group_id)
+        if isinstance(shard, ErrorCode):
+            return HeartbeatResult(shard)
+        return self.share_groups.heartbeat(
+            group_id,
+            member_id,
+            member_epoch,
+            rack_id,
+            subscribed_topic_names,
+            client_id,
+            client_host,
+        )
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -99,6 +148,8 @@ class GroupCoordinator:
         shard = self._manager.lookup(group_id)
         if isinstance(shard, ErrorCode):
             return JoinResult(shard, member_id)
+        if self.share_groups.has_group(group_id):
+            return JoinResult(E.group_id_not_found, member_id)  # Kafka: not a classic group
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return JoinResult(E.invalid_session_timeout, member_id)

@@ -374,13 +374,19 @@ class ShareGroups:
         del self._groups[group_id]
         return ErrorCode.none
 
+    def forget(self, group_id: str) -> None:
+        """This node no longer coordinates the group: its members rejoin the new coordinator
+        (their next heartbeat here gets UNKNOWN_MEMBER_ID)."""
+        group = self._groups.pop(group_id, None)
+        for member in group.members.values() if group is not None else ():
+            if member.timer is not None:
+                member.timer.cancel()
+                member.timer = None
+
     def close(self) -> None:
         """Cancels every session timer (the coordinator is going away)."""
-        for group in self._groups.values():
-            for member in group.members.values():
-                if member.timer is not None:
-                    member.timer.cancel()
-                    member.timer = None
+        for group_id in list(self._groups):
+            self.forget(group_id)
 
 
 def _not_share_group(group_id: str) -> HeartbeatResult:
