@@ -1,0 +1,1 @@
+"""Share groups (KIP-932): queues over Kafka partitions."""
