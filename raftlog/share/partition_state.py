@@ -236,9 +236,11 @@ class SharePartitionState:
         batches: Sequence[tuple[int, int, RecordState, int]],
         limits: ShareLimits,
     ) -> SharePartitionState:
-        """The inverse of `snapshot`, on a new leader. ACQUIRED comes back AVAILABLE. Offsets
-        between batches were never delivered (Kafka persists only what changed): AVAILABLE,
-        count 0. Parts of batches below `start_offset` are dropped."""
+        """The inverse of `snapshot`, on a new leader. A lost lock is treated as an expired
+        one: ACQUIRED (which `snapshot` shows as AVAILABLE) comes back AVAILABLE, or ARCHIVED
+        if its delivery count has reached the limit. Offsets between batches were never
+        delivered (Kafka persists only what changed): AVAILABLE, count 0. Parts of batches
+        below `start_offset` are dropped."""
         state = cls(start_offset, limits)
         records = state._records
         end = start_offset - 1
@@ -250,6 +252,8 @@ class SharePartitionState:
             kind = RecordState(batch_state)
             if kind is RecordState.ACQUIRED:
                 kind = RecordState.AVAILABLE
+            if kind is RecordState.AVAILABLE and count >= limits.delivery_count_limit:
+                kind = RecordState.ARCHIVED
             if last < start_offset:
                 continue
             for offset in range(end + 1, first):
