@@ -329,7 +329,7 @@ class SharePartitionState:
                     stop = min(base - 1, cap)
                     for offset in range(self._end + 1, stop + 1):
                         records[offset] = _Record(RecordState.ARCHIVED, 0)
-                    self._end = stop
+                    self._end = max(self._end, stop)  # a lowered cap may be behind SPEO
                     if stop < base - 1:
                         break
             # In flight: redeliver what is AVAILABLE.
