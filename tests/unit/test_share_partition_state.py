@@ -323,6 +323,23 @@ def test_next_lock_deadline_follows_the_earliest_live_lock() -> None:
     assert sp.next_lock_deadline() is None
 
 
+def test_many_redeliveries_keep_the_timer_right_and_its_bookkeeping_bounded() -> None:
+    sp = SharePartitionState(0, ShareLimits(delivery_count_limit=1000))
+    sp.acquire("a", [(0, 1)], 500, now=0.0)
+    for now in range(1, 301):
+        assert sp.acknowledge("a", [ack(1, 1, RELEASE)]) == E.none
+        assert sp.acquire("a", [(1, 1)], 500, now=float(now)) == [AcquiredRange(1, 1, now + 1)]
+    # 301 locks were taken on a window of two records: the stale ones are not all kept.
+    assert len(sp._locks) < 100 and len(sp._available) < 100
+    assert sp.next_lock_deadline() == LOCK
+    assert sp.acknowledge("a", [ack(0, 0, ACCEPT)]) == E.none
+    assert sp.next_lock_deadline() == 300.0 + LOCK
+    assert not sp.expire_locks(299.0 + LOCK)
+    assert sp.expire_locks(300.0 + LOCK)
+    assert sp.record(1) == RecordView(RecordState.AVAILABLE, 301, None, None)
+    assert sp.next_fetch_offset() == 1
+
+
 def test_a_new_lock_duration_applies_to_later_acquisitions() -> None:
     sp = SharePartitionState(0)
     sp.acquire("a", [(0, 0)], 500, now=0.0)
@@ -371,6 +388,17 @@ def test_a_hole_behind_a_held_record_fills_the_window_up_to_the_cap() -> None:
     sp.acknowledge("a", [ack(0, 0, ACCEPT)])
     assert sp.start_offset == 10 and sp.next_fetch_offset() == 10
     assert sp.acquire("a", [(100, 104)], 500, now=2.0) == [AcquiredRange(100, 104, 1)]
+
+
+def test_a_lowered_window_cap_stops_new_offsets_but_keeps_what_is_in_flight() -> None:
+    sp = SharePartitionState(0)
+    sp.acquire("a", [(0, 9)], 500, now=0.0)
+    sp.limits = replace(sp.limits, max_record_locks=4)
+    assert not sp.can_acquire()
+    assert sp.acquire("a", [(20, 24)], 500, now=1.0) == []  # 10-19 compacted away
+    assert (sp.start_offset, sp.end_offset) == (0, 9)
+    assert sp.acknowledge("a", [ack(0, 9, ACCEPT)]) == E.none
+    assert sp.acquire("a", [(20, 24)], 500, now=2.0) == [AcquiredRange(20, 23, 1)]
 
 
 def test_a_redelivered_batch_compacted_away_whole_is_archived_with_the_fetch_offset() -> None:
@@ -440,7 +468,10 @@ def test_random_operations_keep_the_share_partition_promises(
             start = sp.next_fetch_offset()
             fetched = [b for b in log if b[1] >= start][: data.draw(st.integers(1, 4))]
             before = {o: sp.record(o) for o in range(hwm)}
-            got = sp.acquire(member, fetched, data.draw(st.integers(1, 6)), now)
+            max_records = data.draw(st.integers(1, 6))
+            got = sp.acquire(member, fetched, max_records, now)
+            # soft: no batch (of at most 4 here) is started once max_records is reached
+            assert sum(r.last_offset - r.first_offset + 1 for r in got) < max_records + 4
             for r in got:
                 for o in range(r.first_offset, r.last_offset + 1):
                     assert o not in m.done, f"{o} delivered again after it was done"
