@@ -353,7 +353,7 @@ class SharePartitionState:
                 taken.append((offset, 1))
             if last_new >= first_new:
                 self._end = last_new
-            if last > cap:
+            if last > max(cap, self._end):  # the window is full: later batches are all new
                 break
             covered = last + 1
         self._advance_start()

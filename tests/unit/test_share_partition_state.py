@@ -110,7 +110,7 @@ def test_an_expired_lock_redelivers_and_archives_at_the_delivery_limit() -> None
     sp = SharePartitionState(0, ShareLimits(lock_duration_s=10.0, delivery_count_limit=2))
     sp.acquire("a", [(0, 1)], 500, now=0.0)
     assert not sp.expire_locks(9.999)
-    assert sp.record(0) is not None and sp.record(0).state is RecordState.ACQUIRED
+    assert sp.record(0) == RecordView(RecordState.ACQUIRED, 1, "a", 10.0)
     assert sp.expire_locks(10.0)  # a deadline at `now` has passed
     assert sp.record(0) == RecordView(RecordState.AVAILABLE, 1, None, None)
     assert sp.next_fetch_offset() == 0 and sp.next_lock_deadline() is None
@@ -160,10 +160,10 @@ def test_one_type_per_offset() -> None:
     sp.acquire("a", [(0, 3)], 500, now=0.0)
     assert sp.acknowledge("a", [ack(0, 3, ACCEPT, RELEASE, GAP, REJECT)]) == E.none
     assert sp.start_offset == 1
-    assert [sp.record(o).state for o in (1, 2, 3)] == [  # type: ignore[union-attr]
-        RecordState.AVAILABLE,
-        RecordState.ARCHIVED,
-        RecordState.ARCHIVED,
+    assert [sp.record(o) for o in (1, 2, 3)] == [
+        RecordView(RecordState.AVAILABLE, 1, None, None),
+        RecordView(RecordState.ARCHIVED, 1, None, None),
+        RecordView(RecordState.ARCHIVED, 1, None, None),
     ]
     assert sp.next_fetch_offset() == 1
 
@@ -345,7 +345,7 @@ def test_a_new_lock_duration_applies_to_later_acquisitions() -> None:
     sp.acquire("a", [(0, 0)], 500, now=0.0)
     sp.limits = replace(sp.limits, lock_duration_s=5.0)
     sp.acquire("a", [(1, 1)], 500, now=0.0)
-    assert sp.record(0).lock_deadline == LOCK  # type: ignore[union-attr]
+    assert sp.record(0) == RecordView(RecordState.ACQUIRED, 1, "a", LOCK)
     assert sp.next_lock_deadline() == 5.0
 
 
@@ -397,8 +397,13 @@ def test_a_lowered_window_cap_stops_new_offsets_but_keeps_what_is_in_flight() ->
     assert not sp.can_acquire()
     assert sp.acquire("a", [(20, 24)], 500, now=1.0) == []  # 10-19 compacted away
     assert (sp.start_offset, sp.end_offset) == (0, 9)
-    assert sp.acknowledge("a", [ack(0, 9, ACCEPT)]) == E.none
-    assert sp.acquire("a", [(20, 24)], 500, now=2.0) == [AcquiredRange(20, 23, 1)]
+    # Inside the window, released records are still redelivered, past the lowered cap too.
+    assert sp.acknowledge("a", [ack(3, 3, RELEASE), ack(8, 8, RELEASE)]) == E.none
+    got = sp.acquire("b", [(0, 4), (5, 9), (20, 24)], 500, now=2.0)
+    assert got == [AcquiredRange(3, 3, 2), AcquiredRange(8, 8, 2)]
+    assert sp.acknowledge("a", [ack(0, 2, ACCEPT), ack(4, 7, ACCEPT), ack(9, 9, ACCEPT)]) == E.none
+    assert sp.acknowledge("b", [ack(3, 3, ACCEPT), ack(8, 8, ACCEPT)]) == E.none
+    assert sp.acquire("a", [(20, 24)], 500, now=3.0) == [AcquiredRange(20, 23, 1)]
 
 
 def test_a_redelivered_batch_compacted_away_whole_is_archived_with_the_fetch_offset() -> None:
