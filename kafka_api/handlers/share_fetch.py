@@ -54,9 +54,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         led: list[tuple[Key, Partition]] = []
         for key in sorted(step.session.partitions):
-            target = _session_target(broker, key, found)
-            if target is not None and target.partition is not None:
-                led.append((key, target.partition))
+            held = _session_target(broker, key, found)
+            if held is not None and held.partition is not None:
+                led.append((key, held.partition))
         fetched = await broker.share.fetch(
             group_id,
             member_id,

@@ -209,7 +209,11 @@ class ShareManager:
                 for pos, h in iter_batches(data)
             ]
             ranges = state.acquire(
-                member_id, [(b, last) for b, last, _ in batches], max_records, now
+                member_id,
+                [(b, last) for b, last, _ in batches],
+                max_records,
+                now,
+                fetch_offset=offset,  # batches compaction emptied between here and the first
             )
             if not ranges:
                 continue

@@ -378,15 +378,20 @@ class ShareGroups:
         """This node no longer coordinates the group: its members rejoin the new coordinator
         (their next heartbeat here gets UNKNOWN_MEMBER_ID)."""
         group = self._groups.pop(group_id, None)
-        for member in group.members.values() if group is not None else ():
-            if member.timer is not None:
-                member.timer.cancel()
-                member.timer = None
+        if group is not None:
+            _stop_timers(group)
 
     def close(self) -> None:
         """Cancels every session timer (the coordinator is going away)."""
-        for group_id in list(self._groups):
-            self.forget(group_id)
+        for group in self._groups.values():
+            _stop_timers(group)
+
+
+def _stop_timers(group: _Group) -> None:
+    for member in group.members.values():
+        if member.timer is not None:
+            member.timer.cancel()
+            member.timer = None
 
 
 def _not_share_group(group_id: str) -> HeartbeatResult:

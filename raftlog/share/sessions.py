@@ -74,8 +74,8 @@ class ShareSessions:
                 return SessionStep(ErrorCode.invalid_request)
             if key not in self._sessions and len(self._sessions) >= self._max:
                 return SessionStep(ErrorCode.share_session_limit_reached)
-            session = self._sessions[key] = ShareSession(group_id, member_id, 1, set(added))
-            return SessionStep(session=session)
+            opened = self._sessions[key] = ShareSession(group_id, member_id, 1, set(added))
+            return SessionStep(session=opened)
         session = self._sessions.get(key)
         if epoch == FINAL_EPOCH:
             if not acks_only:
