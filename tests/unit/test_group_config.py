@@ -1,8 +1,13 @@
 """The group config table (Kafka's GroupConfig): names, bounds, the share.auto.offset.reset
-grammar, effective values and their sources."""
+grammar, effective values and their sources; and GroupAdmin's changes through the facade."""
+
+from types import SimpleNamespace
 
 import pytest
 
+from raftlog.broker_facade import BrokerFacade
+from raftlog.controller import ControllerUnavailable
+from raftlog.errors import ErrorCode
 from raftlog.group_config import (
     BY_DURATION,
     DYNAMIC_GROUP,
@@ -191,3 +196,94 @@ def test_effective_values_say_where_they_come_from() -> None:
     assert {e.config_type for e in entries.values()} == {INT, STRING, BOOLEAN}
     assert entries["share.renew.acknowledge.enable"].config_type == BOOLEAN
     assert all(e.documentation and not e.read_only for e in entries.values())
+
+
+# --------------------------------------------------------------------------- GroupAdmin
+
+
+class FakeController:
+    """The controller as GroupAdmin and BrokerFacade use it: replicated state and call()."""
+
+    def __init__(self, up: bool = True) -> None:
+        self.state = SimpleNamespace(group_configs={})
+        self.calls: list[tuple] = []
+        self.up = up
+
+    async def call(self, method: str, *args: object) -> None:
+        self.calls.append((method, *args))
+        if not self.up:
+            raise ControllerUnavailable(f"{method}: no controller commit within 10.0s")
+        assert method == "store_group_configs"
+        group_id, configs = args
+        if configs:
+            self.state.group_configs[group_id] = dict(configs)
+        else:
+            self.state.group_configs.pop(group_id, None)
+
+
+def facade(controller: FakeController) -> BrokerFacade:
+    return BrokerFacade(SimpleNamespace(node_id=1, controller=controller))
+
+
+async def test_incremental_changes_merge_into_the_groups_configs() -> None:
+    controller = FakeController()
+    broker = facade(controller)
+    result = await broker.alter_group_configs(
+        "g", {"share.auto.offset.reset": "earliest"}, incremental=True, validate_only=False
+    )
+    assert (result.name, result.error, result.message) == ("g", ErrorCode.none, None)
+    await broker.alter_group_configs(
+        "g", {"share.record.lock.duration.ms": " 20000 "}, incremental=True, validate_only=False
+    )
+    assert controller.state.group_configs == {
+        "g": {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "20000"}
+    }
+    assert broker.group_config("g") == {
+        **KAFKA_DEFAULTS,
+        "share.auto.offset.reset": "earliest",
+        "share.record.lock.duration.ms": "20000",
+    }
+    sources = {e.name: e.source for e in broker.group_configs("g")}
+    assert sources["share.auto.offset.reset"] == DYNAMIC_GROUP
+    assert sources["share.delivery.count.limit"] == DEFAULT
+    for name in ("share.auto.offset.reset", "share.record.lock.duration.ms", "not.set.anyway"):
+        await broker.alter_group_configs("g", {name: None}, incremental=True, validate_only=False)
+    assert controller.state.group_configs == {}  # nothing left: the entry goes
+    assert broker.group_config("g") == KAFKA_DEFAULTS == broker.group_config("never-seen")
+
+
+async def test_alter_configs_replaces_every_setting() -> None:
+    controller = FakeController()
+    controller.state.group_configs["g"] = {"share.auto.offset.reset": "earliest"}
+    broker = facade(controller)
+    await broker.alter_group_configs(
+        "g", {"share.delivery.count.limit": "3"}, incremental=False, validate_only=False
+    )
+    assert controller.state.group_configs == {"g": {"share.delivery.count.limit": "3"}}
+
+
+async def test_refused_and_validate_only_changes_reach_no_controller() -> None:
+    controller = FakeController()
+    controller.state.group_configs["g"] = {"share.auto.offset.reset": "earliest"}
+    broker = facade(controller)
+    cases = [
+        ("g", {"share.delivery.count.limit": "11"}, ErrorCode.invalid_config),
+        ("g", {"group.share.delivery.count.limit": "3"}, ErrorCode.invalid_config),
+        ("", {"share.delivery.count.limit": "3"}, ErrorCode.invalid_request),
+    ]
+    for group, changes, error in cases:
+        for incremental in (True, False):
+            result = await broker.alter_group_configs(group, changes, incremental, False)
+            assert result.error == error and result.message
+    ok = await broker.alter_group_configs("g", {"share.delivery.count.limit": "3"}, True, True)
+    assert ok.error == ErrorCode.none
+    assert controller.calls == []
+    assert controller.state.group_configs == {"g": {"share.auto.offset.reset": "earliest"}}
+
+
+async def test_no_controller_commit_is_a_timeout() -> None:
+    broker = facade(FakeController(up=False))
+    result = await broker.alter_group_configs(
+        "g", {"share.delivery.count.limit": "3"}, incremental=True, validate_only=False
+    )
+    assert result.error == ErrorCode.request_timed_out and "no controller commit" in result.message
