@@ -93,6 +93,8 @@ class TopicSpec:
 
 @dataclass(frozen=True, slots=True)
 class TopicResult:
+    """The outcome of a change to one topic, or to one group's configs (alter_group_configs)."""
+
     name: str
     error: ErrorCode = ErrorCode.none
     message: str | None = None
@@ -103,7 +105,7 @@ class TopicResult:
 class ConfigEntry:
     name: str
     value: str | None
-    source: int  # Kafka ConfigSource: 1 DYNAMIC_TOPIC, 4 STATIC_BROKER, 5 DEFAULT
+    source: int  # Kafka ConfigSource: 1 DYNAMIC_TOPIC, 4 STATIC_BROKER, 5 DEFAULT, 8 GROUP
     read_only: bool = False
     sensitive: bool = False
     config_type: int = 0  # Kafka ConfigType (DescribeConfigs v3+): 1 BOOLEAN 2 STRING 3 INT 4 SHORT 5 LONG 6 DOUBLE 7 LIST
@@ -279,6 +281,19 @@ class Broker(Protocol):
 
     def broker_configs(self, node_id: int) -> list[ConfigEntry] | None:
         """None if node_id is not a known broker."""
+
+    def group_configs(self, group_id: str) -> list[ConfigEntry]:
+        """Every group config with its effective value and source. Always answers: as in
+        Kafka, a group's configs are kept apart from the group, which need not exist."""
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        """The effective value of every group config (the group's own, else the default),
+        for the code that runs the group."""
+
+    async def alter_group_configs(
+        self, group_id: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
+    ) -> TopicResult:
+        """As alter_topic_configs, for a group (the result is named after the group)."""
 
     @property
     def auto_create_topics(self) -> bool: ...

@@ -1,13 +1,14 @@
 """The Broker the Kafka handlers are given (raftlog.broker.Broker): one object that answers
-for this node, reading the cluster through ClusterView, changing topics through TopicAdmin
-and reaching local replicas and the group coordinator through the Node."""
+for this node, reading the cluster through ClusterView, changing topics through TopicAdmin and
+group configs through GroupAdmin, and reaching local replicas and the group coordinator through
+the Node."""
 
 from __future__ import annotations
 
 import shutil
 from typing import TYPE_CHECKING
 
-from raftlog import topic_config
+from raftlog import group_config, topic_config
 from raftlog.broker import (
     BrokerInfo,
     ConfigEntry,
@@ -22,6 +23,7 @@ from raftlog.cluster_view import ClusterView
 from raftlog.config import BROKER_DEFAULTS
 from raftlog.controller import ControllerUnavailable
 from raftlog.errors import ErrorCode
+from raftlog.group_admin import GroupAdmin
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.topic_admin import TopicAdmin
 
@@ -43,6 +45,7 @@ class BrokerFacade:
         self.node_id = node.node_id
         self.view = ClusterView(node)
         self.admin = TopicAdmin(node, self.view)
+        self.group_admin = GroupAdmin(node)
         self._producer_ids: tuple[int, int] | None = None  # [next, end) of this node's block
 
     @property
@@ -99,6 +102,19 @@ class BrokerFacade:
         self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
     ) -> TopicResult:
         return await self.admin.alter_topic_configs(name, changes, incremental, validate_only)
+
+    async def alter_group_configs(
+        self, group_id: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
+    ) -> TopicResult:
+        return await self.group_admin.alter_group_configs(
+            group_id, changes, incremental, validate_only
+        )
+
+    def group_configs(self, group_id: str) -> list[ConfigEntry]:
+        return group_config.effective(self.group_admin.explicit(group_id))
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        return group_config.values(self.group_admin.explicit(group_id))
 
     def local_partition(self, topic: str, index: int) -> Partition | None:
         return self._node.partitions.get((topic, index))

@@ -1,7 +1,8 @@
 """The controller: cluster metadata replicated by a Raft group spanning every node.
 
 Like Redpanda's raft0, it holds what every node must agree on: which nodes exist and where
-their Kafka listeners are, which topics exist, their ids, replica assignments and configs.
+their Kafka listeners are, which topics exist, their ids, replica assignments and configs, and
+the configs of groups.
 Decisions that depend on the current state (does the topic already exist?) are taken when a
 command is applied, so two nodes proposing at once cannot both win.
 """
@@ -48,6 +49,9 @@ class ControllerMachine(SyncObj):
         self.next_producer_id = 0
         self.nodes: dict[int, dict[str, Any]] = {}
         self.topics: dict[str, dict[str, Any]] = {}
+        # Each group's explicit configs (raftlog.group_config). A dump written before group
+        # configs existed lacks the key; loading it leaves this empty.
+        self.group_configs: dict[str, dict[str, str]] = {}
 
     @replicated
     def init_cluster(self, cluster_id: str) -> str:
@@ -116,6 +120,19 @@ class ControllerMachine(SyncObj):
         topic["configs"] = dict(configs)
         self._on_apply()
         return None
+
+    # pysyncobj numbers replicated methods in name order and journals a command by its number,
+    # so a new one must sort after every older one: a journal written before it was added
+    # would otherwise replay as the wrong commands (tests/unit/test_group_config.py pins it).
+    @replicated
+    def store_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replaces a group's explicit configs; none left removes the group's entry. The group
+        need not exist: as in Kafka, its configs are kept apart from it."""
+        if configs:
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
+        self._on_apply()
 
 
 class _NoLog:

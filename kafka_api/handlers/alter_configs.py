@@ -1,5 +1,6 @@
-"""AlterConfigs (33): replaces every explicit config of a topic. Broker configs live in each
-node's config file, so they are not alterable over the protocol."""
+"""AlterConfigs (33): replaces every explicit config of a topic or of a group (GROUP, 32: share
+group settings, raftlog.group_config). Broker configs live in each node's config file, so they
+are not alterable over the protocol."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ MAX_VERSION = 2
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32  # Kafka's ConfigResource.Type.GROUP; librdkafka maps its ResourceType.GROUP (3) to it
 
 Outcome = tuple[ErrorCode, str | None]
 
@@ -56,10 +58,27 @@ async def alter_each(
 
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     changes = {config.name: config.value for config in resource.configs}
-    result = await ctx.broker.alter_topic_configs(
-        resource.resource_name, changes, incremental=False, validate_only=validate_only
-    )
+    if resource.resource_type == GROUP:
+        problem = null_values_error(name for name, value in changes.items() if value is None)
+        if problem is not None:
+            return problem
+        result = await ctx.broker.alter_group_configs(
+            resource.resource_name, changes, incremental=False, validate_only=validate_only
+        )
+    else:
+        result = await ctx.broker.alter_topic_configs(
+            resource.resource_name, changes, incremental=False, validate_only=validate_only
+        )
     return result.error, result.message
+
+
+def null_values_error(names: Iterable[str]) -> Outcome | None:
+    """Kafka refuses a null value (other than an incremental DELETE's) before looking at the
+    resource. Checked for groups only: topics keep raftlog's INVALID_CONFIG for it."""
+    given = list(names)
+    if given:
+        return ErrorCode.invalid_request, f"Null value not supported for : {', '.join(given)}"
+    return None
 
 
 def repeated_resources(resources: Iterable[Any]) -> set[tuple[int, str]]:
@@ -70,17 +89,18 @@ def repeated_resources(resources: Iterable[Any]) -> set[tuple[int, str]]:
 
 def resource_error(resource: Any, repeated: set[tuple[int, str]]) -> Outcome | None:
     """Why this resource's configs cannot be altered (shared with IncrementalAlterConfigs);
-    None for a well-formed topic resource."""
+    None for a well-formed topic or group resource."""
     kind, name = resource.resource_type, resource.resource_name
     if (kind, name) in repeated:
         return ErrorCode.invalid_request, f"Duplicate resource {name!r} of type {kind}"
     if kind == BROKER:
         return ErrorCode.invalid_request, "broker configs are static; edit the node's config file"
-    if kind != TOPIC:
+    if kind == TOPIC:
+        problem = topic_name_error(name)
+        if problem is not None:
+            return ErrorCode.invalid_topic_exception, problem
+    elif kind != GROUP:
         return ErrorCode.invalid_request, f"Unsupported resource type {kind}"
-    problem = topic_name_error(name)
-    if problem is not None:
-        return ErrorCode.invalid_topic_exception, problem
     if duplicates(config.name for config in resource.configs):
         return ErrorCode.invalid_request, "Error due to duplicate config keys"
     return None

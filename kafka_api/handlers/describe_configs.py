@@ -1,4 +1,4 @@
-"""DescribeConfigs (32): topic and broker configs with their sources."""
+"""DescribeConfigs (32): topic, broker and group configs with their sources."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ MAX_VERSION = 4
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -66,6 +67,11 @@ def _lookup(
         if entries is None:
             return ErrorCode.invalid_request, f"Unknown broker id {node_id}", []
         return ErrorCode.none, None, entries
+    if resource_type == GROUP:
+        # Kafka's ConfigHelper: any group may be described, existing or not, but not "".
+        if not name:
+            return ErrorCode.invalid_request, "Group name must not be empty", []
+        return ErrorCode.none, None, broker.group_configs(name)
     return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
 
 

@@ -1,5 +1,6 @@
 """IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on topic configs; APPEND and
-SUBTRACT only for list configs (cleanup.policy), computed here from the current value."""
+SUBTRACT only for list configs (cleanup.policy), computed here from the current value. Group
+configs (GROUP, 32) take SET and DELETE: none of them is a list."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.handlers.alter_configs import Outcome, alter_each
+from kafka_api.handlers.alter_configs import GROUP, Outcome, alter_each, null_values_error
 from raftlog.errors import ErrorCode
 from raftlog.topic_config import LIST, split_list
 
@@ -26,6 +27,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+    if resource.resource_type == GROUP:
+        return await _alter_group(ctx, resource, validate_only)
     name = resource.resource_name
     changes: dict[str, str | None] = {}
     for config in resource.configs:
@@ -43,6 +46,36 @@ async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Out
             return ErrorCode.invalid_request, f"Unknown config operation {operation}"
     result = await ctx.broker.alter_topic_configs(
         name, changes, incremental=True, validate_only=validate_only
+    )
+    return result.error, result.message
+
+
+async def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+    """Kafka's order: null values first (the broker's check), then each operation (its
+    controller's), then the names and values of the resulting configs."""
+    problem = null_values_error(
+        config.name
+        for config in resource.configs
+        if config.value is None and config.config_operation != DELETE
+    )
+    if problem is not None:
+        return problem
+    changes: dict[str, str | None] = {}
+    for config in resource.configs:
+        operation = config.config_operation
+        if operation == SET:
+            changes[config.name] = config.value
+        elif operation == DELETE:
+            changes[config.name] = None
+        elif operation in (APPEND, SUBTRACT):
+            verb = "APPEND" if operation == APPEND else "SUBTRACT"
+            return ErrorCode.invalid_config, (
+                f"Can't {verb} to key {config.name} because its type is not LIST."
+            )
+        else:
+            return ErrorCode.invalid_request, f"Unknown config operation {operation}"
+    result = await ctx.broker.alter_group_configs(
+        resource.resource_name, changes, incremental=True, validate_only=validate_only
     )
     return result.error, result.message
 

@@ -96,6 +96,17 @@ class BrokerStub:
     def broker_configs(self, node_id: int) -> list[ConfigEntry] | None:
         raise NotImplementedError
 
+    def group_configs(self, group_id: str) -> list[ConfigEntry]:
+        raise NotImplementedError
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    async def alter_group_configs(
+        self, group_id: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
+    ) -> TopicResult:
+        raise NotImplementedError
+
 
 def _is_a_broker(stub: BrokerStub) -> Broker:
     return stub  # mypy: the stub has every member of the Protocol, with its signature

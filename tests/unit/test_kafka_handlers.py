@@ -15,10 +15,12 @@ from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import (
+    alter_configs,
     create_topics,
     delete_topics,
     describe_configs,
     fetch,
+    incremental_alter_configs,
     list_offsets,
     metadata,
     produce,
@@ -107,6 +109,8 @@ class FakeBroker(BrokerStub):
         self.partitions: dict[tuple[str, int], FakePartition] = {}
         self.created: list = []
         self.deleted: list = []
+        self.altered: list = []  # (resource name, changes, incremental, validate_only)
+        self.group_errors: dict[str, tuple[ErrorCode, str]] = {}  # what altering a group answers
 
     def add_topic(self, name, count=1, leader=1, **partition_args):
         infos = tuple(PartitionInfo(name, i, (1, 2), leader, 5, (1, 2)) for i in range(count))
@@ -154,6 +158,20 @@ class FakeBroker(BrokerStub):
 
     def broker_configs(self, node_id):
         return [ConfigEntry("broker.id", str(node_id), 4, read_only=True)] if node_id < 3 else None
+
+    async def alter_topic_configs(self, name, changes, incremental, validate_only):
+        self.altered.append((name, changes, incremental, validate_only))
+        return TopicResult(name)
+
+    async def alter_group_configs(self, group_id, changes, incremental, validate_only):
+        self.altered.append((group_id, changes, incremental, validate_only))
+        return TopicResult(group_id, *self.group_errors.get(group_id, (E.none, None)))
+
+    def group_configs(self, group_id):
+        return [
+            ConfigEntry("share.auto.offset.reset", "earliest", 8, config_type=2, documentation="d"),
+            ConfigEntry("share.delivery.count.limit", "5", 5, config_type=3, documentation="n"),
+        ]
 
 
 # mypy checks the fakes against the Protocols they stand for (tests/unit/test_types.py).
@@ -722,3 +740,146 @@ async def test_describe_configs():
     assert [(s.name, s.value, s.source) for s in only[0].synonyms] == [("retention.ms", "1000", 1)]
     assert [c.name for c in results[1].configs] == ["retention.ms", "cleanup.policy"]
     assert [(c.name, c.value) for c in results[3].configs] == [("broker.id", "1")]
+
+
+# --------------------------------------------------------------------------- group configs
+
+GROUP = 32  # on the wire; librdkafka's ResourceType.GROUP is 3
+
+
+async def test_incremental_alter_configs_on_groups():
+    broker = FakeBroker()
+    broker.group_errors["bad"] = (E.invalid_config, "Unknown group config name: x")
+    m = request_module(incremental_alter_configs.API_KEY, 1)
+    SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+    def resource(kind, name, *configs):
+        return m.AlterConfigsResource(
+            resource_type=kind,
+            resource_name=name,
+            configs=tuple(
+                m.AlterableConfig(name=n, config_operation=o, value=v) for n, o, v in configs
+            ),
+        )
+
+    request = m.IncrementalAlterConfigsRequest(
+        resources=(
+            resource(
+                GROUP,
+                "g",
+                ("share.auto.offset.reset", SET, "earliest"),
+                ("share.delivery.count.limit", DELETE, None),
+            ),
+            resource(GROUP, "list", ("share.isolation.level", APPEND, "read_committed")),
+            resource(GROUP, "minus", ("share.isolation.level", SUBTRACT, "read_committed")),
+            resource(GROUP, "null", ("share.isolation.level", SET, None)),
+            resource(GROUP, "twice", ("a", SET, "1"), ("a", DELETE, None)),
+            resource(GROUP, "bad", ("x", SET, "1")),
+            resource(GROUP, "dup", ("share.auto.offset.reset", SET, "latest")),
+            resource(GROUP, "dup"),
+            resource(GROUP, "op", ("share.auto.offset.reset", 9, "latest")),
+            resource(3, "g", ("share.auto.offset.reset", SET, "earliest")),
+            resource(2, "t", ("retention.ms", SET, "5")),
+        ),
+        validate_only=False,
+    )
+    response = await incremental_alter_configs.handle(ctx(broker, 1), request)
+    assert [(r.resource_type, r.resource_name, r.error_code) for r in response.responses] == [
+        (GROUP, "g", E.none),
+        (GROUP, "list", E.invalid_config),
+        (GROUP, "minus", E.invalid_config),
+        (GROUP, "null", E.invalid_request),
+        (GROUP, "twice", E.invalid_request),
+        (GROUP, "bad", E.invalid_config),
+        (GROUP, "dup", E.invalid_request),
+        (GROUP, "dup", E.invalid_request),
+        (GROUP, "op", E.invalid_request),
+        (3, "g", E.invalid_request),
+        (2, "t", E.none),
+    ]
+    messages = {r.resource_name: r.error_message for r in response.responses}
+    assert messages["list"] == (
+        "Can't APPEND to key share.isolation.level because its type is not LIST."
+    )
+    assert messages["null"] == "Null value not supported for : share.isolation.level"
+    assert messages["bad"] == "Unknown group config name: x"
+    assert broker.altered == [
+        (
+            "g",
+            {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": None},
+            True,
+            False,
+        ),
+        ("bad", {"x": "1"}, True, False),
+        ("t", {"retention.ms": "5"}, True, False),
+    ]
+
+
+async def test_alter_configs_replaces_a_groups_configs():
+    broker = FakeBroker()
+    m = request_module(alter_configs.API_KEY, 2)
+
+    def resource(kind, name, **configs):
+        return m.AlterConfigsResource(
+            resource_type=kind,
+            resource_name=name,
+            configs=tuple(m.AlterableConfig(name=n, value=v) for n, v in configs.items()),
+        )
+
+    request = m.AlterConfigsRequest(
+        resources=(
+            resource(GROUP, "g", **{"share.record.lock.duration.ms": "20000"}),
+            resource(GROUP, "null", **{"share.record.lock.duration.ms": None}),
+            resource(GROUP, "none"),
+        ),
+        validate_only=True,
+    )
+    response = await alter_configs.handle(ctx(broker, 2), request)
+    assert [(r.resource_name, r.error_code) for r in response.responses] == [
+        ("g", E.none),
+        ("null", E.invalid_request),
+        ("none", E.none),
+    ]
+    assert broker.altered == [
+        ("g", {"share.record.lock.duration.ms": "20000"}, False, True),
+        ("none", {}, False, True),
+    ]
+
+
+async def test_describe_configs_of_a_group():
+    """Any group id answers, configured or not (as in Kafka); the empty one is refused."""
+    broker = FakeBroker()
+    m = request_module(describe_configs.API_KEY, 4)
+    request = m.DescribeConfigsRequest(
+        resources=(
+            m.DescribeConfigsResource(
+                resource_type=GROUP, resource_name="g", configuration_keys=None
+            ),
+            m.DescribeConfigsResource(
+                resource_type=GROUP,
+                resource_name="never-seen",
+                configuration_keys=("share.delivery.count.limit",),
+            ),
+            m.DescribeConfigsResource(
+                resource_type=GROUP, resource_name="", configuration_keys=None
+            ),
+        ),
+        include_synonyms=False,
+        include_documentation=True,
+    )
+    response = await describe_configs.handle(ctx(broker, 4), request)
+    results = response.results
+    assert [(r.resource_type, r.error_code) for r in results] == [
+        (GROUP, E.none),
+        (GROUP, E.none),
+        (GROUP, E.invalid_request),
+    ]
+    assert [
+        (c.name, c.value, c.config_source, c.config_type, c.documentation, c.synonyms)
+        for c in results[0].configs
+    ] == [
+        ("share.auto.offset.reset", "earliest", 8, 2, "d", ()),
+        ("share.delivery.count.limit", "5", 5, 3, "n", ()),
+    ]
+    assert [c.name for c in results[1].configs] == ["share.delivery.count.limit"]
+    assert results[2].error_message == "Group name must not be empty"

@@ -361,6 +361,98 @@ def test_a_state_machine_with_the_groups_settings_still_snapshots_and_restores(
     assert restarted.next_producer_id == 60_000
 
 
+def start_controller(tmp_path: Path) -> tuple[ControllerMachine, SegmentJournal]:
+    """A one-node controller machine on tmp_path that compacts after 10 entries; it leads at
+    once. Callers patch core.monotonicTime with a Clock first."""
+    journal = SegmentJournal(tmp_path / "raft", None, RecordingListener())
+    conf = SyncObjConf(
+        autoTick=False,
+        journalFile=journal,
+        fullDumpFile=str(tmp_path / "dump"),
+        useFork=False,
+        logCompactionMinEntries=10,
+    )
+    transport = NetTransport(Net(("1",)), "1")
+    machine = ControllerMachine(
+        Node("1"), set(), on_apply=lambda: None, conf=conf, transport=transport
+    )
+    machine.quiesceAfter = 0.2
+    machine.peerContact = lambda node: None
+    machine.electionAllowed = lambda: True
+    compat.detach_poller(machine)
+    compat.elect_now(machine)
+    return machine, journal
+
+
+def tick(machine: ControllerMachine, clock: Clock, times: int) -> None:
+    for _ in range(times):
+        clock.now += 0.05
+        machine.doTick(0.0)
+
+
+# The controller's replicated commands in the order pysyncobj numbers them (by name). A journal
+# names each command by its number, so this list may only grow at its end: a command added in
+# the middle renumbers the ones after it, and a journal written before replays them as others.
+CONTROLLER_COMMANDS = [
+    "add_partitions",
+    "allocate_producer_ids",
+    "create_topic",
+    "delete_topic",
+    "init_cluster",
+    "register_node",
+    "set_topic_configs",
+    "store_group_configs",
+]
+
+
+def test_controller_commands_keep_their_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(core, "monotonicTime", Clock())
+    machine, journal = start_controller(tmp_path)
+    numbers = machine._methodToID
+    assert sorted(numbers, key=numbers.__getitem__) == [f"{c}_v0" for c in CONTROLLER_COMMANDS]
+    journal.close()
+
+
+def test_group_configs_survive_compaction_and_a_dump_without_them_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group configs are controller state like topics: in the dump, restored from it. A dump
+    written before they existed has no group_configs; it loads as none."""
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+    machine, journal = start_controller(tmp_path / "now")
+    machine.store_group_configs("g", {"share.auto.offset.reset": "earliest"})
+    machine.store_group_configs("gone", {"share.delivery.count.limit": "3"})
+    machine.store_group_configs("gone", {})
+    for _ in range(15):
+        machine.allocate_producer_ids(1)
+    tick(machine, clock, 20)
+    assert machine.group_configs == {"g": {"share.auto.offset.reset": "earliest"}}
+    assert (tmp_path / "now" / "dump").is_file() and len(journal) < 15
+    journal.close()
+    restarted, journal = start_controller(tmp_path / "now")
+    tick(restarted, clock, 5)
+    assert restarted.group_configs == {"g": {"share.auto.offset.reset": "earliest"}}
+    journal.close()
+
+    old, journal = start_controller(tmp_path / "old")
+    del old.group_configs  # the state of a controller from before group configs
+    for _ in range(15):
+        old.allocate_producer_ids(1)
+    tick(old, clock, 20)
+    assert (tmp_path / "old" / "dump").is_file()
+    journal.close()
+    upgraded, journal = start_controller(tmp_path / "old")
+    tick(upgraded, clock, 5)
+    assert upgraded.next_producer_id == 15 and upgraded.group_configs == {}
+    upgraded.store_group_configs("g", {"share.delivery.count.limit": "3"})
+    tick(upgraded, clock, 2)
+    assert upgraded.group_configs == {"g": {"share.delivery.count.limit": "3"}}
+    journal.close()
+
+
 def test_a_leadership_transfer_is_not_lost_to_the_leader_going_quiet(cluster: Cluster) -> None:
     """The transfer's TimeoutNow was followed by the leader's quiesce heartbeat when the
     group's idle time ran out just then: the target went quiet before it stood, and the

@@ -1,0 +1,254 @@
+"""Group configs raftlog understands (Kafka's GroupConfig, config resource type GROUP = 32):
+names, types, defaults and bounds in one table, validation, and each group's effective values.
+
+As in Kafka, group configs live apart from the groups: a group need not exist to be configured
+or described, and its settings outlive it. Defaults and bounds are Kafka 4.3's: the defaults
+of the broker settings each key overrides (group.share.record.lock.duration.ms, ...) and the
+group-level bounds (group.share.min/max.*), which raftlog does not let nodes change.
+"""
+
+from __future__ import annotations
+
+import re
+
+from raftlog.broker import ConfigEntry
+from raftlog.topic_config import BOOLEAN, DEFAULT, INT, STRING, Setting
+
+# Kafka's ConfigSource GROUP_CONFIG (DescribeConfigsResponse.ConfigSource): a group's own value.
+DYNAMIC_GROUP = 8
+
+AUTO_OFFSET_RESET = "share.auto.offset.reset"
+ISOLATION_LEVEL = "share.isolation.level"
+RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
+DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
+PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
+SHARE_SESSION_TIMEOUT_MS = "share.session.timeout.ms"
+SHARE_HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
+RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
+CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
+CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+
+LATEST, EARLIEST, BY_DURATION = "latest", "earliest", "by_duration"
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+
+_INT32_MAX = 2**31 - 1
+
+GROUP_SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        Setting(
+            CONSUMER_HEARTBEAT_INTERVAL_MS,
+            INT,
+            "5000",
+            "The heartbeat interval given to the members of a consumer group. Accepted for "
+            "compatibility: raftlog serves classic groups only, not the consumer protocol.",
+            (),
+            5000,
+            15000,
+        ),
+        Setting(
+            CONSUMER_SESSION_TIMEOUT_MS,
+            INT,
+            "45000",
+            "The timeout to detect client failures when using the consumer group protocol. "
+            "Accepted for compatibility: raftlog serves classic groups only.",
+            (),
+            45000,
+            60000,
+        ),
+        Setting(
+            AUTO_OFFSET_RESET,
+            STRING,
+            LATEST,
+            "The strategy to initialize the share-partition start offset: earliest, latest, "
+            "or by_duration:<ISO-8601 duration> (the offset of that long before now).",
+        ),
+        Setting(
+            DELIVERY_COUNT_LIMIT,
+            INT,
+            "5",
+            "The maximum number of delivery attempts for a record delivered to a share group.",
+            (),
+            2,
+            10,
+        ),
+        Setting(
+            SHARE_HEARTBEAT_INTERVAL_MS,
+            INT,
+            "5000",
+            "The heartbeat interval given to the members of a share group.",
+            (),
+            5000,
+            15000,
+        ),
+        Setting(
+            ISOLATION_LEVEL,
+            STRING,
+            READ_UNCOMMITTED,
+            "Controls how to read records written transactionally: read_committed delivers "
+            "only committed transactional records, read_uncommitted all of them.",
+            (READ_COMMITTED, READ_UNCOMMITTED),
+        ),
+        Setting(
+            PARTITION_MAX_RECORD_LOCKS,
+            INT,
+            "2000",
+            "Share-group record lock limit per share-partition.",
+            (),
+            100,
+            4000,
+        ),
+        Setting(
+            RECORD_LOCK_DURATION_MS,
+            INT,
+            "30000",
+            "The record acquisition lock duration in milliseconds for share groups.",
+            (),
+            15000,
+            60000,
+        ),
+        Setting(
+            RENEW_ACKNOWLEDGE_ENABLE,
+            BOOLEAN,
+            "true",
+            "Whether the renew acknowledge type is enabled for the share group.",
+        ),
+        Setting(
+            SHARE_SESSION_TIMEOUT_MS,
+            INT,
+            "45000",
+            "The timeout to detect client failures when using the share group protocol.",
+            (),
+            45000,
+            60000,
+        ),
+    )
+}
+
+# java.time.Duration.parse's grammar (PnDTnHnMn.nS, any letter case, signed parts).
+_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?[0-9]+)D)?"
+    r"(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
+    re.IGNORECASE,
+)
+_INTEGER = re.compile(r"[-+]?[0-9]+")
+
+
+def validate(configs: dict[str, str | None]) -> str | None:
+    """The first problem with a group's explicit configs, as Kafka words it for
+    INVALID_CONFIG; None when every name is known and every value valid."""
+    unknown = next((name for name in configs if name not in GROUP_SETTINGS), None)
+    if unknown is not None:  # Kafka checks every name before any value
+        return f"Unknown group config name: {unknown}"
+    for name, value in configs.items():
+        if value is None:
+            return f"Null value not supported for group configs: {name}"
+        problem = _check(GROUP_SETTINGS[name], value)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _check(setting: Setting, value: str) -> str | None:
+    name = setting.name
+    if setting.type == INT:
+        text = value.strip()
+        if not _INTEGER.fullmatch(text) or abs(int(text)) > _INT32_MAX:
+            return f"Invalid value {value} for configuration {name}: Not a number of type INT"
+        low, high = int(setting.minimum or 0), int(setting.maximum or 0)
+        if not low <= int(text) <= high:
+            return f"{name} must be in the range {low} to {high} inclusive."
+        return None
+    if setting.type == BOOLEAN:
+        if value.strip().lower() not in ("true", "false"):
+            return (
+                f"Invalid value {value} for configuration {name}: "
+                "Expected value to be either true or false"
+            )
+        return None
+    if name == AUTO_OFFSET_RESET:
+        if parse_auto_offset_reset(value) is None:
+            return (
+                f"Invalid value `{value}` for configuration {name}. The value must be either "
+                "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'."
+            )
+        return None
+    if setting.choices and value not in setting.choices:
+        return (
+            f"Invalid value {value} for configuration {name}: "
+            f"String must be one of: {', '.join(setting.choices)}"
+        )
+    return None
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds of an ISO-8601 duration as Java's Duration.parse reads it ("PT10S", "P1DT2H",
+    "-PT0.5S"); None if it is not one."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        return None
+    sign, days, time, hours, minutes, seconds, fraction = match.groups()
+    if days is None and hours is None and minutes is None and seconds is None:
+        return None  # "P" and "PT" name no amount
+    if time is not None and time.upper() == "T":
+        return None
+    total: float = (
+        int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60 + int(seconds or 0)
+    )
+    if fraction:
+        part = int(fraction.ljust(9, "0")) / 1e9
+        total += -part if (seconds or "").startswith("-") else part
+    if abs(total) >= 2**63:
+        return None  # Java's long seconds overflow
+    return -total if sign == "-" else total
+
+
+def parse_auto_offset_reset(value: str) -> tuple[str, float | None] | None:
+    """share.auto.offset.reset as (strategy, seconds back for by_duration), or None if Kafka
+    refuses it. Case matters, as in Kafka's ShareGroupAutoOffsetResetStrategy; a negative
+    duration is refused."""
+    if value in (LATEST, EARLIEST):
+        return value, None
+    prefix = BY_DURATION + ":"
+    if not value.startswith(prefix):
+        return None
+    seconds = parse_duration(value[len(prefix) :])
+    if seconds is None or seconds < 0:
+        return None
+    return BY_DURATION, seconds
+
+
+def canonical(configs: dict[str, str]) -> dict[str, str]:
+    """Valid configs as they are stored and described: numbers without blanks or signs,
+    booleans in lower case (Kafka describes the parsed value, not the text given)."""
+    out = {}
+    for name, value in configs.items():
+        kind = GROUP_SETTINGS[name].type
+        if kind == INT:
+            out[name] = str(int(value.strip()))
+        elif kind == BOOLEAN:
+            out[name] = value.strip().lower()
+        else:
+            out[name] = value
+    return out
+
+
+def values(group_configs: dict[str, str]) -> dict[str, str]:
+    """Every group setting's effective value: the group's own, else the default."""
+    return {
+        name: group_configs.get(name, setting.default) for name, setting in GROUP_SETTINGS.items()
+    }
+
+
+def effective(group_configs: dict[str, str]) -> list[ConfigEntry]:
+    """Every group setting with its value and where the value comes from (DescribeConfigs)."""
+    entries = []
+    for name, setting in GROUP_SETTINGS.items():
+        if name in group_configs:
+            value, source = group_configs[name], DYNAMIC_GROUP
+        else:
+            value, source = setting.default, DEFAULT
+        entries.append(
+            ConfigEntry(name, value, source, config_type=setting.type, documentation=setting.doc)
+        )
+    return entries
