@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 from epoch.history import HistoryJournal
-from raftlog import limits, topic_config
+from raftlog import group_config, limits, topic_config
 from raftlog.config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
@@ -25,6 +25,7 @@ from raftlog.raft.group import RaftTimings
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.ticker import Ticker
 from raftlog.share.manager import ShareManager
+from raftlog.share.membership import ShareGroupSettings
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +79,12 @@ class Node:
         self.leadership = LeadershipDirectory(self.node_id, self.mesh)
         self.ctx = NodeContext(self.node_id, self.mesh, self.ticker, self.timings, self.history)
         self.groups = GroupCoordinator(
-            self.node_id, self._group_config(None), topic_partitions=self._partition_count
+            self.node_id,
+            self._group_config(None),
+            topic_partitions=self._partition_count,
+            share_settings=self._share_settings,
         )
-        self.share = ShareManager(
-            lambda group_id: self.controller.state.group_configs.get(group_id, {})
-        )
+        self.share = ShareManager(self._group_settings)
         self.controller = Controller(
             self.node_id,
             cfg.node_ids,
@@ -188,6 +190,16 @@ class Node:
         if self.ticker.elections.held or opened:
             self._heap.opened()
         self.ticker.elections.held = False
+
+    def _group_settings(self, group_id: str) -> dict[str, str]:
+        return group_config.values(self.controller.state.group_configs.get(group_id, {}))
+
+    def _share_settings(self, group_id: str) -> ShareGroupSettings:
+        settings = self._group_settings(group_id)
+        return ShareGroupSettings(
+            heartbeat_interval_ms=int(settings[group_config.SHARE_HEARTBEAT_INTERVAL_MS]),
+            session_timeout_ms=int(settings[group_config.SHARE_SESSION_TIMEOUT_MS]),
+        )
 
     def _partition_count(self, topic: str) -> int | None:
         known = self.controller.state.topics.get(topic)

@@ -39,7 +39,7 @@ from raftlog.groups.results import (
     OffsetFetchResult,
     SyncResult,
 )
-from raftlog.share.membership import HeartbeatResult, ShareGroups
+from raftlog.share.membership import HeartbeatResult, ShareGroups, ShareGroupSettings
 
 E = ErrorCode
 EMPTY = GroupState.EMPTY
@@ -57,9 +57,10 @@ class GroupCoordinator:
         *,
         clock: Clock = LOOP_CLOCK,
         topic_partitions: Callable[[str], int | None] = lambda _name: None,
+        share_settings: Callable[[str], ShareGroupSettings] = lambda _g: ShareGroupSettings(),
     ) -> None:
         """topic_partitions(name): a topic's partition count (None: no such topic), for the
-        share groups' assignments."""
+        share groups' assignments; share_settings(group): their heartbeat and session."""
         self.node_id = node_id
         self.config = config
         self._clock = clock
@@ -69,7 +70,7 @@ class GroupCoordinator:
         # Share groups (KIP-932) share the classic groups' coordinators and id space; their
         # membership is held in memory (members rejoin a new coordinator).
         self.share_groups = ShareGroups(
-            topic_partitions, clock, is_classic_group=self._is_classic_group
+            topic_partitions, clock, share_settings, is_classic_group=self._is_classic_group
         )
 
     # ------------------------------------------------------------------ partitions

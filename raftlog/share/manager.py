@@ -15,22 +15,15 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from raftlog import group_config as gc
 from raftlog.broker import Partition
 from raftlog.clock import LOOP_CLOCK, Clock, Timer
-from raftlog.errors import ErrorCode
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.share.partition_state import AckBatch, AcquiredRange, ShareLimits, SharePartitionState
 from raftlog.share.sessions import Key, ShareSessions
 from raftlog.storage.batch import iter_batches
 
 log = logging.getLogger(__name__)
-
-LATEST, EARLIEST = "latest", "earliest"
-DEFAULTS = {
-    "share.auto.offset.reset": LATEST,
-    "share.record.lock.duration.ms": "30000",
-    "share.delivery.count.limit": "5",
-    "share.partition.max.record.locks": "2000",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +53,8 @@ class ShareManager:
     def __init__(
         self, group_config: Callable[[str], Mapping[str, str]], clock: Clock = LOOP_CLOCK
     ) -> None:
-        """group_config(group id) -> the group's explicit configs (share.* keys)."""
+        """group_config(group id) -> every group setting's effective value
+        (raftlog.group_config.values)."""
         self._group_config = group_config
         self._clock = clock
         self.sessions = ShareSessions()
@@ -70,35 +64,53 @@ class ShareManager:
 
     # --- configuration ---------------------------------------------------------------------
 
-    def setting(self, group_id: str, name: str) -> str:
-        return self._group_config(group_id).get(name) or DEFAULTS[name]
-
     def limits(self, group_id: str) -> ShareLimits:
+        settings = self._group_config(group_id)
         return ShareLimits(
-            lock_duration_s=int(self.setting(group_id, "share.record.lock.duration.ms")) / 1000,
-            delivery_count_limit=int(self.setting(group_id, "share.delivery.count.limit")),
-            max_record_locks=int(self.setting(group_id, "share.partition.max.record.locks")),
+            lock_duration_s=int(settings[gc.RECORD_LOCK_DURATION_MS]) / 1000,
+            delivery_count_limit=int(settings[gc.DELIVERY_COUNT_LIMIT]),
+            max_record_locks=int(settings[gc.PARTITION_MAX_RECORD_LOCKS]),
         )
 
     def lock_duration_ms(self, group_id: str) -> int:
-        return int(self.setting(group_id, "share.record.lock.duration.ms"))
+        return int(self._group_config(group_id)[gc.RECORD_LOCK_DURATION_MS])
 
     # --- states ----------------------------------------------------------------------------
 
-    def _state(self, group_id: str, key: Key, partition: Partition) -> _Held:
+    def _current(self, group_id: str, key: Key, partition: Partition) -> _Held | None:
+        """The group's state of the partition under this leadership, if it has one."""
         held = self._held.get((group_id, key))
-        epoch = partition.leader_epoch
-        if held is not None and held.partition is partition and held.epoch == epoch:
+        if held is None:
+            return None
+        if held.partition is partition and held.epoch == partition.leader_epoch:
             held.state.limits = self.limits(group_id)
             return held
-        if held is not None:
-            self._drop(group_id, key, held)
-        reset = self.setting(group_id, "share.auto.offset.reset")
-        start = partition.log_start_offset if reset == EARLIEST else partition.high_watermark
-        held = _Held(SharePartitionState(start, self.limits(group_id)), partition, epoch)
-        self._held[(group_id, key)] = held
+        self._drop(group_id, key, held)
+        return None
+
+    async def _start(self, group_id: str, key: Key, partition: Partition) -> None:
+        """A group's first fetch from the partition under this leadership starts where
+        share.auto.offset.reset says: the high watermark (latest, Kafka's default), the log
+        start (earliest), or the first record of the last so many seconds (by_duration)."""
+        reset = self._group_config(group_id)[gc.AUTO_OFFSET_RESET]
+        strategy, seconds = gc.parse_auto_offset_reset(reset) or (gc.LATEST, None)
+        epoch = partition.leader_epoch
+        if strategy == gc.EARLIEST:
+            start = partition.log_start_offset
+        elif strategy == gc.BY_DURATION and seconds is not None:
+            since = int((self._clock.now() - seconds) * 1000)
+            try:
+                found = await partition.offset_for_timestamp(since)
+            except KafkaError:
+                return  # no longer the leader: the fetch finds nothing to acquire here
+            start = found.offset if found is not None else partition.high_watermark
+        else:
+            start = partition.high_watermark
+        if partition.leader_epoch != epoch or self._current(group_id, key, partition):
+            return  # leadership moved, or another fetch started it meanwhile
+        state = SharePartitionState(start, self.limits(group_id))
+        self._held[(group_id, key)] = _Held(state, partition, epoch)
         log.info("share group %s starts %s-%d at offset %d (%s)", group_id, *key, start, reset)
-        return held
 
     def _drop(self, group_id: str, key: Key, held: _Held) -> None:
         if held.timer is not None:
@@ -139,8 +151,8 @@ class ShareManager:
         partition: Partition,
         batches: Sequence[AckBatch],
     ) -> ErrorCode:
-        held = self._held.get((group_id, key))
-        if held is None or held.partition is not partition or held.epoch != partition.leader_epoch:
+        held = self._current(group_id, key, partition)
+        if held is None:
             return ErrorCode.invalid_record_state  # nothing this leadership handed out
         error = held.state.acknowledge(member_id, batches)
         if error is ErrorCode.none:
@@ -174,6 +186,9 @@ class ShareManager:
         max_wait_s for some to become available (new data, a release, an expired lock)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_s
+        for key, partition in targets:
+            if partition.is_leader and self._current(group_id, key, partition) is None:
+                await self._start(group_id, key, partition)
         while True:
             fetched = self._acquire(group_id, member_id, targets, max_bytes, max_records)
             remaining = deadline - loop.time()
@@ -194,9 +209,9 @@ class ShareManager:
         for key, partition in targets:
             if max_records <= 0 or max_bytes <= 0:
                 break
-            if not partition.is_leader:
+            held = self._current(group_id, key, partition) if partition.is_leader else None
+            if held is None:
                 continue
-            held = self._state(group_id, key, partition)
             state = held.state
             if state.next_fetch_offset() < partition.log_start_offset:
                 state.log_start_moved(partition.log_start_offset)  # retention took them
