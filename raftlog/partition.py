@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -92,6 +93,8 @@ class Partition:
         self._on_change = on_change
         self._waiters: list[asyncio.Future] = []
         self._term_was_committed = False
+        # history records waiting for the Raft state save (its number) their term is in
+        self._unwritten: deque[tuple[int, history.Record]] = deque()
         self._last_hw_record = 0.0
         self._leader_seen: tuple[str | None, int] = (None, 0)
         self.log = Log(directory, LogConfig())
@@ -123,7 +126,9 @@ class Partition:
             self.group,
             lambda: self._ctx.timings.max_message_bytes,
             lambda: self.log_start_offset,
-            lambda term, acks, end: self._record(history.Ack, term=term, acks=acks, end_offset=end),
+            lambda term, acks, end: self._write(
+                self._stamped(history.Ack, term=term, acks=acks, end_offset=end)
+            ),
         )
 
     # --- facade: state -------------------------------------------------------------------------
@@ -380,6 +385,8 @@ class Partition:
     def close(self) -> None:
         self.produce_queue.fail_all()  # nothing left for a compressed-batch check to propose into
         self.group.close()
+        while self._unwritten:  # a clean stop writes every pending save (Durability.close)
+            self._write(self._unwritten.popleft()[1])
         self._save_producers()
         self.epochs.flush()
         self.log.close()
@@ -442,15 +449,41 @@ class Partition:
         )
 
     def _record(self, cls: type[history.Record], **fields: object) -> None:
-        self._ctx.history.write(
-            cls(
-                time_ms=history.now_ms(),
-                node=self._ctx.node_id,
-                topic=self.topic,
-                partition=self.index,
-                **fields,
-            )
+        """History follows the disk: a record waits until the Raft state its term comes from
+        is durable. Term saves are written in batches when a message needs them, and a node
+        that steps down on a newer term may send nothing for a while; killed then, it comes
+        back in the older term, and its history would show its term going back (a fault run
+        caught exactly that). Acknowledgements are not held (_write): their term is that of
+        records already committed, and they must be written before the answers leave."""
+        record = self._stamped(cls, **fields)
+        durability = self._ctx.mesh.durability
+        need = self.journal.state_seq
+        if durability is None or (not self._unwritten and need <= durability.durable):
+            self._write(record)
+            return
+        if not self._unwritten:
+            durability.wait(need, self._write_durable)
+        self._unwritten.append((need, record))
+
+    def _write_durable(self) -> None:
+        durability = self._ctx.mesh.durability
+        assert durability is not None  # records are only held behind a batched save
+        while self._unwritten and self._unwritten[0][0] <= durability.durable:
+            self._write(self._unwritten.popleft()[1])
+        if self._unwritten:
+            durability.wait(self._unwritten[0][0], self._write_durable)
+
+    def _stamped(self, cls: type[history.Record], **fields: object) -> history.Record:
+        return cls(
+            time_ms=history.now_ms(),
+            node=self._ctx.node_id,
+            topic=self.topic,
+            partition=self.index,
+            **fields,
         )
+
+    def _write(self, record: history.Record) -> None:
+        self._ctx.history.write(record)
 
 
 def _done(result: ProduceResult) -> Awaitable[ProduceResult]:
