@@ -50,28 +50,31 @@ def _group(cluster, earliest: bool = True) -> str:
     return group
 
 
-def _consumer(cluster, group: str, explicit: bool = False) -> ShareConsumer:
+def _consumer(cluster, group: str, explicit: bool = False, **conf: object) -> ShareConsumer:
     return ShareConsumer(
         {
             "bootstrap.servers": cluster.bootstrap,
             "group.id": group,
             "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+            **conf,
         }
     )
 
 
-def _topic(cluster, name: str, partitions: int, count: int) -> list[bytes]:
+def _topic(cluster, name: str, partitions: int, count: int, per_batch: int = 10_000) -> list[bytes]:
+    """`count` records; batches of at most `per_batch` (a share fetch takes whole batches)."""
     cluster.create_topic(name, partitions=partitions, replication_factor=3)
     recs = R.make_records(name, count, partitions)
-    out = R.produce_confluent(cluster.bootstrap, name, recs, timeout=60)
+    extra = {"batch.num.messages": per_batch}
+    out = R.produce_confluent(cluster.bootstrap, name, recs, timeout=60, extra=extra)
     assert len(out.acked) == len(recs), out.failed[:3]
     return sorted(r.value for r in recs)
 
 
-def _read(consumer: ShareConsumer, want: int, explicit_ack=None) -> list:
-    """Polls until `want` records arrived or READ_DEADLINE passed."""
+def _read(consumer: ShareConsumer, want: int, explicit_ack=None, seconds=READ_DEADLINE) -> list:
+    """Polls until `want` records arrived or `seconds` passed."""
     got: list = []
-    deadline = time.monotonic() + READ_DEADLINE
+    deadline = time.monotonic() + seconds
     while len(got) < want and time.monotonic() < deadline:
         for m in consumer.poll(1.0) or []:
             assert m.error() is None, m.error()
@@ -90,7 +93,7 @@ def test_one_implicit_consumer_reads_every_record_once(module_cluster) -> None:
     try:
         got = _read(consumer, len(values))
         # the next polls bring nothing more: everything was accepted
-        extra = _read(consumer, 1) if len(got) == len(values) else []
+        extra = _read(consumer, 1, seconds=3) if len(got) == len(values) else []
     finally:
         consumer.close()
     assert sorted(m.value() for m in got) == values
@@ -114,7 +117,7 @@ def test_a_released_record_comes_back_and_a_rejected_one_never(module_cluster) -
 
     try:
         got = _read(consumer, len(values) + 1, verdict)
-        extra = _read(consumer, 1, verdict)
+        extra = _read(consumer, 1, verdict, seconds=3)
     finally:
         consumer.close()
     assert sorted(seen) == list(range(len(values)))
@@ -125,13 +128,13 @@ def test_a_released_record_comes_back_and_a_rejected_one_never(module_cluster) -
 
 
 def test_more_consumers_than_partitions_share_one_partition(module_cluster) -> None:
-    values = _topic(module_cluster, "share-fanout", 1, 300)
+    values = _topic(module_cluster, "share-fanout", 1, 300, per_batch=5)
     group = _group(module_cluster)
     received: list[list[bytes]] = [[] for _ in range(3)]
     done = threading.Event()
 
     def run(i: int) -> None:
-        consumer = _consumer(module_cluster, group, explicit=True)
+        consumer = _consumer(module_cluster, group, explicit=True, **{"max.poll.records": 10})
         consumer.subscribe(["share-fanout"])
         try:
             deadline = time.monotonic() + READ_DEADLINE
