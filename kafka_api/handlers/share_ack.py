@@ -8,12 +8,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from raftlog.share.partition_state import AckBatch
-
 from epoch import NO_EPOCH
 from kafka_api.common import current_leader, leader_partition
 from raftlog.broker import Broker, Partition, TopicInfo
 from raftlog.errors import ErrorCode
+from raftlog.share.partition_state import AckBatch
 
 NO_LEADER = (-1, NO_EPOCH)
 
