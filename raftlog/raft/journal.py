@@ -5,7 +5,8 @@ is `DATA` + Kafka record batches; `add()` is the one place where the term of the
 known, so it is where batches get their offsets and `partitionLeaderEpoch`. Entries keep only
 their location in memory and in `raft/window`; the bytes are read back lazily when pysyncobj
 sends them to a follower. Commands that are not batches (pysyncobj's no-op, the controller's
-pickled calls) are small and live inline in the window file.
+pickled calls) are small and live inline in the window file. Over 500 lines because
+pysyncobj's Journal interface is one class whose every method touches the window.
 """
 
 from __future__ import annotations

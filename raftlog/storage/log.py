@@ -4,6 +4,8 @@ Offsets are assigned here, at append time, from the log end offset, so every rep
 the same Raft entries stores byte-identical segments. Compaction (raftlog.storage.compaction)
 later removes records below a floor, leaving gaps between batches; a read at an offset in a gap
 starts at the next batch, and segment boundaries, hence epochs and the log end, never move.
+Over 500 lines because append, read, truncation, retention, recovery and install all walk
+the one segment list and keep its invariants together.
 """
 
 from __future__ import annotations

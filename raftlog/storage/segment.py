@@ -1,6 +1,8 @@
 """One segment: `{base_offset:020d}-{term}.log` plus its `.index` and `.timeindex`.
 
 A segment holds batches of a single Raft term, so the segment list is the epoch history.
+Over 500 lines because the `.log` and its two Kafka indexes are appended, recovered and cut
+together: apart, they would share every field.
 """
 
 from __future__ import annotations
