@@ -39,7 +39,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         group_id,
         member_id,
         request.share_session_epoch,
-        [t.key for t in found.values() if t.topic is not None],
+        # only partitions that exist: a session lives across requests, and what it holds must
+        # stay within what the cluster has, whatever indexes a client names
+        [
+            t.key
+            for t in found.values()
+            if t.topic is not None and 0 <= t.index < len(t.topic.partitions)
+        ],
         forgotten,
         has_acks=any(t.acked for t in found.values()),
         acks_only=all(t.acked for t in found.values()),

@@ -9,6 +9,8 @@ asyncio needs no lock around it (Kafka's per-partition fetch lock).
 The window [SPSO, SPEO] is dense: every offset in it has a small record of its own, in a
 dict. Kafka keeps batches and splits them per offset when acks or releases cut them; a
 record per offset is simpler and costs at most `max_record_locks` records, a hard cap here.
+Just over 500 lines because Kafka's rules for acquiring, acknowledging, releasing, expiring
+and restoring all move the same window and must be read together.
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ from kafka_api.handlers import (
     list_offsets,
     metadata,
     produce,
+    share_fetch,
 )
+from raftlog import group_config
 from raftlog.broker import (
     Broker,
     BrokerInfo,
@@ -37,6 +39,7 @@ from raftlog.broker import (
     TopicResult,
 )
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.share.manager import ShareManager
 
 E = ErrorCode
 
@@ -883,3 +886,43 @@ async def test_describe_configs_of_a_group():
     ]
     assert [c.name for c in results[1].configs] == ["share.delivery.count.limit"]
     assert results[2].error_message == "Group name must not be empty"
+
+
+# --------------------------------------------------------------------------- ShareFetch
+
+
+async def test_a_share_session_holds_only_partitions_that_exist() -> None:
+    """A share session outlives the request that opened it: an index the topic does not have
+    is answered UNKNOWN_TOPIC_OR_PARTITION and kept out of it, so no client can grow it."""
+    broker = FakeBroker()
+    topic = broker.add_topic("a", 1)
+    broker.share = ShareManager(lambda _g: group_config.values({}))
+    m = request_module(share_fetch.API_KEY, 1)
+    request = build(
+        m.ShareFetchRequest,
+        group_id="g",
+        member_id="m",
+        share_session_epoch=0,
+        max_wait=timedelta(0),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=500,
+        batch_size=500,
+        topics=(
+            m.FetchTopic(
+                topic_id=topic.topic_id,
+                partitions=tuple(
+                    m.FetchPartition(partition_index=i, acknowledgement_batches=())
+                    for i in (0, 7, -1, 2**31 - 1)
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    response = await share_fetch.handle(ctx(broker, 1), request)
+    assert response.error_code == E.none
+    answered = {p.partition_index: p.error_code for p in response.responses[0].partitions}
+    unknown = E.unknown_topic_or_partition
+    assert answered == {7: unknown, -1: unknown, 2**31 - 1: unknown}
+    session = broker.share.sessions.get("g", "m")
+    assert session is not None and session.partitions == {("a", 0)}
