@@ -57,7 +57,9 @@ class ShareManager:
         (raftlog.group_config.values)."""
         self._group_config = group_config
         self._clock = clock
-        self.sessions = ShareSessions()
+        self.sessions = ShareSessions(
+            clock=clock.now, on_evict=lambda s: self.release(s.group_id, s.member_id)
+        )
         self._held: dict[tuple[str, Key], _Held] = {}
         self._members: defaultdict[tuple[str, str], set[Key]] = defaultdict(set)
         self._waiters: list[asyncio.Future[None]] = []

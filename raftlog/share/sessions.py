@@ -5,7 +5,9 @@ rather than acknowledging against a state it no longer sees."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from raftlog.errors import ErrorCode
@@ -15,6 +17,10 @@ FINAL_EPOCH = -1  # closes one: its acquired records are released
 MAX_EPOCH = 2**31 - 1
 # group.share.max.share.sessions: Kafka's per-broker cap; each session is a few sets.
 MAX_SESSIONS = 2000
+# A full cache makes room by dropping its least recently used session once it has been idle
+# this long (a live consumer fetches every fetch.wait.max.ms, 500 ms by default). Without
+# it, 2,000 consumers that crashed without closing would lock every new one out.
+IDLE_EVICT_SECONDS = 60.0
 
 Key = tuple[str, int]  # (topic name, partition)
 
@@ -31,6 +37,7 @@ class ShareSession:
     member_id: str
     epoch: int = 1  # what the member's next request must carry
     partitions: set[Key] = field(default_factory=set)
+    used: float = 0.0  # when a request last named it (the cache's clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +52,18 @@ class SessionStep:
 
 
 class ShareSessions:
-    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self,
+        max_sessions: int = MAX_SESSIONS,
+        clock: Callable[[], float] = time.monotonic,
+        on_evict: Callable[[ShareSession], None] = lambda _session: None,
+    ) -> None:
+        """on_evict(session): an idle session was dropped to make room; what its member
+        holds should go back to the group."""
         self._max = max_sessions
-        self._sessions: dict[tuple[str, str], ShareSession] = {}
+        self._clock = clock
+        self._on_evict = on_evict
+        self._sessions: OrderedDict[tuple[str, str], ShareSession] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -72,9 +88,10 @@ class ShareSessions:
         if epoch == INITIAL_EPOCH:
             if has_acks:
                 return SessionStep(ErrorCode.invalid_request)
-            if key not in self._sessions and len(self._sessions) >= self._max:
+            if key not in self._sessions and not self._room():
                 return SessionStep(ErrorCode.share_session_limit_reached)
             opened = self._sessions[key] = ShareSession(group_id, member_id, 1, set(added))
+            self._touch(key, opened)
             return SessionStep(session=opened)
         session = self._sessions.get(key)
         if epoch == FINAL_EPOCH:
@@ -91,6 +108,7 @@ class ShareSessions:
         session.partitions.update(added)
         session.partitions.difference_update(forgotten)
         session.epoch = next_epoch(epoch)
+        self._touch(key, session)
         return SessionStep(session=session)
 
     def for_acknowledge(self, group_id: str, member_id: str, epoch: int) -> SessionStep:
@@ -108,7 +126,21 @@ class ShareSessions:
         if epoch != session.epoch:
             return SessionStep(ErrorCode.invalid_share_session_epoch)
         session.epoch = next_epoch(epoch)
+        self._touch(key, session)
         return SessionStep(session=session)
 
-    def drop_member(self, group_id: str, member_id: str) -> ShareSession | None:
-        return self._sessions.pop((group_id, member_id), None)
+    def _touch(self, key: tuple[str, str], session: ShareSession) -> None:
+        session.used = self._clock()
+        self._sessions.move_to_end(key)
+
+    def _room(self) -> bool:
+        """Whether a new session fits, after dropping the least recently used one if it has
+        been idle for IDLE_EVICT_SECONDS."""
+        if len(self._sessions) < self._max:
+            return True
+        key, oldest = next(iter(self._sessions.items()))
+        if self._clock() - oldest.used < IDLE_EVICT_SECONDS:
+            return False
+        del self._sessions[key]
+        self._on_evict(oldest)
+        return True

@@ -4,7 +4,14 @@ consumer relies on to know its acknowledgements landed against the state it fetc
 from __future__ import annotations
 
 from raftlog.errors import ErrorCode
-from raftlog.share.sessions import FINAL_EPOCH, MAX_EPOCH, ShareSessions, next_epoch
+from raftlog.share.sessions import (
+    FINAL_EPOCH,
+    IDLE_EVICT_SECONDS,
+    MAX_EPOCH,
+    ShareSession,
+    ShareSessions,
+    next_epoch,
+)
 
 E = ErrorCode
 A, B = ("t", 0), ("t", 1)
@@ -67,3 +74,23 @@ def test_epochs_wrap_to_one_and_the_final_epoch_stays() -> None:
     assert next_epoch(MAX_EPOCH) == 1
     assert next_epoch(FINAL_EPOCH) == FINAL_EPOCH
     assert next_epoch(7) == 8
+
+
+def test_a_full_cache_makes_room_only_by_dropping_an_idle_session() -> None:
+    """Consumers that crash never close their sessions: once the cache is full, the least
+    recently used one goes if it has been idle long enough, and its member's records are
+    handed back (on_evict); a busy cache still refuses newcomers."""
+    now = [0.0]
+    evicted: list[ShareSession] = []
+    sessions = ShareSessions(max_sessions=2, clock=lambda: now[0], on_evict=evicted.append)
+    for member in ("m", "n"):
+        assert sessions.for_fetch("g", member, 0, [A], [], False, False).error is E.none
+    now[0] += IDLE_EVICT_SECONDS - 1
+    assert sessions.for_fetch("g", "n", 1, [], [], False, False).error is E.none  # n is busy
+    assert sessions.for_fetch("g", "o", 0, [A], [], False, False).error is (
+        E.share_session_limit_reached
+    )
+    now[0] += 1  # m has been idle for IDLE_EVICT_SECONDS now; n has not
+    assert sessions.for_fetch("g", "o", 0, [A], [], False, False).error is E.none
+    assert [s.member_id for s in evicted] == ["m"]
+    assert sessions.get("g", "m") is None and sessions.get("g", "n") is not None
