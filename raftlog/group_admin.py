@@ -10,6 +10,7 @@ from raftlog import group_config
 from raftlog.broker import TopicResult
 from raftlog.controller import ControllerUnavailable
 from raftlog.errors import ErrorCode
+from raftlog.topic_config import altered
 
 if TYPE_CHECKING:
     from raftlog.node import Node
@@ -33,12 +34,7 @@ class GroupAdmin:
             return TopicResult(
                 group_id, ErrorCode.invalid_request, "Default group resources are not allowed."
             )
-        configs: dict[str, str | None] = dict(self.explicit(group_id)) if incremental else {}
-        for key, value in changes.items():
-            if value is None and incremental:
-                configs.pop(key, None)
-            else:
-                configs[key] = value
+        configs = altered(self.explicit(group_id), changes, incremental)
         problem = group_config.validate(configs)
         if problem:
             return TopicResult(group_id, ErrorCode.invalid_config, problem)

@@ -281,12 +281,7 @@ class TopicAdmin:
         topic = self._node.controller.state.topics.get(name)
         if topic is None:
             return TopicResult(name, ErrorCode.unknown_topic_or_partition, "Unknown topic.")
-        configs: dict[str, str | None] = dict(topic["configs"]) if incremental else {}
-        for key, value in changes.items():
-            if value is None and incremental:
-                configs.pop(key, None)
-            else:
-                configs[key] = value
+        configs = topic_config.altered(topic["configs"], changes, incremental)
         problem = topic_config.validate(configs)
         if problem:
             return TopicResult(name, ErrorCode.invalid_config, problem)

@@ -89,6 +89,21 @@ TOPIC_SETTINGS: dict[str, Setting] = {
 }
 
 
+def altered(
+    current: dict[str, str], changes: dict[str, str | None], incremental: bool
+) -> dict[str, str | None]:
+    """Configs after an alter, as Kafka applies one to topics and groups alike:
+    IncrementalAlterConfigs changes `current` (a None value deletes the key), AlterConfigs
+    replaces every explicit config with `changes`. To be validated before it is stored."""
+    configs: dict[str, str | None] = dict(current) if incremental else {}
+    for key, value in changes.items():
+        if value is None and incremental:
+            configs.pop(key, None)
+        else:
+            configs[key] = value
+    return configs
+
+
 def validate(configs: dict[str, str | None]) -> str | None:
     """The first problem with a set of topic configs, as a message for INVALID_CONFIG."""
     for name, value in configs.items():
