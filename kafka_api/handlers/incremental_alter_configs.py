@@ -4,6 +4,7 @@ configs (GROUP, 32) take SET and DELETE: none of them is a list."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kafka_api.codec import build, response_module
@@ -30,20 +31,9 @@ async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Out
     if resource.resource_type == GROUP:
         return await _alter_group(ctx, resource, validate_only)
     name = resource.resource_name
-    changes: dict[str, str | None] = {}
-    for config in resource.configs:
-        operation = config.config_operation
-        if operation == SET:
-            changes[config.name] = config.value
-        elif operation == DELETE:
-            changes[config.name] = None
-        elif operation in (APPEND, SUBTRACT):
-            outcome = _list_change(ctx, name, config, operation == APPEND)
-            if isinstance(outcome, tuple):
-                return outcome
-            changes[config.name] = outcome
-        else:
-            return ErrorCode.invalid_request, f"Unknown config operation {operation}"
+    changes = _changes(resource, lambda config, append: _list_change(ctx, name, config, append))
+    if isinstance(changes, tuple):
+        return changes
     result = await ctx.broker.alter_topic_configs(
         name, changes, incremental=True, validate_only=validate_only
     )
@@ -60,6 +50,20 @@ async def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) 
     )
     if problem is not None:
         return problem
+    changes = _changes(resource, _no_list_configs)
+    if isinstance(changes, tuple):
+        return changes
+    result = await ctx.broker.alter_group_configs(
+        resource.resource_name, changes, incremental=True, validate_only=validate_only
+    )
+    return result.error, result.message
+
+
+def _changes(
+    resource: Any, list_change: Callable[[Any, bool], str | Outcome]
+) -> dict[str, str | None] | Outcome:
+    """The resource's operations as {name: new value, or None to delete}; APPEND and SUBTRACT
+    computed by `list_change(config, append)`, which may refuse them instead."""
     changes: dict[str, str | None] = {}
     for config in resource.configs:
         operation = config.config_operation
@@ -68,16 +72,22 @@ async def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) 
         elif operation == DELETE:
             changes[config.name] = None
         elif operation in (APPEND, SUBTRACT):
-            verb = "APPEND" if operation == APPEND else "SUBTRACT"
-            return ErrorCode.invalid_config, (
-                f"Can't {verb} to key {config.name} because its type is not LIST."
-            )
+            outcome = list_change(config, operation == APPEND)
+            if isinstance(outcome, tuple):
+                return outcome
+            changes[config.name] = outcome
         else:
             return ErrorCode.invalid_request, f"Unknown config operation {operation}"
-    result = await ctx.broker.alter_group_configs(
-        resource.resource_name, changes, incremental=True, validate_only=validate_only
+    return changes
+
+
+def _no_list_configs(config: Any, append: bool) -> Outcome:
+    """No group config is a list: Kafka's controller refuses APPEND and SUBTRACT on them."""
+    verb = "APPEND" if append else "SUBTRACT"
+    return (
+        ErrorCode.invalid_config,
+        f"Can't {verb} to key {config.name} because its type is not LIST.",
     )
-    return result.error, result.message
 
 
 def _list_change(ctx: RequestContext, topic: str, config: Any, append: bool) -> str | Outcome:
