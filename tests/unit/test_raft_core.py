@@ -323,27 +323,7 @@ def test_a_state_machine_with_the_groups_settings_still_snapshots_and_restores(
     clock = Clock()
     monkeypatch.setattr(core, "monotonicTime", clock)
 
-    def start() -> tuple[ControllerMachine, SegmentJournal]:
-        journal = SegmentJournal(tmp_path / "raft", None, RecordingListener())
-        conf = SyncObjConf(
-            autoTick=False,
-            journalFile=journal,
-            fullDumpFile=str(tmp_path / "dump"),
-            useFork=False,
-            logCompactionMinEntries=10,
-        )
-        transport = NetTransport(Net(("1",)), "1")
-        machine = ControllerMachine(
-            Node("1"), set(), on_apply=lambda: None, conf=conf, transport=transport
-        )
-        machine.quiesceAfter = 0.2
-        machine.peerContact = lambda node: None
-        machine.electionAllowed = lambda: True
-        compat.detach_poller(machine)
-        compat.elect_now(machine)
-        return machine, journal
-
-    machine, journal = start()
+    machine, journal = start_controller(tmp_path)
     for step in range(65):
         if step < 60:
             machine.allocate_producer_ids(1000)
@@ -354,7 +334,7 @@ def test_a_state_machine_with_the_groups_settings_still_snapshots_and_restores(
     assert len(journal) < 30  # compacted: the dump holds what the log no longer does
     journal.close()
 
-    restarted, _ = start()
+    restarted, _ = start_controller(tmp_path)
     for _ in range(5):
         clock.now += 0.05
         restarted.doTick(0.0)
