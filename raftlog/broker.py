@@ -14,6 +14,7 @@ from raftlog.errors import ErrorCode
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
     from raftlog.share.manager import ShareManager
+    from raftlog.share.store import ShareUpdate, StoredShare
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +209,20 @@ class Partition(Protocol):
     async def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """First offset whose record timestamp >= timestamp; None when there is none. Records
         are read off the event loop. Also answers the special timestamps above."""
+
+    @property
+    def term_committed(self) -> bool:
+        """This leader has committed an entry of its own term, so its log (and the share
+        state applied from it) holds everything any earlier leader committed."""
+
+    def share_state(self, group_id: str) -> StoredShare | None:
+        """The group's committed share state of this partition (raftlog/share/store.py)."""
+
+    def share_groups(self) -> list[str]:
+        """The share groups with a committed state of this partition."""
+
+    def write_share(self, update: ShareUpdate) -> Awaitable[ErrorCode]:
+        """Replicates a share-state update; resolves to NONE once it is committed."""
 
 
 class Broker(Protocol):

@@ -145,7 +145,7 @@ class _NoLog:
     def appended(self, entry: object, command: object) -> None:
         pass
 
-    def compacted(self) -> None:
+    def compacting(self) -> None:
         pass
 
     def truncated(self, removed: list, result: TruncateResult | None, reason: str) -> None:

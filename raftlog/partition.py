@@ -32,6 +32,8 @@ from raftlog.raft.journal import Entry, SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.snapshot import RESUME, PartitionSnapshots
 from raftlog.raft.ticker import Ticker
+from raftlog.share.store import SHARE, ShareStore, ShareUpdate, StoredShare
+from raftlog.share.writer import ShareWriter
 from raftlog.storage import codecs
 from raftlog.storage.batch import (
     check_records,
@@ -105,6 +107,10 @@ class Partition:
         self._producers = ProducerState()
         self.journal = SegmentJournal(directory / "raft", self.log, self)
         self._rebuild_producers()
+        self._share_path = directory / "share-state"
+        self._shares = ShareStore.load(self._share_path)
+        self._share_pending: deque[tuple[int, bytes]] = deque()  # appended, not committed
+        self._rescan_shares()
         self.snapshots = PartitionSnapshots(self.journal, self.log, str(ctx.node_id), None, self)
         self.group = RaftGroup(
             group_name,
@@ -130,6 +136,7 @@ class Partition:
                 self._stamped(history.Ack, term=term, acks=acks, end_offset=end)
             ),
         )
+        self._share_writer = ShareWriter(self.group.propose, lambda: self.is_leader)
 
     # --- facade: state -------------------------------------------------------------------------
 
@@ -184,6 +191,20 @@ class Partition:
         if future is None:
             return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
         return await_answer(future, timeout_ms)
+
+    # --- facade: share groups --------------------------------------------------------------------
+
+    def share_state(self, group_id: str) -> StoredShare | None:
+        """The group's committed share state of this partition, as every replica holds it."""
+        return self._shares.get(group_id)
+
+    def share_groups(self) -> list[str]:
+        return list(self._shares)
+
+    def write_share(self, update: ShareUpdate) -> Awaitable[ErrorCode]:
+        if not self.is_leader:
+            return _done(ErrorCode.not_leader_or_follower)
+        return self._share_writer.write(update)
 
     # --- facade: reads ---------------------------------------------------------------------------
 
@@ -284,6 +305,9 @@ class Partition:
     def appended(self, entry: Entry, command: object) -> None:
         if isinstance(command, Proposal):
             self.produce_queue.appended(command, entry.term)
+        if entry.inline is not None and entry.inline[0] == SHARE:
+            self._share_pending.append((entry.idx, entry.inline))
+            return
         if entry.location is None:
             if entry.term > 0:
                 self.epochs.refresh(self.log.epochs())
@@ -291,12 +315,14 @@ class Partition:
         if self.journal.window_bytes > WINDOW_BYTES:
             self.group.force_compaction()
 
-    def compacted(self) -> None:
+    def compacting(self) -> None:
         self._save_producers()
+        self._shares.save(self._share_path)  # as of the commit index, past the cut
 
     def truncated(self, removed: list[Entry], result: TruncateResult | None, reason: str) -> None:
         self.epochs.refresh(self.log.epochs())
         self._rebuild_producers()
+        self._rescan_shares()
         self._record(
             history.Truncation,
             term=self.group.term,
@@ -319,6 +345,7 @@ class Partition:
         return self.is_leader and entry is not None and entry.term == self.group.term
 
     def committed(self, commit_index: int, high_watermark: int) -> None:
+        self._apply_shares(commit_index)
         if not self._term_was_committed and self.is_leader and self.term_committed:
             self._term_was_committed = True
             self._on_change(self)
@@ -333,9 +360,17 @@ class Partition:
 
     # --- SnapshotListener -------------------------------------------------------------------------
 
-    def snapshot_installed(self, resume_offset: int, end_offset: int, source: str) -> None:
+    def snapshot_state(self) -> object:
+        return self._shares.dump()
+
+    def snapshot_installed(
+        self, resume_offset: int, end_offset: int, source: str, state: object
+    ) -> None:
         self.epochs.refresh(self.log.epochs())
         self._rebuild_producers()
+        if isinstance(state, list) and self._shares.adopt(ShareStore.undump(state)):
+            self._shares.save(self._share_path)  # the window may no longer hold its commands
+        self._rescan_shares()
         self._record(
             history.SnapshotInstall,
             term=self.group.term,
@@ -384,10 +419,12 @@ class Partition:
 
     def close(self) -> None:
         self.produce_queue.fail_all()  # nothing left for a compressed-batch check to propose into
+        self._share_writer.fail_all()
         self.group.close()
         while self._unwritten:  # a clean stop writes every pending save (Durability.close)
             self._write(self._unwritten.popleft()[1])
         self._save_producers()
+        self._shares.save(self._share_path)
         self.epochs.flush()
         self.log.close()
 
@@ -413,6 +450,18 @@ class Partition:
                 offset = header.next_offset
         self._producers = state
 
+    def _rescan_shares(self) -> None:
+        """The share commands the store still lacks, from the window (at start, or after a
+        truncation or snapshot install changed it); those already committed are applied."""
+        self._share_pending = deque(self.journal.inline_commands(SHARE, self._shares.applied))
+        self._apply_shares(self.journal.getRaftCommitIndex())
+
+    def _apply_shares(self, commit_index: int) -> None:
+        pending = self._share_pending
+        while pending and pending[0][0] <= commit_index:
+            idx, command = pending.popleft()
+            self._shares.apply(idx, command)
+
     # --- internals -----------------------------------------------------------------------------
 
     def _group_changed(self, group: RaftGroup) -> None:
@@ -432,6 +481,7 @@ class Partition:
             self._record_hw()
         if not group.is_leader:
             self.produce_queue.fail_all()
+            self._share_writer.fail_all()
             self.committed(group.commit_index, self.high_watermark)  # wake long polls
         self._on_change(self)
 
@@ -486,7 +536,7 @@ class Partition:
         self._ctx.history.write(record)
 
 
-def _done(result: ProduceResult) -> Awaitable[ProduceResult]:
-    future = asyncio.get_running_loop().create_future()
+def _done(result: _T) -> Awaitable[_T]:
+    future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
     future.set_result(result)
     return future

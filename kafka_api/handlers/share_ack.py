@@ -3,8 +3,9 @@ applied on this node's partition leaders, and the per-partition answer."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ class Target:
     acks: list[AckBatch] = field(default_factory=list)
     acked: bool = False  # the request carried acknowledgements for it (they must be answered)
     ack_error: ErrorCode = ErrorCode.none
+    ack_written: Awaitable[ErrorCode] | None = None  # the acks' state update, until committed
 
     @property
     def key(self) -> tuple[str, int]:
@@ -65,15 +67,26 @@ def targets(broker: Broker, topics: Iterable[Any]) -> dict[tuple[uuid.UUID, int]
 
 
 def apply_acks(broker: Broker, group_id: str, member_id: str, target: Target) -> None:
+    """Applies the target's acknowledgements on the leader at once (a RELEASE is fetchable
+    by others from now on); their answer waits for `settle_acks`."""
     if not target.acked:
         return
     if target.partition is None:
         target.ack_error = target.error
         return
     target.acks.sort(key=lambda b: b.first_offset)
-    target.ack_error = broker.share.acknowledge(
+    target.ack_written = broker.share.acknowledge(
         group_id, member_id, target.key, target.partition, target.acks
     )
+
+
+async def settle_acks(targets: Iterable[Target]) -> None:
+    """An acknowledgement is answered once its state update is committed by the partition's
+    Raft group: a success the client hears survives the leader's death."""
+    pending = [t for t in targets if t.ack_written is not None]
+    codes = await asyncio.gather(*(t.ack_written for t in pending if t.ack_written is not None))
+    for target, code in zip(pending, codes, strict=True):
+        target.ack_error, target.ack_written = code, None
 
 
 def leader_of(broker: Broker, target: Target, error: ErrorCode) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from typing import Any
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, endpoints
 from kafka_api.context import RequestContext
-from kafka_api.handlers.share_ack import apply_acks, leader_of, targets
+from kafka_api.handlers.share_ack import apply_acks, leader_of, settle_acks, targets
 from raftlog.errors import ErrorCode
 
 API_KEY = 79
@@ -31,6 +31,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     leaders: set[int] = set()
     for target in found.values():
         apply_acks(broker, group_id, member_id, target)
+    await settle_acks(found.values())
+    for target in found.values():
         leader_id, leader_epoch = leader_of(broker, target, target.ack_error)
         if leader_id >= 0:
             leaders.add(leader_id)

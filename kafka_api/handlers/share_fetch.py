@@ -12,7 +12,7 @@ from epoch import NO_EPOCH
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, endpoints, leader_partition, millis
 from kafka_api.context import RequestContext
-from kafka_api.handlers.share_ack import Target, apply_acks, leader_of, targets
+from kafka_api.handlers.share_ack import Target, apply_acks, leader_of, settle_acks, targets
 from raftlog.broker import Broker, Partition
 from raftlog.errors import ErrorCode
 from raftlog.share.manager import Fetched
@@ -71,6 +71,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             min(request.max_bytes, broker.fetch_max_bytes),
             request.max_records,
         )
+    await settle_acks(found.values())
     return _response(m, broker, group_id, found, fetched)
 
 

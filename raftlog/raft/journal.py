@@ -43,7 +43,9 @@ class JournalListener(Protocol):
 
     def appended(self, entry: Entry, command: object) -> None: ...
 
-    def compacted(self) -> None: ...
+    def compacting(self) -> None:
+        """The window is about to be cut at a snapshot point: what only its entries hold
+        (producer state, inline commands) is saved now, before they are gone."""
 
     def truncated(
         self, removed: list[Entry], result: TruncateResult | None, reason: str
@@ -321,6 +323,14 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         mine = self.entry_by_index(entry.idx)
         return mine is not None and mine.term == entry.term
 
+    def inline_commands(self, kind: int, after: int) -> list[tuple[int, bytes]]:
+        """(Raft index, command) of the window's inline entries of one kind past `after`."""
+        return [
+            (e.idx, e.inline)
+            for e in self._entries
+            if e.idx > after and e.inline is not None and e.inline[:1] == bytes([kind])
+        ]
+
     def entry_by_index(self, idx: int) -> Entry | None:
         if not self._entries:
             return None
@@ -345,8 +355,8 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         if self._entries and idx > self._entries[0].idx:
             # The entry after the snapshot point was applied, hence committed.
             self._state.set_commit(max(self._state.commit_index, idx + 1))
+            self._listener.compacting()
             self.deleteEntriesTo(idx - self._entries[0].idx)
-            self._listener.compacted()
 
     def close(self) -> None:
         self._file.close()
@@ -499,7 +509,10 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
                 end = (entry.offset, entry.term, 0)  # its term's segment stays, empty
                 break
         if end is None:
-            result = self._log.truncate_to_offset(self._log.log_start_offset)
+            # Nothing in the window put data in the log (after a compaction its entries may
+            # all be inline commands): the log ends where they were appended, and what came
+            # before them is the committed log the window was cut from.
+            result = self._log.truncate_to_offset(self._entries[-1].next_offset)
         else:
             result = self._log.truncate(*end, False)
         if result.bytes or result.terms_removed:

@@ -55,7 +55,13 @@ class SnapshotLink(Protocol):
 
 
 class SnapshotListener(Protocol):
-    def snapshot_installed(self, resume_offset: int, end_offset: int, source: str) -> None: ...
+    def snapshot_state(self) -> object:
+        """What the partition keeps beside its log (share-group state), sent with a snapshot:
+        the window that held its commands may be cut already."""
+
+    def snapshot_installed(
+        self, resume_offset: int, end_offset: int, source: str, state: object
+    ) -> None: ...
 
 
 @dataclass
@@ -75,6 +81,7 @@ class _Inbound:
     end_offset: int
     epochs: list[tuple[int, int]]
     resume_offset: int
+    state: object  # the leader's snapshot_state()
     retained: bool = False  # this log already held the snapshot's last entry
 
 
@@ -209,6 +216,7 @@ class PartitionSnapshots(SnapshotSeam):
                 "end": out.end_offset,
                 "log_start": self._log.log_start_offset,
                 "epochs": [[t, s] for t, s in self._log.epochs() if s <= out.end_offset],
+                "state": self._listener.snapshot_state(),
             }
             return (manifest, True, False)
         if out.cursor is None:
@@ -266,7 +274,9 @@ class PartitionSnapshots(SnapshotSeam):
         anchors = [self._locate(e) for e in inbound.anchors]
         self._journal.expect_anchors(anchors)
         self._installed = anchors
-        self._listener.snapshot_installed(inbound.resume_offset, inbound.end_offset, inbound.leader)
+        self._listener.snapshot_installed(
+            inbound.resume_offset, inbound.end_offset, inbound.leader, inbound.state
+        )
         return True
 
     def _start_install(self, manifest: dict[str, Any]) -> None:
@@ -289,7 +299,14 @@ class PartitionSnapshots(SnapshotSeam):
                 self._log.reset(leader_start)  # all we hold was deleted by retention there
             resume = self._log.log_end_offset
         self._inbound = _Inbound(
-            manifest["id"], manifest["leader"], anchors, end, epochs, resume, retained
+            manifest["id"],
+            manifest["leader"],
+            anchors,
+            end,
+            epochs,
+            resume,
+            manifest.get("state"),
+            retained,
         )
         if not retained:
             self._begin_terms_at(self._inbound, resume)

@@ -1,10 +1,13 @@
 """The share-partition states this node holds as a partition leader (Kafka's
 SharePartitionManager): which records each share group has handed out, to whom, until when.
 
-A state lives with the partition's leader and, for now, in its memory only: a new leader
-starts the group's partition afresh from `share.auto.offset.reset` (see docs/share_groups.md
-for the durable state still to come). Records are acquired straight from the log, so a
-fetch costs what a Fetch costs plus the bookkeeping of the offsets it hands out."""
+The live state (locks, owners) is the leader's, in memory. What must outlive it (SPSO, each
+offset's state and delivery count) goes into the partition's own Raft log as it changes
+(store.py): an acknowledgement is answered once that update is committed, and a new leader
+resumes from the committed state, its predecessor's locks treated as expired. A group's first
+fetch from a partition starts it at `share.auto.offset.reset`, and that start is committed
+before any record is handed out. Records are acquired straight from the log, so a fetch
+costs what a Fetch costs plus the bookkeeping of the offsets it hands out."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from raftlog import group_config as gc
@@ -21,6 +24,7 @@ from raftlog.clock import LOOP_CLOCK, Clock, Timer
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.share.partition_state import AckBatch, AcquiredRange, ShareLimits, SharePartitionState
 from raftlog.share.sessions import Key, ShareSessions
+from raftlog.share.store import ShareUpdate
 from raftlog.storage.batch import iter_batches
 
 log = logging.getLogger(__name__)
@@ -63,6 +67,7 @@ class ShareManager:
         self._held: dict[tuple[str, Key], _Held] = {}
         self._members: defaultdict[tuple[str, str], set[Key]] = defaultdict(set)
         self._waiters: list[asyncio.Future[None]] = []
+        self._starting: dict[tuple[str, Key], asyncio.Future[None]] = {}
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -90,13 +95,37 @@ class ShareManager:
         self._drop(group_id, key, held)
         return None
 
+    async def _started(self, group_id: str, key: Key, partition: Partition) -> None:
+        """One start at a time per group and partition: two members' first fetches must not
+        start it at two different high watermarks."""
+        starting = self._starting.get((group_id, key))
+        if starting is None:
+            starting = asyncio.ensure_future(self._start(group_id, key, partition))
+            self._starting[(group_id, key)] = starting
+            starting.add_done_callback(lambda _f: self._starting.pop((group_id, key), None))
+        await asyncio.shield(starting)
+
     async def _start(self, group_id: str, key: Key, partition: Partition) -> None:
-        """A group's first fetch from the partition under this leadership starts where
+        """Takes up the group's committed state of the partition, or starts it where
         share.auto.offset.reset says: the high watermark (latest, Kafka's default), the log
-        start (earliest), or the first record of the last so many seconds (by_duration)."""
+        start (earliest), or the first record of the last so many seconds (by_duration). Not
+        before this leader has committed in its own term: until then the state it has applied
+        may lack its predecessor's last updates."""
+        if not partition.term_committed:
+            return
+        epoch = partition.leader_epoch
+        stored = partition.share_state(group_id)
+        if stored is not None:
+            state = SharePartitionState.restore(
+                stored.start_offset, stored.runs(), self.limits(group_id)
+            )
+            self._held[(group_id, key)] = _Held(state, partition, epoch)
+            log.info(
+                "share group %s resumes %s-%d at offset %d", group_id, *key, state.start_offset
+            )
+            return
         reset = self._group_config(group_id)[gc.AUTO_OFFSET_RESET]
         strategy, seconds = gc.parse_auto_offset_reset(reset) or (gc.LATEST, None)
-        epoch = partition.leader_epoch
         if strategy == gc.EARLIEST:
             start = partition.log_start_offset
         elif strategy == gc.BY_DURATION and seconds is not None:
@@ -108,6 +137,10 @@ class ShareManager:
             start = found.offset if found is not None else partition.high_watermark
         else:
             start = partition.high_watermark
+        # Committed first: a new leader must not start again from a later high watermark
+        # and skip what this one handed out.
+        if await partition.write_share(ShareUpdate(group_id, start)) is not ErrorCode.none:
+            return
         if partition.leader_epoch != epoch or self._current(group_id, key, partition):
             return  # leadership moved, or another fetch started it meanwhile
         state = SharePartitionState(start, self.limits(group_id))
@@ -119,7 +152,7 @@ class ShareManager:
             held.timer.cancel()
         del self._held[(group_id, key)]
 
-    def _relock(self, held: _Held) -> None:
+    def _relock(self, group_id: str, held: _Held) -> None:
         """One timer per state, at its earliest lock deadline: expired records come back."""
         due = held.state.next_lock_deadline()
         if due == held.due:
@@ -129,13 +162,22 @@ class ShareManager:
         held.due, held.timer = due, None
         if due is not None:
             delay = max(0.0, due - self._clock.now())
-            held.timer = self._clock.call_later(delay, self._expire, held)
+            held.timer = self._clock.call_later(delay, self._expire, group_id, held)
 
-    def _expire(self, held: _Held) -> None:
+    def _expire(self, group_id: str, held: _Held) -> None:
         held.due = held.timer = None
         if held.state.expire_locks(self._clock.now()):
+            self._persist(group_id, held)
             self._wake()
-        self._relock(held)
+        self._relock(group_id, held)
+
+    def _persist(self, group_id: str, held: _Held) -> Awaitable[ErrorCode]:
+        """Replicates what changed in the state; resolves once committed."""
+        update = held.state.take_update()
+        if update is None:
+            return _done(ErrorCode.none)
+        start, runs = update
+        return held.partition.write_share(ShareUpdate(group_id, start, tuple(runs)))
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -152,15 +194,18 @@ class ShareManager:
         key: Key,
         partition: Partition,
         batches: Sequence[AckBatch],
-    ) -> ErrorCode:
+    ) -> Awaitable[ErrorCode]:
+        """Applies the acknowledgements at once (a release is fetchable by others from now
+        on); resolves once they are committed, or to the error that refused them all."""
         held = self._current(group_id, key, partition)
         if held is None:
-            return ErrorCode.invalid_record_state  # nothing this leadership handed out
+            return _done(ErrorCode.invalid_record_state)  # nothing this leadership handed out
         error = held.state.acknowledge(member_id, batches)
-        if error is ErrorCode.none:
-            self._relock(held)
-            self._wake()  # a release makes records available to the others
-        return error
+        if error is not ErrorCode.none:
+            return _done(error)
+        self._relock(group_id, held)
+        self._wake()  # a release makes records available to the others
+        return self._persist(group_id, held)
 
     def release(self, group_id: str, member_id: str) -> None:
         """The member's session ended: what it still holds goes back to the group."""
@@ -168,7 +213,8 @@ class ShareManager:
         for key in self._members.pop((group_id, member_id), ()):
             held = self._held.get((group_id, key))
             if held is not None and held.state.release_member(member_id):
-                self._relock(held)
+                self._persist(group_id, held)
+                self._relock(group_id, held)
                 changed = True
         if changed:
             self._wake()
@@ -188,10 +234,10 @@ class ShareManager:
         max_wait_s for some to become available (new data, a release, an expired lock)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_s
-        for key, partition in targets:
-            if partition.is_leader and self._current(group_id, key, partition) is None:
-                await self._start(group_id, key, partition)
         while True:
+            for key, partition in targets:
+                if partition.is_leader and self._current(group_id, key, partition) is None:
+                    await self._started(group_id, key, partition)
             fetched = self._acquire(group_id, member_id, targets, max_bytes, max_records)
             remaining = deadline - loop.time()
             if fetched or remaining <= 0 or not targets:
@@ -238,7 +284,8 @@ class ShareManager:
             end = next(stop for _, batch_last, stop in batches if batch_last >= last)
             fetched[key] = Fetched(bytes(data[:end]), ranges)
             self._members[(group_id, member_id)].add(key)
-            self._relock(held)
+            self._relock(group_id, held)
+            self._persist(group_id, held)  # offsets archived on the way (delivery limit, gaps)
             max_records -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
             max_bytes -= end
         return fetched
@@ -253,10 +300,12 @@ class ShareManager:
         self._waiters.append(woken)
         waits: list[asyncio.Future[None]] = [woken]
         for key, partition in targets:
+            if not partition.is_leader:
+                continue
             held = self._held.get((group_id, key))
-            if held is not None and partition.is_leader:
-                offset = held.state.next_fetch_offset()
-                waits.append(asyncio.ensure_future(partition.wait_for_data(offset, timeout)))
+            # not started yet: the next commit (this leader's first in its term) may allow it
+            offset = held.state.next_fetch_offset() if held else partition.high_watermark
+            waits.append(asyncio.ensure_future(partition.wait_for_data(offset, timeout)))
         try:
             await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -276,3 +325,9 @@ class ShareManager:
         for (group_id, key), held in list(self._held.items()):
             self._drop(group_id, key, held)
         self._wake()
+
+
+def _done(code: ErrorCode) -> Awaitable[ErrorCode]:
+    future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+    future.set_result(code)
+    return future

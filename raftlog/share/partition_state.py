@@ -137,6 +137,10 @@ class SharePartitionState:
         # delivery: a count is only reached once), and is dropped when it reaches the top.
         self._available: list[int] = []
         self._locks: list[tuple[float, int, int, int]] = []
+        # For the durable store (store.py): offsets whose state or count changed since the
+        # last take_update, and the SPSO it last reported.
+        self._dirty: set[int] = set()
+        self._reported_start = start_offset
 
     # -- reading ------------------------------------------------------------------------
 
@@ -214,32 +218,39 @@ class SharePartitionState:
             counts[record.state] += 1
         return counts
 
-    def snapshot(self) -> tuple[int, list[tuple[int, int, RecordState, int]]]:
-        """(SPSO, state batches): what must survive a leader change (Kafka's ShareSnapshot).
-        A lock does not survive one, so ACQUIRED shows as AVAILABLE, its delivery count kept:
-        the delivery may have happened, and a record that keeps killing its consumers still
-        reaches the delivery limit. Contiguous runs of one (state, count) are merged."""
-        batches: list[tuple[int, int, RecordState, int]] = []
-        for offset in range(self._start, self._end + 1):
+    def take_update(self) -> tuple[int, list[tuple[int, int, RecordState, int]]] | None:
+        """What the durable store lacks since the last call: SPSO and the changed offsets'
+        (first, last, state, delivery count) runs; None when nothing changed. A lock does not
+        outlive its leader, so ACQUIRED shows as AVAILABLE, its delivery count kept: the
+        delivery may have happened, and a record that keeps killing its consumers still
+        reaches the delivery limit. Acquisitions alone are not reported, as in Kafka: a new leader hands
+        those records out again (at least once) and, if they were new, counts from 0."""
+        dirty = sorted(o for o in self._dirty if o >= self._start)
+        self._dirty.clear()
+        if not dirty and self._start == self._reported_start:
+            return None
+        self._reported_start = self._start
+        runs: list[tuple[int, int, RecordState, int]] = []
+        for offset in dirty:
             record = self._records[offset]
             state = RecordState.AVAILABLE if record.state is RecordState.ACQUIRED else record.state
-            if batches:
-                first, last, run_state, run_count = batches[-1]
-                if run_state is state and run_count == record.count:
-                    batches[-1] = (first, offset, state, run_count)
+            if runs:
+                first, last, run_state, run_count = runs[-1]
+                if last == offset - 1 and run_state is state and run_count == record.count:
+                    runs[-1] = (first, offset, state, run_count)
                     continue
-            batches.append((offset, offset, state, record.count))
-        return self._start, batches
+            runs.append((offset, offset, state, record.count))
+        return self._start, runs
 
     @classmethod
     def restore(
         cls,
         start_offset: int,
-        batches: Sequence[tuple[int, int, RecordState, int]],
+        batches: Sequence[tuple[int, int, int, int]],
         limits: ShareLimits,
     ) -> SharePartitionState:
-        """The inverse of `snapshot`, on a new leader. A lost lock is treated as an expired
-        one: ACQUIRED (which `snapshot` shows as AVAILABLE) comes back AVAILABLE, or ARCHIVED
+        """A new leader's state from the stored one (store.py). A lost lock is treated as an
+        expired one: ACQUIRED (which `take_update` shows as AVAILABLE) comes back AVAILABLE, or ARCHIVED
         if its delivery count has reached the limit. Offsets between batches were never
         delivered (Kafka persists only what changed): AVAILABLE, count 0. Parts of batches
         below `start_offset` are dropped."""
@@ -269,6 +280,7 @@ class SharePartitionState:
         state._end = end
         heapq.heapify(state._available)
         state._advance_start()
+        state._reported_start = start_offset
         return state
 
     # -- changing ------------------------------------------------------------------------
@@ -341,6 +353,7 @@ class SharePartitionState:
                     continue
                 if record.count >= limits.delivery_count_limit:
                     record.state = RecordState.ARCHIVED
+                    self._dirty.add(offset)
                     continue
                 record.state = RecordState.ACQUIRED
                 record.count += 1
@@ -397,6 +410,7 @@ class SharePartitionState:
                 kind = batch.types[0] if single else batch.types[offset - batch.first_offset]
                 plan.append((offset, record, kind))
         for offset, record, kind in plan:
+            self._dirty.add(offset)
             if kind == AckType.ACCEPT:
                 record.state = RecordState.ACKNOWLEDGED
                 record.owner = None
@@ -460,6 +474,7 @@ class SharePartitionState:
     def _release(self, offset: int, record: _Record) -> None:
         """ACQUIRED -> AVAILABLE, or ARCHIVED once delivered `delivery_count_limit` times."""
         record.owner = None
+        self._dirty.add(offset)
         if record.count >= self._limits.delivery_count_limit:
             record.state = RecordState.ARCHIVED
         else:

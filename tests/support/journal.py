@@ -14,7 +14,7 @@ class RecordingListener:
     def appended(self, entry, command):
         pass
 
-    def compacted(self):
+    def compacting(self):
         pass
 
     def truncated(self, removed, result, reason):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
 from kafka.record.memory_records import MemoryRecords
 
@@ -20,6 +21,7 @@ from raftlog.raft.ticker import Ticker
 from support.raftnet import Clock, Net, NetMesh
 from support.wire import make_batch
 
+_T = TypeVar("_T")
 IDS = ("1", "2", "3")
 PID = 7
 
@@ -80,6 +82,17 @@ class Replicas:
     async def run(self, seconds: float) -> None:
         for _ in range(round(seconds / 0.05)):
             await self.step()
+
+    async def until(self, awaitable: Awaitable[_T], seconds: float = 10.0) -> _T:
+        """Steps the replicas until `awaitable` (which needs Raft to make progress) is done."""
+        task = asyncio.ensure_future(awaitable)
+        for _ in range(round(seconds / 0.05)):
+            await asyncio.sleep(0)
+            if task.done():
+                return task.result()
+            await self.step()
+        task.cancel()
+        raise AssertionError(f"not done within {seconds} s of Raft time")
 
     async def leader(
         self, among: tuple[str, ...] = IDS, seconds: float = 10.0, above_term: int = 0

@@ -40,6 +40,7 @@ from raftlog.broker import (
 )
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.share.manager import ShareManager
+from raftlog.share.store import ShareStore, encode
 
 E = ErrorCode
 
@@ -58,6 +59,20 @@ class FakePartition:
         self.timestamps: dict[int, TimestampOffset | KafkaError] = {}
         self._appended = asyncio.Event()
         self.waits: list[float] = []  # the timeout of each wait_for_data
+        self.term_committed = True
+        self.shares = ShareStore()  # share updates count as committed when written
+
+    def share_state(self, group_id):
+        return self.shares.get(group_id)
+
+    def share_groups(self):
+        return list(self.shares)
+
+    def write_share(self, update):
+        self.shares.apply(self.shares.applied + 1, encode([update]))
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(E.none)
+        return done
 
     def produce(self, records, acks, timeout_ms):
         self.calls.append(("produce", records, acks, timeout_ms))

@@ -96,7 +96,7 @@ async def test_a_producer_snapshot_from_a_cut_tail_is_not_loaded_after_a_crash(
     replicas.net.isolate(old)
     replicas.produce(old, 10, 10)  # E, offsets 10-19 on the old leader only
     await replicas.run(0.1)
-    replicas.partitions[old].compacted()  # saves producers as of offset 20
+    replicas.partitions[old].compacting()  # saves producers as of offset 20
     new = await replicas.leader(among=tuple(i for i in IDS if i != old))
     other = replicas.produce(new, 0, 5, pid=8)  # offsets 10-14
     e = replicas.produce(new, 10, 10)  # E again, at 15-24

@@ -73,7 +73,7 @@ class _Quiet:
     def appended(self, entry, command):
         pass
 
-    def compacted(self):
+    def compacting(self):
         pass
 
     def truncated(self, removed, result, reason):

@@ -22,6 +22,7 @@ from raftlog.share.partition_state import (
     ShareLimits,
     SharePartitionState,
 )
+from raftlog.share.store import ShareStore, ShareUpdate, encode
 
 E = ErrorCode
 ACCEPT, RELEASE, REJECT, GAP = AckType.ACCEPT, AckType.RELEASE, AckType.REJECT, AckType.GAP
@@ -265,30 +266,43 @@ def test_log_start_moving_archives_what_it_passes() -> None:
     assert sp.acquire("a", [(18, 22)], 500, now=1.0) == [AcquiredRange(20, 22, 1)]
 
 
-def test_snapshot_and_restore_keep_counts_and_return_acquired_as_available() -> None:
+def persisted(sp: SharePartitionState, store: ShareStore) -> object:
+    """Takes the state's update into the store, as the leader's Raft log does; returns it."""
+    update = sp.take_update()
+    if update is not None:
+        start, runs = update
+        store.apply(store.applied + 1, encode([ShareUpdate("g", start, tuple(runs))]))
+    return update
+
+
+def test_updates_carry_what_changed_and_a_new_leader_restores_them() -> None:
     limits = ShareLimits(delivery_count_limit=3)
-    sp = SharePartitionState(0, limits)
+    sp, store = SharePartitionState(0, limits), ShareStore()
     sp.acquire("a", [(0, 9)], 500, now=0.0)
+    assert persisted(sp, store) is None  # acquisitions alone are not written (as in Kafka)
     sp.acknowledge("a", [ack(0, 0, ACCEPT), ack(2, 3, ACCEPT), ack(4, 5, RELEASE), ack(8, 8, GAP)])
-    sp.acquire("b", [(0, 9)], 500, now=1.0)  # 4-5 again, count 2
-    snap = sp.snapshot()
     A, K, X = RecordState.AVAILABLE, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
-    assert snap == (
-        1,
-        [(1, 1, A, 1), (2, 3, K, 1), (4, 5, A, 2), (6, 7, A, 1), (8, 8, X, 1), (9, 9, A, 1)],
-    )
-    back = SharePartitionState.restore(*snap, limits=limits)
-    assert (back.start_offset, back.end_offset) == (1, 9)
-    assert back.snapshot() == snap
+    assert persisted(sp, store) == (1, [(2, 3, K, 1), (4, 5, A, 1), (8, 8, X, 1)])
+    sp.acquire("b", [(0, 9)], 500, now=1.0)  # 4-5 again: a holds the rest
+    assert persisted(sp, store) is None
+    sp.release_member("b")  # 4-5 now delivered twice
+    assert persisted(sp, store) == (1, [(4, 5, A, 2)])
+    stored = store.get("g")
+    assert stored is not None
+    assert stored.runs() == [(2, 3, K, 1), (4, 5, A, 2), (8, 8, X, 1)]
+    # a new leader: a's locks and first deliveries were never written
+    back = SharePartitionState.restore(stored.start_offset, stored.runs(), limits)
+    assert (back.start_offset, back.end_offset) == (1, 8)
     assert back.next_fetch_offset() == 1 and back.next_lock_deadline() is None
-    got = back.acquire("c", [(0, 9), (10, 10)], 500, now=2.0)
-    assert got == [
-        AcquiredRange(1, 1, 2),
+    assert back.acquire("c", [(0, 9), (10, 10)], 500, now=2.0) == [
+        AcquiredRange(1, 1, 1),
         AcquiredRange(4, 5, 3),
-        AcquiredRange(6, 7, 2),
-        AcquiredRange(9, 9, 2),
-        AcquiredRange(10, 10, 1),
+        AcquiredRange(6, 7, 1),
+        AcquiredRange(9, 10, 1),
     ]
+    assert sp.acknowledge("a", [ack(1, 1, ACCEPT)]) == ErrorCode.none
+    assert persisted(sp, store) == (4, [])  # the head is done: only SPSO moves
+    assert store.get("g") is not None and store.get("g").start_offset == 4  # type: ignore[union-attr]
 
 
 def test_restore_treats_offsets_between_batches_as_never_delivered() -> None:
@@ -305,7 +319,8 @@ def test_restore_treats_offsets_between_batches_as_never_delivered() -> None:
         SharePartitionState.restore(
             0, [(3, 4, RecordState.AVAILABLE, 1), (4, 5, RecordState.AVAILABLE, 1)], ShareLimits()
         )
-    assert SharePartitionState.restore(4, [], ShareLimits()).snapshot() == (4, [])
+    empty = SharePartitionState.restore(4, [], ShareLimits())
+    assert (empty.start_offset, empty.end_offset) == (4, 3)
 
 
 def test_next_lock_deadline_follows_the_earliest_live_lock() -> None:
@@ -440,9 +455,11 @@ class Model:
         self.held: dict[int, tuple[str, float]] = {}
         self.count: dict[int, int] = {}
         self.done: set[int] = set()
+        self.written: dict[int, int] = {}  # delivery counts a release wrote to the store
 
     def release(self, offset: int) -> None:
         del self.held[offset]
+        self.written[offset] = self.count[offset]
         if self.count[offset] >= PLIMITS.delivery_count_limit:
             self.done.add(offset)
 
@@ -464,6 +481,8 @@ def test_random_operations_keep_the_share_partition_promises(
     hwm = log[-1][1] + 1
     sp = SharePartitionState(0, PLIMITS)
     m = Model()
+    store = ShareStore()  # what the partition's replicas hold of it, from its start on
+    store.apply(1, encode([ShareUpdate("g", 0)]))
     now = 0.0
     spso = 0
     for _ in range(data.draw(st.integers(1, 40), label="steps")):
@@ -533,10 +552,15 @@ def test_random_operations_keep_the_share_partition_promises(
             assert sp.expire_locks(now) == bool(expired)
             for o in expired:
                 m.release(o)
-        else:  # a new leader: locks are lost, everything else is kept
-            sp = SharePartitionState.restore(*sp.snapshot(), limits=PLIMITS)
+        else:  # a new leader, from what was written: locks are lost, and with them the
+            # deliveries nothing was written for since (acquisitions are not written)
+            stored = store.get("g")
+            assert stored is not None
+            sp = SharePartitionState.restore(stored.start_offset, stored.runs(), PLIMITS)
             for o in list(m.held):
-                m.release(o)
+                del m.held[o]
+                m.count[o] = m.written.get(o, 0)
+        persisted(sp, store)
 
         assert sp.start_offset >= spso, "SPSO went back"
         spso = sp.start_offset
