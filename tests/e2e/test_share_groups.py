@@ -12,63 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ResourceType,
-)
-from support import records as R
+from support.share import share_consumer, share_group, share_topic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 READ_DEADLINE = 60.0
-
-
-def _group(cluster, earliest: bool = True) -> str:
-    group = f"share-{uuid.uuid4().hex[:8]}"
-    if earliest:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        resource = ConfigResource(
-            ResourceType.GROUP,
-            group,
-            incremental_configs=[
-                ConfigEntry(
-                    "share.auto.offset.reset",
-                    "earliest",
-                    incremental_operation=AlterConfigOpType.SET,
-                )
-            ],
-        )
-        for future in admin.incremental_alter_configs([resource]).values():
-            future.result(30)
-    return group
-
-
-def _consumer(cluster, group: str, explicit: bool = False, **conf: object) -> ShareConsumer:
-    return ShareConsumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": group,
-            "share.acknowledgement.mode": "explicit" if explicit else "implicit",
-            **conf,
-        }
-    )
-
-
-def _topic(cluster, name: str, partitions: int, count: int, per_batch: int = 10_000) -> list[bytes]:
-    """`count` records; batches of at most `per_batch` (a share fetch takes whole batches)."""
-    cluster.create_topic(name, partitions=partitions, replication_factor=3)
-    recs = R.make_records(name, count, partitions)
-    extra = {"batch.num.messages": per_batch}
-    out = R.produce_confluent(cluster.bootstrap, name, recs, timeout=60, extra=extra)
-    assert len(out.acked) == len(recs), out.failed[:3]
-    return sorted(r.value for r in recs)
 
 
 def _read(consumer: ShareConsumer, want: int, explicit_ack=None, seconds=READ_DEADLINE) -> list:
@@ -87,8 +38,8 @@ def _read(consumer: ShareConsumer, want: int, explicit_ack=None, seconds=READ_DE
 
 
 def test_one_implicit_consumer_reads_every_record_once(module_cluster) -> None:
-    values = _topic(module_cluster, "share-implicit", 2, 200)
-    consumer = _consumer(module_cluster, _group(module_cluster))
+    values = share_topic(module_cluster, "share-implicit", 2, 200)
+    consumer = share_consumer(module_cluster, share_group(module_cluster))
     consumer.subscribe(["share-implicit"])
     try:
         got = _read(consumer, len(values))
@@ -102,8 +53,8 @@ def test_one_implicit_consumer_reads_every_record_once(module_cluster) -> None:
 
 
 def test_a_released_record_comes_back_and_a_rejected_one_never(module_cluster) -> None:
-    values = _topic(module_cluster, "share-explicit", 1, 20)
-    consumer = _consumer(module_cluster, _group(module_cluster), explicit=True)
+    values = share_topic(module_cluster, "share-explicit", 1, 20)
+    consumer = share_consumer(module_cluster, share_group(module_cluster), explicit=True)
     consumer.subscribe(["share-explicit"])
     seen: dict[int, list[int]] = {}
 
@@ -128,13 +79,13 @@ def test_a_released_record_comes_back_and_a_rejected_one_never(module_cluster) -
 
 
 def test_more_consumers_than_partitions_share_one_partition(module_cluster) -> None:
-    values = _topic(module_cluster, "share-fanout", 1, 300, per_batch=5)
-    group = _group(module_cluster)
+    values = share_topic(module_cluster, "share-fanout", 1, 300, per_batch=5)
+    group = share_group(module_cluster)
     received: list[list[bytes]] = [[] for _ in range(3)]
     done = threading.Event()
 
     def run(i: int) -> None:
-        consumer = _consumer(module_cluster, group, explicit=True, **{"max.poll.records": 10})
+        consumer = share_consumer(module_cluster, group, explicit=True, **{"max.poll.records": 10})
         consumer.subscribe(["share-fanout"])
         try:
             deadline = time.monotonic() + READ_DEADLINE
@@ -161,9 +112,9 @@ def test_more_consumers_than_partitions_share_one_partition(module_cluster) -> N
 
 
 def test_records_a_consumer_held_when_it_closed_go_to_the_next(module_cluster) -> None:
-    values = _topic(module_cluster, "share-handover", 1, 30)
-    group = _group(module_cluster)
-    first = _consumer(module_cluster, group, explicit=True)
+    values = share_topic(module_cluster, "share-handover", 1, 30)
+    group = share_group(module_cluster)
+    first = share_consumer(module_cluster, group, explicit=True)
     first.subscribe(["share-handover"])
     held = []
     deadline = time.monotonic() + READ_DEADLINE
@@ -173,7 +124,7 @@ def test_records_a_consumer_held_when_it_closed_go_to_the_next(module_cluster) -
     for m in held:
         first.acknowledge(m, AcknowledgeType.RELEASE)
     first.close()  # releases go out with the close
-    second = _consumer(module_cluster, group)
+    second = share_consumer(module_cluster, group)
     second.subscribe(["share-handover"])
     try:
         got = _read(second, len(values))

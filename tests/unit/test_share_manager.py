@@ -245,8 +245,8 @@ async def test_a_new_leader_hands_out_nothing_before_its_term_is_committed(rig: 
     assert len(values(await rig.fetch("a"))) == 10  # the group's start is on all three
     rig.replicas.net.isolate(f2)
     # f1 gets the update and confirms it, but never hears that it was committed
-    rig.replicas.net.drop = lambda src, dst, _m: (src, dst) == (rig.node, f1) and bool(
-        parts[f1]._share_pending
+    rig.replicas.net.drop = lambda src, dst, _m: (
+        (src, dst) == (rig.node, f1) and bool(parts[f1]._share_pending)
     )
     assert await rig.ack("a", (0, 9, ACCEPT)) == ErrorCode.none
     assert parts[f1].share_state("g").start_offset == 0  # type: ignore[union-attr]
