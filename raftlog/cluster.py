@@ -23,6 +23,7 @@ from raftlog.config import NodeConfig, toml_value
 
 RAFT_OFFSET = 1000
 ADMIN_OFFSET = 2000
+PROXY_OFFSET = 3000  # the consume proxy's HTTP port
 HOST = "127.0.0.1"
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -38,6 +39,7 @@ class NodeSpec:
     kafka_port: int
     raft_port: int
     admin_port: int
+    proxy_port: int
 
     @property
     def config_path(self) -> Path:
@@ -52,6 +54,7 @@ class NodeSpec:
             "kafka": f"{HOST}:{self.kafka_port}",
             "raft": f"{HOST}:{self.raft_port}",
             "admin": f"{HOST}:{self.admin_port}",
+            "proxy": f"{HOST}:{self.proxy_port}",
             "log": str(self.data_dir / "raftlog.log"),
         }
 
@@ -64,6 +67,7 @@ def node_specs(data: Path, nodes: int, kafka_port: int) -> list[NodeSpec]:
             kafka_port + i - 1,
             kafka_port + RAFT_OFFSET + i - 1,
             kafka_port + ADMIN_OFFSET + i - 1,
+            kafka_port + PROXY_OFFSET + i - 1,
         )
         for i in range(1, nodes + 1)
     ]
@@ -90,6 +94,7 @@ def write_config(
         f'advertised_kafka = "{HOST}:{spec.kafka_port}"\n'
         f'raft_listen = "{HOST}:{spec.raft_port}"\n'
         f'admin_listen = "{HOST}:{spec.admin_port}"\n'
+        f'proxy_listen = "{HOST}:{spec.proxy_port}"\n'
         f'cluster_secret = "{secret}"\n'
         + (f'admin_token = "{admin_token}"\n' if admin_token else "")
         + peers
@@ -252,14 +257,18 @@ def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
     base = first.kafka_listen[1] - (first.node_id - 1)
     node_id = max(n["node_id"] for n in state["nodes"]) + 1
     spec = node_specs(data, node_id, base)[-1]
-    busy = [p for p in (spec.kafka_port, spec.raft_port, spec.admin_port) if not _port_free(p)]
+    ports = (spec.kafka_port, spec.raft_port, spec.admin_port, spec.proxy_port)
+    busy = [p for p in ports if not _port_free(p)]
     if busy:
         raise ClusterError(f"ports in use for node {node_id}: {', '.join(map(str, busy))}")
     existing = [
         NodeSpec(
             n["node_id"],
             Path(n["data_dir"]),
-            *(int(n[k].rsplit(":", 1)[1]) for k in ("kafka", "raft", "admin")),
+            *(
+                int(n.get(k, f"{HOST}:0").rsplit(":", 1)[1])
+                for k in ("kafka", "raft", "admin", "proxy")
+            ),
         )
         for n in state["nodes"]
     ]

@@ -158,6 +158,7 @@ class NodeConfig:
     broker: dict[str, Any] = field(default_factory=dict)
     rack: str | None = None
     admin_token: str | None = None
+    proxy_listen: tuple[str, int] | None = None  # the consume proxy's HTTP port; None: off
 
     @property
     def node_ids(self) -> list[int]:
@@ -205,6 +206,8 @@ class NodeConfig:
         admin = parse_address(
             raw.get("admin_listen", f"127.0.0.1:{kafka[1] + 2000}"), "admin_listen"
         )
+        proxy_setting = raw.get("proxy_listen", f"127.0.0.1:{kafka[1] + 3000}")
+        proxy = parse_address(proxy_setting, "proxy_listen") if proxy_setting else None
         advertised_raft = parse_address(
             raw.get("advertised_raft", f"{raft[0]}:{raft[1]}"), "advertised_raft"
         )
@@ -230,4 +233,5 @@ class NodeConfig:
             peers=peers,
             broker=broker,
             rack=raw.get("rack"),
+            proxy_listen=proxy,
         )

@@ -16,9 +16,9 @@ import uvloop
 from kafka.errors import KafkaError as ClientError
 
 from raftlog import cluster
-from raftlog.config import ConfigError, NodeConfig
+from raftlog.config import ConfigError, NodeConfig, parse_address
 from raftlog_app import audit_cli, groups_cli
-from raftlog_app.process import NodeProcess
+from raftlog_app.process import NodeProcess, serve_proxy
 
 DEFAULT_DATA = Path("data")
 # How long `topic create` waits for every partition to have a leader, showing progress.
@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         "--kafka-port",
         type=int,
         default=9092,
-        help="Kafka port of node 1; node i gets port+i-1 (Raft +1000, admin +2000)",
+        help="Kafka port of node 1; node i gets port+i-1 (Raft +1000, admin +2000, proxy +3000)",
     )
     up.add_argument("--timeout", type=float, default=60.0)
     up.add_argument(
@@ -116,6 +116,13 @@ def _parser() -> argparse.ArgumentParser:
 
     audit_cli.add_parser(sub, DEFAULT_DATA)
 
+    proxy = sub.add_parser(
+        "proxy", help="run the HTTP consume proxy alone, as a client of a cluster"
+    )
+    proxy.add_argument("--bootstrap", required=True, help="host:port[,host:port...]")
+    proxy.add_argument("--listen", default="127.0.0.1:8080", help="host:port to serve HTTP on")
+    proxy.set_defaults(run=_proxy)
+
     epochs = sub.add_parser("epochs", help="print a partition's leader epoch cache")
     epochs.add_argument("topic")
     epochs.add_argument("partition", type=int)
@@ -164,10 +171,11 @@ def _serve(args: argparse.Namespace) -> int:
 def _cluster_up(args: argparse.Namespace) -> int:
     if args.nodes < 1:
         raise ConfigError(f"--nodes must be at least 1, got {args.nodes}")
-    # node i listens on kafka_port + i - 1, its Raft port 1000 and admin port 2000 above
-    if args.kafka_port < 1 or args.kafka_port + args.nodes - 1 + 2000 > 65535:
+    # node i listens on kafka_port + i - 1; its Raft, admin and proxy ports 1000, 2000 and
+    # 3000 above
+    if args.kafka_port < 1 or args.kafka_port + args.nodes - 1 + 3000 > 65535:
         raise ConfigError(
-            f"--kafka-port {args.kafka_port}: the nodes' ports (up to +{args.nodes - 1 + 2000}) "
+            f"--kafka-port {args.kafka_port}: the nodes' ports (up to +{args.nodes - 1 + 3000}) "
             "must lie from 1 to 65535"
         )
     broker = dict(cluster.parse_setting(item) for item in args.broker)
@@ -194,6 +202,17 @@ def _cluster_down(args: argparse.Namespace) -> int:
 def _cluster_status(args: argparse.Namespace) -> int:
     for line in cluster.cluster_status(args.data):
         print(line)
+    return 0
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    bootstrap = [parse_address(a, "--bootstrap") for a in args.bootstrap.split(",")]
+    listen = parse_address(args.listen, "--listen")
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        try:
+            runner.run(serve_proxy(bootstrap, listen))
+        except OSError as e:  # the port in use
+            raise ConfigError(f"the proxy cannot listen on {args.listen}: {e}") from None
     return 0
 
 

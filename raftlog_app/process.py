@@ -7,6 +7,8 @@ import asyncio
 import logging
 import signal
 
+from consume_proxy.http import ProxyServer
+from consume_proxy.service import ConsumeProxy
 from kafka_api.server import KafkaServer
 from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
@@ -22,6 +24,7 @@ class NodeProcess:
         self.node = Node(config)
         self.kafka: KafkaServer | None = None
         self.admin: AdminServer | None = None
+        self.proxy: ProxyServer | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -36,11 +39,17 @@ class NodeProcess:
         await self.kafka.start()
         self.admin = AdminServer(self.node, broker.view, *cfg.admin_listen, token=cfg.admin_token)
         await self.admin.start()
+        if cfg.proxy_listen is not None:
+            # a Kafka client of the cluster like any other, starting at this node
+            self.proxy = ProxyServer(ConsumeProxy([cfg.advertised_kafka]), *cfg.proxy_listen)
+            await self.proxy.start()
         log.info("node %d serving Kafka on %s:%d", cfg.node_id, *cfg.kafka_listen)
 
     async def stop(self) -> None:
         """Leadership goes first, while clients can still be told where it went; then the
         listeners, so no request reaches a replica being closed; then the node."""
+        if self.proxy is not None:  # gives back what it fetched and nobody took
+            await self.proxy.close()
         await self.node.hand_over_leadership()
         if self.kafka is not None:
             await self.kafka.close()
@@ -57,3 +66,16 @@ class NodeProcess:
         await stop.wait()
         log.info("stopping: handing over leadership")
         await self.stop()
+
+
+async def serve_proxy(bootstrap: list[tuple[str, int]], listen: tuple[str, int]) -> None:
+    """`raftlog proxy`: the consume proxy alone, until SIGTERM or SIGINT."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = ProxyServer(ConsumeProxy(bootstrap), *listen)
+    await server.start()
+    log.info("consume proxy serving HTTP on %s:%d", *listen)
+    await stop.wait()
+    await server.close()

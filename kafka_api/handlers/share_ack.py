@@ -13,7 +13,7 @@ from epoch import NO_EPOCH
 from kafka_api.common import current_leader, leader_partition
 from raftlog.broker import Broker, Partition, TopicInfo
 from raftlog.errors import ErrorCode
-from raftlog.share.partition_state import AckBatch
+from raftlog.share.partition_state import AckBatch, AckType
 
 NO_LEADER = (-1, NO_EPOCH)
 
@@ -38,9 +38,12 @@ class Target:
         return (self.topic.name if self.topic is not None else str(self.topic_id), self.index)
 
 
-def targets(broker: Broker, topics: Iterable[Any]) -> dict[tuple[uuid.UUID, int], Target]:
+def targets(
+    broker: Broker, topics: Iterable[Any], renew_allowed: bool
+) -> dict[tuple[uuid.UUID, int], Target]:
     """The request's partitions by (topic id, index), each resolved to the local leader or to
-    why it cannot be served here."""
+    why it cannot be served here. RENEW (4) is a v2 type: in a v1 request the partition's
+    acknowledgements are INVALID_REQUEST."""
     found: dict[tuple[uuid.UUID, int], Target] = {}
     for requested in topics:
         topic = broker.topic_by_id(requested.topic_id) if requested.topic_id else None
@@ -59,6 +62,10 @@ def targets(broker: Broker, topics: Iterable[Any]) -> dict[tuple[uuid.UUID, int]
             batches = p.acknowledgement_batches
             if batches:
                 target.acked = True
+                if not renew_allowed and any(
+                    t == AckType.RENEW for b in batches for t in b.acknowledge_types
+                ):
+                    target.ack_error = ErrorCode.invalid_request
                 target.acks.extend(
                     AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
                     for b in batches
@@ -69,7 +76,7 @@ def targets(broker: Broker, topics: Iterable[Any]) -> dict[tuple[uuid.UUID, int]
 def apply_acks(broker: Broker, group_id: str, member_id: str, target: Target) -> None:
     """Applies the target's acknowledgements on the leader at once (a RELEASE is fetchable
     by others from now on); their answer waits for `settle_acks`."""
-    if not target.acked:
+    if not target.acked or target.ack_error is not ErrorCode.none:
         return
     if target.partition is None:
         target.ack_error = target.error

@@ -4,6 +4,7 @@ how librdkafka leaves: what it still holds goes back to the group at once."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from kafka_api.codec import build, response_module
@@ -14,7 +15,7 @@ from raftlog.errors import ErrorCode
 
 API_KEY = 79
 MIN_VERSION = 1
-MAX_VERSION = 1
+MAX_VERSION = 2  # v2: RENEW acknowledgements (KIP-1222)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -26,7 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     step = broker.share.sessions.for_acknowledge(group_id, member_id, request.share_session_epoch)
     if step.error is not ErrorCode.none:
         return _answer(m, step.error, (), ())
-    found = targets(broker, request.topics)
+    found = targets(broker, request.topics, renew_allowed=ctx.api_version >= 2)
     by_topic: dict[Any, list[Any]] = {}
     leaders: set[int] = set()
     for target in found.values():
@@ -53,14 +54,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         m.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
         for b in endpoints(broker, leaders)
     )
-    return _answer(m, ErrorCode.none, responses, nodes)
+    return _answer(m, ErrorCode.none, responses, nodes, broker.share.lock_duration_ms(group_id))
 
 
-def _answer(m: Any, error: ErrorCode, responses: tuple[Any, ...], nodes: tuple[Any, ...]) -> Any:
+def _answer(
+    m: Any,
+    error: ErrorCode,
+    responses: tuple[Any, ...],
+    nodes: tuple[Any, ...],
+    lock_ms: int = 0,
+) -> Any:
     return build(
         m.ShareAcknowledgeResponse,
         throttle_time=NO_THROTTLE,
         error_code=error,
+        acquisition_lock_timeout=timedelta(milliseconds=lock_ms),  # v2: what a RENEW gives
         responses=responses,
         node_endpoints=nodes,
     )

@@ -19,8 +19,9 @@ from raftlog.share.manager import Fetched
 from raftlog.share.sessions import Key
 
 API_KEY = 78
-MIN_VERSION = 1  # v2 adds lock renewal (KIP-1222) and record-limit acquisition: not served
-MAX_VERSION = 1
+MIN_VERSION = 1
+MAX_VERSION = 2  # v2: lock renewal (KIP-1222) and record-limit acquisition
+RECORD_LIMIT = 1  # share_acquire_mode: max_records exact (0: whole batches)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -29,7 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     group_id, member_id = request.group_id, request.member_id
     if not group_id or not member_id:
         return _refused(m, ErrorCode.invalid_request, "group id and member id are required")
-    found = targets(broker, request.topics)
+    found = targets(broker, request.topics, renew_allowed=ctx.api_version >= 2)
     forgotten: list[Key] = []
     for topic in request.forgotten_topics_data:
         info = broker.topic_by_id(topic.topic_id) if topic.topic_id else None
@@ -57,7 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     fetched: dict[Key, Fetched] = {}
     if step.closing:
         broker.share.release(group_id, member_id)
-    else:
+    elif not getattr(request, "is_renew_ack", False):  # a renewal only renews
         led: list[tuple[Key, Partition]] = []
         for key in sorted(step.session.partitions):
             held = _session_target(broker, key, found)
@@ -70,6 +71,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             millis(request.max_wait) / 1000,
             min(request.max_bytes, broker.fetch_max_bytes),
             request.max_records,
+            getattr(request, "share_acquire_mode", 0) == RECORD_LIMIT,
         )
     await settle_acks(found.values())
     return _response(m, broker, group_id, found, fetched)

@@ -200,7 +200,7 @@ class ShareManager:
         held = self._current(group_id, key, partition)
         if held is None:
             return _done(ErrorCode.invalid_record_state)  # nothing this leadership handed out
-        error = held.state.acknowledge(member_id, batches)
+        error = held.state.acknowledge(member_id, batches, self._clock.now())
         if error is not ErrorCode.none:
             return _done(error)
         self._relock(group_id, held)
@@ -229,16 +229,20 @@ class ShareManager:
         max_wait_s: float,
         max_bytes: int,
         max_records: int,
+        record_limit: bool = False,
     ) -> dict[Key, Fetched]:
         """Acquires records for the member from the partitions it fetches, waiting up to
-        max_wait_s for some to become available (new data, a release, an expired lock)."""
+        max_wait_s for some to become available (new data, a release, an expired lock).
+        `record_limit`: max_records is exact, not whole batches (ShareFetch v2)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_s
         while True:
             for key, partition in targets:
                 if partition.is_leader and self._current(group_id, key, partition) is None:
                     await self._started(group_id, key, partition)
-            fetched = self._acquire(group_id, member_id, targets, max_bytes, max_records)
+            fetched = self._acquire(
+                group_id, member_id, targets, max_bytes, max_records, record_limit
+            )
             remaining = deadline - loop.time()
             if fetched or remaining <= 0 or not targets:
                 return fetched
@@ -251,6 +255,7 @@ class ShareManager:
         targets: Sequence[tuple[Key, Partition]],
         max_bytes: int,
         max_records: int,
+        record_limit: bool,
     ) -> dict[Key, Fetched]:
         fetched: dict[Key, Fetched] = {}
         now = self._clock.now()
@@ -277,6 +282,7 @@ class ShareManager:
                 max_records,
                 now,
                 fetch_offset=offset,  # batches compaction emptied between here and the first
+                record_limit=record_limit,
             )
             if not ranges:
                 continue

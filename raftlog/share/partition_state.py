@@ -33,15 +33,29 @@ class RecordState(enum.IntEnum):
 
 
 class AckType(enum.IntEnum):
-    """The acknowledge types of ShareFetch/ShareAcknowledge v1 (Renew, 4, is v2 only)."""
+    """The acknowledge types of ShareFetch/ShareAcknowledge (RENEW is v2's, KIP-1222: the
+    lock starts over, the record stays with its member)."""
 
     GAP = 0
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4
 
 
 _ACK_TYPES = frozenset(int(t) for t in AckType)
+# Members of the consume proxy (consume_proxy/member.py). The proxy tier holds what it hands
+# out over HTTP as one party: any proxy member may acknowledge a record another one acquired
+# (kafka-consume-srv's contract: an acknowledgement need not go to the server that read it).
+PROXY_MEMBER_PREFIX = "raftlog-proxy-"
+
+
+def _may_acknowledge(owner: str | None, member: str) -> bool:
+    return owner == member or (
+        owner is not None
+        and owner.startswith(PROXY_MEMBER_PREFIX)
+        and member.startswith(PROXY_MEMBER_PREFIX)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +202,7 @@ class SharePartitionState:
         while heap:
             deadline, first, last, count = heap[0]
             offset = first
-            while offset <= last and not self._locked(offset, count):
+            while offset <= last and not self._locked(offset, count, deadline):
                 offset += 1
             if offset > last:
                 heapq.heappop(heap)
@@ -293,6 +307,7 @@ class SharePartitionState:
         now: float,
         *,
         fetch_offset: int | None = None,
+        record_limit: bool = False,
     ) -> list[AcquiredRange]:
         """Acquires for `member` what the fetched `batches` hold: their AVAILABLE in-flight
         offsets, and new offsets past SPEO. Returns the acquired ranges, ascending, one per
@@ -308,7 +323,8 @@ class SharePartitionState:
         otherwise a batch compacted away whole after its first delivery would hold SPSO.
 
         `max_records` is soft, as in Kafka's batch-optimized mode: batches are taken whole,
-        and no batch is started once it is reached. The window is a hard cap: SPEO never
+        and no batch is started once it is reached; with `record_limit` (ShareFetch v2's
+        record-limit mode) it is exact, and the rest of a batch stays for later fetches. The window is a hard cap: SPEO never
         passes SPSO + max_record_locks - 1, even in the middle of a batch (the rest of it is
         fetched again later); Kafka lets its last batch overshoot the window instead.
 
@@ -348,6 +364,8 @@ class SharePartitionState:
                         break
             # In flight: redeliver what is AVAILABLE.
             for offset in range(max(base, self._start), min(last, self._end) + 1):
+                if record_limit and len(taken) >= max_records:
+                    break
                 record = records[offset]
                 if record.state is not RecordState.AVAILABLE:
                     continue
@@ -363,12 +381,14 @@ class SharePartitionState:
             # New: past SPEO, up to the window cap.
             first_new = max(base, self._end + 1)
             last_new = min(last, cap)
+            if record_limit:
+                last_new = min(last_new, first_new + max_records - len(taken) - 1)
             for offset in range(first_new, last_new + 1):
                 records[offset] = _Record(RecordState.ACQUIRED, 1, member, deadline)
                 taken.append((offset, 1))
             if last_new >= first_new:
                 self._end = last_new
-            if last > max(cap, self._end):  # the window is full: later batches are all new
+            if last > max(cap, self._end):  # the window or the limit is reached mid-batch
                 break
             covered = last + 1
         self._advance_start()
@@ -381,18 +401,22 @@ class SharePartitionState:
         self._maybe_rebuild_heaps()
         return ranges
 
-    def acknowledge(self, member: str, batches: Sequence[AckBatch]) -> ErrorCode:
+    def acknowledge(
+        self, member: str, batches: Sequence[AckBatch], now: float | None = None
+    ) -> ErrorCode:
         """Applies a member's acknowledgements for this partition, all or nothing (Kafka's
         rollbackOrProcessStateUpdates): on any error nothing changes.
 
         INVALID_REQUEST: malformed batches (first > last, not ascending and disjoint, no
-        types, a types list neither 1 nor one per offset long, a type outside 0..3), or
+        types, a types list neither 1 nor one per offset long, a type outside 0..4), or
         offsets past SPEO (never acquired). INVALID_RECORD_STATE: an offset in the window not
         ACQUIRED by `member` (a late ack after the lock expired, or one re-acquired by
-        another member). Offsets below SPSO are skipped: they are done already.
+        another member; proxy members count as one, see PROXY_MEMBER_PREFIX). Offsets below
+        SPSO are skipped: they are done already.
 
         ACCEPT -> ACKNOWLEDGED; REJECT and GAP -> ARCHIVED; RELEASE -> AVAILABLE, or
-        ARCHIVED once the delivery count has reached the limit. Then SPSO moves."""
+        ARCHIVED once the delivery count has reached the limit; RENEW keeps the record
+        ACQUIRED with a lock until `now` + the lock duration. Then SPSO moves."""
         if not _valid_ack_batches(batches):
             return ErrorCode.invalid_request
         start, end, records = self._start, self._end, self._records
@@ -405,11 +429,19 @@ class SharePartitionState:
             single = len(batch.types) == 1
             for offset in range(max(batch.first_offset, start), batch.last_offset + 1):
                 record = records[offset]
-                if record.state is not RecordState.ACQUIRED or record.owner != member:
+                if record.state is not RecordState.ACQUIRED or not _may_acknowledge(
+                    record.owner, member
+                ):
                     return ErrorCode.invalid_record_state
                 kind = batch.types[0] if single else batch.types[offset - batch.first_offset]
                 plan.append((offset, record, kind))
         for offset, record, kind in plan:
+            if kind == AckType.RENEW:  # nothing durable changes: locks die with the leader
+                if now is None:
+                    raise ValueError("a RENEW needs the time it is renewed at")
+                record.deadline = now + self._limits.lock_duration_s
+                heapq.heappush(self._locks, (record.deadline, offset, offset, record.count))
+                continue
             self._dirty.add(offset)
             if kind == AckType.ACCEPT:
                 record.state = RecordState.ACKNOWLEDGED
@@ -442,9 +474,9 @@ class SharePartitionState:
         heap, records = self._locks, self._records
         changed = False
         while heap and heap[0][0] <= now:
-            _, first, last, count = heapq.heappop(heap)
+            deadline, first, last, count = heapq.heappop(heap)
             for offset in range(max(first, self._start), min(last, self._end) + 1):
-                if self._locked(offset, count):
+                if self._locked(offset, count, deadline):
                     self._release(offset, records[offset])
                     changed = True
         if changed:
@@ -466,10 +498,16 @@ class SharePartitionState:
 
     # -- inside --------------------------------------------------------------------------
 
-    def _locked(self, offset: int, count: int) -> bool:
-        """Whether `offset` is still held by the acquisition that gave it `count`."""
+    def _locked(self, offset: int, count: int, deadline: float) -> bool:
+        """Whether `offset` is still held by the acquisition that gave it `count`, under the
+        lock that ends at `deadline` (a RENEW gives it a later one)."""
         record = self._records.get(offset)
-        return record is not None and record.state is RecordState.ACQUIRED and record.count == count
+        return (
+            record is not None
+            and record.state is RecordState.ACQUIRED
+            and record.count == count
+            and record.deadline == deadline
+        )
 
     def _release(self, offset: int, record: _Record) -> None:
         """ACQUIRED -> AVAILABLE, or ARCHIVED once delivered `delivery_count_limit` times."""

@@ -34,6 +34,7 @@ T = TypeVar("T")
 LOOPBACK = "127.0.0.1"
 RAFT_OFFSET = 1000  # raft port = kafka port + 1000 (CLI contract)
 ADMIN_OFFSET = 2000  # admin port = kafka port + 2000 (CLI contract)
+PROXY_OFFSET = 3000  # consume proxy port = kafka port + 3000 (CLI contract)
 
 # Clusters currently running in this process; conftest dumps their logs on a failure.
 LIVE_CLUSTERS: list[Cluster] = []
@@ -100,7 +101,8 @@ def port_is_free(port: int, host: str = LOOPBACK) -> bool:
 
 def cluster_ports(base: int, nodes: int) -> list[int]:
     """Every port a cluster with Kafka base port `base` uses (CLI contract)."""
-    return [base + off + i for off in (0, RAFT_OFFSET, ADMIN_OFFSET) for i in range(nodes)]
+    offsets = (0, RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET)
+    return [base + off + i for off in offsets for i in range(nodes)]
 
 
 def pick_base_port(
@@ -111,7 +113,7 @@ def pick_base_port(
     rng: random.Random | None = None,
     is_free: Callable[[int], bool] = port_is_free,
 ) -> int:
-    """A random Kafka base port in [lo, hi] whose 3 x `nodes` ports are all free.
+    """A random Kafka base port in [lo, hi] whose 4 x `nodes` ports are all free.
 
     Ports inside the kernel's ephemeral range are avoided: an outgoing client connection
     could take a killed node's port before the test restarts it."""
@@ -230,6 +232,7 @@ class Node:
     kafka: str
     raft: str
     admin: str
+    proxy: str  # the consume proxy's HTTP address
     log: Path
     popen: subprocess.Popen | None = None  # set when this helper (re)started the node
 
@@ -463,6 +466,7 @@ class Cluster:
                 kafka=n["kafka"],
                 raft=n["raft"],
                 admin=n["admin"],
+                proxy=n["proxy"],
                 log=Path(n["log"]),
             )
             old = self.nodes.get(node.node_id)

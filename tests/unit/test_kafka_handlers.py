@@ -10,6 +10,7 @@ import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 from support.broker_stub import BrokerStub
+from support.wire import make_batch
 
 from kafka_api.codec import build
 from kafka_api.context import RequestContext
@@ -941,3 +942,44 @@ async def test_a_share_session_holds_only_partitions_that_exist() -> None:
     assert answered == {7: unknown, -1: unknown, 2**31 - 1: unknown}
     session = broker.share.sessions.get("g", "m")
     assert session is not None and session.partitions == {("a", 0)}
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_renew_is_an_acknowledgement_type_of_v2_only(version: int) -> None:
+    """A v1 request naming RENEW (4) gets INVALID_REQUEST for that partition's
+    acknowledgements; in v2 it keeps the member's lock."""
+    broker = FakeBroker()
+    topic = broker.add_topic("a", 1)
+    broker.share = ShareManager(
+        lambda _g: group_config.values({"share.auto.offset.reset": "earliest"})
+    )
+    partition = broker.partitions[("a", 0)]
+    partition.append(0, make_batch([(None, b"v")]))
+    m = request_module(share_fetch.API_KEY, version)
+
+    def fetch(epoch: int, acks: tuple = ()) -> object:
+        return build(
+            m.ShareFetchRequest,
+            group_id="g",
+            member_id="m",
+            share_session_epoch=epoch,
+            max_wait=timedelta(0),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=500,
+            batch_size=500,
+            topics=(
+                m.FetchTopic(
+                    topic_id=topic.topic_id,
+                    partitions=(m.FetchPartition(partition_index=0, acknowledgement_batches=acks),),
+                ),
+            ),
+            forgotten_topics_data=(),
+        )
+
+    first = await share_fetch.handle(ctx(broker, version), fetch(0))
+    assert [a.first_offset for a in first.responses[0].partitions[0].acquired_records] == [0]
+    renew = (m.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=(4,)),)
+    second = await share_fetch.handle(ctx(broker, version), fetch(1, renew))
+    expected = E.none if version == 2 else E.invalid_request
+    assert second.responses[0].partitions[0].acknowledge_error_code == expected

@@ -1,5 +1,6 @@
 """The house reads from the bottom up: epoch, then raftlog, then the protocol (kafka_api) and
-the audit (analytics), then the process and its command (raftlog_app). A module importing
+the audit (analytics) and the consume proxy (a Kafka client), then the process and its
+command (raftlog_app). A module importing
 upward, or two modules importing each other, fails here."""
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ ALLOWED = {
     "raftlog": {"epoch"},
     "kafka_api": {"raftlog", "epoch"},
     "analytics": {"raftlog", "epoch"},
-    "raftlog_app": {"kafka_api", "analytics", "raftlog", "epoch"},
+    # a Kafka client: it only takes raftlog's name for proxy members
+    "consume_proxy": {"raftlog"},
+    "raftlog_app": {"kafka_api", "analytics", "consume_proxy", "raftlog", "epoch"},
 }
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from raftlog.errors import ErrorCode
 from raftlog.share.partition_state import (
+    PROXY_MEMBER_PREFIX,
     AckBatch,
     AckType,
     AcquiredRange,
@@ -175,7 +176,7 @@ def test_one_type_per_offset() -> None:
         [ack(3, 2, ACCEPT)],  # first > last
         [ack(0, 1)],  # no types
         [ack(0, 2, ACCEPT, ACCEPT)],  # neither one type nor one per offset
-        [ack(0, 0, 4)],  # Renew is v2 only
+        [ack(0, 0, 5)],  # no such type
         [ack(0, 0, -1)],
         [ack(2, 3, ACCEPT), ack(0, 1, ACCEPT)],  # not ascending
         [ack(0, 2, ACCEPT), ack(2, 3, ACCEPT)],  # overlapping
@@ -486,7 +487,7 @@ def test_random_operations_keep_the_share_partition_promises(
     now = 0.0
     spso = 0
     for _ in range(data.draw(st.integers(1, 40), label="steps")):
-        op = data.draw(st.sampled_from(["fetch", "ack", "release", "expire", "restore"]))
+        op = data.draw(st.sampled_from(["fetch", "ack", "renew", "release", "expire", "restore"]))
         member = data.draw(st.sampled_from(MEMBERS))
         if op == "fetch":
             start = sp.next_fetch_offset()
@@ -516,7 +517,7 @@ def test_random_operations_keep_the_share_partition_promises(
                     runs[-1].append(o)
                 else:
                     runs.append([o])
-            types = st.sampled_from([int(t) for t in AckType])
+            types = st.sampled_from([int(t) for t in AckType if t is not AckType.RENEW])
             batches, applied = [], {}
             for run in runs:
                 if len(run) > 1 and data.draw(st.booleans()):
@@ -541,6 +542,14 @@ def test_random_operations_keep_the_share_partition_promises(
             else:
                 assert result in (E.invalid_record_state, E.invalid_request)
                 assert window(sp) == before_window
+        elif op == "renew":
+            own = sorted(o for o, (h, _) in m.held.items() if h == member)
+            if own:
+                chosen = data.draw(st.sets(st.sampled_from(own), min_size=1))
+                batches = [AckBatch(o, o, (AckType.RENEW,)) for o in sorted(chosen)]
+                assert sp.acknowledge(member, batches, now=now) == E.none
+                for o in chosen:
+                    m.held[o] = (member, now + PLIMITS.lock_duration_s)
         elif op == "release":
             mine = [o for o, (h, _) in m.held.items() if h == member]
             assert sp.release_member(member) == bool(mine)
@@ -573,3 +582,40 @@ def test_random_operations_keep_the_share_partition_promises(
             assert (view.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)) == (o in m.done)
         deadlines = [d for _, d in m.held.values()]
         assert sp.next_lock_deadline() == (min(deadlines) if deadlines else None)
+
+
+def test_proxy_members_acknowledge_each_others_records_and_no_one_elses() -> None:
+    sp = SharePartitionState(0)
+    proxy_a, proxy_b = PROXY_MEMBER_PREFIX + "a", PROXY_MEMBER_PREFIX + "b"
+    sp.acquire(proxy_a, [(0, 1)], 500, now=0.0)
+    sp.acquire("native", [(2, 3)], 500, now=0.0)
+    assert sp.acknowledge("native", [ack(0, 0, ACCEPT)]) == E.invalid_record_state
+    assert sp.acknowledge(proxy_b, [ack(2, 2, ACCEPT)]) == E.invalid_record_state
+    assert sp.acknowledge(proxy_b, [ack(0, 0, ACCEPT), ack(1, 1, RELEASE)]) == E.none
+    assert sp.start_offset == 1 and sp.record(1) == RecordView(RecordState.AVAILABLE, 1, None, None)
+
+
+def test_record_limit_acquires_exactly_max_records_and_the_rest_of_the_batch_later() -> None:
+    sp = SharePartitionState(0)
+    assert sp.acquire("a", [(0, 9)], 3, now=0.0, record_limit=True) == [AcquiredRange(0, 2, 1)]
+    assert sp.next_fetch_offset() == 3  # mid-batch: the next read starts in the same batch
+    assert sp.acquire("b", [(0, 9)], 4, now=0.0, record_limit=True) == [AcquiredRange(3, 6, 1)]
+    assert sp.acknowledge("a", [ack(0, 2, RELEASE)]) == E.none
+    got = sp.acquire("c", [(0, 9)], 5, now=0.0, record_limit=True)
+    assert got == [AcquiredRange(0, 2, 2), AcquiredRange(7, 8, 1)]  # redelivery first
+    assert sp.acquire("c", [(0, 9)], 5, now=0.0) == [AcquiredRange(9, 9, 1)]
+
+
+def test_renew_restarts_the_lock_and_changes_nothing_durable() -> None:
+    sp = SharePartitionState(0, ShareLimits(lock_duration_s=10.0))
+    sp.acquire("a", [(0, 1)], 500, now=0.0)
+    assert sp.take_update() is None
+    assert sp.acknowledge("a", [ack(0, 1, AckType.RENEW)], now=8.0) == E.none
+    assert sp.take_update() is None
+    assert not sp.expire_locks(10.0)  # the old deadline passed: still held
+    assert sp.record(0) == RecordView(RecordState.ACQUIRED, 1, "a", 18.0)
+    assert sp.next_lock_deadline() == 18.0
+    assert sp.expire_locks(18.0) and sp.record(1) == RecordView(
+        RecordState.AVAILABLE, 1, None, None
+    )
+    assert sp.acknowledge("b", [ack(0, 0, AckType.RENEW)], now=20.0) == E.invalid_record_state

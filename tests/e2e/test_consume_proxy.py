@@ -1,0 +1,214 @@
+"""The HTTP consume proxy (kafka-consume-srv's contract on share groups) of a 3-node cluster
+of real processes, driven over HTTP as its users would (aiohttp's client):
+- twelve workers on a 2-partition topic get disjoint records and together all of them,
+  acknowledging at a node other than the one that handed the record out;
+- a record left pending comes back after its pending timeout with delivery count 2, a
+  cancelled one at once; at the delivery limit a record is archived and never served again;
+- what is not pending, unknown or malformed gets a clear 4xx;
+- a native share consumer (confluent-kafka) and the proxy share one group."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+
+import aiohttp
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+from support.share import share_consumer, share_group, share_topic
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+DEADLINE = 60.0
+
+
+class Proxies:
+    """The cluster's proxies, one per node, over one HTTP session."""
+
+    def __init__(self, cluster, session: aiohttp.ClientSession) -> None:
+        self.urls = [f"http://{n.proxy}" for _, n in sorted(cluster.nodes.items())]
+        self.session = session
+        self._next = itertools.cycle(range(len(self.urls)))
+
+    async def post(self, node: int | None, path: str, body: object) -> tuple[int, dict]:
+        url = self.urls[next(self._next) if node is None else node]
+        async with self.session.post(url + path, json=body) as answer:
+            return answer.status, await answer.json()
+
+    async def read(self, group: str, topic: str, node: int | None = None, **kw) -> list[dict]:
+        status, body = await self.post(
+            node, f"/v1/share/{group}/read", {"topic": topic, "text": True, **kw}
+        )
+        assert status == 200, body
+        return body["records"]
+
+    async def settle(self, verb: str, group: str, record: dict, node: int | None = None):
+        ref = {k: record[k] for k in ("topic", "partition", "offset")}
+        return await self.post(node, f"/v1/share/{group}/{verb}", ref)
+
+
+@pytest.fixture
+async def proxies(module_cluster):
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=90)) as session:
+        yield Proxies(module_cluster, session)
+
+
+def _set_group_config(cluster, group: str, name: str, value: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+async def test_twelve_http_workers_split_a_two_partition_topic(module_cluster, proxies) -> None:
+    values = share_topic(module_cluster, "proxy-fanout", 2, 600, per_batch=20)
+    group = share_group(module_cluster)
+    got: list[list[str]] = [[] for _ in range(12)]
+    acked_elsewhere = 0
+
+    async def worker(i: int) -> None:
+        nonlocal acked_elsewhere
+        deadline = time.monotonic() + DEADLINE
+        while sum(map(len, got)) < len(values) and time.monotonic() < deadline:
+            node = i % 3
+            for record in await proxies.read(group, "proxy-fanout", node, max_records=5):
+                got[i].append(record["value"])
+                await asyncio.sleep(0.005)  # a little work, so all twelve get some
+                status, body = await proxies.settle("acknowledge", group, record, (node + 1) % 3)
+                assert status == 200, body
+                acked_elsewhere += 1
+
+    await asyncio.gather(*(worker(i) for i in range(12)))
+    everything = sorted(v for g in got for v in g)
+    assert everything == sorted(v.decode() for v in values)  # all, each once: disjoint
+    assert sum(1 for g in got if g) >= 8, [len(g) for g in got]  # beyond the partition count
+    assert acked_elsewhere == len(values)
+
+
+async def test_pending_records_come_back_after_their_timeout_or_at_once_when_cancelled(
+    module_cluster, proxies
+) -> None:
+    share_topic(module_cluster, "proxy-pending", 1, 3)
+    group = share_group(module_cluster)
+    (first,) = await proxies.read(group, "proxy-pending", 0, pending_timeout_ms=1500)
+    (second,) = await proxies.read(group, "proxy-pending", 1)
+    assert (first["offset"], second["offset"]) == (0, 1)
+    assert (await proxies.settle("cancel", group, second, 2))[0] == 200
+    (again,) = await proxies.read(group, "proxy-pending", 2, timeout_ms=5000)
+    assert (again["offset"], again["delivery_count"]) == (1, 2)  # at once, not after 30 s
+    started = time.monotonic()
+    back = await proxies.read(group, "proxy-pending", 1, timeout_ms=10_000)
+    # offset 2 was free all along; the first pending one returns after its 1.5 s
+    offsets = {r["offset"]: r["delivery_count"] for r in back}
+    while 0 not in offsets and time.monotonic() - started < 10:
+        offsets.update(
+            {r["offset"]: r["delivery_count"] for r in await proxies.read(group, "proxy-pending")}
+        )
+    assert offsets.get(0) == 2
+    # pending again (for its second reader): an acknowledgement by (topic, partition, offset)
+    # settles it whoever sends it, as the contract has no receipt
+    assert (await proxies.settle("acknowledge", group, first, 0))[0] == 200
+
+
+async def test_a_record_is_archived_at_the_delivery_limit(module_cluster, proxies) -> None:
+    share_topic(module_cluster, "proxy-limit", 1, 2)
+    group = share_group(module_cluster)
+    _set_group_config(module_cluster, group, "share.delivery.count.limit", "2")
+    for delivery in (1, 2):
+        (record,) = await proxies.read(group, "proxy-limit", timeout_ms=5000)
+        assert (record["offset"], record["delivery_count"]) == (0, delivery)
+        assert (await proxies.settle("cancel", group, record))[0] == 200
+    rest = await proxies.read(group, "proxy-limit", max_records=10, timeout_ms=2000)
+    assert [r["offset"] for r in rest] == [1]  # 0 is archived: never served again
+    assert (await proxies.settle("acknowledge", group, rest[0]))[0] == 200
+    assert await proxies.read(group, "proxy-limit", timeout_ms=1000) == []
+
+
+async def test_what_is_not_pending_unknown_or_malformed_gets_a_4xx(module_cluster, proxies) -> None:
+    share_topic(module_cluster, "proxy-errors", 1, 3)
+    group = share_group(module_cluster)
+    first, second = await proxies.read(group, "proxy-errors", 0, max_records=2, timeout_ms=5000)
+    assert (await proxies.settle("acknowledge", group, second, 1))[0] == 200
+    status, body = await proxies.settle("acknowledge", group, second, 2)
+    assert status == 409 and "not pending" in body["error"]  # settled already
+    never = {**first, "offset": 999}
+    (late,) = await proxies.read(group, "proxy-errors", 0, pending_timeout_ms=300, timeout_ms=5000)
+    await asyncio.sleep(1.0)  # its pending timeout runs out (a real process: real time)
+    status, body = await proxies.settle("acknowledge", group, late, 2)
+    assert status == 409 and "not pending" in body["error"]
+    assert (await proxies.settle("acknowledge", group, never, 2))[0] == 409
+    assert (await proxies.settle("cancel", group, {**first, "partition": 5}))[0] == 404
+    assert (await proxies.settle("cancel", group, {**first, "topic": "nope"}))[0] == 404
+    status, _ = await proxies.post(0, f"/v1/share/{group}/read", {"topic": "nope"})
+    assert status == 404
+    bad = [
+        ("read", {"topic": ""}),
+        ("read", {"topic": "proxy-errors", "max_records": 0}),
+        ("read", {"topic": "proxy-errors", "timeout_ms": "soon"}),
+        ("read", {"topic": "proxy-errors", "pending_timeout_ms": 10**9}),
+        ("read", [1, 2]),
+        ("acknowledge", {"records": []}),
+        ("acknowledge", {"topic": "proxy-errors", "partition": -1, "offset": 0}),
+        ("cancel", {"records": [{"topic": "proxy-errors"}]}),
+    ]
+    for verb, body in bad:
+        status, answer = await proxies.post(0, f"/v1/share/{group}/{verb}", body)
+        assert status == 400, (verb, body, answer)
+    url = proxies.urls[0] + f"/v1/share/{group}/read"
+    async with proxies.session.post(url, data=b"{" * 10) as answer:
+        assert answer.status == 400
+    async with proxies.session.post(url, data=b"x" * (2 << 20)) as answer:
+        assert answer.status == 413
+    async with proxies.session.get(proxies.urls[2] + "/v1/openapi.json") as answer:
+        assert answer.status == 200 and "/v1/share/{group}/read" in (await answer.json())["paths"]
+    # and the proxy still serves
+    assert (await proxies.settle("acknowledge", group, first, 1))[0] == 200
+
+
+async def test_a_native_share_consumer_and_the_proxy_share_one_group(
+    module_cluster, proxies
+) -> None:
+    values = share_topic(module_cluster, "proxy-mixed", 1, 300, per_batch=5)
+    group = share_group(module_cluster)
+    native: list[str] = []
+    done = threading.Event()
+
+    def consume() -> None:
+        consumer = share_consumer(module_cluster, group, **{"max.poll.records": 10})
+        consumer.subscribe(["proxy-mixed"])
+        try:
+            deadline = time.monotonic() + DEADLINE
+            while not done.is_set() and time.monotonic() < deadline:
+                for m in consumer.poll(0.5) or []:
+                    if m.error() is None:
+                        native.append(m.value().decode())
+                time.sleep(0.05)  # a slow consumer, so the proxy gets its share
+        finally:
+            consumer.close()
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    http: list[str] = []
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while len(native) + len(http) < len(values) and time.monotonic() < deadline:
+            for record in await proxies.read(group, "proxy-mixed", max_records=5):
+                http.append(record["value"])
+                assert (await proxies.settle("acknowledge", group, record))[0] == 200
+    finally:
+        done.set()
+        await asyncio.to_thread(thread.join, 60)
+    assert sorted(native + http) == sorted(v.decode() for v in values)  # each record once
+    assert native and http
