@@ -52,6 +52,9 @@ class ControllerMachine(SyncObj):
         # Each group's explicit configs (raftlog.group_config). A dump written before group
         # configs existed lacks the key; loading it leaves this empty.
         self.group_configs: dict[str, dict[str, str]] = {}
+        # Share group -> how often it was deleted (DeleteGroups): partition states written
+        # under an older count belong to a deleted group and are dropped (raftlog/share).
+        self.share_incarnations: dict[str, int] = {}
 
     @replicated
     def init_cluster(self, cluster_id: str) -> str:
@@ -133,6 +136,15 @@ class ControllerMachine(SyncObj):
         else:
             self.group_configs.pop(group_id, None)
         self._on_apply()
+
+    @replicated
+    def store_share_group_deletion(self, group_id: str) -> int:
+        """A share group was deleted: its incarnation moves on (a name sorting after every
+        older command, as above)."""
+        incarnation = self.share_incarnations.get(group_id, 0) + 1
+        self.share_incarnations[group_id] = incarnation
+        self._on_apply()
+        return incarnation
 
 
 class _NoLog:

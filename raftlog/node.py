@@ -15,6 +15,7 @@ from epoch.history import HistoryJournal
 from raftlog import group_config, limits, topic_config
 from raftlog.config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable
+from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.heap import HeapFreezer
@@ -83,8 +84,9 @@ class Node:
             self._group_config(None),
             topic_partitions=self._partition_count,
             share_settings=self._share_settings,
+            delete_share_state=self._delete_share_state,
         )
-        self.share = ShareManager(self._group_settings)
+        self.share = ShareManager(self._group_settings, incarnation=self._share_incarnation)
         self.controller = Controller(
             self.node_id,
             cfg.node_ids,
@@ -102,6 +104,18 @@ class Node:
             asyncio.create_task(self._compaction()),
             asyncio.create_task(self._lag_monitor()),
         ]
+
+    def _share_incarnation(self, group_id: str) -> int:
+        return int(self.controller.state.share_incarnations.get(group_id, 0))
+
+    async def _delete_share_state(self, group_id: str) -> ErrorCode:
+        """A deleted share group's partition states, on every leader: the controller moves
+        its incarnation on, and a state of an older one is not taken up again."""
+        try:
+            await self.controller.call("store_share_group_deletion", group_id)
+        except ControllerUnavailable:
+            return ErrorCode.request_timed_out
+        return ErrorCode.none
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -34,6 +34,7 @@ from kafka_api.handlers import (
     produce,
     share_acknowledge,
     share_fetch,
+    share_group_describe,
     share_group_heartbeat,
     sync_group,
 )
@@ -78,6 +79,7 @@ _MODULES: list[ApiHandler] = [
     produce,
     share_acknowledge,
     share_fetch,
+    share_group_describe,
     share_group_heartbeat,
     sync_group,
 ]

@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if version < GROUP_ID_NOT_FOUND_VERSION:
                 error = ErrorCode.none
             else:
-                message = f"Group {group.group_id} not found."
+                message = group.error_message or f"Group {group.group_id} not found."
         members = tuple(
             build(
                 m.DescribedGroupMember,

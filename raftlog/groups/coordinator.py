@@ -14,7 +14,7 @@ the timers of the `Clock` it is given (raftlog/clock.py: the loop's, or a test's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from functools import partial
 
 from raftlog.clock import LOOP_CLOCK, Clock, now_ms
@@ -25,6 +25,11 @@ from raftlog.groups.join import Join, Joiner
 from raftlog.groups.metadata_manager import GroupMetadataManager
 from raftlog.groups.offsets_log import OffsetsLog
 from raftlog.groups.rebalance import Rebalancer, answer_sync
+from raftlog.groups.records import (
+    ShareGroupMetadataValue,
+    share_group_metadata_key,
+    share_group_metadata_value,
+)
 from raftlog.groups.results import (
     CommitOffset,
     DeletedGroup,
@@ -39,7 +44,12 @@ from raftlog.groups.results import (
     OffsetFetchResult,
     SyncResult,
 )
-from raftlog.share.membership import HeartbeatResult, ShareGroups, ShareGroupSettings
+from raftlog.share.membership import (
+    HeartbeatResult,
+    ShareGroupDescription,
+    ShareGroups,
+    ShareGroupSettings,
+)
 
 E = ErrorCode
 EMPTY = GroupState.EMPTY
@@ -47,6 +57,13 @@ PREPARING = GroupState.PREPARING_REBALANCE
 COMPLETING = GroupState.COMPLETING_REBALANCE
 STABLE = GroupState.STABLE
 DEAD = GroupState.DEAD
+
+
+SHARE_TYPE = "share"  # ListGroups' group type and protocol type of a share group
+
+
+async def _nothing_to_delete(_group_id: str) -> ErrorCode:
+    return ErrorCode.none
 
 
 class GroupCoordinator:
@@ -58,20 +75,26 @@ class GroupCoordinator:
         clock: Clock = LOOP_CLOCK,
         topic_partitions: Callable[[str], int | None] = lambda _name: None,
         share_settings: Callable[[str], ShareGroupSettings] = lambda _g: ShareGroupSettings(),
+        delete_share_state: Callable[[str], Awaitable[ErrorCode]] = _nothing_to_delete,
     ) -> None:
         """topic_partitions(name): a topic's partition count (None: no such topic), for the
-        share groups' assignments; share_settings(group): their heartbeat and session."""
+        share groups' assignments; share_settings(group): their heartbeat and session;
+        delete_share_state(group): drops a deleted share group's partition states, wherever
+        their partitions are led."""
         self.node_id = node_id
         self.config = config
         self._clock = clock
         self._manager = GroupMetadataManager(config, clock=clock)
         self._rebalance = Rebalancer(config, clock)
         self._joins = Joiner(self._rebalance)
-        # Share groups (KIP-932) share the classic groups' coordinators and id space; their
-        # membership is held in memory (members rejoin a new coordinator).
+        # Share groups (KIP-932) share the classic groups' coordinators and id space. That a
+        # group exists is written (ShareGroupMetadata); its membership is held in memory
+        # (members rejoin a new coordinator).
         self.share_groups = ShareGroups(
             topic_partitions, clock, share_settings, is_classic_group=self._is_classic_group
         )
+        self.share_groups.on_created.append(self._share_group_created)
+        self._delete_share_state = delete_share_state
 
     # ------------------------------------------------------------------ partitions
 
@@ -82,7 +105,9 @@ class GroupCoordinator:
         """This node now leads `__consumer_offsets` partition `index`: rebuild its groups from
         the log; until that is done their requests get COORDINATOR_LOAD_IN_PROGRESS."""
         self.detach(index)
-        self._manager.attach(index, offsets_log, self._rebalance.group_loaded)
+        self._manager.attach(
+            index, offsets_log, self._rebalance.group_loaded, self.share_groups.restore
+        )
 
     def detach(self, index: int) -> None:
         """Leadership of partition `index` is gone: forget its groups and answer every request
@@ -98,6 +123,56 @@ class GroupCoordinator:
         self.share_groups.close()
 
     # ------------------------------------------------------------------ share groups
+
+    def _share_group_created(self, group_id: str, epoch: int) -> None:
+        """Written so a new coordinator knows the group (ListGroups, DeleteGroups) before any
+        member rejoins it; a failed write costs only that."""
+        shard = self._manager.lookup(group_id)
+        if isinstance(shard, ErrorCode):
+            return
+        record = (
+            share_group_metadata_key(group_id),
+            share_group_metadata_value(ShareGroupMetadataValue(epoch)),
+        )
+        shard.append([record], lambda _error: None)
+
+    async def _delete_share_group(self, group_id: str) -> ErrorCode:
+        """Kafka's rules: only an empty group; its partition states go first, then its record."""
+        shard = self._manager.lookup(group_id)
+        if isinstance(shard, ErrorCode):
+            return shard
+        description = self.share_groups.describe(group_id)
+        if description is None:
+            return E.group_id_not_found
+        if description.members:
+            return E.non_empty_group
+        error = await self._delete_share_state(group_id)
+        if error is not E.none:
+            return error
+        if self.share_groups.delete(group_id) is not E.none:
+            return E.non_empty_group  # a member joined meanwhile: its state starts afresh
+        return await shard.append([(share_group_metadata_key(group_id), None)], lambda _e: None)
+
+    def describe_share_groups(
+        self, group_ids: Sequence[str]
+    ) -> list[tuple[str, ErrorCode, str | None, ShareGroupDescription | None]]:
+        """ShareGroupDescribe: (group, error, message, description) per group asked for."""
+        described: list[tuple[str, ErrorCode, str | None, ShareGroupDescription | None]] = []
+        for group_id in group_ids:
+            shard = self._manager.lookup(group_id)
+            if isinstance(shard, ErrorCode):
+                described.append((group_id, shard, None, None))
+                continue
+            description = self.share_groups.describe(group_id)
+            if description is not None:
+                described.append((group_id, E.none, None, description))
+            elif group_id in shard.groups:
+                message = f"Group {group_id} is not a share group."
+                described.append((group_id, E.group_id_not_found, message, None))
+            else:
+                message = f"Group {group_id} not found."
+                described.append((group_id, E.group_id_not_found, message, None))
+        return described
 
     def _is_classic_group(self, group_id: str) -> bool:
         shard = self._manager.lookup(group_id)
@@ -337,7 +412,12 @@ class GroupCoordinator:
         return await self._manager.fetch_offsets(group_id, partitions)
 
     async def delete_groups(self, group_ids: Sequence[str]) -> list[DeletedGroup]:
-        return await self._manager.delete_groups(group_ids)
+        share = [g for g in group_ids if self.share_groups.has_group(g)]
+        classic = [g for g in group_ids if g not in share]
+        deleted = {d.group_id: d for d in await self._manager.delete_groups(classic)}
+        for group_id in share:
+            deleted[group_id] = DeletedGroup(group_id, await self._delete_share_group(group_id))
+        return [deleted[g] for g in group_ids]
 
     # ------------------------------------------------------------------ ListGroups, DescribeGroups
 
@@ -348,10 +428,18 @@ class GroupCoordinator:
         DescribeGroups' names; every group here is of type "classic")."""
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return ListGroupsResult(E.none)
         error = E.none
         groups = []
+        if not wanted_types or SHARE_TYPE in wanted_types:
+            for group_id in self.share_groups.group_ids():
+                described = self.share_groups.describe(group_id)
+                if described is None or (
+                    wanted_states and described.state.lower() not in wanted_states
+                ):
+                    continue
+                groups.append(ListedGroup(group_id, SHARE_TYPE, described.state, SHARE_TYPE))
+        if wanted_types and "classic" not in wanted_types:
+            return ListGroupsResult(error, tuple(groups))
         for shard in self._manager.shards():
             if shard.loading:
                 error = E.coordinator_load_in_progress
@@ -371,6 +459,14 @@ class GroupCoordinator:
             group = None if isinstance(shard, ErrorCode) else shard.groups.get(group_id)
             if isinstance(shard, ErrorCode):
                 described.append(DescribedGroup(group_id, shard))
+            elif self.share_groups.has_group(group_id):  # Kafka: ShareGroupDescribe is for it
+                described.append(
+                    DescribedGroup(
+                        group_id,
+                        E.group_id_not_found,
+                        error_message=f"Group {group_id} is not a classic group.",
+                    )
+                )
             elif group is None or group.state is DEAD:
                 described.append(DescribedGroup(group_id, E.group_id_not_found))
             else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 from raftlog.groups.group import Group, TopicPartition
 from raftlog.groups.offsets_log import OffsetsLog
@@ -15,9 +16,11 @@ from raftlog.groups.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     RecordError,
+    ShareGroupMetadataKey,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
+    decode_share_group_metadata_value,
 )
 
 log = logging.getLogger(__name__)
@@ -27,13 +30,18 @@ LOAD_YIELD_EVERY = 1000  # records replayed between yields to the loop while loa
 Committed = dict[TopicPartition, OffsetCommitValue]
 
 
-async def replay(
-    offsets_log: OffsetsLog,
-) -> tuple[dict[str, GroupMetadataValue], dict[str, Committed]]:
+@dataclass(slots=True)
+class Replayed:
+    metadata: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    offsets: defaultdict[str, Committed] = field(default_factory=lambda: defaultdict(dict))
+    share_groups: dict[str, int] = field(default_factory=dict)  # share group -> epoch
+
+
+async def replay(offsets_log: OffsetsLog) -> Replayed:
     """The latest record per key wins, a tombstone deletes; a partition of millions of records
     yields to the loop as it goes, and an undecodable record is skipped, not fatal."""
-    metadata: dict[str, GroupMetadataValue] = {}
-    offsets: defaultdict[str, Committed] = defaultdict(dict)
+    found = Replayed()
+    metadata, offsets, share_groups = found.metadata, found.offsets, found.share_groups
     for count, (offset, key, value) in enumerate(offsets_log.read_committed(), 1):
         if count % LOAD_YIELD_EVERY == 0:
             await asyncio.sleep(0)
@@ -50,6 +58,11 @@ async def replay(
                     metadata.pop(parsed.group, None)
                 else:
                     metadata[parsed.group] = decode_group_metadata_value(value)
+            elif isinstance(parsed, ShareGroupMetadataKey):
+                if value is None:
+                    share_groups.pop(parsed.group, None)
+                else:
+                    share_groups[parsed.group] = decode_share_group_metadata_value(value).epoch
         except RecordError as exc:
             log.warning(
                 "__consumer_offsets-%d offset %d: skipping an undecodable record: %s",
@@ -57,7 +70,7 @@ async def replay(
                 offset,
                 exc,
             )
-    return metadata, offsets
+    return found
 
 
 def build_groups(

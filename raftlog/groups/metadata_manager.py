@@ -65,12 +65,19 @@ class GroupMetadataManager:
     def shards(self) -> Iterable[Shard]:
         return self._shards.values()
 
-    def attach(self, index: int, offsets_log: OffsetsLog, on_loaded: GroupLoaded) -> None:
+    def attach(
+        self,
+        index: int,
+        offsets_log: OffsetsLog,
+        on_loaded: GroupLoaded,
+        share_loaded: Callable[[str, int], None] = lambda _g, _epoch: None,
+    ) -> None:
         """This node now leads `__consumer_offsets` partition `index`: rebuild its groups from
-        the log; until that is done their requests get COORDINATOR_LOAD_IN_PROGRESS."""
+        the log (share groups: share_loaded(group, epoch)); until that is done their requests
+        get COORDINATOR_LOAD_IN_PROGRESS."""
         shard = Shard(index, offsets_log)
         self._shards[index] = shard
-        shard.spawn(self._load(shard, on_loaded))
+        shard.spawn(self._load(shard, on_loaded, share_loaded))
 
     def detach(self, index: int, on_unloaded: GroupUnloaded) -> None:
         """Leadership of partition `index` is gone: forget its groups, after `on_unloaded` has
@@ -87,12 +94,16 @@ class GroupMetadataManager:
         for index in list(self._shards):
             self.detach(index, on_unloaded)
 
-    async def _load(self, shard: Shard, on_loaded: GroupLoaded) -> None:
+    async def _load(
+        self, shard: Shard, on_loaded: GroupLoaded, share_loaded: Callable[[str, int], None]
+    ) -> None:
         started = time.monotonic()  # how long the replay really took, whatever the clock
-        metadata, offsets = await replay(shard.log)
-        shard.groups.update(build_groups(metadata, offsets, now_ms(self._clock)))
+        found = await replay(shard.log)
+        shard.groups.update(build_groups(found.metadata, found.offsets, now_ms(self._clock)))
         for group in shard.groups.values():
             on_loaded(shard, group)
+        for group_id, epoch in found.share_groups.items():
+            share_loaded(group_id, epoch)
         shard.loading = False
         log.info(
             "coordinating __consumer_offsets-%d: %d groups loaded in %.3fs",

@@ -3,7 +3,9 @@ consume and decode the topic (schemas: apache/kafka group-coordinator/src/main/r
 common/message/{OffsetCommitKey,OffsetCommitValue,GroupMetadataKey,GroupMetadataValue}.json).
 
 A key is an int16 version followed by its struct: versions 0 and 1 are OffsetCommitKey, 2 is
-GroupMetadataKey, 3+ belong to newer group protocols and are skipped by readers. A value is an
+GroupMetadataKey, 11 is ShareGroupMetadataKey (a share group exists, KIP-932: its value is
+ShareGroupMetadataValue v0, flexible); the other versions past 2 belong to newer group
+protocols and are skipped by readers. A value is an
 int16 version followed by its struct; version 4 of both values is flexible (compact lengths,
 tagged fields). A null value is a tombstone. Written: key v1/v2, values v3.
 """
@@ -17,6 +19,7 @@ from epoch import NO_EPOCH
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
+SHARE_GROUP_METADATA_KEY_VERSION = 11
 VALUE_VERSION = 3  # written for both values
 FLEXIBLE_VERSION = 4  # first flexible version of both values
 MAX_VALUE_VERSION = 4
@@ -40,6 +43,20 @@ class OffsetCommitKey:
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey:
     group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataValue:
+    epoch: int
+    metadata_hash: int = 0  # Kafka's hash of the subscribed topics; raftlog writes 0
+
+
+Key = OffsetCommitKey | GroupMetadataKey | ShareGroupMetadataKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +117,15 @@ def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
 
 def group_metadata_key(group: str) -> bytes:
     return _I16.pack(GROUP_METADATA_KEY_VERSION) + _string(group)
+
+
+def share_group_metadata_key(group: str) -> bytes:
+    return _I16.pack(SHARE_GROUP_METADATA_KEY_VERSION) + _string(group)
+
+
+def share_group_metadata_value(value: ShareGroupMetadataValue) -> bytes:
+    """ShareGroupMetadataValue v0 (flexible): epoch, metadata hash, no tagged fields."""
+    return _I16.pack(0) + _I32.pack(value.epoch) + _I64.pack(value.metadata_hash) + b"\x00"
 
 
 def offset_commit_value(value: OffsetCommitValue) -> bytes:
@@ -221,14 +247,17 @@ class _Reader:
             raise RecordError(f"{len(self._data) - self._pos} bytes after the last field")
 
 
-def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
-    """The key's struct; None for key versions 3+ (newer group protocols), which are skipped."""
+def decode_key(data: bytes) -> Key | None:
+    """The key's struct; None for the other key versions past 2 (newer group protocols),
+    which are skipped."""
     r = _Reader(data)
     version = r.int16()
     if version in (0, 1):
-        key: OffsetCommitKey | GroupMetadataKey = OffsetCommitKey(r.string(), r.string(), r.int32())
+        key: Key = OffsetCommitKey(r.string(), r.string(), r.int32())
     elif version == GROUP_METADATA_KEY_VERSION:
         key = GroupMetadataKey(r.string())
+    elif version == SHARE_GROUP_METADATA_KEY_VERSION:
+        key = ShareGroupMetadataKey(r.string())
     elif version > GROUP_METADATA_KEY_VERSION:
         return None
     else:
@@ -297,14 +326,29 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     )
 
 
+def decode_share_group_metadata_value(data: bytes) -> ShareGroupMetadataValue:
+    """ShareGroupMetadataValue v0 (flexible)."""
+    r = _Reader(data)
+    version = r.int16()
+    if version != 0:
+        raise RecordError(f"ShareGroupMetadataValue version {version} is not 0")
+    r.flexible = True
+    value = ShareGroupMetadataValue(r.int32(), r.int64())
+    r.tagged_fields()
+    r.end()
+    return value
+
+
 def decode_value(
-    key: OffsetCommitKey | GroupMetadataKey | None, data: bytes | None
-) -> OffsetCommitValue | GroupMetadataValue | None:
+    key: Key | None, data: bytes | None
+) -> OffsetCommitValue | GroupMetadataValue | ShareGroupMetadataValue | None:
     """The value of a record whose key decoded to `key`; None for a tombstone or a skipped key."""
     if data is None or key is None:
         return None
     if isinstance(key, OffsetCommitKey):
         return decode_offset_commit_value(data)
+    if isinstance(key, ShareGroupMetadataKey):
+        return decode_share_group_metadata_value(data)
     return decode_group_metadata_value(data)
 
 

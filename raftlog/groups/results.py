@@ -116,6 +116,7 @@ class DescribedGroup:
     protocol_type: str = ""
     protocol_data: str = ""  # the chosen protocol when Stable
     members: tuple[DescribedMember, ...] = ()
+    error_message: str | None = None  # DescribeGroups v6+
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,24 +43,32 @@ class _Held:
     """One group's state of one partition, tied to the leadership (partition, epoch) it was
     built under: another leader's state is not this one's."""
 
-    __slots__ = ("state", "partition", "epoch", "timer", "due")
+    __slots__ = ("state", "partition", "epoch", "incarnation", "timer", "due")
 
-    def __init__(self, state: SharePartitionState, partition: Partition, epoch: int) -> None:
+    def __init__(
+        self, state: SharePartitionState, partition: Partition, epoch: int, incarnation: int
+    ) -> None:
         self.state = state
         self.partition = partition
         self.epoch = epoch
+        self.incarnation = incarnation
         self.timer: Timer | None = None
         self.due: float | None = None
 
 
 class ShareManager:
     def __init__(
-        self, group_config: Callable[[str], Mapping[str, str]], clock: Clock = LOOP_CLOCK
+        self,
+        group_config: Callable[[str], Mapping[str, str]],
+        clock: Clock = LOOP_CLOCK,
+        incarnation: Callable[[str], int] = lambda _group: 0,
     ) -> None:
         """group_config(group id) -> every group setting's effective value
-        (raftlog.group_config.values)."""
+        (raftlog.group_config.values); incarnation(group id) -> how often it was deleted
+        (the controller's count): a state of an older incarnation is not taken up."""
         self._group_config = group_config
         self._clock = clock
+        self._incarnation = incarnation
         self.sessions = ShareSessions(
             clock=clock.now, on_evict=lambda s: self.release(s.group_id, s.member_id)
         )
@@ -89,7 +97,11 @@ class ShareManager:
         held = self._held.get((group_id, key))
         if held is None:
             return None
-        if held.partition is partition and held.epoch == partition.leader_epoch:
+        if (
+            held.partition is partition
+            and held.epoch == partition.leader_epoch
+            and held.incarnation == self._incarnation(group_id)
+        ):
             held.state.limits = self.limits(group_id)
             return held
         self._drop(group_id, key, held)
@@ -114,12 +126,15 @@ class ShareManager:
         if not partition.term_committed:
             return
         epoch = partition.leader_epoch
+        incarnation = self._incarnation(group_id)
         stored = partition.share_state(group_id)
-        if stored is not None:
+        if stored is not None and stored.incarnation > incarnation:
+            return  # this node has not yet heard of the deletion another leader acted on
+        if stored is not None and stored.incarnation == incarnation:
             state = SharePartitionState.restore(
                 stored.start_offset, stored.runs(), self.limits(group_id)
             )
-            self._held[(group_id, key)] = _Held(state, partition, epoch)
+            self._held[(group_id, key)] = _Held(state, partition, epoch, incarnation)
             log.info(
                 "share group %s resumes %s-%d at offset %d", group_id, *key, state.start_offset
             )
@@ -139,12 +154,13 @@ class ShareManager:
             start = partition.high_watermark
         # Committed first: a new leader must not start again from a later high watermark
         # and skip what this one handed out.
-        if await partition.write_share(ShareUpdate(group_id, start)) is not ErrorCode.none:
+        begun = ShareUpdate(group_id, start, incarnation=incarnation)
+        if await partition.write_share(begun) is not ErrorCode.none:
             return
         if partition.leader_epoch != epoch or self._current(group_id, key, partition):
             return  # leadership moved, or another fetch started it meanwhile
         state = SharePartitionState(start, self.limits(group_id))
-        self._held[(group_id, key)] = _Held(state, partition, epoch)
+        self._held[(group_id, key)] = _Held(state, partition, epoch, incarnation)
         log.info("share group %s starts %s-%d at offset %d (%s)", group_id, *key, start, reset)
 
     def _drop(self, group_id: str, key: Key, held: _Held) -> None:
@@ -177,7 +193,9 @@ class ShareManager:
         if update is None:
             return _done(ErrorCode.none)
         start, runs = update
-        return held.partition.write_share(ShareUpdate(group_id, start, tuple(runs)))
+        return held.partition.write_share(
+            ShareUpdate(group_id, start, tuple(runs), incarnation=held.incarnation)
+        )
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []

@@ -31,6 +31,9 @@ LEAVE_EPOCH = -1
 ASSIGNOR_NAME = "simple"
 STATE_EMPTY = "Empty"
 STATE_STABLE = "Stable"
+# Share groups one coordinator holds (Kafka's group.share.max.groups bounds them per
+# coordinator too); each costs its members, their assignments and a session timer each.
+MAX_GROUPS = 1000
 
 Assignment = dict[str, frozenset[int]]  # topic name -> partitions
 
@@ -122,8 +125,10 @@ class ShareGroups:
         clock: Clock = LOOP_CLOCK,
         settings: Callable[[str], ShareGroupSettings] = lambda _g: ShareGroupSettings(),
         is_classic_group: Callable[[str], bool] = lambda _g: False,
+        max_groups: int = MAX_GROUPS,
     ) -> None:
         self._topic_partitions = topic_partitions
+        self._max_groups = max_groups
         self._clock = clock
         self._settings = settings
         self._is_classic_group = is_classic_group
@@ -132,6 +137,8 @@ class ShareGroups:
         # (group_id, member_id) when a member leaves or its session expires, so the share
         # partitions can release what it had acquired
         self.on_member_left: list[Callable[[str, str], None]] = []
+        # (group_id, epoch) when a group comes into being, so its existence can be written
+        self.on_created: list[Callable[[str, int], None]] = []
 
     # ---- the heartbeat
 
@@ -161,6 +168,11 @@ class ShareGroups:
                 # Kafka answers an internal error here; UNKNOWN_MEMBER_ID makes the client
                 # rejoin, which is what it must do after the coordinator moved
                 return _error(ErrorCode.unknown_member_id, _unknown(group_id, member_id))
+            if len(self._groups) >= self._max_groups:
+                return _error(
+                    ErrorCode.group_max_size_reached,
+                    f"This coordinator holds its maximum of {self._max_groups} share groups.",
+                )
             group = _Group(group_id)
         settings = self._settings(group_id)
 
@@ -180,6 +192,7 @@ class ShareGroups:
             if fenced is not None:
                 return _error(ErrorCode.fenced_member_epoch, fenced)
 
+        created = group_id not in self._groups
         self._groups.setdefault(group_id, group)
         group.members.setdefault(member_id, member)
         before = member.assigned
@@ -206,6 +219,9 @@ class ShareGroups:
             member.assigned = group.target.get(member_id, {})
 
         self._arm_session(group_id, member, settings)
+        if created:
+            for hook in self.on_created:
+                hook(group_id, group.epoch)
         # Kafka sends the assignment at a (re)join and when it changed; also when the request
         # came with an older epoch, so an answer that was lost does not leave the client on
         # its old assignment until the next change
@@ -373,6 +389,12 @@ class ShareGroups:
             return ErrorCode.non_empty_group
         del self._groups[group_id]
         return ErrorCode.none
+
+    def restore(self, group_id: str, epoch: int) -> None:
+        """A share group found in `__consumer_offsets` by a new coordinator: it exists, empty,
+        until its members rejoin (they get UNKNOWN_MEMBER_ID here first)."""
+        if group_id not in self._groups:
+            self._groups[group_id] = _Group(group_id, epoch=epoch, assignment_epoch=epoch)
 
     def forget(self, group_id: str) -> None:
         """This node no longer coordinates the group: its members rejoin the new coordinator

@@ -43,6 +43,7 @@ class ShareUpdate:
     start_offset: int
     runs: tuple[Run, ...] = ()
     deleted: bool = False
+    incarnation: int = 0  # how often the group was deleted before (controller)
 
 
 @dataclass(slots=True)
@@ -52,6 +53,7 @@ class StoredShare:
 
     start_offset: int
     records: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> state, count
+    incarnation: int = 0
 
     def runs(self) -> list[Run]:
         """Ascending runs of contiguous offsets with one (state, count)."""
@@ -67,6 +69,13 @@ class StoredShare:
         return runs
 
     def apply(self, update: ShareUpdate) -> None:
+        """A later incarnation (the group was deleted and used again) starts over; an earlier
+        one is a deposed leader's late word and changes nothing."""
+        if update.incarnation < self.incarnation:
+            return
+        if update.incarnation > self.incarnation:
+            self.incarnation, self.start_offset = update.incarnation, update.start_offset
+            self.records.clear()
         start = max(self.start_offset, update.start_offset)
         records = self.records
         if start > self.start_offset:
@@ -83,7 +92,10 @@ class StoredShare:
 
 def encode(updates: Iterable[ShareUpdate]) -> bytes:
     packed: bytes = msgpack.packb(
-        [[u.group_id, u.start_offset, [list(r) for r in u.runs], u.deleted] for u in updates]
+        [
+            [u.group_id, u.start_offset, [list(r) for r in u.runs], u.deleted, u.incarnation]
+            for u in updates
+        ]
     )
     return SHARE_PREFIX + packed
 
@@ -91,8 +103,8 @@ def encode(updates: Iterable[ShareUpdate]) -> bytes:
 def decode(command: bytes | memoryview) -> list[ShareUpdate]:
     fields = msgpack.unpackb(bytes(command[1:]))
     return [
-        ShareUpdate(group, start, tuple((a, b, c, d) for a, b, c, d in runs), deleted)
-        for group, start, runs, deleted in fields
+        ShareUpdate(group, start, tuple((a, b, c, d) for a, b, c, d in runs), deleted, incarnation)
+        for group, start, runs, deleted, incarnation in fields
     ]
 
 
@@ -125,7 +137,9 @@ class ShareStore:
                 continue
             stored = self._groups.get(update.group_id)
             if stored is None:
-                stored = self._groups[update.group_id] = StoredShare(update.start_offset)
+                stored = self._groups[update.group_id] = StoredShare(
+                    update.start_offset, incarnation=update.incarnation
+                )
             stored.apply(update)
 
     # --- persistence -----------------------------------------------------------------------
@@ -133,15 +147,18 @@ class ShareStore:
     def dump(self) -> list[Any]:
         return [
             self.applied,
-            [[g, s.start_offset, [list(r) for r in s.runs()]] for g, s in self._groups.items()],
+            [
+                [g, s.start_offset, [list(r) for r in s.runs()], s.incarnation]
+                for g, s in self._groups.items()
+            ],
         ]
 
     @classmethod
     def undump(cls, data: list[Any]) -> ShareStore:
         store = cls()
         store.applied, groups = data
-        for group_id, start, runs in groups:
-            store._groups[group_id] = stored = StoredShare(start)
+        for group_id, start, runs, incarnation in groups:
+            store._groups[group_id] = stored = StoredShare(start, incarnation=incarnation)
             for first, last, state, count in runs:
                 for offset in range(first, last + 1):
                     stored.records[offset] = (state, count)

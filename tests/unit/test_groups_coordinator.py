@@ -833,3 +833,55 @@ async def test_offsets_of_empty_groups_expire(clock):
     assert [g.group_id for g in (await coord.list_groups()).groups] == ["live"]
     fresh, _ = await coordinator(clock, log)
     assert [g.group_id for g in (await fresh.list_groups()).groups] == ["live"]
+
+
+# --------------------------------------------------------------------------- share groups
+
+
+def share_join(coord: GroupCoordinator, group: str = "s", member: str = "m1") -> None:
+    result = coord.share_heartbeat(group, member, 0, None, ["t"], "c", HOST)
+    assert result.error is E.none
+
+
+async def test_a_share_group_is_written_listed_and_known_to_the_next_coordinator(clock) -> None:
+    deleted: list[str] = []
+
+    async def delete_state(group_id: str) -> ErrorCode:
+        deleted.append(group_id)
+        return E.none
+
+    coord, log = await coordinator(clock)
+    share_join(coord)
+    await settle()
+    assert log.decoded() == [(R.ShareGroupMetadataKey("s"), R.ShareGroupMetadataValue(1))]
+    listed = await coord.list_groups()
+    assert [(g.group_id, g.group_type, g.protocol_type, g.state) for g in listed.groups] == [
+        ("s", "share", "share", "Stable")
+    ]
+    assert (await coord.list_groups(types=["classic"])).groups == ()
+    (described,) = await coord.describe_groups(["s"])
+    assert described.error is E.group_id_not_found
+    assert described.error_message == "Group s is not a classic group."
+    # a new coordinator (the partition moved): the group exists, empty, until members rejoin
+    coord.close()
+    successor = GroupCoordinator(1, config(), clock=clock, delete_share_state=delete_state)
+    successor.attach(log.index, log)
+    await settle()
+    (_, error, _, found) = successor.describe_share_groups(["s"])[0]
+    assert error is E.none and found is not None and found.state == "Empty"
+    assert (await successor.list_groups(types=["share"])).groups[0].state == "Empty"
+    (gone,) = await successor.delete_groups(["s"])
+    assert gone.error is E.none and deleted == ["s"]
+    assert log.decoded()[-1] == (R.ShareGroupMetadataKey("s"), None)  # the tombstone
+    assert successor.describe_share_groups(["s"])[0][1] is E.group_id_not_found
+
+
+async def test_a_share_group_with_members_is_not_deleted(clock) -> None:
+    coord, _ = await coordinator(clock)
+    share_join(coord)
+    (result,) = await coord.delete_groups(["s"])
+    assert result.error is E.non_empty_group
+    assert coord.describe_share_groups(["nope"])[0][1:3] == (
+        E.group_id_not_found,
+        "Group nope not found.",
+    )

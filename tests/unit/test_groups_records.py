@@ -104,10 +104,20 @@ def test_round_trips_and_the_independent_decoder_agrees():
 def test_key_versions():
     v0 = struct.pack(">h", 0) + hexbytes("00 01 67 00 01 74 00 00 00 02")
     assert R.decode_key(v0) == R.OffsetCommitKey("g", "t", 2)
-    # 3+ belong to newer group protocols (consumer groups, share groups...): skipped.
+    # 3+ belong to newer group protocols (consumer groups...): skipped, but for 11, the
+    # ShareGroupMetadataKey raftlog writes for share groups.
     assert R.decode_key(hexbytes("00 03 00 01 67 00 00")) is None
-    assert R.decode_key(hexbytes("00 0b 00 01 67")) is None
+    assert R.decode_key(hexbytes("00 0b 00 01 67")) == R.ShareGroupMetadataKey("g")
     assert R.decode_value(None, b"whatever") is None
+
+
+def test_share_group_metadata_is_kafkas_version_0_value():
+    key = R.share_group_metadata_key("g")
+    assert key == hexbytes("00 0b 00 01 67")
+    value = R.share_group_metadata_value(R.ShareGroupMetadataValue(7))
+    # version 0, epoch, metadata hash, no tagged fields (flexible)
+    assert value == hexbytes("00 00 00 00 00 07 00 00 00 00 00 00 00 00 00")
+    assert R.decode_value(R.decode_key(key), value) == R.ShareGroupMetadataValue(7, 0)
 
 
 def test_older_offset_values():

@@ -382,6 +382,7 @@ CONTROLLER_COMMANDS = [
     "register_node",
     "set_topic_configs",
     "store_group_configs",
+    "store_share_group_deletion",
 ]
 
 

@@ -267,3 +267,19 @@ async def test_a_new_leader_hands_out_nothing_before_its_term_is_committed(rig: 
     rig.node = await rig.replicas.leader(among=(f1,))
     assert rig.p.share_state("g").start_offset == 10  # type: ignore[union-attr]
     assert await rig.fetch("b") is None
+
+
+async def test_a_deleted_groups_state_is_not_taken_up_again(rig: Rig) -> None:
+    deletions = {"g": 0}
+    rig.managers[rig.node] = ShareManager(
+        lambda _group: gc.values(rig.configs), rig.clock, incarnation=deletions.__getitem__
+    )
+    assert len(values(await rig.fetch("a"))) == 10
+    assert await rig.ack("a", (0, 9, ACCEPT)) == ErrorCode.none
+    assert await rig.fetch("a") is None  # all done
+    deletions["g"] = 1  # DeleteGroups: the controller counts the deletion
+    again = await rig.fetch("b")  # the group starts over, from share.auto.offset.reset
+    assert counts(again) == dict.fromkeys(range(10), 1)
+    assert await rig.ack("a", (0, 9, ACCEPT)) == ErrorCode.invalid_record_state  # b holds them
+    stored = rig.p.share_state("g")
+    assert stored is not None and (stored.incarnation, stored.start_offset) == (1, 0)

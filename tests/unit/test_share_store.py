@@ -56,3 +56,16 @@ def test_a_saved_store_loads_and_only_a_newer_snapshot_replaces_it(tmp_path: Pat
     newer = ShareStore.undump(store.dump())
     newer.apply(12, encode([ShareUpdate("g", 7)]))
     assert loaded.adopt(newer) and loaded.get("g").start_offset == 7  # type: ignore[union-attr]
+
+
+def test_a_later_incarnation_starts_over_and_an_earlier_one_changes_nothing() -> None:
+    store = ShareStore()
+    store.apply(1, encode([ShareUpdate("g", 0, ((0, 4, K, 1), (6, 6, A, 3)))]))
+    # the group was deleted and used again: its new start replaces everything
+    store.apply(2, encode([ShareUpdate("g", 40, incarnation=1)]))
+    stored = store.get("g")
+    assert stored is not None and (stored.start_offset, stored.runs()) == (40, [])
+    # a deposed leader's late update of the deleted incarnation
+    store.apply(3, encode([ShareUpdate("g", 7, ((7, 9, K, 1),))]))
+    assert (stored.start_offset, stored.runs(), stored.incarnation) == (40, [], 1)
+    assert ShareStore.undump(store.dump()).get("g").incarnation == 1  # type: ignore[union-attr]

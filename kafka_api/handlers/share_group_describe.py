@@ -1,0 +1,67 @@
+"""ShareGroupDescribe (77, KIP-932): a share group's state, epochs, assignor and members with
+their subscriptions and assigned partitions, answered by the group's coordinator (admin
+clients send it there after FindCoordinator, as for DescribeGroups)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_api.codec import build, response_module
+from kafka_api.common import NO_THROTTLE
+from kafka_api.context import RequestContext
+
+API_KEY = 77
+MIN_VERSION = 1  # the version Kafka 4.1+ and its admin clients speak
+MAX_VERSION = 1
+UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's INT32_MIN: not asked for, or unknown
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    groups = []
+    for group_id, error, message, found in ctx.broker.groups.describe_share_groups(
+        request.group_ids
+    ):
+        members = ()
+        if found is not None:
+            members = tuple(
+                build(
+                    m.Member,
+                    member_id=x.member_id,
+                    rack_id=x.rack_id,
+                    member_epoch=x.member_epoch,
+                    client_id=x.client_id,
+                    client_host=x.client_host,
+                    subscribed_topic_names=x.subscribed_topic_names,
+                    assignment=m.Assignment(topic_partitions=_partitions(ctx, m, x.assignment)),
+                )
+                for x in found.members
+            )
+        groups.append(
+            build(
+                m.DescribedGroup,
+                error_code=error,
+                error_message=message,
+                group_id=group_id,
+                group_state=found.state if found is not None else "Dead",
+                group_epoch=found.group_epoch if found is not None else -1,
+                assignment_epoch=found.assignment_epoch if found is not None else -1,
+                assignor_name=found.assignor_name if found is not None else "",
+                members=members,
+                authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+            )
+        )
+    return build(m.ShareGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+def _partitions(
+    ctx: RequestContext, m: Any, assignment: dict[str, tuple[int, ...]]
+) -> tuple[Any, ...]:
+    described = []
+    for name, partitions in sorted(assignment.items()):
+        topic = ctx.broker.topic(name)
+        if topic is not None:  # deleted since it was assigned
+            described.append(
+                m.TopicPartitions(topic_id=topic.topic_id, topic_name=name, partitions=partitions)
+            )
+    return tuple(described)
