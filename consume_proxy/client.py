@@ -146,6 +146,11 @@ class ClusterClient:
         self.topic_names: dict[uuid.UUID, str] = {}
         self._refreshing: asyncio.Task[None] | None = None
 
+    @property
+    def brokers(self) -> list[int]:
+        """The node ids the last Metadata named."""
+        return sorted(self._brokers)
+
     async def connection(self, node: int | tuple[str, int]) -> Connection:
         conn = self._connections.get(node)
         if conn is None or conn.closed:

@@ -5,6 +5,7 @@ never reaches the cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -88,6 +89,15 @@ class _Handlers:
     async def cancel(self, request: web.Request) -> web.Response:
         return await self._settle(request, RELEASE)
 
+    async def _settle_one(
+        self, group: str, target: tuple[str, int, int], kind: int
+    ) -> ProxyError | None:
+        try:
+            await self._proxy.settle(group, *target, kind)
+        except ProxyError as e:
+            return e
+        return None
+
     async def _settle(self, request: web.Request, kind: int) -> web.Response:
         """One record ({topic, partition, offset}) or a batch ({records: [...]}): 200 when
         every one was settled, else the first failure's status, with each record's."""
@@ -100,16 +110,17 @@ class _Handlers:
             targets = [_target(item) for item in items]
         except ProxyError as e:
             return _error(e)
+        # all at once: a node's acknowledgements of one turn go in one ShareAcknowledge
+        outcomes = await asyncio.gather(*(self._settle_one(group, t, kind) for t in targets))
         results: list[dict[str, Any]] = []
         status = 200
-        for topic, partition, offset in targets:
+        for (topic, partition, offset), error in zip(targets, outcomes, strict=True):
             result: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset}
-            try:
-                await self._proxy.settle(group, topic, partition, offset, kind)
+            if error is None:
                 result["status"] = 200
-            except ProxyError as e:
-                result.update(status=e.status, error=e.message)
-                status = e.status if status == 200 else status
+            else:
+                result.update(status=error.status, error=error.message)
+                status = error.status if status == 200 else status
             results.append(result)
         if "records" not in body:
             if status != 200:

@@ -62,7 +62,10 @@ class _Read:
 
 @dataclass(slots=True)
 class _Group:
-    member: ShareMember
+    member: ShareMember  # reads: its fetches long-poll
+    acker: ShareMember  # settles, on connections and a session of its own, so an
+    # acknowledgement never waits behind a fetch's long poll (answers on a Kafka
+    # connection come back in request order)
     used: float
     reads: deque[_Read] = field(default_factory=deque)
     buffer: deque[tuple[float, Record]] = field(default_factory=deque)
@@ -71,7 +74,8 @@ class _Group:
 
 class ConsumeProxy:
     def __init__(self, bootstrap: list[tuple[str, int]]) -> None:
-        self.cluster = ClusterClient(bootstrap)
+        self._bootstrap = bootstrap
+        self.cluster = ClusterClient(bootstrap)  # metadata for checking requests
         self._groups: OrderedDict[str, _Group] = OrderedDict()
         self._pending: dict[tuple[str, str, int, int], asyncio.TimerHandle] = {}
         self._waiting = 0
@@ -127,7 +131,9 @@ class ConsumeProxy:
             if len(self._groups) >= MAX_GROUPS:
                 raise ProxyError(429, f"this proxy serves at most {MAX_GROUPS} share groups")
             group = self._groups[group_id] = _Group(
-                ShareMember(self.cluster, group_id), time.monotonic()
+                ShareMember(ClusterClient(self._bootstrap), group_id),
+                ShareMember(ClusterClient(self._bootstrap), group_id),
+                time.monotonic(),
             )
             if self._sweeper is None:
                 self._sweeper = asyncio.create_task(self._sweep())
@@ -189,7 +195,7 @@ class ConsumeProxy:
         self._pending.pop(key, None)
         group = self._groups.get(key[0])
         if group is not None:
-            asyncio.create_task(self._settle(group.member, key[1], key[2], key[3], RELEASE))
+            asyncio.create_task(self._settle(group.acker, key[1], key[2], key[3], RELEASE))
 
     # --- acknowledge / cancel --------------------------------------------------------------
 
@@ -204,7 +210,7 @@ class ConsumeProxy:
         timer = self._pending.pop((group_id, topic, partition, offset), None)
         if timer is not None:
             timer.cancel()
-        error = await self._settle(self._group(group_id).member, topic, partition, offset, kind)
+        error = await self._settle(self._group(group_id).acker, topic, partition, offset, kind)
         if error in (INVALID_RECORD_STATE, INVALID_REQUEST):  # past what was ever read
             raise ProxyError(
                 409,
@@ -246,12 +252,12 @@ class ConsumeProxy:
                     _, record = group.buffer.popleft()
                     asyncio.create_task(
                         self._settle(
-                            group.member, record.topic, record.partition, record.offset, RELEASE
+                            group.acker, record.topic, record.partition, record.offset, RELEASE
                         )
                     )
                 if not group.reads and not group.buffer and now - group.used > GROUP_IDLE_S:
                     del self._groups[group_id]
-                    asyncio.create_task(group.member.close())
+                    asyncio.create_task(self._close_group(group))
 
     async def close(self) -> None:
         if self._sweeper is not None:
@@ -263,10 +269,16 @@ class ConsumeProxy:
         for group in groups:
             for _, record in group.buffer:
                 await self._settle(
-                    group.member, record.topic, record.partition, record.offset, RELEASE
+                    group.acker, record.topic, record.partition, record.offset, RELEASE
                 )
-            await group.member.close()
+            await self._close_group(group)
         self.cluster.close()
+
+    @staticmethod
+    async def _close_group(group: _Group) -> None:
+        for member in (group.member, group.acker):
+            await member.close()
+            member.cluster.close()
 
 
 __all__ = ["ACCEPT", "RELEASE", "ConsumeProxy", "ProxyError"]

@@ -53,6 +53,7 @@ class AdminServer:
         )
         app.router.add_get("/v1/history", self._history)
         app.router.add_get("/v1/epochs", self._all_epochs)
+        app.router.add_get("/v1/share-groups/{group}", self._share_group)
         self._runner = web.AppRunner(app, access_log=None)
 
     @web.middleware
@@ -135,6 +136,33 @@ class AdminServer:
                 ],
             }
         )
+
+    async def _share_group(self, request: web.Request) -> web.Response:
+        """A share group's state of each partition this node leads (`raftlog share
+        describe` asks every node): start offset, records in flight by state, lag."""
+        group_id = request.match_info["group"]
+        partitions = []
+        for key, p in sorted(self._node.partitions.items()):
+            if not p.is_leader:
+                continue
+            view = self._node.share.view(group_id, key, p)
+            if view is None:
+                continue
+            done = view.counts.get("ACKNOWLEDGED", 0) + view.counts.get("ARCHIVED", 0)
+            partitions.append(
+                {
+                    "topic": key[0],
+                    "partition": key[1],
+                    "start_offset": view.start_offset,
+                    "end_offset": view.end_offset,
+                    "high_watermark": p.high_watermark,
+                    "in_flight": view.counts,
+                    # records not yet done: below the high watermark, past SPSO, not settled
+                    "lag": max(0, p.high_watermark - view.start_offset - done),
+                    "live": view.live,
+                }
+            )
+        return web.json_response({"node_id": self._node.node_id, "partitions": partitions})
 
     async def _history(self, request: web.Request) -> web.StreamResponse:
         """This node's history journal (JSON lines, schema in epoch/README.md)."""

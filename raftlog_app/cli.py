@@ -17,7 +17,7 @@ from kafka.errors import KafkaError as ClientError
 
 from raftlog import cluster
 from raftlog.config import ConfigError, NodeConfig, parse_address
-from raftlog_app import audit_cli, groups_cli
+from raftlog_app import audit_cli, groups_cli, share_cli
 from raftlog_app.process import NodeProcess, serve_proxy
 
 DEFAULT_DATA = Path("data")
@@ -110,7 +110,22 @@ def _parser() -> argparse.ArgumentParser:
     offsets_sub = offsets.add_subparsers(metavar="ACTION", required=True)
     dump = offsets_sub.add_parser("dump", help="decode every record to a JSON line")
     dump.set_defaults(run=lambda a: groups_cli.offsets_topic_dump(_bootstrap(a)))
-    for p in (create, listing, describe, glist, gdesc, dump):
+    share = sub.add_parser("share", help="list and describe share groups (KIP-932)")
+    share_sub = share.add_subparsers(metavar="ACTION", required=True)
+    slist = share_sub.add_parser("list")
+    slist.set_defaults(run=lambda a: share_cli.share_list(_bootstrap(a)))
+    sdesc = share_sub.add_parser(
+        "describe", help="members, and per partition: start offset, in flight, acked, lag"
+    )
+    sdesc.add_argument("group")
+    sdesc.add_argument(
+        "--admin", help="the nodes' admin host:port list (default: each Kafka port + 2000)"
+    )
+    sdesc.add_argument("--json", action="store_true", help="one JSON document")
+    sdesc.set_defaults(
+        run=lambda a: share_cli.share_describe(_bootstrap(a), a.group, a.admin, a.json)
+    )
+    for p in (create, listing, describe, glist, gdesc, dump, slist, sdesc):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
 

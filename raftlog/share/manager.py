@@ -22,7 +22,13 @@ from raftlog import group_config as gc
 from raftlog.broker import Partition
 from raftlog.clock import LOOP_CLOCK, Clock, Timer
 from raftlog.errors import ErrorCode, KafkaError
-from raftlog.share.partition_state import AckBatch, AcquiredRange, ShareLimits, SharePartitionState
+from raftlog.share.partition_state import (
+    AckBatch,
+    AcquiredRange,
+    RecordState,
+    ShareLimits,
+    SharePartitionState,
+)
 from raftlog.share.sessions import Key, ShareSessions
 from raftlog.share.store import ShareUpdate
 from raftlog.storage.batch import iter_batches
@@ -37,6 +43,16 @@ class Fetched:
 
     records: bytes
     acquired: list[AcquiredRange]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareView:
+    """What describe shows of one group's state of one partition this node leads."""
+
+    start_offset: int  # SPSO
+    end_offset: int  # SPEO: the last offset delivered so far (SPSO - 1: none in flight)
+    counts: dict[str, int]  # in-flight records by state name
+    live: bool  # the leader's live state (with locks), not only the committed one
 
 
 class _Held:
@@ -337,6 +353,28 @@ class ShareManager:
                 waiter.cancel()
             with contextlib.suppress(ValueError):
                 self._waiters.remove(woken)
+
+    # --- describe --------------------------------------------------------------------------
+
+    def view(self, group_id: str, key: Key, partition: Partition) -> ShareView | None:
+        """The group's state of a partition this node leads: live if a fetch took it up under
+        this leadership, else as committed (in flight shows what was written: no locks)."""
+        held = self._held.get((group_id, key))
+        if (
+            held is not None
+            and held.partition is partition
+            and held.epoch == partition.leader_epoch
+        ):
+            counts = {s.name: n for s, n in held.state.counts().items()}
+            return ShareView(held.state.start_offset, held.state.end_offset, counts, True)
+        stored = partition.share_state(group_id)
+        if stored is None or stored.incarnation != self._incarnation(group_id):
+            return None
+        counts = dict.fromkeys((s.name for s in RecordState), 0)
+        for state, _count in stored.records.values():
+            counts[RecordState(state).name] += 1
+        end = max(stored.records, default=stored.start_offset - 1)
+        return ShareView(stored.start_offset, end, counts, False)
 
     # --- leadership ------------------------------------------------------------------------
 
