@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """raftlog side by side with the peer broker Tansu: the same confluent-kafka workloads against
 Tansu (memory engine), raftlog on one node (RF 1) and on three nodes (RF 3), each started
-fresh on loopback; and raftlog3 alone with many partitions (scale). Progress on stderr, the
-tables on stdout; results.json, results.md, chart.png and scale.png in --out. Every broker
-process is stopped on the way out, also on Ctrl-C.
+fresh on loopback; raftlog3 alone for its share groups and HTTP consume proxy (queue) and
+with many partitions (scale). Progress on stderr, the tables on stdout; results.json,
+results.md, chart.png and scale.png in --out. Every broker process is stopped on the way
+out, also on Ctrl-C.
 
     .venv/bin/python -m bench.run [--quick] [--runs 3] [--systems tansu,raftlog1,raftlog3]
-        [--workloads produce,consume,latency,e2e,failover,restart,memory,partitions,scale]
-        [--scale-partitions 100,1000,3000]
+        [--workloads produce,consume,latency,e2e,failover,restart,memory,partitions,queue,scale]
+        [--queue-records 20000] [--scale-partitions 100,1000,3000]
 """
 
 from __future__ import annotations
@@ -45,10 +46,12 @@ WORKLOADS = (
     "restart",
     "memory",
     "partitions",
+    "queue",
     "scale",
 )
 DATA_WORKLOADS = {"produce", "consume", "latency", "e2e", "memory"}  # share one instance
-ONLY_ON = {"failover": "raftlog3", "restart": "raftlog1", "scale": "raftlog3"}  # others: n/a
+# others: n/a (Tansu has no share groups and no HTTP proxy, so no queue)
+ONLY_ON = {"failover": "raftlog3", "restart": "raftlog1", "queue": "raftlog3", "scale": "raftlog3"}
 # The scale clusters only: the default cap on partition replicas per node (from the file
 # descriptor budget, at most 500) would refuse the larger counts before they are measured.
 SCALE_BROKER = {"max.partition.replicas.per.node": 10000}
@@ -63,6 +66,7 @@ FULL = {
     "settle_seconds": 5,
     "scale_partitions": (100, 1000, 3000),
     "scale_records": 30000,
+    "queue_records": 20000,
 }
 QUICK = {
     "runs": 1,
@@ -75,6 +79,7 @@ QUICK = {
     "settle_seconds": 2,
     "scale_partitions": (100, 300),
     "scale_records": 10000,
+    "queue_records": 3000,
 }
 
 
@@ -131,6 +136,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="partition counts for scale, a fresh raftlog3 each (default 100,1000,3000)",
     )
     p.add_argument("--scale-records", type=int, help="records per scale produce (default 30000)")
+    p.add_argument(
+        "--queue-records", type=int, help="records of the queue topic, read by each (default 20000)"
+    )
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--tmp", type=Path, help="where the brokers' temp data dirs go")
     return p.parse_args(argv)
@@ -154,7 +162,7 @@ def settings_from(args: argparse.Namespace) -> wl.Settings:
 def _brief(result: dict) -> str:
     keys = ("mb_s", "records_s", "p50_ms", "p99_ms", "max_ms", "seconds", "lost_records")
     keys += ("rss_mb", "cpu_pct", "create_s", "idle_cpu_pct", "metadata_ms", "six_mb_s")
-    keys += ("spread_mb_s", "failover_s")
+    keys += ("spread_mb_s", "failover_s", "first_s", "redelivered")
     return ", ".join(f"{k}={result[k]:.4g}" for k in keys if result.get(k) is not None)
 
 
@@ -261,6 +269,25 @@ def scale_runs(plan: Plan, name: str, tag: str) -> dict:
     return results
 
 
+def queue_run(plan: Plan, name: str, tag: str) -> dict:
+    """{figure: result} for the queue workload on one fresh instance: the topic is produced
+    once ("fill") and every figure reads all of it."""
+    results: dict = {}
+
+    def body(steps: Steps) -> None:
+        records = plan.settings.queue_records
+        fill = steps("fill", lambda: wl.queue_fill(steps.system, records))
+        if fill is None:  # nothing to read: the figures say why
+            for key in wl.QUEUE_FIGURES:
+                results[key] = {"error": f"no queue topic: {results['fill']['error']}"}
+            return
+        for key, fn in wl.queue_figures(steps.system, records).items():
+            steps(key, fn)
+
+    session(plan, name, f"{tag} queue", results, ["fill", *wl.QUEUE_FIGURES], body)
+    return results
+
+
 def run_system(plan: Plan, name: str, tag: str) -> dict:
     """Every selected workload against `name`, on fresh instances."""
     results: dict = {}
@@ -281,6 +308,8 @@ def run_system(plan: Plan, name: str, tag: str) -> dict:
             steps(key, lambda: fn(plan, steps.system))
 
         session(plan, name, tag, results, [key], solo)
+    if "queue" in plan.workloads:
+        results["queue"] = queue_run(plan, name, tag) if name == ONLY_ON["queue"] else "n/a"
     if "scale" in plan.workloads:
         results["scale"] = scale_runs(plan, name, tag) if name == ONLY_ON["scale"] else "n/a"
     return results
@@ -389,12 +418,20 @@ def main(argv: list[str] | None = None) -> int:
         "elapsed_s": time.monotonic() - started,
         "runs": runs,
         "summary": summary,
+        "queue": report.queue_summary(runs),
         "scale": report.scale_summary(runs),
     }
     table = report.table(summary, args.systems)
     notes = report.notes(doc["settings"], settings.runs, value_text)
-    # A scale-only run leaves the main table empty: then it and its notes are left out.
+    # A queue- or scale-only run leaves the main table empty: then it and its notes go.
     main_table = [table, *notes] if summary else []
+    queue = []
+    if doc["queue"]:
+        queue = [
+            f"## queue: share groups and the HTTP consume proxy ({report.QUEUE_SYSTEM})",
+            report.queue_table(doc["queue"]),
+            *report.queue_notes(doc["settings"], doc["queue"]),
+        ]
     scale = []
     if doc["scale"]:
         scale = [
@@ -402,11 +439,12 @@ def main(argv: list[str] | None = None) -> int:
             report.scale_table(doc["scale"]),
             *report.scale_notes(doc["settings"], doc["scale"]),
         ]
-    text = "\n\n".join(["# raftlog vs Tansu", header(doc), *main_table, *scale, settings_line(doc)])
+    sections = ["# raftlog vs Tansu", header(doc), *main_table, *queue, *scale, settings_line(doc)]
+    text = "\n\n".join(sections)
     caption = "\n".join(textwrap.fill(p, 75) for p in [header(doc), *notes, settings_line(doc)])
     report.write_outputs(args.out, doc, text, caption)
     stdout = [table, "\n".join(notes)] if summary else []
-    print("\n\n".join([*stdout, *scale]), flush=True)
+    print("\n\n".join([*stdout, *queue, *scale]), flush=True)
     progress(f"done in {doc['elapsed_s']:.0f} s; results in {args.out}")
     return 1 if any(_has_errors(run["results"]) for run in runs) else 0
 

@@ -31,7 +31,8 @@ from bench.procs import (
 )
 
 SYSTEMS = ("tansu", "raftlog1", "raftlog3")
-RAFT_OFFSET, ADMIN_OFFSET = 1000, 2000  # raftlog CLI contract: ports relative to Kafka's
+# raftlog CLI contract: ports relative to Kafka's (the proxy: the HTTP consume proxy)
+RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET = 1000, 2000, 3000
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -146,7 +147,11 @@ class Raftlog(System):
         self.restarted: list[subprocess.Popen] = []
         for attempt in range(3):
             base = free_base_port(
-                [off + i for off in (0, RAFT_OFFSET, ADMIN_OFFSET) for i in range(nodes)]
+                [
+                    off + i
+                    for off in (0, RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET)
+                    for i in range(nodes)
+                ]
             )
             argv = self._cli("cluster", "up", "--nodes", str(nodes), "--kafka-port", str(base))
             argv += ["--broker", f"offsets.topic.replication.factor={min(nodes, 3)}"]
