@@ -5,12 +5,16 @@ of real processes, driven over HTTP as its users would (aiohttp's client):
 - a record left pending comes back after its pending timeout with delivery count 2, a
   cancelled one at once; at the delivery limit a record is archived and never served again;
 - what is not pending, unknown or malformed gets a clear 4xx;
-- a native share consumer (confluent-kafka) and the proxy share one group."""
+- a native share consumer (confluent-kafka) and the proxy share one group;
+- `raftlog proxy` runs alone, and `raftlog share list|describe` show the group."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import socket
+import subprocess
 import threading
 import time
 
@@ -23,6 +27,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+from support.cluster import raftlog_argv
 from support.share import share_consumer, share_group, share_topic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -212,3 +217,44 @@ async def test_a_native_share_consumer_and_the_proxy_share_one_group(
         await asyncio.to_thread(thread.join, 60)
     assert sorted(native + http) == sorted(v.decode() for v in values)  # each record once
     assert native and http
+
+
+async def test_a_standalone_proxy_serves_and_the_cli_describes_the_group(
+    module_cluster, proxies
+) -> None:
+    """`raftlog proxy --bootstrap` alone, a client of the cluster; its records acknowledged at
+    a node's proxy; `raftlog share list|describe` show the group and its partitions."""
+    share_topic(module_cluster, "proxy-alone", 1, 10)
+    group = share_group(module_cluster)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [*raftlog_argv(), "proxy", "--bootstrap", module_cluster.bootstrap]
+    proc = subprocess.Popen([*argv, "--listen", f"127.0.0.1:{port}"], env=module_cluster.env)
+    try:
+        alone = f"http://127.0.0.1:{port}/v1/share/{group}/read"
+        records: list[dict] = []
+        deadline = time.monotonic() + DEADLINE
+        while not records and time.monotonic() < deadline:
+            try:
+                body = {"topic": "proxy-alone", "max_records": 4, "timeout_ms": 2000}
+                async with proxies.session.post(alone, json=body) as answer:
+                    records = (await answer.json())["records"]
+            except aiohttp.ClientConnectionError:
+                await asyncio.sleep(0.2)  # still starting
+        assert [r["offset"] for r in records] == [0, 1, 2, 3]
+        for record in records[:2]:  # acknowledged at node 1's proxy, not the one that read
+            assert (await proxies.settle("acknowledge", group, record, 0))[0] == 200
+        listed = module_cluster.cli("share", "list", "--bootstrap", module_cluster.bootstrap)
+        assert [group, "Stable"] in [line.split() for line in listed.stdout.splitlines()]
+        described = module_cluster.cli(
+            "share", "describe", group, "--json", "--bootstrap", module_cluster.bootstrap
+        )
+        doc = json.loads(described.stdout)
+        assert doc["state"] == "Stable" and doc["members"]
+        (partition,) = doc["partitions"]
+        assert (partition["start_offset"], partition["high_watermark"]) == (2, 10)
+        assert partition["in_flight"]["ACQUIRED"] == 2 and partition["lag"] == 8
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0  # a clean stop on SIGTERM
