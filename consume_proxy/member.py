@@ -195,39 +195,22 @@ class ShareMember:
         async with self._node_locks[node]:
             conn = await self.cluster.connection(node)
             epoch = self._sessions.get(node, 0)
-            answer = await conn.request(
+            topics_wanted = tuple(
                 make(
-                    fetch_req.ShareFetchRequest,
-                    group_id=self.group_id,
-                    member_id=self.member_id,
-                    share_session_epoch=epoch,
-                    max_wait=datetime.timedelta(milliseconds=wait_ms),
-                    min_bytes=1,
-                    max_bytes=FETCH_MAX_BYTES,
-                    max_records=max_records,
-                    batch_size=max_records,
-                    # exactly what the waiting reads want: a record fetched for nobody would
-                    # be given back with its delivery counted
-                    share_acquire_mode=RECORD_LIMIT,
-                    is_renew_ack=False,
-                    topics=tuple(
+                    fetch_req.FetchTopic,
+                    topic_id=self.cluster.topics[t].topic_id,
+                    partitions=tuple(
                         make(
-                            fetch_req.FetchTopic,
-                            topic_id=self.cluster.topics[t].topic_id,
-                            partitions=tuple(
-                                make(
-                                    fetch_req.FetchPartition,
-                                    partition_index=p,
-                                    acknowledgement_batches=(),
-                                )
-                                for p in ps
-                            ),
+                            fetch_req.FetchPartition, partition_index=p, acknowledgement_batches=()
                         )
-                        for t, ps in topics.items()
-                        if t in self.cluster.topics
+                        for p in ps
                     ),
-                    forgotten_topics_data=(),
-                ),
+                )
+                for t, ps in topics.items()
+                if t in self.cluster.topics
+            )
+            answer = await conn.request(
+                self._fetch_request(epoch, wait_ms, max_records, topics_wanted),
                 timeout=wait_ms / 1000 + 30,
             )
             if not self._session_step(node, epoch, answer.error_code):
@@ -247,6 +230,27 @@ class ShareMember:
         if stale:
             await self.cluster.refresh()
         return records
+
+    def _fetch_request(
+        self, epoch: int, wait_ms: int, max_records: int, topics: tuple[object, ...]
+    ) -> fetch_req.ShareFetchRequest:
+        return make(
+            fetch_req.ShareFetchRequest,
+            group_id=self.group_id,
+            member_id=self.member_id,
+            share_session_epoch=epoch,
+            max_wait=datetime.timedelta(milliseconds=wait_ms),
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            max_records=max_records,
+            batch_size=max_records,
+            # exactly what the waiting reads want: a record fetched for nobody would be given
+            # back with its delivery counted
+            share_acquire_mode=RECORD_LIMIT,
+            is_renew_ack=False,
+            topics=topics,
+            forgotten_topics_data=(),
+        )
 
     def _session_step(self, node: int, epoch: int, error: int) -> bool:
         """Moves the node's session epoch on after an answer; a lost session starts over."""
@@ -306,23 +310,7 @@ class ShareMember:
         async with self._node_locks[node]:
             conn = await self.cluster.connection(node)
             if self._sessions.get(node, 0) == 0:  # a session to acknowledge in, fetching nothing
-                opened = await conn.request(
-                    make(
-                        fetch_req.ShareFetchRequest,
-                        group_id=self.group_id,
-                        member_id=self.member_id,
-                        share_session_epoch=0,
-                        max_wait=datetime.timedelta(0),
-                        min_bytes=1,
-                        max_bytes=FETCH_MAX_BYTES,
-                        max_records=1,
-                        batch_size=1,
-                        share_acquire_mode=RECORD_LIMIT,
-                        is_renew_ack=False,
-                        topics=(),
-                        forgotten_topics_data=(),
-                    )
-                )
+                opened = await conn.request(self._fetch_request(0, 0, 1, ()))
                 if not self._session_step(node, 0, opened.error_code):
                     return dict.fromkeys(pending, opened.error_code or SHARE_SESSION_NOT_FOUND)
             epoch = self._sessions[node]

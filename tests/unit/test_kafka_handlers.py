@@ -907,18 +907,16 @@ async def test_describe_configs_of_a_group():
 # --------------------------------------------------------------------------- ShareFetch
 
 
-async def test_a_share_session_holds_only_partitions_that_exist() -> None:
-    """A share session outlives the request that opened it: an index the topic does not have
-    is answered UNKNOWN_TOPIC_OR_PARTITION and kept out of it, so no client can grow it."""
-    broker = FakeBroker()
-    topic = broker.add_topic("a", 1)
-    broker.share = ShareManager(lambda _g: group_config.values({}))
-    m = request_module(share_fetch.API_KEY, 1)
-    request = build(
+def share_fetch_request(
+    version: int, topic_id: uuid.UUID, epoch: int, partitions: dict[int, tuple]
+) -> object:
+    """A ShareFetch of `topic_id`'s partitions, each with its acknowledgement batches."""
+    m = request_module(share_fetch.API_KEY, version)
+    return build(
         m.ShareFetchRequest,
         group_id="g",
         member_id="m",
-        share_session_epoch=0,
+        share_session_epoch=epoch,
         max_wait=timedelta(0),
         min_bytes=1,
         max_bytes=1 << 20,
@@ -926,15 +924,25 @@ async def test_a_share_session_holds_only_partitions_that_exist() -> None:
         batch_size=500,
         topics=(
             m.FetchTopic(
-                topic_id=topic.topic_id,
+                topic_id=topic_id,
                 partitions=tuple(
-                    m.FetchPartition(partition_index=i, acknowledgement_batches=())
-                    for i in (0, 7, -1, 2**31 - 1)
+                    m.FetchPartition(partition_index=i, acknowledgement_batches=acks)
+                    for i, acks in partitions.items()
                 ),
             ),
         ),
         forgotten_topics_data=(),
     )
+
+
+async def test_a_share_session_holds_only_partitions_that_exist() -> None:
+    """A share session outlives the request that opened it: an index the topic does not have
+    is answered UNKNOWN_TOPIC_OR_PARTITION and kept out of it, so no client can grow it."""
+    broker = FakeBroker()
+    topic = broker.add_topic("a", 1)
+    broker.share = ShareManager(lambda _g: group_config.values({}))
+    indexes = dict.fromkeys((0, 7, -1, 2**31 - 1), ())
+    request = share_fetch_request(1, topic.topic_id, 0, indexes)
     response = await share_fetch.handle(ctx(broker, 1), request)
     assert response.error_code == E.none
     answered = {p.partition_index: p.error_code for p in response.responses[0].partitions}
@@ -958,24 +966,7 @@ async def test_renew_is_an_acknowledgement_type_of_v2_only(version: int) -> None
     m = request_module(share_fetch.API_KEY, version)
 
     def fetch(epoch: int, acks: tuple = ()) -> object:
-        return build(
-            m.ShareFetchRequest,
-            group_id="g",
-            member_id="m",
-            share_session_epoch=epoch,
-            max_wait=timedelta(0),
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=500,
-            batch_size=500,
-            topics=(
-                m.FetchTopic(
-                    topic_id=topic.topic_id,
-                    partitions=(m.FetchPartition(partition_index=0, acknowledgement_batches=acks),),
-                ),
-            ),
-            forgotten_topics_data=(),
-        )
+        return share_fetch_request(version, topic.topic_id, epoch, {0: acks})
 
     first = await share_fetch.handle(ctx(broker, version), fetch(0))
     assert [a.first_offset for a in first.responses[0].partitions[0].acquired_records] == [0]
