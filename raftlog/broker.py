@@ -218,9 +218,6 @@ class Partition(Protocol):
     def share_state(self, group_id: str) -> StoredShare | None:
         """The group's committed share state of this partition (raftlog/share/store.py)."""
 
-    def share_groups(self) -> list[str]:
-        """The share groups with a committed state of this partition."""
-
     def write_share(self, update: ShareUpdate) -> Awaitable[ErrorCode]:
         """Replicates a share-state update; resolves to NONE once it is committed."""
 

@@ -198,9 +198,6 @@ class Partition:
         """The group's committed share state of this partition, as every replica holds it."""
         return self._shares.get(group_id)
 
-    def share_groups(self) -> list[str]:
-        return list(self._shares)
-
     def write_share(self, update: ShareUpdate) -> Awaitable[ErrorCode]:
         if not self.is_leader:
             return _done(ErrorCode.not_leader_or_follower)
@@ -317,7 +314,7 @@ class Partition:
 
     def compacting(self) -> None:
         self._save_producers()
-        self._shares.save(self._share_path)  # as of the commit index, past the cut
+        self._save_shares()  # as of the commit index, past the cut
 
     def truncated(self, removed: list[Entry], result: TruncateResult | None, reason: str) -> None:
         self.epochs.refresh(self.log.epochs())
@@ -369,7 +366,7 @@ class Partition:
         self.epochs.refresh(self.log.epochs())
         self._rebuild_producers()
         if isinstance(state, list) and self._shares.adopt(ShareStore.undump(state)):
-            self._shares.save(self._share_path)  # the window may no longer hold its commands
+            self._save_shares()  # the window may no longer hold its commands
         self._rescan_shares()
         self._record(
             history.SnapshotInstall,
@@ -424,7 +421,7 @@ class Partition:
         while self._unwritten:  # a clean stop writes every pending save (Durability.close)
             self._write(self._unwritten.popleft()[1])
         self._save_producers()
-        self._shares.save(self._share_path)
+        self._save_shares()
         self.epochs.flush()
         self.log.close()
 
@@ -449,6 +446,12 @@ class Partition:
                 state.record(header, header.base_offset)
                 offset = header.next_offset
         self._producers = state
+
+    def _save_shares(self) -> None:
+        """Only a partition that share groups read has a file (an fsync each time): the
+        thousands that none read cost nothing at compaction or shutdown."""
+        if len(self._shares) or self._share_path.exists():
+            self._shares.save(self._share_path)
 
     def _rescan_shares(self) -> None:
         """The share commands the store still lacks, from the window (at start, or after a

@@ -66,9 +66,6 @@ class FakePartition:
     def share_state(self, group_id):
         return self.shares.get(group_id)
 
-    def share_groups(self):
-        return list(self.shares)
-
     def write_share(self, update):
         self.shares.apply(self.shares.applied + 1, encode([update]))
         done = asyncio.get_running_loop().create_future()
