@@ -34,12 +34,13 @@ def test_pick_base_port_avoids_busy_and_ephemeral_ports():
     busy = set(range(20000, 26000))
     base = C.pick_base_port(3, rng=random.Random(7), is_free=lambda p: p not in busy)
     ports = C.cluster_ports(base, 3)
-    assert len(ports) == 9 and len(set(ports)) == 9
+    assert len(ports) == 12 and len(set(ports)) == 12
     assert not busy & set(ports)
     assert all(not (eph_lo <= p <= eph_hi) for p in ports)
     assert ports[:3] == [base, base + 1, base + 2]
     assert ports[3:6] == [base + 1000, base + 1001, base + 1002]
-    assert ports[6:] == [base + 2000, base + 2001, base + 2002]
+    assert ports[6:9] == [base + 2000, base + 2001, base + 2002]
+    assert ports[9:] == [base + 3000, base + 3001, base + 3002]  # the consume proxies
 
 
 def test_pick_base_port_gives_up():
