@@ -38,6 +38,8 @@ from confluent_kafka.admin import (
 
 from bench.procs import BenchError, alive, cpu_seconds, kill9, rss_mb, wait_until
 from bench.systems import Raftlog, System
+from consume_proxy.client import ClusterClient, KafkaUnavailable
+from raftlog.config import parse_address
 
 MB = 1e6  # throughput and sizes are in MB = 10^6 bytes of record values
 VALUE_POOL = 1024  # distinct values, cycled: 1 MiB apart, beyond lz4's 64 KiB window
@@ -588,17 +590,29 @@ def queue_fill(system: System, records: int) -> dict:
     system.create_topic(QUEUE_TOPIC, QUEUE_PARTITIONS)
     values = make_values(QUEUE_RECORD_BYTES)
     result = produce(system, QUEUE_TOPIC, records, "none", values)
-    admin, group = AdminClient(_client(system)), f"bench-{uuid.uuid4().hex[:8]}"
-
-    def described() -> bool:
-        # librdkafka's admin waits out its timeout when FindCoordinator still says "not
-        # available" after its retries (while __consumer_offsets is created): ask again.
-        (future,) = admin.describe_consumer_groups([group], request_timeout=2).values()
-        return future.exception(10) is None  # an unknown group is described, not an error
-
     start = time.perf_counter()
-    wait_until(described, 60, "a group coordinator")
+    asyncio.run(_find_coordinator(system.bootstrap, f"bench-{uuid.uuid4().hex[:8]}"))
     return {**result, "coordinator_s": time.perf_counter() - start}
+
+
+async def _find_coordinator(bootstrap: str, group: str, timeout: float = 60.0) -> None:
+    """FindCoordinator until one answers, with the proxy's own kio client. librdkafka's
+    admin was used here first: asked again with a short request timeout while
+    __consumer_offsets was being created, it aborted the bench process in a full run
+    (rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0' failed)."""
+    cluster = ClusterClient([parse_address(a, "bootstrap") for a in bootstrap.split(",")])
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                await cluster.coordinator(group)
+                return
+            except KafkaUnavailable:
+                if time.monotonic() > deadline:
+                    raise BenchError(f"no group coordinator within {timeout:.0f} s") from None
+                await asyncio.sleep(0.2)
+    finally:
+        cluster.close()
 
 
 def queue_figures(system: Raftlog, records: int) -> dict[str, Callable[[], dict]]:
