@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from raftlog.errors import ErrorCode
+from raftlog.share.store import Run, to_runs
 
 
 class RecordState(enum.IntEnum):
@@ -232,28 +233,27 @@ class SharePartitionState:
             counts[record.state] += 1
         return counts
 
-    def take_update(self) -> tuple[int, list[tuple[int, int, RecordState, int]]] | None:
+    def take_update(self) -> tuple[int, list[Run]] | None:
         """What the durable store lacks since the last call: SPSO and the changed offsets'
         (first, last, state, delivery count) runs; None when nothing changed. A lock does not
         outlive its leader, so ACQUIRED shows as AVAILABLE, its delivery count kept: the
         delivery may have happened, and a record that keeps killing its consumers still
-        reaches the delivery limit. Acquisitions alone are not reported, as in Kafka: a new leader hands
-        those records out again (at least once) and, if they were new, counts from 0."""
+        reaches the delivery limit. Acquisitions alone are not reported, as in Kafka: a new
+        leader hands those records out again (at least once) and, if they were new, counts
+        from 0."""
         dirty = sorted(o for o in self._dirty if o >= self._start)
         self._dirty.clear()
         if not dirty and self._start == self._reported_start:
             return None
         self._reported_start = self._start
-        runs: list[tuple[int, int, RecordState, int]] = []
-        for offset in dirty:
-            record = self._records[offset]
-            state = RecordState.AVAILABLE if record.state is RecordState.ACQUIRED else record.state
-            if runs:
-                first, last, run_state, run_count = runs[-1]
-                if last == offset - 1 and run_state is state and run_count == record.count:
-                    runs[-1] = (first, offset, state, run_count)
-                    continue
-            runs.append((offset, offset, state, record.count))
+        records = self._records
+
+        def written(offset: int) -> tuple[int, int, int]:
+            record = records[offset]
+            acquired = record.state is RecordState.ACQUIRED
+            return offset, RecordState.AVAILABLE if acquired else record.state, record.count
+
+        runs = to_runs(written(o) for o in dirty)
         return self._start, runs
 
     @classmethod

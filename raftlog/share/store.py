@@ -33,6 +33,20 @@ _DONE = frozenset((2, 4))
 Run = tuple[int, int, int, int]  # first offset, last offset, state, delivery count
 
 
+def to_runs(records: Iterable[tuple[int, int, int]]) -> list[Run]:
+    """Ascending (offset, state, count) -> runs of contiguous offsets with one (state,
+    count): the state batches of an update and of a stored state."""
+    runs: list[Run] = []
+    for offset, state, count in records:
+        if runs:
+            first, last, run_state, run_count = runs[-1]
+            if last == offset - 1 and run_state == state and run_count == count:
+                runs[-1] = (first, offset, state, count)
+                continue
+        runs.append((offset, offset, state, count))
+    return runs
+
+
 @dataclass(frozen=True, slots=True)
 class ShareUpdate:
     """One group's change to one partition: its new start offset and the offsets whose state
@@ -56,17 +70,7 @@ class StoredShare:
     incarnation: int = 0
 
     def runs(self) -> list[Run]:
-        """Ascending runs of contiguous offsets with one (state, count)."""
-        runs: list[Run] = []
-        for offset in sorted(self.records):
-            state, count = self.records[offset]
-            if runs:
-                first, last, run_state, run_count = runs[-1]
-                if last == offset - 1 and run_state == state and run_count == count:
-                    runs[-1] = (first, offset, state, count)
-                    continue
-            runs.append((offset, offset, state, count))
-        return runs
+        return to_runs((o, *self.records[o]) for o in sorted(self.records))
 
     def apply(self, update: ShareUpdate) -> None:
         """A later incarnation (the group was deleted and used again) starts over; an earlier
