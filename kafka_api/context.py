@@ -5,13 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raftlog.broker import Broker
+from raftlog.security.principal import ANONYMOUS
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Handlers shape their answer by api_version; the client fields are for logging only."""
+    """Handlers shape their answer by api_version and authorize by principal and client_host
+    (Kafka's ACL host); client_id is for logging only."""
 
     broker: Broker
     api_version: int
     client_id: str | None
     client_host: str
+    principal: str = ANONYMOUS  # "User:<name>", as Kafka's ACLs name it
+    listener: str = "PLAINTEXT"  # the listener name the request came in on

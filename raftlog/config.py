@@ -55,6 +55,10 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # Partition replicas one node may hold; -1: what its file descriptors allow (limits.py).
     "max.partition.replicas.per.node": -1,
     "connections.max.idle.ms": 600000,
+    # Authorization (raftlog/security): off while authorizer.class.name is empty, as in Kafka.
+    "authorizer.class.name": "",
+    "super.users": "",  # "User:alice;User:bob"
+    "allow.everyone.if.no.acl.found": False,
 }
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).
 TOPIC_SYNONYMS = {
@@ -103,6 +107,9 @@ def _check_broker(broker: dict[str, Any]) -> None:
         if isinstance(default, bool):
             if not isinstance(value, bool):
                 raise ConfigError(f"[broker] {name}: expected true or false, got {value!r}")
+        elif isinstance(default, str):
+            if not isinstance(value, str):
+                raise ConfigError(f"[broker] {name}: expected a string, got {value!r}")
         else:
             _whole(value, f"[broker] {name}")
 
