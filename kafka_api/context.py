@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from raftlog.broker import Broker
 from raftlog.security.principal import ANONYMOUS
+from raftlog.security.sasl import SaslSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,4 +19,4 @@ class RequestContext:
     client_id: str | None
     client_host: str
     principal: str = ANONYMOUS  # "User:<name>", as Kafka's ACLs name it
-    listener: str = "PLAINTEXT"  # the listener name the request came in on
+    sasl: SaslSession | None = None  # the connection's SASL exchange, on SASL listeners

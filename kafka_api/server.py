@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -24,8 +25,17 @@ from typing import Any, cast
 from kafka_api import codec
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
-from kafka_api.handlers import HANDLERS, api_versions, expects_response
+from kafka_api.handlers import (
+    HANDLERS,
+    api_versions,
+    expects_response,
+    sasl_authenticate,
+    sasl_handshake,
+)
 from raftlog.broker import Broker
+from raftlog.security.principal import ANONYMOUS
+from raftlog.security.sasl import SaslSession, Stage
+from raftlog.security.tls import certificate_principal
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +51,13 @@ MAX_PENDING_BYTES = 64 * 1024 * 1024
 MAX_QUEUED_BYTES = 256 * 1024 * 1024
 # ...and give up on cancelled handlers that do not finish within this at server close.
 CLOSE_GRACE_SECONDS = 5.0
+# A TLS client that has not finished its handshake by then is dropped.
+TLS_HANDSHAKE_SECONDS = 10.0
+# What a SASL listener serves before authentication, as Kafka's SaslServerAuthenticator.
+BEFORE_AUTHENTICATION = frozenset(
+    {api_versions.API_KEY, sasl_handshake.API_KEY, sasl_authenticate.API_KEY}
+)
+FAILURE_LOG_INTERVAL_SECONDS = 10.0
 
 
 class KafkaServer:
@@ -56,9 +73,18 @@ class KafkaServer:
         max_idle_seconds: float = 600.0,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        name: str = "PLAINTEXT",
+        tls: ssl.SSLContext | None = None,
+        sasl_mechanisms: tuple[str, ...] | None = None,
     ) -> None:
+        """`tls`: serve TLS (SSL, SASL_SSL listeners); `sasl_mechanisms`: require SASL
+        authentication with one of them (SASL_PLAINTEXT, SASL_SSL)."""
         self.broker = broker
         self.host = host
+        self.name = name
+        self.tls = tls
+        self.sasl_mechanisms = sasl_mechanisms
+        self.auth_failures = _FailureLog(clock)
         self.max_request_bytes = max_request_bytes
         self.max_idle_seconds = max_idle_seconds
         self.max_queued_bytes = max_queued_bytes
@@ -72,7 +98,11 @@ class KafkaServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), self.host, self._requested_port
+            lambda: _Connection(self),
+            self.host,
+            self._requested_port,
+            ssl=self.tls,
+            ssl_handshake_timeout=TLS_HANDSHAKE_SECONDS if self.tls is not None else None,
         )
         self._schedule_sweep()
 
@@ -142,6 +172,10 @@ class _Connection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._last_active = server.clock()
         self._lost = False
+        self._principal = ANONYMOUS
+        self._sasl: SaslSession | None = None
+        if server.sasl_mechanisms is not None:
+            self._sasl = SaslSession(server.sasl_mechanisms, server.broker.users.credential)
 
     # asyncio.BufferedProtocol
 
@@ -152,6 +186,11 @@ class _Connection(asyncio.BufferedProtocol):
         if isinstance(peer, tuple):
             self._host = str(peer[0])
             self._peer = f"{peer[0]}:{peer[1]}"
+        tls = transport.get_extra_info("ssl_object")
+        if tls is not None and self._sasl is None:
+            # SSL listener: a verified client certificate names the principal (Kafka's
+            # default); without one (ssl.client.auth none/requested) it is ANONYMOUS.
+            self._principal = certificate_principal(tls.getpeercert(binary_form=True)) or ANONYMOUS
         self._server._connections.add(self)
         self.update_reading()  # a node at its request budget reads no new client either
 
@@ -249,6 +288,11 @@ class _Connection(asyncio.BufferedProtocol):
         if handler is None:
             self.drop(f"unknown api key {header.api_key}")
             return
+        sasl = self._sasl
+        unauthenticated = sasl is not None and sasl.stage is not Stage.DONE
+        if unauthenticated and header.api_key not in BEFORE_AUTHENTICATION:
+            self.drop(f"api {header.api_key} before SASL authentication")
+            return
         if not handler.MIN_VERSION <= header.api_version <= handler.MAX_VERSION:
             if header.api_key != api_versions.API_KEY:
                 self.drop(
@@ -266,7 +310,16 @@ class _Connection(asyncio.BufferedProtocol):
         except codec.MalformedRequest as exc:
             self.drop(str(exc))
             return
-        ctx = RequestContext(self._server.broker, header.api_version, header.client_id, self._host)
+        if sasl is not None and sasl.principal is not None:
+            self._principal = sasl.principal
+        ctx = RequestContext(
+            self._server.broker,
+            header.api_version,
+            header.client_id,
+            self._host,
+            self._principal,
+            sasl,
+        )
         work = self._run(handler.handle(ctx, request), header.correlation_id)
         if expects_response(header.api_key, request):
             self._start_task(work, len(frame))
@@ -328,8 +381,24 @@ class _Connection(asyncio.BufferedProtocol):
             if parts is not None:
                 self._unsent.extend(parts)
             self._last_active = self._server.clock()
+            if self._sasl is not None and self._sasl.stage is Stage.FAILED:
+                self._refuse(self._sasl)
+                return
         self._send_unsent()
         self.update_reading()
+
+    def _refuse(self, sasl: SaslSession) -> None:
+        """Failed SASL: the client gets its answer (Kafka's error), then the connection
+        closes; nothing after it is read."""
+        self._server.auth_failures.record(self._host, self._peer, sasl)
+        self._closing = True
+        self._pending.clear()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            for part in self._unsent:
+                transport.write(part)
+            transport.close()  # after what was written
+        self._unsent.clear()
 
     def _send_unsent(self) -> None:
         """Hands response bytes to the transport in slices while it is not paused, so a large
@@ -387,3 +456,36 @@ class _Connection(asyncio.BufferedProtocol):
         for task in tasks:
             task.cancel()
         return tasks
+
+
+class _FailureLog:
+    """Failed authentications, logged with the peer's address: the first from a host at once,
+    then at most one line per FAILURE_LOG_INTERVAL_SECONDS with the count since, so a password
+    guesser cannot flood the log."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.total = 0
+        self._hosts: dict[str, tuple[float, int]] = {}  # host -> (last logged, unlogged count)
+
+    def record(self, host: str, peer: str, sasl: SaslSession) -> None:
+        self.total += 1
+        now = self._clock()
+        logged, unlogged = self._hosts.get(host, (-FAILURE_LOG_INTERVAL_SECONDS, 0))
+        unlogged += 1
+        if now - logged < FAILURE_LOG_INTERVAL_SECONDS:
+            self._hosts[host] = (logged, unlogged)
+            return
+        log.warning(
+            "SASL %s authentication failed for user %r from %s (%d failure(s) from %s since "
+            "the last report)",
+            sasl.mechanism or "handshake",
+            sasl.attempted_user,
+            peer,
+            unlogged,
+            host,
+        )
+        self._hosts[host] = (now, 0)
+        if len(self._hosts) > 10_000:  # a bound, not a history: forget the quietest half
+            for stale in sorted(self._hosts, key=lambda h: self._hosts[h][0])[:5_000]:
+                del self._hosts[stale]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ssl
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -16,6 +17,8 @@ from pysyncobj.config import FAIL_REASON
 
 from epoch.replica_state import ReplicaState, spans
 from raftlog.raft.group import failure_name
+from raftlog.security import user_routes
+from raftlog.security.users import UserAdmin
 
 if TYPE_CHECKING:
     from raftlog.cluster_view import ClusterView
@@ -39,13 +42,23 @@ def _epoch_state(node_id: int, partition: Partition) -> dict:
 
 class AdminServer:
     def __init__(
-        self, node: Node, view: ClusterView, host: str, port: int, token: str | None = None
+        self,
+        node: Node,
+        view: ClusterView,
+        host: str,
+        port: int,
+        token: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._node = node
         self._view = view
         self._host, self._port = host, port
         self._token = token
-        app = web.Application(middlewares=[self._authorize])
+        self._tls = tls
+        app = web.Application(
+            middlewares=[self._authorize], client_max_size=user_routes.MAX_BODY_BYTES
+        )
+        user_routes.add_routes(app, UserAdmin(node), self._check_token)
         app.router.add_get("/v1/status", self._status)
         app.router.add_get("/v1/partitions/{topic}/{partition}/epochs", self._epochs)
         app.router.add_post(
@@ -58,8 +71,11 @@ class AdminServer:
 
     @web.middleware
     async def _authorize(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.method in ("GET", "HEAD"):
-            return await handler(request)
+        if request.method not in ("GET", "HEAD"):
+            self._check_token(request)
+        return await handler(request)
+
+    def _check_token(self, request: web.Request) -> None:
         if self._token is None:
             raise web.HTTPForbidden(
                 text="this node has no admin_token in its config: admin changes are disabled\n"
@@ -72,11 +88,12 @@ class AdminServer:
                 text="admin changes need Authorization: Bearer <admin_token>\n",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        return await handler(request)
 
     async def start(self) -> None:
         await self._runner.setup()
-        await web.TCPSite(self._runner, self._host, self._port, reuse_address=True).start()
+        await web.TCPSite(
+            self._runner, self._host, self._port, reuse_address=True, ssl_context=self._tls
+        ).start()
 
     async def close(self) -> None:
         await self._runner.cleanup()

@@ -13,6 +13,7 @@ from raftlog.errors import ErrorCode
 
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
+    from raftlog.security.users import UserAdmin
     from raftlog.share.manager import ShareManager
     from raftlog.share.store import ShareUpdate, StoredShare
 
@@ -236,6 +237,11 @@ class Broker(Protocol):
     @property
     def share(self) -> ShareManager:
         """Share groups' partition states on this node's leaders, and the share sessions."""
+        ...
+
+    @property
+    def users(self) -> UserAdmin:
+        """SCRAM credentials, for SASL and the user APIs."""
         ...
 
     def controller_id(self) -> int:

@@ -25,6 +25,7 @@ from raftlog.controller import ControllerUnavailable
 from raftlog.errors import ErrorCode
 from raftlog.group_admin import GroupAdmin
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
+from raftlog.security.users import UserAdmin
 from raftlog.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:
@@ -40,10 +41,14 @@ MAX_PRODUCER_EPOCH = 32767
 
 
 class BrokerFacade:
-    def __init__(self, node: Node) -> None:
+    """One per Kafka listener: brokers and coordinators are named by that listener's
+    addresses."""
+
+    def __init__(self, node: Node, listener: str | None = None) -> None:
         self._node = node
         self.node_id = node.node_id
-        self.view = ClusterView(node)
+        self.view = ClusterView(node, listener)
+        self.users = UserAdmin(node)
         self.admin = TopicAdmin(node, self.view)
         self.group_admin = GroupAdmin(node)
         self._producer_ids: tuple[int, int] | None = None  # [next, end) of this node's block
@@ -161,13 +166,13 @@ class BrokerFacade:
         info = self.view.partition_info(
             OFFSETS_TOPIC, topic["id"], index, tuple(topic["partitions"][index])
         )
-        node = self._node.controller.state.nodes.get(info.leader)
-        if info.leader < 0 or node is None:
+        address = self.view.address(info.leader) if info.leader >= 0 else None
+        if address is None:
             return Coordinator(
                 ErrorCode.coordinator_not_available,
                 message=f"{OFFSETS_TOPIC} partition {index} has no leader yet",
             )
-        return Coordinator(ErrorCode.none, info.leader, node["host"], node["port"])
+        return Coordinator(ErrorCode.none, info.leader, *address)
 
     def log_dirs(self) -> list[LogDirInfo]:
         path = self._node.config.data_dir / "data"

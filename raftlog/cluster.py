@@ -20,10 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from raftlog.config import NodeConfig, toml_value
+from raftlog.security.listeners import PROTOCOLS
 
 RAFT_OFFSET = 1000
 ADMIN_OFFSET = 2000
 PROXY_OFFSET = 3000  # the consume proxy's HTTP port
+# Listeners after the first (`cluster up --listeners PLAINTEXT,SASL_SSL`): the k-th at
+# kafka port + 3000 + 1000k.
+LISTENER_OFFSET = 1000
 HOST = "127.0.0.1"
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -40,10 +44,19 @@ class NodeSpec:
     raft_port: int
     admin_port: int
     proxy_port: int
+    listeners: tuple[str, ...] = ("PLAINTEXT",)  # names, which are also their protocols
 
     @property
     def config_path(self) -> Path:
         return self.data_dir / "raftlog.toml"
+
+    def listener_ports(self) -> dict[str, int]:
+        """The first listener on the Kafka port, each further one LISTENER_OFFSET above the
+        last of the node's other ports."""
+        return {
+            name: self.kafka_port + (PROXY_OFFSET + LISTENER_OFFSET * k if k else 0)
+            for k, name in enumerate(self.listeners)
+        }
 
     def as_json(self, pid: int | None) -> dict:
         return {
@@ -55,11 +68,14 @@ class NodeSpec:
             "raft": f"{HOST}:{self.raft_port}",
             "admin": f"{HOST}:{self.admin_port}",
             "proxy": f"{HOST}:{self.proxy_port}",
+            "listeners": {n: f"{HOST}:{port}" for n, port in self.listener_ports().items()},
             "log": str(self.data_dir / "raftlog.log"),
         }
 
 
-def node_specs(data: Path, nodes: int, kafka_port: int) -> list[NodeSpec]:
+def node_specs(
+    data: Path, nodes: int, kafka_port: int, listeners: tuple[str, ...] = ("PLAINTEXT",)
+) -> list[NodeSpec]:
     return [
         NodeSpec(
             i,
@@ -68,9 +84,19 @@ def node_specs(data: Path, nodes: int, kafka_port: int) -> list[NodeSpec]:
             kafka_port + RAFT_OFFSET + i - 1,
             kafka_port + ADMIN_OFFSET + i - 1,
             kafka_port + PROXY_OFFSET + i - 1,
+            listeners,
         )
         for i in range(1, nodes + 1)
     ]
+
+
+def check_listeners(listeners: tuple[str, ...]) -> None:
+    """`cluster up` waits for the first listener to answer ApiVersions in the clear."""
+    unknown = [x for x in listeners if x not in PROTOCOLS]
+    if unknown or len(set(listeners)) != len(listeners) or not listeners:
+        raise ClusterError(f"--listeners: a list of distinct {', '.join(PROTOCOLS)}")
+    if listeners[0] not in ("PLAINTEXT", "SASL_PLAINTEXT"):
+        raise ClusterError("--listeners: the first must be PLAINTEXT or SASL_PLAINTEXT")
 
 
 def write_config(
@@ -83,16 +109,19 @@ def write_config(
     peers = "".join(
         f'\n[[peers]]\nid = {s.node_id}\nraft = "{HOST}:{s.raft_port}"\n' for s in all_specs
     )
+    kafka = f'kafka_listen = "{HOST}:{spec.kafka_port}"\n'
+    kafka += f'advertised_kafka = "{HOST}:{spec.kafka_port}"\n'
+    if spec.listeners != ("PLAINTEXT",):
+        kafka = ""
+        endpoints = ",".join(f"{n}://{HOST}:{p}" for n, p in spec.listener_ports().items())
+        broker = {**broker, "listeners": endpoints}
     settings = "".join(f'"{k}" = {toml_value(v)}\n' for k, v in sorted(broker.items()))
     if settings:
         peers += "\n[broker]\n" + settings
     spec.data_dir.mkdir(parents=True, exist_ok=True)
     spec.config_path.write_text(
         f"node_id = {spec.node_id}\n"
-        f'data_dir = "{spec.data_dir}"\n'
-        f'kafka_listen = "{HOST}:{spec.kafka_port}"\n'
-        f'advertised_kafka = "{HOST}:{spec.kafka_port}"\n'
-        f'raft_listen = "{HOST}:{spec.raft_port}"\n'
+        f'data_dir = "{spec.data_dir}"\n' + kafka + f'raft_listen = "{HOST}:{spec.raft_port}"\n'
         f'admin_listen = "{HOST}:{spec.admin_port}"\n'
         f'proxy_listen = "{HOST}:{spec.proxy_port}"\n'
         f'cluster_secret = "{secret}"\n'
@@ -216,7 +245,9 @@ def up(
     timeout: float,
     broker: dict[str, Any] | None = None,
     progress: bool = True,
+    listeners: tuple[str, ...] = ("PLAINTEXT",),
 ) -> str:
+    check_listeners(listeners)
     data = data.resolve()
     state_path = data / "cluster.json"
     if state_path.exists():
@@ -226,9 +257,12 @@ def up(
                 f"a cluster is already running from {data} (pids "
                 f"{', '.join(str(n['pid']) for n in running)}); `raftlog cluster down --data {data}` first"
             )
-    specs = node_specs(data, nodes, kafka_port)
+    specs = node_specs(data, nodes, kafka_port, listeners)
     busy = [
-        p for s in specs for p in (s.kafka_port, s.raft_port, s.admin_port) if not _port_free(p)
+        p
+        for s in specs
+        for p in (*s.listener_ports().values(), s.raft_port, s.admin_port)
+        if not _port_free(p)
     ]
     if busy:
         raise ClusterError(f"ports in use: {', '.join(map(str, busy))}; pick another --kafka-port")
@@ -256,8 +290,9 @@ def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
     first = NodeConfig.load(Path(state["nodes"][0]["config"]))
     base = first.kafka_listen[1] - (first.node_id - 1)
     node_id = max(n["node_id"] for n in state["nodes"]) + 1
-    spec = node_specs(data, node_id, base)[-1]
-    ports = (spec.kafka_port, spec.raft_port, spec.admin_port, spec.proxy_port)
+    listeners = tuple(x.name for x in first.listeners)
+    spec = node_specs(data, node_id, base, listeners)[-1]
+    ports = (*spec.listener_ports().values(), spec.raft_port, spec.admin_port, spec.proxy_port)
     busy = [p for p in ports if not _port_free(p)]
     if busy:
         raise ClusterError(f"ports in use for node {node_id}: {', '.join(map(str, busy))}")
@@ -269,10 +304,12 @@ def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
                 int(n.get(k, f"{HOST}:0").rsplit(":", 1)[1])
                 for k in ("kafka", "raft", "admin", "proxy")
             ),
+            listeners,
         )
         for n in state["nodes"]
     ]
-    write_config(spec, [*existing, spec], first.cluster_secret, first.broker, first.admin_token)
+    broker = {k: v for k, v in first.broker.items() if k != "listeners"}  # the new node's own
+    write_config(spec, [*existing, spec], first.cluster_secret, broker, first.admin_token)
     pid = start_node(spec.config_path, spec.data_dir)
     state["nodes"].append(spec.as_json(pid))
     state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])

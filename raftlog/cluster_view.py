@@ -15,8 +15,12 @@ if TYPE_CHECKING:
 
 
 class ClusterView:
-    def __init__(self, node: Node) -> None:
+    """`listener`: the Kafka listener whose advertised addresses this view names brokers by;
+    a broker without that listener is left out, as Kafka leaves it out of Metadata."""
+
+    def __init__(self, node: Node, listener: str | None = None) -> None:
         self._node = node
+        self.listener = listener or node.config.listeners[0].name
 
     @property
     def cluster_id(self) -> str:
@@ -41,11 +45,24 @@ class ClusterView:
         return self._brokers(lambda node_id: node_id != self._node.node_id)
 
     def _brokers(self, wanted: Callable[[int], bool]) -> list[BrokerInfo]:
-        return [
-            BrokerInfo(node_id, info["host"], info["port"], info.get("rack"))
-            for node_id, info in sorted(self._node.controller.state.nodes.items())
-            if wanted(node_id)
-        ]
+        found = []
+        for node_id, info in sorted(self._node.controller.state.nodes.items()):
+            address = self._address(info)
+            if address is not None and wanted(node_id):
+                found.append(BrokerInfo(node_id, *address, info.get("rack")))
+        return found
+
+    def address(self, node_id: int) -> tuple[str, int] | None:
+        """The node's advertised address on this view's listener."""
+        info = self._node.controller.state.nodes.get(node_id)
+        return self._address(info) if info is not None else None
+
+    def _address(self, info: dict[str, Any]) -> tuple[str, int] | None:
+        endpoints = info.get("endpoints")
+        if not endpoints:  # registered before listeners existed: its one listener
+            return info["host"], info["port"]
+        address = endpoints.get(self.listener)
+        return (address[0], address[1]) if address is not None else None
 
     def topics(self) -> dict[str, TopicInfo]:
         return {

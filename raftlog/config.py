@@ -30,6 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftlog.security import listeners as kafka_listeners
+from raftlog.security.listeners import DEFAULT_PROTOCOL_MAP, Listener
+from raftlog.security.sasl import SUPPORTED as SASL_MECHANISMS
+from raftlog.security.tls import TlsError, TlsSettings
+
 BROKER_DEFAULTS: dict[str, Any] = {
     "num.partitions": 1,
     "default.replication.factor": 1,
@@ -55,11 +60,24 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # Partition replicas one node may hold; -1: what its file descriptors allow (limits.py).
     "max.partition.replicas.per.node": -1,
     "connections.max.idle.ms": 600000,
+    # Listeners (raftlog/security/listeners.py). Empty: kafka_listen is one PLAINTEXT listener.
+    "listeners": "",
+    "advertised.listeners": "",
+    "listener.security.protocol.map": DEFAULT_PROTOCOL_MAP,
+    # TLS from PEM files (raftlog/security/tls.py), for SSL listeners, peer_tls and admin_tls.
+    "ssl.keystore.location": "",
+    "ssl.key.password": "",
+    "ssl.truststore.location": "",
+    "ssl.client.auth": "none",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
     # Authorization (raftlog/security): off while authorizer.class.name is empty, as in Kafka.
     "authorizer.class.name": "",
     "super.users": "",  # "User:alice;User:bob"
     "allow.everyone.if.no.acl.found": False,
 }
+# Shown by DescribeConfigs as null and sensitive, as Kafka shows passwords.
+SENSITIVE = frozenset({"ssl.key.password"})
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).
 TOPIC_SYNONYMS = {
     "message.max.bytes": "max.message.bytes",
@@ -166,6 +184,16 @@ class NodeConfig:
     rack: str | None = None
     admin_token: str | None = None
     proxy_listen: tuple[str, int] | None = None  # the consume proxy's HTTP port; None: off
+    # Kafka listeners; the first is kafka_listen / advertised_kafka.
+    listeners: list[Listener] = field(default_factory=list)
+    tls: TlsSettings | None = None  # the ssl.* settings, when a keystore is given
+    peer_tls: bool = False  # the peer mesh over mutual TLS (besides its HMAC handshake)
+    admin_tls: bool = False  # the admin HTTP listener over TLS
+
+    @property
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        setting = str(self.broker_setting("sasl.enabled.mechanisms"))
+        return tuple(m.strip().upper() for m in setting.split(",") if m.strip())
 
     @property
     def node_ids(self) -> list[int]:
@@ -195,21 +223,24 @@ class NodeConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], base: Path) -> NodeConfig:
-        missing = [
-            k
-            for k in ("node_id", "data_dir", "kafka_listen", "raft_listen", "cluster_secret")
-            if k not in raw
-        ]
+        broker = raw.get("broker", {})
+        if not isinstance(broker, dict):
+            raise ConfigError("[broker] must be a table of settings")
+        broker = dict(broker)
+        _check_broker(broker)
+        required = ["node_id", "data_dir", "raft_listen", "cluster_secret"]
+        if not broker.get("listeners"):
+            required.append("kafka_listen")
+        missing = [k for k in required if k not in raw]
         if missing:
             raise ConfigError(f"missing required settings: {', '.join(missing)}")
         node_id = _whole(raw["node_id"], "node_id")
         if not isinstance(raw["data_dir"], str) or not raw["data_dir"]:
             raise ConfigError(f"data_dir: expected a path, got {raw['data_dir']!r}")
-        kafka = parse_address(raw["kafka_listen"], "kafka_listen")
+        listeners = _listeners(raw, broker)
+        kafka = (listeners[0].host, listeners[0].port)
+        advertised = (listeners[0].advertised_host, listeners[0].advertised_port)
         raft = parse_address(raw["raft_listen"], "raft_listen")
-        advertised = parse_address(
-            raw.get("advertised_kafka", f"{kafka[0]}:{kafka[1]}"), "advertised_kafka"
-        )
         admin = parse_address(
             raw.get("admin_listen", f"127.0.0.1:{kafka[1] + 2000}"), "admin_listen"
         )
@@ -219,11 +250,9 @@ class NodeConfig:
             raw.get("advertised_raft", f"{raft[0]}:{raft[1]}"), "advertised_raft"
         )
         peers = _peers(raw.get("peers", []), node_id, raft, advertised_raft)
-        broker = raw.get("broker", {})
-        if not isinstance(broker, dict):
-            raise ConfigError("[broker] must be a table of settings")
-        broker = dict(broker)
-        _check_broker(broker)
+        peer_tls = _flag(raw, "peer_tls")
+        admin_tls = _flag(raw, "admin_tls")
+        tls = _tls(broker, any(x.tls for x in listeners) or peer_tls or admin_tls, base)
         data_dir = Path(raw["data_dir"])
         if not data_dir.is_absolute():
             data_dir = (base / data_dir).resolve()
@@ -241,4 +270,81 @@ class NodeConfig:
             broker=broker,
             rack=raw.get("rack"),
             proxy_listen=proxy,
+            listeners=listeners,
+            tls=tls,
+            peer_tls=peer_tls,
+            admin_tls=admin_tls,
         )
+
+
+def _flag(raw: dict[str, Any], name: str) -> bool:
+    value = raw.get(name, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}: expected true or false, got {value!r}")
+    return value
+
+
+def _listeners(raw: dict[str, Any], broker: dict[str, Any]) -> list[Listener]:
+    """[broker] listeners when set; otherwise kafka_listen / advertised_kafka, as one
+    PLAINTEXT listener (every config written before listeners existed)."""
+    setting = broker.get("listeners", "")
+    if setting:
+        if "kafka_listen" in raw or "advertised_kafka" in raw:
+            raise ConfigError("kafka_listen and [broker] listeners cannot both be set")
+        try:
+            listeners = kafka_listeners.parse(
+                setting,
+                broker.get("advertised.listeners", ""),
+                broker.get("listener.security.protocol.map", DEFAULT_PROTOCOL_MAP),
+            )
+        except kafka_listeners.ListenerError as e:
+            raise ConfigError(str(e)) from None
+    else:
+        kafka = parse_address(raw["kafka_listen"], "kafka_listen")
+        advertised = parse_address(
+            raw.get("advertised_kafka", f"{kafka[0]}:{kafka[1]}"), "advertised_kafka"
+        )
+        listeners = [Listener("PLAINTEXT", "PLAINTEXT", *kafka, *advertised)]
+    mechanisms = [
+        m.strip().upper()
+        for m in str(
+            broker.get("sasl.enabled.mechanisms", BROKER_DEFAULTS["sasl.enabled.mechanisms"])
+        ).split(",")
+        if m.strip()
+    ]
+    unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
+    if unknown:
+        raise ConfigError(
+            f"sasl.enabled.mechanisms: {', '.join(unknown)} not served "
+            f"(raftlog has {', '.join(SASL_MECHANISMS)})"
+        )
+    if any(x.sasl for x in listeners) and not mechanisms:
+        raise ConfigError("a SASL listener needs sasl.enabled.mechanisms")
+    return listeners
+
+
+def _tls(broker: dict[str, Any], wanted: bool, base: Path) -> TlsSettings | None:
+    """The ssl.* settings, files relative to the config file's directory."""
+
+    def path(name: str) -> str:
+        value = broker.get(name, "")
+        return str((base / value).resolve()) if value else ""
+
+    keystore = path("ssl.keystore.location")
+    if not keystore:
+        if wanted:
+            raise ConfigError("SSL listeners, peer_tls and admin_tls need ssl.keystore.location")
+        return None
+    setting = broker.get("ssl.enabled.protocols", BROKER_DEFAULTS["ssl.enabled.protocols"])
+    try:
+        tls = TlsSettings(
+            keystore=keystore,
+            truststore=path("ssl.truststore.location"),
+            key_password=broker.get("ssl.key.password", ""),
+            client_auth=broker.get("ssl.client.auth", "none"),
+            protocols=tuple(p.strip() for p in setting.split(",") if p.strip()),
+        )
+        tls.server_context()  # the files load now, not at the first client
+    except TlsError as e:
+        raise ConfigError(str(e)) from None
+    return tls

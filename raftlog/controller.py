@@ -55,6 +55,9 @@ class ControllerMachine(SyncObj):
         # Share group -> how often it was deleted (DeleteGroups): partition states written
         # under an older count belong to a deleted group and are dropped (raftlog/share).
         self.share_incarnations: dict[str, int] = {}
+        # User -> mechanism -> ScramCredential.to_record() (raftlog/security/scram.py): salted
+        # keys only, never a password.
+        self.scram_users: dict[str, dict[str, list]] = {}
 
     @replicated
     def init_cluster(self, cluster_id: str) -> str:
@@ -72,9 +75,23 @@ class ControllerMachine(SyncObj):
 
     @replicated
     def register_node(
-        self, node_id: int, host: str, port: int, rack: str | None, raft: list
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        rack: str | None,
+        raft: list,
+        endpoints: dict[str, list] | None = None,
     ) -> None:
-        self.nodes[node_id] = {"host": host, "port": port, "rack": rack, "raft": raft}
+        """host and port: the node's first listener; endpoints: every listener's advertised
+        address by listener name (a node registered before listeners existed has none)."""
+        self.nodes[node_id] = {
+            "host": host,
+            "port": port,
+            "rack": rack,
+            "raft": raft,
+            "endpoints": dict(endpoints or {}),
+        }
         self._on_apply()
 
     @replicated
@@ -145,6 +162,29 @@ class ControllerMachine(SyncObj):
         self.share_incarnations[group_id] = incarnation
         self._on_apply()
         return incarnation
+
+    @replicated
+    def store_user_scram_credentials(
+        self, deletions: list[list[str]], upsertions: list[list]
+    ) -> dict[str, str]:
+        """Deletions ([user, mechanism]) and upsertions ([user, credential record]) checked by
+        the handler; a user whose deletion finds nothing is answered in the result (user ->
+        message) and none of that user's changes apply, as in Kafka."""
+        missing = {
+            name: f"Attempt to delete a user credential that does not exist: {mechanism}"
+            for name, mechanism in deletions
+            if mechanism not in self.scram_users.get(name, {})
+        }
+        for name, mechanism in deletions:
+            if name not in missing:
+                credentials = self.scram_users.get(name, {})
+                credentials.pop(mechanism, None)
+                if not credentials:
+                    self.scram_users.pop(name, None)
+        for name, record in upsertions:
+            if name not in missing:
+                self.scram_users.setdefault(name, {})[record[0]] = list(record)
+        return missing
 
 
 class _NoLog:

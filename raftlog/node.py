@@ -72,6 +72,11 @@ class Node:
             peers,
             cfg.cluster_secret.encode(),
             advertise=cfg.advertised_raft,
+            tls=(
+                (cfg.tls.server_context("required"), cfg.tls.client_context())
+                if cfg.peer_tls and cfg.tls is not None
+                else None
+            ),
         )
         self.mesh.on_new_peer.append(self._peer_joined)
         await self.mesh.start()
@@ -330,6 +335,7 @@ class Node:
                     port,
                     self.config.rack,
                     list(self.config.advertised_raft),
+                    {x.name: [x.advertised_host, x.advertised_port] for x in self.config.listeners},
                 )
                 break
             except ControllerUnavailable:

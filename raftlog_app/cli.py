@@ -17,7 +17,7 @@ from kafka.errors import KafkaError as ClientError
 
 from raftlog import cluster
 from raftlog.config import ConfigError, NodeConfig, parse_address
-from raftlog_app import audit_cli, groups_cli, share_cli
+from raftlog_app import audit_cli, groups_cli, share_cli, user_cli
 from raftlog_app.process import NodeProcess, serve_proxy
 
 DEFAULT_DATA = Path("data")
@@ -72,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="a [broker] setting for every node's config (repeatable)",
+    )
+    up.add_argument(
+        "--listeners",
+        default="PLAINTEXT",
+        help="Kafka listeners by protocol, e.g. PLAINTEXT,SASL_SSL: the first on the Kafka "
+        "port, the k-th at port+3000+1000k (TLS needs --broker ssl.keystore.location=...)",
     )
     up.set_defaults(run=_cluster_up)
     add = clu_sub.add_parser("add-node", help="start one more node that joins the cluster")
@@ -130,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
 
     audit_cli.add_parser(sub, DEFAULT_DATA)
+    user_cli.add_parser(sub, DEFAULT_DATA)
 
     proxy = sub.add_parser(
         "proxy", help="run the HTTP consume proxy alone, as a client of a cluster"
@@ -188,13 +195,17 @@ def _cluster_up(args: argparse.Namespace) -> int:
         raise ConfigError(f"--nodes must be at least 1, got {args.nodes}")
     # node i listens on kafka_port + i - 1; its Raft, admin and proxy ports 1000, 2000 and
     # 3000 above
-    if args.kafka_port < 1 or args.kafka_port + args.nodes - 1 + 3000 > 65535:
+    extra = 1000 * args.listeners.count(",")
+    if args.kafka_port < 1 or args.kafka_port + args.nodes - 1 + 3000 + extra > 65535:
         raise ConfigError(
-            f"--kafka-port {args.kafka_port}: the nodes' ports (up to +{args.nodes - 1 + 3000}) "
-            "must lie from 1 to 65535"
+            f"--kafka-port {args.kafka_port}: the nodes' ports "
+            f"(up to +{args.nodes - 1 + 3000 + extra}) must lie from 1 to 65535"
         )
     broker = dict(cluster.parse_setting(item) for item in args.broker)
-    bootstrap = cluster.up(args.data, args.nodes, args.kafka_port, args.timeout, broker)
+    listeners = tuple(x.strip().upper() for x in args.listeners.split(",") if x.strip())
+    bootstrap = cluster.up(
+        args.data, args.nodes, args.kafka_port, args.timeout, broker, listeners=listeners
+    )
     print(f"raftlog cluster of {args.nodes} nodes is up; data in {args.data.resolve()}")
     print("bootstrap servers:")
     print(bootstrap)

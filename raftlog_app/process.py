@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 
 from consume_proxy.http import ProxyServer
 from consume_proxy.service import ConsumeProxy
@@ -14,6 +15,7 @@ from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
 from raftlog.config import NodeConfig
 from raftlog.node import Node
+from raftlog.security.listeners import Listener
 
 log = logging.getLogger("raftlog.process")
 
@@ -22,28 +24,51 @@ class NodeProcess:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.node = Node(config)
-        self.kafka: KafkaServer | None = None
+        self.kafka: list[KafkaServer] = []
         self.admin: AdminServer | None = None
         self.proxy: ProxyServer | None = None
 
     async def start(self) -> None:
         cfg = self.config
         await self.node.start()
-        broker = BrokerFacade(self.node)
-        self.kafka = KafkaServer(
-            broker,
-            *cfg.kafka_listen,
-            max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
-            max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
+        for listener in cfg.listeners:
+            server = KafkaServer(
+                BrokerFacade(self.node, listener.name),
+                listener.host,
+                listener.port,
+                max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
+                max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
+                name=listener.name,
+                tls=_listener_tls(cfg, listener),
+                sasl_mechanisms=cfg.sasl_mechanisms if listener.sasl else None,
+            )
+            await server.start()
+            self.kafka.append(server)
+            log.info(
+                "node %d serving Kafka on %s:%d (%s, %s)",
+                cfg.node_id,
+                listener.host,
+                listener.port,
+                listener.name,
+                listener.protocol,
+            )
+        admin_tls = cfg.tls.server_context() if cfg.admin_tls and cfg.tls is not None else None
+        self.admin = AdminServer(
+            self.node,
+            BrokerFacade(self.node).view,
+            *cfg.admin_listen,
+            token=cfg.admin_token,
+            tls=admin_tls,
         )
-        await self.kafka.start()
-        self.admin = AdminServer(self.node, broker.view, *cfg.admin_listen, token=cfg.admin_token)
         await self.admin.start()
-        if cfg.proxy_listen is not None:
+        plaintext = [x for x in cfg.listeners if x.protocol == "PLAINTEXT"]
+        if cfg.proxy_listen is not None and plaintext:
             # a Kafka client of the cluster like any other, starting at this node
-            self.proxy = ProxyServer(ConsumeProxy([cfg.advertised_kafka]), *cfg.proxy_listen)
+            address = (plaintext[0].advertised_host, plaintext[0].advertised_port)
+            self.proxy = ProxyServer(ConsumeProxy([address]), *cfg.proxy_listen)
             await self.proxy.start()
-        log.info("node %d serving Kafka on %s:%d", cfg.node_id, *cfg.kafka_listen)
+        elif cfg.proxy_listen is not None:
+            log.warning("consume proxy off: it needs a PLAINTEXT listener to reach the cluster")
 
     async def stop(self) -> None:
         """Leadership goes first, while clients can still be told where it went; then the
@@ -51,8 +76,8 @@ class NodeProcess:
         if self.proxy is not None:  # gives back what it fetched and nobody took
             await self.proxy.close()
         await self.node.hand_over_leadership()
-        if self.kafka is not None:
-            await self.kafka.close()
+        for server in self.kafka:
+            await server.close()
         if self.admin is not None:
             await self.admin.close()
         await self.node.stop()
@@ -79,3 +104,11 @@ async def serve_proxy(bootstrap: list[tuple[str, int]], listen: tuple[str, int])
     log.info("consume proxy serving HTTP on %s:%d", *listen)
     await stop.wait()
     await server.close()
+
+
+def _listener_tls(cfg: NodeConfig, listener: Listener) -> ssl.SSLContext | None:
+    """ssl.client.auth applies to SSL listeners; a SASL_SSL client proves itself with SASL,
+    as in Kafka (whose listener-prefixed override raftlog does not have)."""
+    if not listener.tls or cfg.tls is None:
+        return None
+    return cfg.tls.server_context(None if listener.protocol == "SSL" else "none")

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from kafka_api.context import RequestContext
 from kafka_api.handlers import (
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_partitions,
     create_topics,
@@ -18,6 +19,7 @@ from kafka_api.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -32,6 +34,8 @@ from kafka_api.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     share_acknowledge,
     share_fetch,
     share_group_describe,
@@ -54,6 +58,7 @@ class ApiHandler(Protocol):
 # attributes are all Any, and pass unchecked.
 _MODULES: list[ApiHandler] = [
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_partitions,
     create_topics,
@@ -63,6 +68,7 @@ _MODULES: list[ApiHandler] = [
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -77,6 +83,8 @@ _MODULES: list[ApiHandler] = [
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     share_acknowledge,
     share_fetch,
     share_group_describe,

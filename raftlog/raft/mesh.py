@@ -18,6 +18,7 @@ import hmac
 import logging
 import os
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, cast
@@ -308,8 +309,12 @@ class Mesh:
         peers: dict[str, tuple[str, int]],
         secret: bytes,
         advertise: tuple[str, int] | None = None,
+        tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
     ) -> None:
+        """`tls`: (server, client) contexts for mutual TLS under the HMAC handshake, which
+        still proves cluster membership; both sides show certificates of the truststore's CA."""
         self.node_id = node_id
+        self._tls = tls
         self.peers = {p: addr for p, addr in peers.items() if p != node_id}
         self._listen = listen
         self._secret = secret
@@ -333,7 +338,10 @@ class Mesh:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._server = await self._loop.create_server(
-            lambda: _Connection(self, None), *self._listen, reuse_address=True
+            lambda: _Connection(self, None),
+            *self._listen,
+            reuse_address=True,
+            ssl=self._tls[0] if self._tls is not None else None,
         )
         for peer in list(self.peers):
             self._dial(peer)
@@ -498,7 +506,12 @@ class Mesh:
             if peer not in self._connections:
                 with contextlib.suppress(OSError, TimeoutError):
                     await asyncio.wait_for(
-                        self._loop.create_connection(lambda: _Connection(self, peer), host, port),
+                        self._loop.create_connection(
+                            lambda: _Connection(self, peer),
+                            host,
+                            port,
+                            ssl=self._tls[1] if self._tls is not None else None,
+                        ),
                         HANDSHAKE_TIMEOUT,
                     )
             await asyncio.sleep(RECONNECT_DELAY)

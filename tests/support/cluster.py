@@ -23,7 +23,7 @@ import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ LOOPBACK = "127.0.0.1"
 RAFT_OFFSET = 1000  # raft port = kafka port + 1000 (CLI contract)
 ADMIN_OFFSET = 2000  # admin port = kafka port + 2000 (CLI contract)
 PROXY_OFFSET = 3000  # consume proxy port = kafka port + 3000 (CLI contract)
+LISTENER_OFFSET = 1000  # the k-th further listener: kafka port + 3000 + 1000k (CLI contract)
 
 # Clusters currently running in this process; conftest dumps their logs on a failure.
 LIVE_CLUSTERS: list[Cluster] = []
@@ -99,9 +100,11 @@ def port_is_free(port: int, host: str = LOOPBACK) -> bool:
     return True
 
 
-def cluster_ports(base: int, nodes: int) -> list[int]:
-    """Every port a cluster with Kafka base port `base` uses (CLI contract)."""
-    offsets = (0, RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET)
+def cluster_ports(base: int, nodes: int, listeners: int = 1) -> list[int]:
+    """Every port a cluster with Kafka base port `base` and `listeners` Kafka listeners uses
+    (CLI contract)."""
+    extra = tuple(PROXY_OFFSET + LISTENER_OFFSET * k for k in range(1, listeners))
+    offsets = (0, RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET, *extra)
     return [base + off + i for off in offsets for i in range(nodes)]
 
 
@@ -112,6 +115,7 @@ def pick_base_port(
     attempts: int = 200,
     rng: random.Random | None = None,
     is_free: Callable[[int], bool] = port_is_free,
+    listeners: int = 1,
 ) -> int:
     """A random Kafka base port in [lo, hi] whose 4 x `nodes` ports are all free.
 
@@ -122,13 +126,15 @@ def pick_base_port(
     candidates = [
         b
         for b in range(lo, hi + 1)
-        if all(not (eph_lo <= p <= eph_hi) and p <= 65535 for p in cluster_ports(b, nodes))
+        if all(
+            not (eph_lo <= p <= eph_hi) and p <= 65535 for p in cluster_ports(b, nodes, listeners)
+        )
     ]
     if not candidates:  # the ephemeral range covers everything: take the whole window
         candidates = list(range(lo, hi + 1))
     for _ in range(attempts):
         base = rng.choice(candidates)
-        if all(is_free(p) for p in cluster_ports(base, nodes)):
+        if all(is_free(p) for p in cluster_ports(base, nodes, listeners)):
             return base
     raise ClusterError(f"no free port range for {nodes} nodes after {attempts} attempts")
 
@@ -234,6 +240,7 @@ class Node:
     admin: str
     proxy: str  # the consume proxy's HTTP address
     log: Path
+    listeners: dict[str, str] = field(default_factory=dict)  # name -> host:port
     popen: subprocess.Popen | None = None  # set when this helper (re)started the node
 
     @property
@@ -268,11 +275,13 @@ class Cluster:
         env: dict[str, str] | None = None,
         broker: dict[str, Any] | None = None,
         port_slots: int | None = None,
+        listeners: tuple[str, ...] = ("PLAINTEXT",),
     ) -> None:
         """`broker`: `[broker]` settings for every node's config (Kafka names, e.g.
         {"group.initial.rebalance.delay.ms": 100}); `port_slots`: how many nodes' ports
         must be free when picking the base port (more than `nodes` for a cluster that
-        will grow with add_node())."""
+        will grow with add_node()); `listeners`: `cluster up --listeners`."""
+        self.listeners = listeners
         self.workdir = Path(workdir).resolve()
         self.data_root = self.workdir  # `--data DIR`
         self.num_nodes = nodes
@@ -324,7 +333,11 @@ class Cluster:
         self._started = True
         last: Exception | None = None
         for _ in range(attempts):
-            base = self.base_port if self.base_port is not None else pick_base_port(self.port_slots)
+            base = (
+                self.base_port
+                if self.base_port is not None
+                else pick_base_port(self.port_slots, listeners=len(self.listeners))
+            )
             broker_flags = self._broker_flags("up")
             try:
                 proc = self.cli(
@@ -337,6 +350,7 @@ class Cluster:
                     "--kafka-port",
                     str(base),
                     *broker_flags,
+                    *(["--listeners", ",".join(self.listeners)] if len(self.listeners) > 1 else []),
                     timeout=timeout,
                 )
             except ClusterError as exc:
@@ -468,6 +482,7 @@ class Cluster:
                 admin=n["admin"],
                 proxy=n["proxy"],
                 log=Path(n["log"]),
+                listeners=dict(n.get("listeners", {})),
             )
             old = self.nodes.get(node.node_id)
             if old is not None and old.popen is not None:

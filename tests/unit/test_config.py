@@ -84,3 +84,70 @@ def test_an_unreadable_config_file_is_named(tmp_path: Path, what: str) -> None:
         path.write_text("node_id = = 1\n")
     with pytest.raises(ConfigError, match=str(path)):
         NodeConfig.load(path)
+
+
+LISTENERS = """
+node_id = 1
+data_dir = "data"
+raft_listen = "127.0.0.1:10092"
+cluster_secret = "s"
+
+[broker]
+listeners = "PLAINTEXT://127.0.0.1:9092,SASL_SSL://:9093,INTERNAL://127.0.0.1:9094"
+"advertised.listeners" = "SASL_SSL://kafka.example.com:19093"
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:SASL_PLAINTEXT"
+"sasl.enabled.mechanisms" = "PLAIN,SCRAM-SHA-512"
+"ssl.keystore.location" = "node.pem"
+"""
+
+
+def test_listeners_are_read_as_kafka_names_them(tmp_path: Path) -> None:
+    from tests.support.tls import Authority
+
+    Authority(tmp_path / "ca", "ca").issue("node", "node", server=True).bundle.rename(
+        tmp_path / "node.pem"
+    )
+    cfg = load(tmp_path, LISTENERS)
+    assert [(x.name, x.protocol, x.host, x.port) for x in cfg.listeners] == [
+        ("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092),
+        ("SASL_SSL", "SASL_SSL", "0.0.0.0", 9093),
+        ("INTERNAL", "SASL_PLAINTEXT", "127.0.0.1", 9094),
+    ]
+    assert (cfg.listeners[1].advertised_host, cfg.listeners[1].advertised_port) == (
+        "kafka.example.com",
+        19093,
+    )
+    assert cfg.kafka_listen == ("127.0.0.1", 9092)
+    assert cfg.sasl_mechanisms == ("PLAIN", "SCRAM-SHA-512")
+    assert cfg.tls is not None and cfg.tls.keystore == str(tmp_path / "node.pem")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('"advertised.listeners" = "SASL_SSL', '"advertised.listeners" = "OTHER'), "OTHER"),
+        ((",INTERNAL:SASL_PLAINTEXT", ""), "INTERNAL has no security protocol"),
+        (("SASL_SSL://:9093", "SASL_SSL://127.0.0.1:9092"), "share port"),
+        (("SASL_SSL://:9093", "SASL_SSL//:9093"), "NAME://host:port"),
+        (('"ssl.keystore.location" = "node.pem"', ""), "need ssl.keystore.location"),
+        (("PLAIN,SCRAM-SHA-512", "GSSAPI"), "GSSAPI not served"),
+        (('"advertised.listeners" = "SASL_SSL://kafka.example.com:19093"', ""), "advertised"),
+    ],
+)
+def test_listener_mistakes_are_named(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    text = LISTENERS.replace(*change)
+    assert text != LISTENERS
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(tmp_path, text)
+
+
+def test_kafka_listen_and_listeners_cannot_both_be_set(tmp_path: Path) -> None:
+    text = LISTENERS.replace("raft_listen = ", 'kafka_listen = "127.0.0.1:1"\nraft_listen = ')
+    with pytest.raises(ConfigError, match="cannot both be set"):
+        load(tmp_path, text)
+
+
+def test_an_unreadable_keystore_is_refused_at_load(tmp_path: Path) -> None:
+    (tmp_path / "node.pem").write_text("not a certificate")
+    with pytest.raises(ConfigError, match="ssl.keystore.location"):
+        load(tmp_path, LISTENERS)

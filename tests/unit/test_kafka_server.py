@@ -441,3 +441,132 @@ async def test_every_connection_waits_while_the_node_holds_its_request_budget(mo
     finally:
         release.set()
         await server.close()
+
+
+# --------------------------------------------------------------------------- SASL
+
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+
+
+class _Users:
+    """The broker's users, as SASL reads them: alice's SCRAM-SHA-256 credential."""
+
+    def __init__(self):
+        from raftlog.security import scram
+        from raftlog.security.users import upsertion_from_password
+
+        u = upsertion_from_password("alice", "SCRAM-SHA-256", "pw", 4096)
+        self._alice = scram.from_salted_password("SCRAM-SHA-256", u.salt, u.salted_password, 4096)
+
+    def credential(self, name, mechanism):
+        return self._alice if (name, mechanism) == ("alice", "SCRAM-SHA-256") else None
+
+
+@pytest.fixture
+async def sasl_kafka(monkeypatch):
+    monkeypatch.setattr(server_module.sasl_authenticate, "FAILED_AUTHENTICATION_DELAY_S", 0)
+    broker = types.SimpleNamespace(users=_Users())
+    server = KafkaServer(broker, "127.0.0.1", 0, sasl_mechanisms=("PLAIN", "SCRAM-SHA-256"))
+    await server.start()
+    yield server
+    await server.close()
+
+
+def _handshake(mechanism):
+    m = load_payload_module(SASL_HANDSHAKE, 1, EntityType.request)
+    return frame(SASL_HANDSHAKE, 1, 1, m.SaslHandshakeRequest(mechanism=mechanism))
+
+
+def _authenticate(token, correlation_id=2):
+    m = load_payload_module(SASL_AUTHENTICATE, 1, EntityType.request)
+    return frame(SASL_AUTHENTICATE, 1, correlation_id, m.SaslAuthenticateRequest(auth_bytes=token))
+
+
+async def _login(server, token):
+    reader, writer = await connect(server)
+    writer.write(_handshake("PLAIN"))
+    _, shook = await read_response(reader, SASL_HANDSHAKE, 1)
+    assert shook.error_code == ErrorCode.none and set(shook.mechanisms) >= {"PLAIN"}
+    writer.write(_authenticate(token))
+    _, answer = await read_response(reader, SASL_AUTHENTICATE, 1)
+    return reader, writer, answer
+
+
+async def test_sasl_login_then_requests_are_served(sasl_kafka):
+    reader, writer, answer = await _login(sasl_kafka, b"\0alice\0pw")
+    assert answer.error_code == ErrorCode.none
+    writer.write(frame(API_VERSIONS, 0, 3))
+    assert (await read_response(reader, API_VERSIONS, 0))[0] == 3
+    writer.close()
+    assert sasl_kafka.auth_failures.total == 0
+
+
+async def test_failed_sasl_is_answered_then_closed_and_counted(sasl_kafka, caplog):
+    caplog.set_level(logging.WARNING)
+    reader, writer, answer = await _login(sasl_kafka, b"\0alice\0wrong")
+    assert answer.error_code == ErrorCode.sasl_authentication_failed
+    assert await is_closed(reader)
+    assert sasl_kafka.auth_failures.total == 1
+    assert "PLAIN authentication failed for user 'alice' from 127.0.0.1:" in caplog.text
+    await assert_sasl_serving(sasl_kafka)
+
+
+async def assert_sasl_serving(server):
+    reader, writer = await connect(server)
+    writer.write(frame(API_VERSIONS, 0, 5))
+    assert (await read_response(reader, API_VERSIONS, 0))[0] == 5
+    writer.close()
+
+
+async def test_requests_before_authentication_close_the_connection(sasl_kafka):
+    reader, writer = await connect(sasl_kafka)
+    writer.write(frame(METADATA, 1, 1, metadata_request("t")))
+    assert await is_closed(reader)
+    reader, writer = await connect(sasl_kafka)
+    writer.write(_authenticate(b"\0alice\0pw"))  # no handshake first
+    _, answer = await read_response(reader, SASL_AUTHENTICATE, 1)
+    assert answer.error_code == ErrorCode.illegal_sasl_state
+    assert await is_closed(reader)
+    reader, writer = await connect(sasl_kafka)
+    writer.write(_handshake("GSSAPI"))
+    _, shook = await read_response(reader, SASL_HANDSHAKE, 1)
+    assert shook.error_code == ErrorCode.unsupported_sasl_mechanism
+    assert set(shook.mechanisms) == {"PLAIN", "SCRAM-SHA-256"}
+    assert await is_closed(reader)
+
+
+async def test_a_second_handshake_after_login_is_refused(sasl_kafka):
+    reader, writer, answer = await _login(sasl_kafka, b"\0alice\0pw")
+    writer.write(_handshake("PLAIN"))
+    _, shook = await read_response(reader, SASL_HANDSHAKE, 1)
+    assert shook.error_code == ErrorCode.illegal_sasl_state
+    writer.close()
+
+
+async def test_sasl_apis_on_a_plaintext_listener_say_illegal_state(kafka):
+    reader, writer = await connect(kafka)
+    writer.write(_handshake("PLAIN"))
+    _, shook = await read_response(reader, SASL_HANDSHAKE, 1)
+    assert shook.error_code == ErrorCode.illegal_sasl_state
+    writer.close()
+
+
+def test_failed_logins_are_logged_at_most_once_per_host_per_interval(caplog):
+    from raftlog.security.sasl import SaslSession
+
+    caplog.set_level(logging.WARNING)
+    clock = _Clock()
+    failures = server_module._FailureLog(clock)
+    session = SaslSession(("PLAIN",), lambda *_: None)
+    for _ in range(5):
+        failures.record("10.0.0.1", "10.0.0.1:5000", session)
+    failures.record("10.0.0.2", "10.0.0.2:5000", session)
+    clock.now += server_module.FAILURE_LOG_INTERVAL_SECONDS
+    failures.record("10.0.0.1", "10.0.0.1:5001", session)
+    lines = [r.getMessage() for r in caplog.records]
+    assert failures.total == 7
+    assert len(lines) == 3
+    assert "from 10.0.0.1:5000 (1 failure(s)" in lines[0]
+    assert "from 10.0.0.2:5000 (1 failure(s)" in lines[1]
+    assert "from 10.0.0.1:5001 (5 failure(s)" in lines[2]  # the 4 unlogged and this one

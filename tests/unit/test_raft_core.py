@@ -383,6 +383,7 @@ CONTROLLER_COMMANDS = [
     "set_topic_configs",
     "store_group_configs",
     "store_share_group_deletion",
+    "store_user_scram_credentials",
 ]
 
 

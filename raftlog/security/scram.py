@@ -1,0 +1,84 @@
+"""SCRAM credentials (RFC 5802 / RFC 7677) as Kafka keeps them: salt, iteration count,
+StoredKey and ServerKey. Neither a password nor the salted password is ever kept: the
+StoredKey checks a client's proof (and a PLAIN password, salted again), the ServerKey signs
+the server's final message."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from dataclasses import dataclass
+from typing import Any
+
+# Kafka's ScramMechanism type codes (AlterUserScramCredentials, DescribeUserScramCredentials).
+MECHANISMS: dict[str, int] = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+MECHANISM_NAMES = {code: name for name, code in MECHANISMS.items()}
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+# Kafka's bounds on the iteration count (ScramMechanism.minIterations / maxIterations).
+MIN_ITERATIONS = 4096
+MAX_ITERATIONS = 16384
+SALT_BYTES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    mechanism: str
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def to_record(self) -> list[Any]:
+        """What the controller replicates (msgpack/pickle friendly)."""
+        return [self.mechanism, self.salt, self.stored_key, self.server_key, self.iterations]
+
+    @classmethod
+    def from_record(cls, record: list[Any]) -> ScramCredential:
+        mechanism, salt, stored_key, server_key, iterations = record
+        return cls(mechanism, bytes(salt), bytes(stored_key), bytes(server_key), int(iterations))
+
+    def matches_password(self, password: str) -> bool:
+        """A PLAIN password checked against the SCRAM credential: salted and hashed as a SCRAM
+        client would, then compared with the StoredKey in constant time."""
+        salted = salted_password(self.mechanism, password, self.salt, self.iterations)
+        stored, _ = _keys(self.mechanism, salted)
+        return hmac.compare_digest(stored, self.stored_key)
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """Hi(password, salt, i) of RFC 5802: what a client sends in AlterUserScramCredentials."""
+    return hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode(), salt, iterations)
+
+
+def _keys(mechanism: str, salted: bytes) -> tuple[bytes, bytes]:
+    digest = _HASHES[mechanism]
+    client_key = hmac.digest(salted, b"Client Key", digest)
+    stored_key = hashlib.new(digest, client_key).digest()
+    server_key = hmac.digest(salted, b"Server Key", digest)
+    return stored_key, server_key
+
+
+def from_salted_password(
+    mechanism: str, salt: bytes, salted: bytes, iterations: int
+) -> ScramCredential:
+    stored_key, server_key = _keys(mechanism, salted)
+    return ScramCredential(mechanism, salt, stored_key, server_key, iterations)
+
+
+def new_salt() -> bytes:
+    return os.urandom(SALT_BYTES)
+
+
+def check_upsertion(mechanism: str, iterations: int, salt: bytes, salted: bytes) -> str | None:
+    """Why Kafka would refuse this credential (UNACCEPTABLE_CREDENTIAL), or None."""
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        return (
+            f"Iterations {iterations} must be between {MIN_ITERATIONS} and {MAX_ITERATIONS} "
+            f"for {mechanism}"
+        )
+    if not salt:
+        return "Credential salt must not be empty"
+    if len(salted) != hashlib.new(_HASHES[mechanism]).digest_size:
+        return f"Salted password of {len(salted)} bytes is not a {mechanism} digest"
+    return None
