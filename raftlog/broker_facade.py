@@ -20,7 +20,7 @@ from raftlog.broker import (
     TopicSpec,
 )
 from raftlog.cluster_view import ClusterView
-from raftlog.config import BROKER_DEFAULTS
+from raftlog.config import BROKER_DEFAULTS, SENSITIVE
 from raftlog.controller import ControllerUnavailable
 from raftlog.errors import ErrorCode
 from raftlog.group_admin import GroupAdmin
@@ -208,5 +208,7 @@ class BrokerFacade:
                 else topic_config.DEFAULT
             )
             text = str(value).lower() if isinstance(value, bool) else str(value)
-            entries.append(ConfigEntry(name, text, source, read_only=True))
+            entries.append(
+                ConfigEntry(name, text, source, read_only=True, sensitive=name in SENSITIVE)
+            )
         return entries

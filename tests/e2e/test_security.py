@@ -27,13 +27,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 LISTENERS = ("PLAINTEXT", "SASL_SSL", "SSL", "SASL_PLAINTEXT")
 PASSWORD = "alice-secret"
+KEY_PASSWORD = "node-key-secret"
 RECORDS = 50
 
 
 class Pki:
     def __init__(self, directory: Path) -> None:
         self.ca = Authority(directory / "ca", "raftlog-test-ca")
-        self.node = self.ca.issue("node", "raftlog-node", server=True)
+        self.node = self.ca.issue("node", "raftlog-node", server=True, password=KEY_PASSWORD)
         self.client = self.ca.issue("client", "alice", "eng")
         self.expired = self.ca.issue("expired", "old", expired=True)
         self.foreign = Authority(directory / "foreign", "foreign-ca").issue("foreign", "eve")
@@ -54,6 +55,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory, pki: Pki):
         broker={
             "ssl.keystore.location": str(pki.node.bundle),
             "ssl.truststore.location": str(pki.ca.cert),
+            "ssl.key.password": KEY_PASSWORD,
             "ssl.client.auth": "required",
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         },
@@ -264,6 +266,17 @@ def test_users_through_kafkas_admin_api(secure: Cluster, pki: Pki) -> None:
     deletion = UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_512)
     admin.alter_user_scram_credentials([deletion])["bob"].result(30)
     assert any("Authentication failed" in e for e in refused(conf))
+
+
+def test_the_key_password_is_not_shown(secure: Cluster) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap(secure, "PLAINTEXT")})
+    resource = ConfigResource(ResourceType.BROKER, "1")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    password = configs["ssl.key.password"]
+    assert password.is_sensitive and password.value is None
+    assert configs["ssl.client.auth"].value == "required"
 
 
 def test_wrong_credentials_are_refused_and_logged(secure: Cluster, pki: Pki) -> None:

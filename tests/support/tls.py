@@ -58,7 +58,9 @@ class Authority:
         *,
         server: bool = False,
         expired: bool = False,
+        password: str | None = None,
     ) -> Issued:
+        """`password`: encrypt the private key with it (Kafka's ssl.key.password)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         start = now - datetime.timedelta(days=10 if expired else 1)
@@ -84,7 +86,9 @@ class Authority:
         key_pem = key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
+            serialization.BestAvailableEncryption(password.encode())
+            if password
+            else serialization.NoEncryption(),
         )
         issued = Issued(
             self.directory / f"{file_name}.crt",

@@ -231,3 +231,48 @@ async def test_a_node_back_from_a_long_loop_turn_does_not_take_its_peers_for_sil
         await until(lambda: silences == ["2"], "the silence")
     finally:
         await b.close()
+
+
+def _tls(directory, authority=None, name="node"):
+    from support.tls import Authority
+
+    from raftlog.security.tls import TlsSettings
+
+    authority = authority or Authority(directory / "ca", "ca")
+    issued = authority.issue(name, name, server=True)
+    settings = TlsSettings(keystore=str(issued.bundle), truststore=str(authority.cert))
+    return authority, (settings.server_context("required"), settings.client_context())
+
+
+async def test_peers_talk_over_mutual_tls_and_a_foreign_certificate_is_refused(
+    tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """peer_tls: both sides show a certificate of the cluster's CA under the HMAC handshake;
+    a peer that holds the secret but a certificate of another CA gets nowhere."""
+    from support.tls import Authority
+
+    authority, tls_a = _tls(tmp_path, name="a")
+    _, tls_b = _tls(tmp_path, authority, name="b")
+    _, tls_foreign = _tls(tmp_path / "x", Authority(tmp_path / "foreign", "foreign"), "x")
+    a = Mesh("1", ("127.0.0.1", 0), {}, b"secret", tls=tls_a)
+    inbox = Inbox(a)
+    a.register("g", inbox)
+    await a.start()
+    port = a._server.sockets[0].getsockname()[1]
+    peers = {"1": ("127.0.0.1", port)}
+    b = Mesh("2", ("127.0.0.1", 0), peers, b"secret", tls=tls_b)
+    b.register("g", Inbox(b, greeting={"hello": "over tls"}))
+    stranger = Mesh("3", ("127.0.0.1", 0), peers, b"secret", tls=tls_foreign)
+    stranger.register("g", Inbox(stranger, greeting={"hello": "from afar"}))
+    plain = Mesh("4", ("127.0.0.1", 0), peers, b"secret")
+    plain.register("g", Inbox(plain, greeting={"hello": "in the clear"}))
+    try:
+        await stranger.start()
+        await plain.start()
+        await b.start()
+        await until(lambda: inbox.received, "b's greeting")
+        await asyncio.sleep(1.0)  # (the others have dialled and failed by now, many times)
+        assert inbox.received == [("2", {"hello": "over tls"})]
+    finally:
+        for m in (b, stranger, plain, a):
+            await m.close()
