@@ -138,6 +138,12 @@ def _parser() -> argparse.ArgumentParser:
     audit_cli.add_parser(sub, DEFAULT_DATA)
     user_cli.add_parser(sub, DEFAULT_DATA)
 
+    certs = sub.add_parser(
+        "dev-certs", help="a CA and certificates for trying TLS on this machine (not production)"
+    )
+    certs.add_argument("directory", type=Path)
+    certs.set_defaults(run=_dev_certs)
+
     proxy = sub.add_parser(
         "proxy", help="run the HTTP consume proxy alone, as a client of a cluster"
     )
@@ -163,6 +169,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     epochs.set_defaults(run=_epochs)
     return parser
+
+
+def _dev_certs(args: argparse.Namespace) -> int:
+    from raftlog_app.dev_certs import make_dev_certs
+
+    for what, path in make_dev_certs(args.directory).items():
+        print(f"{what:<12} {path.resolve()}")
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 from support.cluster import Cluster, wait_for
-from support.tls import Authority, Issued
+
+from raftlog_app.dev_certs import Authority, Issued
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

@@ -102,7 +102,7 @@ listeners = "PLAINTEXT://127.0.0.1:9092,SASL_SSL://:9093,INTERNAL://127.0.0.1:90
 
 
 def test_listeners_are_read_as_kafka_names_them(tmp_path: Path) -> None:
-    from tests.support.tls import Authority
+    from raftlog_app.dev_certs import Authority
 
     Authority(tmp_path / "ca", "ca").issue("node", "node", server=True).bundle.rename(
         tmp_path / "node.pem"

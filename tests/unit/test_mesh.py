@@ -234,9 +234,8 @@ async def test_a_node_back_from_a_long_loop_turn_does_not_take_its_peers_for_sil
 
 
 def _tls(directory, authority=None, name="node"):
-    from support.tls import Authority
-
     from raftlog.security.tls import TlsSettings
+    from raftlog_app.dev_certs import Authority
 
     authority = authority or Authority(directory / "ca", "ca")
     issued = authority.issue(name, name, server=True)
@@ -249,7 +248,7 @@ async def test_peers_talk_over_mutual_tls_and_a_foreign_certificate_is_refused(
 ) -> None:
     """peer_tls: both sides show a certificate of the cluster's CA under the HMAC handshake;
     a peer that holds the secret but a certificate of another CA gets nowhere."""
-    from support.tls import Authority
+    from raftlog_app.dev_certs import Authority
 
     authority, tls_a = _tls(tmp_path, name="a")
     _, tls_b = _tls(tmp_path, authority, name="b")

@@ -1,5 +1,7 @@
-"""Certificates the security tests make for themselves: a CA, a node certificate for
-127.0.0.1, client certificates (good, expired, from a foreign CA)."""
+"""Certificates for trying TLS on one machine (`raftlog dev-certs DIR`), and what the tests
+and the benchmark make for themselves: a CA, a node certificate for 127.0.0.1 and localhost,
+client certificates (in tests also expired ones, and ones from a foreign CA). Not for
+production: the CA's key is thrown away and nothing is revocable."""
 
 from __future__ import annotations
 
@@ -99,3 +101,17 @@ class Authority:
         issued.key.write_bytes(key_pem)
         issued.bundle.write_bytes(key_pem + cert_pem)
         return issued
+
+
+def make_dev_certs(directory: Path) -> dict[str, Path]:
+    """ca.pem (the truststore), node.pem (the nodes' keystore: key and certificate for
+    127.0.0.1/localhost) and client.crt/client.key (CN=client, for ssl.client.auth)."""
+    authority = Authority(directory, "ca")
+    node = authority.issue("node", "raftlog-node", server=True)
+    client = authority.issue("client", "client")
+    return {
+        "ca": authority.cert,
+        "node": node.bundle,
+        "client_cert": client.cert,
+        "client_key": client.key,
+    }
