@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.systems import SCRAPE_INTERVAL_S
 from bench.workloads import (
     BASELINE_PARTITIONS,
     E2E_RATE,
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 PEER = "tansu"
 RAFTLOGS = ("raftlog1", "raftlog3")
+# A variant is compared with the system it varies, not with the peer: its cost.
+VARIANTS = {"raftlog3-tls": "raftlog3"}
 
 
 @dataclass(frozen=True)
@@ -174,8 +177,8 @@ def summarize(runs: list[dict], systems: list[str]) -> dict:
         for system in systems:
             values = [v for r in runs if (v := _figure(r, system, metric)) is not None]
             entry["systems"][system] = _stats(values) or _state(runs, system, metric)
-        for system in (s for s in RAFTLOGS if s in systems and PEER in systems):
-            pairs = [(_figure(r, system, metric), _figure(r, PEER, metric)) for r in runs]
+        for system, base in _ratio_pairs(systems):
+            pairs = [(_figure(r, system, metric), _figure(r, base, metric)) for r in runs]
             entry["ratios"][system] = _stats([a / b for a, b in pairs if a is not None and b])
         if metric.target:
             for system in (s for s in RAFTLOGS if s in systems):
@@ -190,6 +193,12 @@ def summarize(runs: list[dict], systems: list[str]) -> dict:
         if any(isinstance(v, dict) or v == "error" for v in entry["systems"].values()):
             summary[metric.key] = entry
     return summary
+
+
+def _ratio_pairs(systems: list[str]) -> list[tuple[str, str]]:
+    """(system, what it is divided by): raftlog by the peer, a variant by its base."""
+    pairs = [(s, PEER) for s in RAFTLOGS if s in systems and PEER in systems]
+    return pairs + [(v, b) for v, b in VARIANTS.items() if v in systems and b in systems]
 
 
 def _num(value: float) -> str:
@@ -216,11 +225,12 @@ def _met(entry: dict) -> str:
 
 def table(summary: dict, systems: list[str]) -> str:
     """Markdown: one row per metric, median (min–max) per system, then the ratios."""
-    ratio_cols = [s for s in RAFTLOGS if s in systems and PEER in systems]
+    pairs = _ratio_pairs(systems)
+    ratio_cols = [s for s, _ in pairs]
     head = (
         ["metric", "unit", "better"]
         + systems
-        + [f"{s}/{PEER}" for s in ratio_cols]
+        + [f"{s}/{base}" for s, base in pairs]
         + ["target", "met"]
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -261,7 +271,10 @@ def notes(settings: dict, runs: int, values: str) -> list[str]:
         " ".join(workloads),
         f"{PEER}: memory engine, no replication (RF 1), so failover and restart do not "
         "apply and its RSS holds all data written. raftlog1: 1 node, RF 1; raftlog3: 3 "
-        "nodes, RF 3.",
+        "nodes, RF 3. raftlog3-tls: raftlog3 with every client on an SSL listener (TLS 1.3, "
+        "no client certificates; the peer mesh in the clear); raftlog3-tls/raftlog3 is the "
+        "cost of TLS. Every raftlog node's /metrics is scraped every "
+        f"{SCRAPE_INTERVAL_S:g} s throughout, as a Prometheus server would.",
     ]
 
 
@@ -323,7 +336,12 @@ PANELS = [
     ("memory: RSS of the largest node", "MB", [("memory.rss_mb", "RSS")], 400, False),
     ("idle CPU, largest node", "% of one core", [("partitions.cpu_pct", "idle")], 10, False),
 ]
-COLORS = {"tansu": "#888888", "raftlog1": "#4c72b0", "raftlog3": "#dd8452"}
+COLORS = {
+    "tansu": "#888888",
+    "raftlog1": "#4c72b0",
+    "raftlog3": "#dd8452",
+    "raftlog3-tls": "#c44e52",
+}
 
 
 def chart(path: Path, summary: dict, systems: list[str], caption: str) -> None:

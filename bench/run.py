@@ -14,6 +14,7 @@ out, also on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import platform
@@ -33,7 +34,7 @@ import confluent_kafka  # noqa: E402
 
 from bench import report  # noqa: E402
 from bench import workloads as wl  # noqa: E402
-from bench.systems import SYSTEMS, System, launched, tansu_binary  # noqa: E402
+from bench.systems import SYSTEMS, TLS_SUFFIX, System, launched, tansu_binary  # noqa: E402
 from raftlog.cluster import become_subreaper  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,6 +53,8 @@ WORKLOADS = (
 DATA_WORKLOADS = {"produce", "consume", "latency", "e2e", "memory"}  # share one instance
 # others: n/a (Tansu has no share groups and no HTTP proxy, so no queue)
 ONLY_ON = {"failover": "raftlog3", "restart": "raftlog1", "queue": "raftlog3", "scale": "raftlog3"}
+# raftlog3-tls differs from raftlog3 only in its clients' TLS: the figures it changes.
+TLS_WORKLOADS = {"produce", "consume", "latency", "e2e"}
 # The scale clusters only: the default cap on partition replicas per node (from the file
 # descriptor budget, at most 500) would refuse the larger counts before they are measured.
 SCALE_BROKER = {"max.partition.replicas.per.node": 10000}
@@ -288,9 +291,27 @@ def queue_run(plan: Plan, name: str, tag: str) -> dict:
     return results
 
 
+def tls_run(plan: Plan, name: str, tag: str) -> dict:
+    """The data workloads TLS can change, on one instance; the rest do not apply."""
+    results: dict = {w: "n/a" for w in plan.workloads - TLS_WORKLOADS}
+    wanted = plan.workloads & TLS_WORKLOADS
+    if wanted:
+        keys = [
+            k
+            for w in WORKLOADS
+            if w in wanted
+            for k in (["produce_none", "produce_lz4"] if w == "produce" else [w])
+        ]
+        tls_plan = dataclasses.replace(plan, workloads=wanted)
+        session(plan, name, tag, results, keys, lambda steps: data_workloads(tls_plan, steps))
+    return results
+
+
 def run_system(plan: Plan, name: str, tag: str) -> dict:
     """Every selected workload against `name`, on fresh instances."""
     results: dict = {}
+    if name.endswith(TLS_SUFFIX):
+        return tls_run(plan, name, tag)
     data = [w for w in WORKLOADS if w in plan.workloads & DATA_WORKLOADS]
     if data:
         keys = [

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,10 +30,17 @@ from bench.procs import (
     tail,
     wait_until,
 )
+from raftlog_app.dev_certs import make_dev_certs
 
-SYSTEMS = ("tansu", "raftlog1", "raftlog3")
-# raftlog CLI contract: ports relative to Kafka's (the proxy: the HTTP consume proxy)
-RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET = 1000, 2000, 3000
+# raftlog3-tls: raftlog3 with its clients on an SSL listener, for the cost of TLS.
+SYSTEMS = ("tansu", "raftlog1", "raftlog3", "raftlog3-tls")
+TLS_SUFFIX = "-tls"
+# raftlog CLI contract: ports relative to Kafka's (the proxy: the HTTP consume proxy; the
+# second listener: TLS_OFFSET)
+RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET, TLS_OFFSET = 1000, 2000, 3000, 4000
+# Every raftlog node's /metrics is read this often while it is measured, as a Prometheus
+# server scraping it would (three times as often as Prometheus's default of 15 s).
+SCRAPE_INTERVAL_S = 5.0
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -55,6 +63,7 @@ class System:
     replication_factor: int
     bootstrap: str
     workdir: Path
+    client: dict[str, str] = {}  # librdkafka security settings every client needs
 
     def pids(self) -> dict[str, int]:
         """Broker processes by label ("tansu", "node-1", ...)."""
@@ -74,7 +83,7 @@ class System:
     def create_topic(self, topic: str, partitions: int, timeout: float = 180.0) -> None:
         """CreateTopics through librdkafka (the same client for every system), then waits
         until every partition has a leader."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **self.client})
         futures = admin.create_topics(
             [NewTopic(topic, partitions, self.replication_factor)], request_timeout=timeout
         )
@@ -137,25 +146,61 @@ class Tansu(System):
                 self.proc.wait(10)
 
 
+class Scraper:
+    """Reads every node's /metrics each SCRAPE_INTERVAL_S on a thread of its own, so what is
+    measured includes the cost of being monitored."""
+
+    def __init__(self, admins: list[str]) -> None:
+        self.scrapes = self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(admins,), daemon=True)
+        self._thread.start()
+
+    def _run(self, admins: list[str]) -> None:
+        while not self._stop.wait(SCRAPE_INTERVAL_S):
+            for admin in admins:
+                try:
+                    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=2) as r:  # noqa: S310
+                        r.read()
+                    self.scrapes += 1
+                except OSError:
+                    self.failures += 1  # a node being restarted by the workload
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
 class Raftlog(System):
     """A raftlog cluster of `nodes` nodes started with `raftlog cluster up`; topics get
-    RF = nodes. `broker`: more [broker] settings for every node."""
+    RF = nodes. `broker`: more [broker] settings for every node; `tls`: clients use a second,
+    SSL listener (certificates from `raftlog dev-certs`)."""
 
-    def __init__(self, workdir: Path, nodes: int, broker: dict[str, object] | None = None) -> None:
-        self.name, self.replication_factor, self.workdir = f"raftlog{nodes}", nodes, workdir
+    def __init__(
+        self,
+        workdir: Path,
+        nodes: int,
+        broker: dict[str, object] | None = None,
+        tls: bool = False,
+    ) -> None:
+        self.name = f"raftlog{nodes}{TLS_SUFFIX if tls else ''}"
+        self.replication_factor, self.workdir = nodes, workdir
         self.node_info: dict[int, dict] = {}
         self.restarted: list[subprocess.Popen] = []
+        self.scraper: Scraper | None = None
+        broker = dict(broker or {})
+        if tls:
+            certs = make_dev_certs(workdir / "certs")
+            broker["ssl.keystore.location"] = str(certs["node"])
+            self.client = {"security.protocol": "SSL", "ssl.ca.location": str(certs["ca"])}
+        offsets = (0, RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET) + ((TLS_OFFSET,) if tls else ())
         for attempt in range(3):
-            base = free_base_port(
-                [
-                    off + i
-                    for off in (0, RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET)
-                    for i in range(nodes)
-                ]
-            )
+            base = free_base_port([off + i for off in offsets for i in range(nodes)])
             argv = self._cli("cluster", "up", "--nodes", str(nodes), "--kafka-port", str(base))
             argv += ["--broker", f"offsets.topic.replication.factor={min(nodes, 3)}"]
-            for key, value in (broker or {}).items():
+            if tls:
+                argv += ["--listeners", "PLAINTEXT,SSL"]
+            for key, value in broker.items():
                 argv += ["--broker", f"{key}={value}"]
             done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
             if done.returncode == 0:
@@ -169,6 +214,9 @@ class Raftlog(System):
         state = json.loads((workdir / "cluster.json").read_text())
         self.bootstrap = state["bootstrap"]
         self.node_info = {int(n["node_id"]): n for n in state["nodes"]}
+        if tls:
+            self.bootstrap = ",".join(n["listeners"]["SSL"] for n in state["nodes"])
+        self.scraper = Scraper([n["admin"] for n in state["nodes"]])
 
     def _cli(self, *args: str) -> list[str]:
         return [str(VENV_BIN / "raftlog"), *args, "--data", str(self.workdir)]
@@ -237,6 +285,8 @@ class Raftlog(System):
 
     def close(self) -> None:
         """`cluster down` (graceful), then SIGKILL whatever still runs from this data dir."""
+        if self.scraper is not None:
+            self.scraper.stop()
         if (self.workdir / "cluster.json").exists():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 subprocess.run(self._cli("cluster", "down"), capture_output=True, timeout=90)
@@ -254,7 +304,9 @@ def start(name: str, tmp_root: Path | None, broker: dict[str, object] | None = N
     try:
         if name == "tansu":
             return Tansu(workdir)
-        return Raftlog(workdir, int(name.removeprefix("raftlog")), broker)
+        tls = name.endswith(TLS_SUFFIX)
+        nodes = int(name.removeprefix("raftlog").removesuffix(TLS_SUFFIX))
+        return Raftlog(workdir, nodes, broker, tls)
     except BaseException:
         for pid in processes_under(workdir):
             kill9(pid)

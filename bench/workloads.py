@@ -112,7 +112,7 @@ def records_for(megabytes: float, record_bytes: int) -> int:
 
 
 def _client(system: System, **overrides: object) -> dict:
-    return {"bootstrap.servers": system.bootstrap, **overrides}
+    return {"bootstrap.servers": system.bootstrap, **system.client, **overrides}
 
 
 def _throughput(records: int, nbytes: int, seconds: float) -> dict:
