@@ -73,7 +73,6 @@ class KafkaServer:
         max_idle_seconds: float = 600.0,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
         clock: Callable[[], float] = time.monotonic,
-        name: str = "PLAINTEXT",
         tls: ssl.SSLContext | None = None,
         sasl_mechanisms: tuple[str, ...] | None = None,
     ) -> None:
@@ -81,7 +80,6 @@ class KafkaServer:
         authentication with one of them (SASL_PLAINTEXT, SASL_SSL)."""
         self.broker = broker
         self.host = host
-        self.name = name
         self.tls = tls
         self.sasl_mechanisms = sasl_mechanisms
         self.auth_failures = _FailureLog(clock)

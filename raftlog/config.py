@@ -192,8 +192,7 @@ class NodeConfig:
 
     @property
     def sasl_mechanisms(self) -> tuple[str, ...]:
-        setting = str(self.broker_setting("sasl.enabled.mechanisms"))
-        return tuple(m.strip().upper() for m in setting.split(",") if m.strip())
+        return _names(self.broker_setting("sasl.enabled.mechanisms"))
 
     @property
     def node_ids(self) -> list[int]:
@@ -277,6 +276,11 @@ class NodeConfig:
         )
 
 
+def _names(setting: str) -> tuple[str, ...]:
+    """A comma-separated list setting, upper-cased as Kafka compares mechanism names."""
+    return tuple(m.strip().upper() for m in str(setting).split(",") if m.strip())
+
+
 def _flag(raw: dict[str, Any], name: str) -> bool:
     value = raw.get(name, False)
     if not isinstance(value, bool):
@@ -305,13 +309,9 @@ def _listeners(raw: dict[str, Any], broker: dict[str, Any]) -> list[Listener]:
             raw.get("advertised_kafka", f"{kafka[0]}:{kafka[1]}"), "advertised_kafka"
         )
         listeners = [Listener("PLAINTEXT", "PLAINTEXT", *kafka, *advertised)]
-    mechanisms = [
-        m.strip().upper()
-        for m in str(
-            broker.get("sasl.enabled.mechanisms", BROKER_DEFAULTS["sasl.enabled.mechanisms"])
-        ).split(",")
-        if m.strip()
-    ]
+    mechanisms = _names(
+        broker.get("sasl.enabled.mechanisms", BROKER_DEFAULTS["sasl.enabled.mechanisms"])
+    )
     unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
     if unknown:
         raise ConfigError(

@@ -38,7 +38,6 @@ class NodeProcess:
                 listener.port,
                 max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
                 max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
-                name=listener.name,
                 tls=_listener_tls(cfg, listener),
                 sasl_mechanisms=cfg.sasl_mechanisms if listener.sasl else None,
             )
