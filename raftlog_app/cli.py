@@ -17,7 +17,7 @@ from kafka.errors import KafkaError as ClientError
 
 from raftlog import cluster
 from raftlog.config import ConfigError, NodeConfig, parse_address
-from raftlog_app import audit_cli, groups_cli, share_cli, user_cli
+from raftlog_app import audit_cli, client_config, groups_cli, share_cli, user_cli
 from raftlog_app.process import NodeProcess, serve_proxy
 
 DEFAULT_DATA = Path("data")
@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        client_config.use(getattr(args, "command_config", None))
         return args.run(args) or 0
     except (cluster.ClusterError, ConfigError) as e:
         print(f"raftlog: {e}", file=sys.stderr)
@@ -134,6 +135,12 @@ def _parser() -> argparse.ArgumentParser:
     for p in (create, listing, describe, glist, gdesc, dump, slist, sdesc):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    for p in (create, listing, describe, glist, gdesc, dump):
+        p.add_argument(
+            "--command-config",
+            type=Path,
+            help="client properties for a secured listener (security.protocol, sasl.*, ssl.*)",
+        )
 
     audit_cli.add_parser(sub, DEFAULT_DATA)
     user_cli.add_parser(sub, DEFAULT_DATA)
@@ -270,6 +277,7 @@ def _admin_client(args: argparse.Namespace):  # noqa: ANN202 - kafka-python has 
         client_id="raftlog-cli",
         request_timeout_ms=10_000,
         bootstrap_timeout_ms=10_000,
+        **client_config.kafka_python(),
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from raftlog.groups import records
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
+from raftlog_app import client_config
 
 CLIENT_ID = "raftlog-cli"
 DUMP_TIMEOUT_S = 60.0
@@ -33,7 +34,10 @@ def _admin(bootstrap: str) -> Any:
     from kafka.admin import KafkaAdminClient
 
     return KafkaAdminClient(
-        bootstrap_servers=bootstrap.split(","), client_id=CLIENT_ID, request_timeout_ms=30000
+        bootstrap_servers=bootstrap.split(","),
+        client_id=CLIENT_ID,
+        request_timeout_ms=30000,
+        **client_config.kafka_python(),
     )
 
 
@@ -46,6 +50,7 @@ def _consumer(bootstrap: str) -> Any:
         enable_auto_commit=False,
         client_id=CLIENT_ID,
         request_timeout_ms=30000,
+        **client_config.kafka_python(),
     )
 
 
