@@ -226,6 +226,23 @@ def test_aiokafka_with_scram_sha_512(secure: Cluster, pki: Pki) -> None:
     assert asyncio.run(run()) == [f"aio-{i}".encode() for i in range(10)]
 
 
+def test_the_cli_on_a_secured_listener_with_command_config(secure: Cluster, pki: Pki) -> None:
+    secure.create_topic("cli-visible", partitions=1, replication_factor=3)
+    props = secure.workdir / "client.properties"
+    props.write_text(
+        "# as a kcat or confluent-kafka user writes them\n"
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.username=alice\nsasl.password={PASSWORD}\n"
+        f"ssl.ca.location={pki.ca.cert}\n"
+    )
+    sasl = bootstrap(secure, "SASL_SSL")
+    listed = secure.cli("topic", "list", "--bootstrap", sasl, "--command-config", str(props))
+    assert "cli-visible" in listed.stdout
+    refused_cli = secure.cli("topic", "list", "--bootstrap", sasl, check=False, timeout=90)
+    assert refused_cli.returncode != 0
+
+
 def test_users_through_kafkas_admin_api(secure: Cluster, pki: Pki) -> None:
     """AlterUserScramCredentials / DescribeUserScramCredentials from confluent-kafka's admin,
     on the PLAINTEXT listener; the new user logs in; a deleted one no longer does."""
