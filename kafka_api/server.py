@@ -277,6 +277,10 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _handle_frame(self, frame: memoryview) -> None:
         """Decodes one request and starts its handler; the frame's memory is reused after."""
+        sasl = self._sasl
+        if sasl is not None and sasl.raw and sasl.stage is Stage.AUTHENTICATE:
+            self._start_task(self._raw_sasl(sasl, bytes(frame)), len(frame))
+            return
         try:
             header = codec.decode_header(frame)
         except codec.MalformedRequest as exc:
@@ -286,7 +290,6 @@ class _Connection(asyncio.BufferedProtocol):
         if handler is None:
             self.drop(f"unknown api key {header.api_key}")
             return
-        sasl = self._sasl
         unauthenticated = sasl is not None and sasl.stage is not Stage.DONE
         if unauthenticated and header.api_key not in BEFORE_AUTHENTICATION:
             self.drop(f"api {header.api_key} before SASL authentication")
@@ -329,6 +332,15 @@ class _Connection(asyncio.BufferedProtocol):
     async def _run(self, handling: Any, correlation_id: int) -> list[bytes | bytearray] | None:
         response = await handling
         return None if response is None else codec.encode_response(correlation_id, response)
+
+    async def _raw_sasl(self, sasl: SaslSession, token: bytes) -> list[bytes | bytearray] | None:
+        """A SASL token after SaslHandshake v0: answered as a bare size-prefixed token; a
+        failure gets no answer, only the close (Kafka's v0 has no error to send)."""
+        step = await sasl.authenticate(token)
+        if step.error is not None:
+            await asyncio.sleep(sasl_authenticate.FAILED_AUTHENTICATION_DELAY_S)
+            return None
+        return [_SIZE.pack(len(step.challenge)) + step.challenge]
 
     async def _answer(self, correlation_id: int, response: Any) -> list[bytes | bytearray]:
         return codec.encode_response(correlation_id, response)

@@ -1,5 +1,6 @@
-"""SaslHandshake (17): the client names its SASL mechanism; SaslAuthenticate frames follow.
-Only v1 is served: v0 sent raw SASL tokens outside Kafka framing and is gone from Kafka 4."""
+"""SaslHandshake (17): the client names its SASL mechanism. After v1, SaslAuthenticate frames
+carry the SASL tokens; after v0 (which older librdkafka needs advertised before it does SASL
+at all) the tokens come as bare size-prefixed frames (kafka_api/server.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from raftlog.errors import ErrorCode
 from raftlog.security.sasl import Stage
 
 API_KEY = 17
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 1
 
 
@@ -22,7 +23,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         # Not a SASL listener, or already past the handshake (no re-authentication).
         error = ErrorCode.illegal_sasl_state
         mechanisms: tuple[str, ...] = ()
-    elif session.handshake(request.mechanism):
+    elif session.handshake(request.mechanism, raw=ctx.api_version == 0):
         error, mechanisms = ErrorCode.none, session.mechanisms
     else:
         session.stage = Stage.FAILED  # Kafka closes the connection after this answer

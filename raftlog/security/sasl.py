@@ -52,16 +52,18 @@ class SaslSession:
         self._credentials = credentials
         self.stage = Stage.HANDSHAKE
         self.mechanism: str | None = None
+        self.raw = False  # SaslHandshake v0: tokens in bare frames, not in SaslAuthenticate
         self.principal: str | None = None  # "User:<name>" once authenticated
         self.attempted_user: str | None = None  # for the failure log
         self._scram: scramp.core.ScramServer | None = None
         self._scram_user: str | None = None
 
-    def handshake(self, mechanism: str) -> bool:
+    def handshake(self, mechanism: str, raw: bool = False) -> bool:
         """Chooses the mechanism; False (UNSUPPORTED_SASL_MECHANISM) if it is not enabled."""
         if mechanism not in self.mechanisms:
             return False
         self.mechanism = mechanism
+        self.raw = raw
         self.stage = Stage.AUTHENTICATE
         if mechanism != PLAIN:
             self._scram = scramp.ScramMechanism(mechanism).make_server(self._scram_lookup)

@@ -473,9 +473,9 @@ async def sasl_kafka(monkeypatch):
     await server.close()
 
 
-def _handshake(mechanism):
-    m = load_payload_module(SASL_HANDSHAKE, 1, EntityType.request)
-    return frame(SASL_HANDSHAKE, 1, 1, m.SaslHandshakeRequest(mechanism=mechanism))
+def _handshake(mechanism, version=1):
+    m = load_payload_module(SASL_HANDSHAKE, version, EntityType.request)
+    return frame(SASL_HANDSHAKE, version, 1, m.SaslHandshakeRequest(mechanism=mechanism))
 
 
 def _authenticate(token, correlation_id=2):
@@ -570,3 +570,22 @@ def test_failed_logins_are_logged_at_most_once_per_host_per_interval(caplog):
     assert "from 10.0.0.1:5000 (1 failure(s)" in lines[0]
     assert "from 10.0.0.2:5000 (1 failure(s)" in lines[1]
     assert "from 10.0.0.1:5001 (5 failure(s)" in lines[2]  # the 4 unlogged and this one
+
+
+@pytest.mark.parametrize(("password", "ok"), [(b"pw", True), (b"wrong", False)])
+async def test_sasl_handshake_v0_then_bare_tokens(sasl_kafka, password, ok):
+    """After SaslHandshake v0 the token travels in a bare size-prefixed frame and so does the
+    answer (empty for PLAIN); a failure is answered by closing."""
+    reader, writer = await connect(sasl_kafka)
+    writer.write(_handshake("PLAIN", version=0))
+    _, shook = await read_response(reader, SASL_HANDSHAKE, 0)
+    assert shook.error_code == ErrorCode.none
+    token = b"\0alice\0" + password
+    writer.write(struct.pack(">i", len(token)) + token)
+    if not ok:
+        assert await is_closed(reader)
+        return
+    assert await asyncio.wait_for(reader.readexactly(4), 5) == b"\0\0\0\0"
+    writer.write(frame(API_VERSIONS, 0, 9))
+    assert (await read_response(reader, API_VERSIONS, 0))[0] == 9
+    writer.close()
