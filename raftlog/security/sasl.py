@@ -1,5 +1,6 @@
-"""The server side of a connection's SASL exchange (SaslHandshake v1, then SaslAuthenticate
-frames): PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802/7677, through scramp). Both check
+"""The server side of a connection's SASL exchange (SaslHandshake, then SaslAuthenticate
+frames): PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802/7677: scramp reads the client's
+first message and writes the server's; the final check is scram.server_final). Both check
 against the controller's SCRAM credentials, so no password is stored anywhere; PLAIN salts the
 password it receives with the user's stored salt, as Redpanda does."""
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import scramp
 
 from raftlog.security.principal import user
-from raftlog.security.scram import MECHANISMS, ScramCredential
+from raftlog.security.scram import MECHANISMS, ScramCredential, server_final
 
 PLAIN = "PLAIN"
 SUPPORTED = (PLAIN, *MECHANISMS)
@@ -57,6 +58,8 @@ class SaslSession:
         self.attempted_user: str | None = None  # for the failure log
         self._scram: scramp.core.ScramServer | None = None
         self._scram_user: str | None = None
+        self._credential: ScramCredential | None = None
+        self._client_first = ""
 
     def handshake(self, mechanism: str, raw: bool = False) -> bool:
         """Chooses the mechanism; False (UNSUPPORTED_SASL_MECHANISM) if it is not enabled."""
@@ -75,14 +78,16 @@ class SaslSession:
             return self._finish(await asyncio.to_thread(self._plain, token))
         assert self._scram is not None
         try:
-            if self._scram_user is None:
-                self._scram.set_client_first(token.decode())
+            if self._credential is None:
+                self._client_first = token.decode()
+                self._scram.set_client_first(self._client_first)
                 return Step(self._scram.get_server_first().encode())
-            self._scram.set_client_final(token.decode())
-            final = self._scram.get_server_final().encode()
+            final = server_final(
+                self._credential, self._client_first, self._scram.server_first, token.decode()
+            )
         except (scramp.ScramException, UnicodeDecodeError, ValueError):
             return self._finish(None)
-        return self._finish(self._scram_user, final)
+        return self._finish(self._scram_user if final else None, (final or "").encode())
 
     def _finish(self, name: str | None, final: bytes = b"") -> Step:
         if name is None or self.stage is Stage.FAILED:  # (failed meanwhile: out of turn)
@@ -118,5 +123,5 @@ class SaslSession:
         credential = self._credentials(name, self.mechanism)
         if credential is None:
             return None
-        self._scram_user = name
+        self._scram_user, self._credential = name, credential
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations

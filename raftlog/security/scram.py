@@ -5,6 +5,7 @@ the server's final message."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
@@ -82,3 +83,41 @@ def check_upsertion(mechanism: str, iterations: int, salt: bytes, salted: bytes)
     if len(salted) != hashlib.new(_HASHES[mechanism]).digest_size:
         return f"Salted password of {len(salted)} bytes is not a {mechanism} digest"
     return None
+
+
+def server_final(
+    credential: ScramCredential, client_first: str, server_first: str, client_final: str
+) -> str | None:
+    """Checks the client-final-message (RFC 5802 §3) and returns the server-final-message,
+    or None when the proof is wrong or the message malformed. The nonce check is Kafka's
+    (ScramSaslServer): the client's nonce must end with the server-first nonce, so
+    librdkafka 2.0's client-final, which repeats its own nonce in front, logs in here as it
+    does on Kafka. The proof is over the messages as sent, so it binds the whole exchange."""
+    head, sep, proof_text = client_final.rpartition(",p=")
+    attributes = dict(part.split("=", 1) for part in head.split(",") if "=" in part)
+    server_nonce = dict(p.split("=", 1) for p in server_first.split(",") if "=" in p).get("r")
+    bare = client_first.split(",", 2)[2] if client_first.count(",") >= 2 else ""
+    gs2_header = client_first[: len(client_first) - len(bare)]
+    if (
+        not sep
+        or not bare
+        or not server_nonce
+        or not head.startswith("c=")
+        or attributes.get("c") != base64.b64encode(gs2_header.encode()).decode()
+        or not attributes.get("r", "").endswith(server_nonce)
+    ):
+        return None
+    try:
+        proof = base64.b64decode(proof_text, validate=True)
+    except ValueError:
+        return None
+    digest = _HASHES[credential.mechanism]
+    auth_message = f"{bare},{server_first},{head}".encode()
+    signature = hmac.digest(credential.stored_key, auth_message, digest)
+    if len(proof) != len(signature):
+        return None
+    client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+    if not hmac.compare_digest(hashlib.new(digest, client_key).digest(), credential.stored_key):
+        return None
+    verifier = hmac.digest(credential.server_key, auth_message, digest)
+    return "v=" + base64.b64encode(verifier).decode()

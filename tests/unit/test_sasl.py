@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import hmac
 
 import pytest
 import scramp
@@ -131,3 +133,51 @@ def test_upsertions_are_checked_as_kafka_checks_them() -> None:
     assert "between" in (scram.check_upsertion("SCRAM-SHA-512", 16385, b"s", salted) or "")
     assert scram.check_upsertion("SCRAM-SHA-512", 4096, b"", salted) is not None
     assert scram.check_upsertion("SCRAM-SHA-256", 4096, b"s", salted) is not None  # 64 != 32
+
+
+def _client_final(
+    mechanism: str, password: str, client_first: str, server_first: str, nonce: str
+) -> str:
+    """A client-final-message for `nonce`, signed as a client signs it (RFC 5802 §3)."""
+    digest = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+    fields = dict(p.split("=", 1) for p in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(
+        digest, password.encode(), base64.b64decode(fields["s"]), int(fields["i"])
+    )
+    client_key = hmac.digest(salted, b"Client Key", digest)
+    stored_key = hashlib.new(digest, client_key).digest()
+    head = f"c=biws,r={nonce}"
+    auth = f"{client_first.split(',', 2)[2]},{server_first},{head}".encode()
+    signature = hmac.digest(stored_key, auth, digest)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{head},p={base64.b64encode(proof).decode()}"
+
+
+def test_a_client_final_nonce_that_ends_with_the_servers_is_taken_as_kafka_takes_it() -> None:
+    """librdkafka 2.0 (Debian's kcat) repeats its own nonce in front of the server's in its
+    final message; Kafka checks only that the nonce ends with the server's, and so do we.
+    A nonce that does not end with it, or a proof over other messages, still fails."""
+    for nonce_of, ok in (
+        (lambda c, s: c + s, True),
+        (lambda c, s: s, True),
+        (lambda c, s: s + "x", False),
+        (lambda c, s: c, False),
+    ):
+        s = session()
+        s.handshake("SCRAM-SHA-512")
+        client_first = "n,,n=alice,r=abcdef"
+        first = asyncio.run(s.authenticate(client_first.encode()))
+        server_first = first.challenge.decode()
+        full = dict(p.split("=", 1) for p in server_first.split(","))["r"]
+        final = _client_final(
+            "SCRAM-SHA-512", "s3cret", client_first, server_first, nonce_of("abcdef", full)
+        )
+        step = asyncio.run(s.authenticate(final.encode()))
+        assert (step.error is None) is ok, nonce_of
+    s = session()
+    s.handshake("SCRAM-SHA-512")
+    server_first = asyncio.run(s.authenticate(b"n,,n=alice,r=abcdef")).challenge.decode()
+    full = dict(p.split("=", 1) for p in server_first.split(","))["r"]
+    other_first = "n,,n=alice,r=zzzzzz"  # signed over a first message never sent
+    final = _client_final("SCRAM-SHA-512", "s3cret", other_first, server_first, full)
+    assert asyncio.run(s.authenticate(final.encode())).error == FAILED
