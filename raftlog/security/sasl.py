@@ -1,8 +1,11 @@
 """The server side of a connection's SASL exchange (SaslHandshake, then SaslAuthenticate
-frames): PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802/7677: scramp reads the client's
-first message and writes the server's; the final check is scram.server_final). Both check
-against the controller's SCRAM credentials, so no password is stored anywhere; PLAIN salts the
-password it receives with the user's stored salt, as Redpanda does."""
+frames): PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802/7677, raftlog/security/scram.py).
+Both check against the controller's SCRAM credentials, so no password is stored anywhere;
+PLAIN salts the password it receives with the user's stored salt, as Redpanda does.
+
+SCRAM is written here rather than taken from scramp, which the unit tests use as an
+independent client: Kafka takes what scramp's server refuses, salts shorter than 12 bytes
+(Kafka's AdminClient may send any) and librdkafka 2.0's client-final nonce."""
 
 from __future__ import annotations
 
@@ -11,10 +14,14 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import scramp
-
 from raftlog.security.principal import user
-from raftlog.security.scram import MECHANISMS, ScramCredential, server_final
+from raftlog.security.scram import (
+    MECHANISMS,
+    ClientFirst,
+    ScramCredential,
+    server_final,
+    server_first,
+)
 
 PLAIN = "PLAIN"
 SUPPORTED = (PLAIN, *MECHANISMS)
@@ -56,10 +63,10 @@ class SaslSession:
         self.raw = False  # SaslHandshake v0: tokens in bare frames, not in SaslAuthenticate
         self.principal: str | None = None  # "User:<name>" once authenticated
         self.attempted_user: str | None = None  # for the failure log
-        self._scram: scramp.core.ScramServer | None = None
         self._scram_user: str | None = None
         self._credential: ScramCredential | None = None
         self._client_first = ""
+        self._server_first = ""
 
     def handshake(self, mechanism: str, raw: bool = False) -> bool:
         """Chooses the mechanism; False (UNSUPPORTED_SASL_MECHANISM) if it is not enabled."""
@@ -68,26 +75,34 @@ class SaslSession:
         self.mechanism = mechanism
         self.raw = raw
         self.stage = Stage.AUTHENTICATE
-        if mechanism != PLAIN:
-            self._scram = scramp.ScramMechanism(mechanism).make_server(self._scram_lookup)
         return True
 
     async def authenticate(self, token: bytes) -> Step:
         if self.mechanism == PLAIN:
             self.stage = Stage.CHECKING
             return self._finish(await asyncio.to_thread(self._plain, token))
-        assert self._scram is not None
         try:
-            if self._credential is None:
-                self._client_first = token.decode()
-                self._scram.set_client_first(self._client_first)
-                return Step(self._scram.get_server_first().encode())
-            final = server_final(
-                self._credential, self._client_first, self._scram.server_first, token.decode()
-            )
-        except (scramp.ScramException, UnicodeDecodeError, ValueError):
+            message = token.decode()
+        except UnicodeDecodeError:
             return self._finish(None)
+        if self._credential is None:
+            return self._scram_first(message)
+        final = server_final(self._credential, self._client_first, self._server_first, message)
         return self._finish(self._scram_user if final else None, (final or "").encode())
+
+    def _scram_first(self, message: str) -> Step:
+        first = ClientFirst.parse(message)
+        if first is None:
+            return self._finish(None)
+        self.attempted_user = first.user
+        assert self.mechanism is not None
+        credential = self._credentials(first.user, self.mechanism)
+        if credential is None:
+            return self._finish(None)  # Kafka fails an unknown user here too
+        self._scram_user, self._credential = first.user, credential
+        self._client_first = message
+        self._server_first = server_first(first, credential)
+        return Step(self._server_first.encode())
 
     def _finish(self, name: str | None, final: bytes = b"") -> Step:
         if name is None or self.stage is Stage.FAILED:  # (failed meanwhile: out of turn)
@@ -113,15 +128,3 @@ class SaslSession:
             if credential is not None:
                 return name if credential.matches_password(password) else None
         return None
-
-    def _scram_lookup(self, escaped: str) -> tuple[bytes, bytes, bytes, int] | None:
-        """scramp's auth_fn: the saslname of the client's first message, unescaped (RFC 5802
-        §5.1) as Kafka does, names the user."""
-        name = escaped.replace("=2C", ",").replace("=3D", "=")
-        self.attempted_user = name
-        assert self.mechanism is not None
-        credential = self._credentials(name, self.mechanism)
-        if credential is None:
-            return None
-        self._scram_user, self._credential = name, credential
-        return credential.salt, credential.stored_key, credential.server_key, credential.iterations

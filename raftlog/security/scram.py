@@ -9,6 +9,7 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,43 @@ def check_upsertion(mechanism: str, iterations: int, salt: bytes, salted: bytes)
     if len(salted) != hashlib.new(_HASHES[mechanism]).digest_size:
         return f"Salted password of {len(salted)} bytes is not a {mechanism} digest"
     return None
+
+
+# Kafka's ScramMessages.ClientFirstMessage: gs2 header "n" (no channel binding), an optional
+# authorization id, the user as a saslname, the nonce, then extensions.
+_CLIENT_FIRST = re.compile(
+    r"n,(?:a=([^,]*))?,n=([^,]+),r=([\x21-\x2b\x2d-\x7e]+)((?:,[a-zA-Z][a-zA-Z0-9]*=[^,]*)*)"
+)
+SERVER_NONCE_BYTES = 24
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFirst:
+    user: str
+    nonce: str
+    extensions: str
+
+    @classmethod
+    def parse(cls, message: str) -> ClientFirst | None:
+        """None for a malformed message, a channel-binding one, an authorization id other
+        than the user, or a delegation token (tokenauth), none of which raftlog serves."""
+        match = _CLIENT_FIRST.fullmatch(message)
+        if match is None:
+            return None
+        authzid, saslname, nonce, extensions = match.groups()
+        if "=" in saslname.replace("=2C", "").replace("=3D", ""):
+            return None  # RFC 5802 §5.1: "=" only in the two escapes
+        name = saslname.replace("=2C", ",").replace("=3D", "=")
+        if (authzid and authzid != name) or "tokenauth=" in (extensions or ""):
+            return None
+        return cls(name, nonce, extensions or "")
+
+
+def server_first(first: ClientFirst, credential: ScramCredential) -> str:
+    """The server-first-message: the client's nonce with ours appended, salt, iterations."""
+    ours = base64.b64encode(os.urandom(SERVER_NONCE_BYTES)).decode()
+    salt = base64.b64encode(credential.salt).decode()
+    return f"r={first.nonce}{ours},s={salt},i={credential.iterations}"
 
 
 def server_final(

@@ -128,6 +128,7 @@ def refused(conf: dict[str, Any]) -> list[str]:
     admin = AdminClient({**conf, "error_cb": lambda e: errors.append(e.str())})
     with pytest.raises(Exception):  # noqa: B017 - KafkaException for a metadata timeout
         admin.list_topics(timeout=10)
+    admin.poll(1)  # serves the error callback
     return errors
 
 
@@ -260,7 +261,10 @@ def test_users_through_kafkas_admin_api(secure: Cluster, pki: Pki) -> None:
         [UserScramCredentialUpsertion("bob", info, b"bob-pw", b"some-salt")]
     ).values():
         future.result(30)
-    described = admin.describe_user_scram_credentials(["bob", "alice"]).result(30)
+    described = {
+        user: future.result(30)
+        for user, future in admin.describe_user_scram_credentials(["bob", "alice"]).items()
+    }
     assert [(i.mechanism, i.iterations) for i in described["bob"].scram_credential_infos] == [
         (ScramMechanism.SCRAM_SHA_512, 8192)
     ]
@@ -314,9 +318,18 @@ def api_versions_frame() -> bytes:
 
 
 def answers_api_versions(sock: socket.socket | ssl.SSLSocket) -> bool:
+    """Sends ApiVersions and reads the whole answer (False: closed instead)."""
     sock.sendall(api_versions_frame())
     size = sock.recv(4)
-    return len(size) == 4 and struct.unpack(">i", size)[0] > 0
+    if len(size) != 4:
+        return False
+    remaining = struct.unpack(">i", size)[0]
+    while remaining > 0:
+        chunk = sock.recv(remaining)
+        if not chunk:
+            return False
+        remaining -= len(chunk)
+    return True
 
 
 def test_requests_before_sasl_authentication_close_the_connection(secure: Cluster) -> None:

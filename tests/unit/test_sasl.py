@@ -181,3 +181,35 @@ def test_a_client_final_nonce_that_ends_with_the_servers_is_taken_as_kafka_takes
     other_first = "n,,n=alice,r=zzzzzz"  # signed over a first message never sent
     final = _client_final("SCRAM-SHA-512", "s3cret", other_first, server_first, full)
     assert asyncio.run(s.authenticate(final.encode())).error == FAILED
+
+
+def test_a_short_salt_logs_in_as_on_kafka() -> None:
+    """Kafka's AdminClient may set any non-empty salt; scramp's server wanted 12 bytes."""
+    salt = b"short"
+    salted = scram.salted_password("SCRAM-SHA-256", "pw", salt, 4096)
+    credential = scram.from_salted_password("SCRAM-SHA-256", salt, salted, 4096)
+    s = SaslSession(("SCRAM-SHA-256",), lambda _n, _m: credential)
+    s.handshake("SCRAM-SHA-256")
+    client_first = "n,,n=bob,r=nonce123"
+    server_first = asyncio.run(s.authenticate(client_first.encode())).challenge.decode()
+    nonce = dict(p.split("=", 1) for p in server_first.split(","))["r"]
+    final = _client_final("SCRAM-SHA-256", "pw", client_first, server_first, nonce)
+    assert asyncio.run(s.authenticate(final.encode())).error is None
+    assert s.principal == "User:bob"
+
+
+@pytest.mark.parametrize(
+    "client_first",
+    [
+        "p=tls-unique,,n=alice,r=abc",  # channel binding
+        "y,,n=alice,r=abc",
+        "n,a=bob,n=alice,r=abc",  # another authorization id
+        "n,,n=alice,r=abc,tokenauth=true",  # a delegation token
+        "n,,n=al=ice,r=abc",  # a bare "=" in a saslname
+        "n,,n=alice,r=a,bc",
+    ],
+)
+def test_client_first_messages_raftlog_does_not_serve_fail(client_first: str) -> None:
+    s = session()
+    s.handshake("SCRAM-SHA-256")
+    assert asyncio.run(s.authenticate(client_first.encode())).error == FAILED
