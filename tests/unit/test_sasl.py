@@ -106,23 +106,24 @@ def test_garbage_scram_messages_fail_cleanly() -> None:
         assert asyncio.run(s.authenticate(garbage)).error == FAILED
 
 
-def test_salted_keys_match_rfc_7677() -> None:
-    """RFC 7677's example: user "user", password "pencil"; the StoredKey and ServerKey we
-    derive from its salt must let scramp's server produce the RFC's server signature."""
+def test_rfc_7677s_example_exchange() -> None:
+    """RFC 7677's example (user "user", password "pencil"): the keys we derive from its salt
+    and our final check give the RFC's server signature; one changed proof byte fails."""
     salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
     salted = scram.salted_password("SCRAM-SHA-256", "pencil", salt, 4096)
     credential = scram.from_salted_password("SCRAM-SHA-256", salt, salted, 4096)
-    server = scramp.ScramMechanism("SCRAM-SHA-256").make_server(
-        lambda _name: (salt, credential.stored_key, credential.server_key, 4096),
-        s_nonce="%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
+    client_first = "n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    server_first = (
+        "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
     )
-    server.set_client_first("n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
-    server.get_server_first()
-    server.set_client_final(
+    client_final = (
         "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
         "p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
     )
-    assert server.get_server_final() == "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    expected = "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    assert scram.server_final(credential, client_first, server_first, client_final) == expected
+    tampered = client_final.replace("p=dHzb", "p=eHzb")
+    assert scram.server_final(credential, client_first, server_first, tampered) is None
     assert credential.matches_password("pencil") and not credential.matches_password("pencil ")
 
 
