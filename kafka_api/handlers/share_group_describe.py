@@ -1,7 +1,9 @@
 """ShareGroupDescribe (77, KIP-932): a share group's state, epochs, assignor and members with
 their subscriptions and assigned partitions, answered by the group's coordinator (admin
 clients send it there after FindCoordinator, as for DescribeGroups). Each group needs
-DESCRIBE, else GROUP_AUTHORIZATION_FAILED and nothing of it."""
+DESCRIBE, else GROUP_AUTHORIZATION_FAILED and nothing of it; a group with a topic (subscribed
+or assigned) the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED, and nothing of it
+either (KAFKA-18817, Kafka 4.1)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
+from raftlog.share.membership import ShareGroupDescription
 
 API_KEY = 77
 MIN_VERSION = 1  # the version Kafka 4.1+ and its admin clients speak
 MAX_VERSION = 1
 UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's INT32_MIN: not asked for, or unknown
+HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -33,6 +37,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if requested in allowed
             else (requested, ErrorCode.group_authorization_failed, None, None)
         )
+        if found is not None and not _topics_describable(ctx, found):
+            error, message, found = ErrorCode.topic_authorization_failed, HIDDEN_TOPICS, None
         members = ()
         if found is not None:
             members = tuple(
@@ -80,3 +86,8 @@ def _partitions(
                 m.TopicPartitions(topic_id=topic.topic_id, topic_name=name, partitions=partitions)
             )
     return tuple(described)
+
+
+def _topics_describable(ctx: RequestContext, group: ShareGroupDescription) -> bool:
+    topics = {name for x in group.members for name in (*x.subscribed_topic_names, *x.assignment)}
+    return len(authorized(ctx, Op.DESCRIBE, Resource.TOPIC, topics)) == len(topics)

@@ -556,20 +556,35 @@ async def test_describe_list_and_delete_groups():
     assert [g.group_id for g in (await b.groups.list_groups()).groups] == ["b"]
 
 
-async def test_share_group_apis_need_the_group():
+async def test_share_group_apis_need_the_group_and_its_topics():
     b = await broker()
+
+    async def heartbeat_error() -> ErrorCode:
+        r = await call(
+            b,
+            share_group_heartbeat,
+            1,
+            group_id="s",
+            member_id="m",
+            member_epoch=0,
+            rack_id=None,
+            subscribed_topic_names=("t",),
+        )
+        assert r.error_code is not E.none or r.member_id is not None
+        return r.error_code
+
+    assert await heartbeat_error() is E.none  # joins, without an authorizer
     secure(b)
-    r = await call(
-        b,
-        share_group_heartbeat,
-        1,
-        group_id="s",
-        member_id="m",
-        member_epoch=0,
-        rack_id=None,
-        subscribed_topic_names=("t",),
-    )
-    assert (r.error_code, r.member_id, r.assignment) == (GAF, None, None)
+    assert await heartbeat_error() is GAF
+    secure(b, (GROUP, "s", READ))
+    assert await heartbeat_error() is TAF  # it subscribes to t, which it may not describe
+    r = await call(b, share_group_describe, 1, group_ids=("s",), include_authorized_operations=True)
+    assert [(g.group_id, g.error_code, g.members) for g in r.groups] == [("s", TAF, ())]
+    secure(b, (GROUP, "s", READ), (TOPIC, "t", DESCRIBE))
+    r = await call(b, share_group_describe, 1, group_ids=("s",), include_authorized_operations=True)
+    assert [(g.error_code, len(g.members)) for g in r.groups] == [(E.none, 1)]
+    assert r.groups[0].authorized_operations == (1 << READ) | (1 << DESCRIBE)
+    secure(b)
     r = await call(b, share_group_describe, 1, group_ids=("s",), include_authorized_operations=True)
     assert [(g.group_id, g.error_code, g.members) for g in r.groups] == [("s", GAF, ())]
     for group_id in ("s", None):
