@@ -49,11 +49,14 @@ class BrokerFacade:
         self.admin = TopicAdmin(node, self.view)
         self.group_admin = GroupAdmin(node)
         self._producer_ids: tuple[int, int] | None = None  # [next, end) of this node's block
-        self.authorizer: Authorizer | None = node.authorizer
 
     @property
     def cluster_id(self) -> str:
         return self.view.cluster_id
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        return self._node.authorizer
 
     @property
     def groups(self) -> GroupCoordinator:
