@@ -993,9 +993,11 @@ ANON = "User:ANONYMOUS"
 
 def secure(broker: FakeBroker, *grants: tuple, allow_if_no_acl: bool = False) -> None:
     """grants: (resource type, name, operation[, permission[, pattern]]) for ANONYMOUS."""
-    bindings = {}
+    bindings: dict[tuple, None] = {}
     for grant in grants:
-        kind, name, op, permission, pattern = (*grant, Perm.ALLOW, Pat.LITERAL)[:5]
+        kind, name, op = grant[:3]
+        permission = grant[3] if len(grant) > 3 else Perm.ALLOW
+        pattern = grant[4] if len(grant) > 4 else Pat.LITERAL
         bindings[(kind, name, pattern, ANON, "*", op, permission)] = None
     broker.authorizer = Authorizer((), allow_if_no_acl, lambda: bindings)
 
