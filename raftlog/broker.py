@@ -13,6 +13,7 @@ from raftlog.errors import ErrorCode
 
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
+    from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
     from raftlog.security.users import UserAdmin
     from raftlog.share.manager import ShareManager
     from raftlog.share.store import ShareUpdate, StoredShare
@@ -150,6 +151,15 @@ class LogDirInfo:
     replicas: tuple[ReplicaDirInfo, ...]
     total_bytes: int = -1  # of the file system, -1 if unknown
     usable_bytes: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AclChange:
+    """What the controller made of a CreateAcls or DeleteAcls request."""
+
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    deleted: tuple[tuple[AclBinding, ...], ...] = ()  # DeleteAcls: each filter's matches
 
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest): not times but questions.
@@ -319,3 +329,14 @@ class Broker(Protocol):
     @property
     def fetch_max_bytes(self) -> int:
         """fetch.max.bytes: the most one Fetch response carries, whatever the client asks."""
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """Judges requests by the cluster's ACLs (handlers ask it through kafka_api.authz);
+        None while authorizer.class.name is empty, and then every request is allowed."""
+
+    async def create_acls(self, bindings: list[AclBinding]) -> AclChange:
+        """Stores valid bindings through the controller (CreateAcls); one error for all."""
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> AclChange:
+        """Deletes what the filters match through the controller (DeleteAcls)."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from raftlog import group_config, topic_config
 from raftlog.broker import (
+    AclChange,
     BrokerInfo,
     ConfigEntry,
     Coordinator,
@@ -25,6 +26,7 @@ from raftlog.controller import ControllerUnavailable
 from raftlog.errors import ErrorCode
 from raftlog.group_admin import GroupAdmin
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
+from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
 from raftlog.security.users import UserAdmin
 from raftlog.topic_admin import TopicAdmin
 
@@ -56,6 +58,10 @@ class BrokerFacade:
     @property
     def cluster_id(self) -> str:
         return self.view.cluster_id
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        return self._node.authorizer
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -131,6 +137,22 @@ class BrokerFacade:
     @property
     def auto_create_topics(self) -> bool:
         return bool(self._node.config.broker_setting("auto.create.topics.enable"))
+
+    async def create_acls(self, bindings: list[AclBinding]) -> AclChange:
+        try:
+            await self._node.controller.call("update_acls_create", [_plain(b) for b in bindings])
+        except ControllerUnavailable as e:
+            return AclChange(ErrorCode.request_timed_out, str(e))
+        return AclChange()
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> AclChange:
+        try:
+            matched = await self._node.controller.call(
+                "update_acls_delete", [_plain(f) for f in filters]
+            )
+        except ControllerUnavailable as e:
+            return AclChange(ErrorCode.request_timed_out, str(e))
+        return AclChange(deleted=tuple(tuple(AclBinding(*b) for b in found) for found in matched))
 
     async def init_producer_id(
         self, transactional_id: str | None, producer_id: int, producer_epoch: int
@@ -212,3 +234,9 @@ class BrokerFacade:
                 ConfigEntry(name, text, source, read_only=True, sensitive=name in SENSITIVE)
             )
         return entries
+
+
+def _plain(entry: AclBinding | AclBindingFilter) -> tuple[int | str | None, ...]:
+    """A binding or filter as the controller journals it: a plain tuple of ints and strings
+    (a NamedTuple or an IntEnum would pickle as a reference to raftlog's classes)."""
+    return tuple(int(v) if isinstance(v, int) else v for v in entry)

@@ -1,8 +1,8 @@
 """The controller: cluster metadata replicated by a Raft group spanning every node.
 
 Like Redpanda's raft0, it holds what every node must agree on: which nodes exist and where
-their Kafka listeners are, which topics exist, their ids, replica assignments and configs, and
-the configs of groups.
+their Kafka listeners are, which topics exist, their ids, replica assignments and configs, the
+configs of groups, and the ACLs.
 Decisions that depend on the current state (does the topic already exist?) are taken when a
 command is applied, so two nodes proposing at once cannot both win.
 """
@@ -23,6 +23,7 @@ from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.syncobj_fork import SyncObj, replicated
 from raftlog.raft.ticker import Ticker
+from raftlog.security.acl import AclBinding, AclBindingFilter
 from raftlog.storage.log import TruncateResult
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,11 @@ class ControllerMachine(SyncObj):
         # User -> mechanism -> ScramCredential.to_record() (raftlog/security/scram.py): salted
         # keys only, never a password.
         self.scram_users: dict[str, dict[str, list]] = {}
+
+        # The ACL bindings (raftlog.security.acl.AclBinding as plain tuples), in creation order.
+        # Replaced on every change, never changed in place: a node's authorizer tells a change
+        # by the mapping it finds here. A dump from before ACLs lacks the key: none.
+        self.acls: dict[tuple[Any, ...], None] = {}
 
     @replicated
     def init_cluster(self, cluster_id: str) -> str:
@@ -185,6 +191,26 @@ class ControllerMachine(SyncObj):
             if name not in missing:
                 self.scram_users.setdefault(name, {})[record[0]] = list(record)
         return missing
+
+    # (ACL changes leave replicas alone: no _on_apply, no reconcile pass.)
+    @replicated
+    def update_acls_create(self, bindings: list[tuple[Any, ...]]) -> None:
+        """Adds ACL bindings (CreateAcls); one that exists already stays as it is, as in Kafka."""
+        if any(tuple(binding) not in self.acls for binding in bindings):
+            self.acls = {**self.acls, **{tuple(binding): None for binding in bindings}}
+
+    @replicated
+    def update_acls_delete(self, filters: list[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+        """Deletes the bindings any filter matches (DeleteAcls) and returns each filter's
+        matches, all judged against the bindings before this command: a binding two filters
+        match is reported by both, as in Kafka."""
+        matched = [
+            [b for b in self.acls if AclBindingFilter(*f).matches(AclBinding(*b))] for f in filters
+        ]
+        gone = {binding for found in matched for binding in found}
+        if gone:
+            self.acls = {binding: None for binding in self.acls if binding not in gone}
+        return matched
 
 
 class _NoLog:

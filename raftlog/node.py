@@ -25,6 +25,7 @@ from raftlog.partition import NodeContext, Partition
 from raftlog.raft.group import RaftTimings
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.ticker import Ticker
+from raftlog.security.acl import authorizer_for
 from raftlog.share.manager import ShareManager
 from raftlog.share.membership import ShareGroupSettings
 
@@ -52,6 +53,9 @@ class Node:
         self._reconcile_pending = False
         self._changed = asyncio.Event()
         self._coordinating: set[int] = set()  # __consumer_offsets partitions attached to groups
+        # Judges requests by the controller's ACLs; None without authorizer.class.name. Made
+        # here so a bad setting stops the node before it starts anything.
+        self.authorizer = authorizer_for(config.broker_setting, lambda: self.controller.state.acls)
 
     # --- lifecycle ---------------------------------------------------------------------------
 

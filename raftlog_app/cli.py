@@ -17,7 +17,7 @@ from kafka.errors import KafkaError as ClientError
 
 from raftlog import cluster
 from raftlog.config import ConfigError, NodeConfig, parse_address
-from raftlog_app import audit_cli, client_config, groups_cli, share_cli, user_cli
+from raftlog_app import acl_cli, audit_cli, client_config, groups_cli, share_cli, user_cli
 from raftlog_app.process import NodeProcess, serve_proxy
 
 DEFAULT_DATA = Path("data")
@@ -132,10 +132,13 @@ def _parser() -> argparse.ArgumentParser:
     sdesc.set_defaults(
         run=lambda a: share_cli.share_describe(_bootstrap(a), a.group, a.admin, a.json)
     )
-    for p in (create, listing, describe, glist, gdesc, dump, slist, sdesc):
+    acl_actions = acl_cli.add_parsers(sub)
+    for p in acl_actions:
+        p.set_defaults(run=lambda a: a.run_acl(_bootstrap(a), a))
+    for p in (create, listing, describe, glist, gdesc, dump, slist, sdesc, *acl_actions):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    for p in (create, listing, describe, glist, gdesc, dump):
+    for p in (create, listing, describe, glist, gdesc, dump, *acl_actions):
         p.add_argument(
             "--command-config",
             type=Path,

@@ -1,6 +1,7 @@
 """AlterConfigs (33): replaces every explicit config of a topic or of a group (GROUP, 32: share
 group settings, raftlog.group_config). Broker configs live in each node's config file, so they
-are not alterable over the protocol."""
+are not alterable over the protocol. A resource needs ALTER_CONFIGS on it, asked after the
+request's own checks (Kafka's preprocessing) and before the resource's name and configs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from kafka_api.authz import DENIED_MESSAGES, Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, topic_name_error
 from kafka_api.context import RequestContext
@@ -26,23 +28,29 @@ Outcome = tuple[ErrorCode, str | None]
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    responses = await alter_each(ctx, request, _alter, m.AlterConfigsResourceResponse)
+    responses = await alter_each(ctx, request, _null_values, _alter, m.AlterConfigsResourceResponse)
     return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses)
 
 
 async def alter_each(
     ctx: RequestContext,
     request: Any,
+    null_values: Callable[[Any], Outcome | None],
     alter: Callable[[RequestContext, Any, bool], Awaitable[Outcome]],
     response_type: type,
 ) -> tuple[Any, ...]:
-    """One answer per resource, in request order: the shared checks first, then `alter`.
-    AlterConfigs and IncrementalAlterConfigs differ only in how they alter."""
+    """One answer per resource, in request order: the shared checks and `null_values` first,
+    then authorization, then the resource's name, then `alter`. AlterConfigs and
+    IncrementalAlterConfigs differ only in which null values they refuse and how they alter."""
     repeated = repeated_resources(request.resources)
     responses = []
     for resource in request.resources:
-        error, message = resource_error(resource, repeated) or await alter(
-            ctx, resource, request.validate_only
+        error, message = (
+            resource_error(resource, repeated)
+            or null_values(resource)
+            or _denied(ctx, resource)
+            or _name_error(resource)
+            or await alter(ctx, resource, request.validate_only)
         )
         responses.append(
             build(
@@ -56,12 +64,15 @@ async def alter_each(
     return tuple(responses)
 
 
+def _null_values(resource: Any) -> Outcome | None:
+    if resource.resource_type != GROUP:
+        return None
+    return null_values_error(config.name for config in resource.configs if config.value is None)
+
+
 async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     changes = {config.name: config.value for config in resource.configs}
     if resource.resource_type == GROUP:
-        problem = null_values_error(name for name, value in changes.items() if value is None)
-        if problem is not None:
-            return problem
         result = await ctx.broker.alter_group_configs(
             resource.resource_name, changes, incremental=False, validate_only=validate_only
         )
@@ -88,19 +99,36 @@ def repeated_resources(resources: Iterable[Any]) -> set[tuple[int, str]]:
 
 
 def resource_error(resource: Any, repeated: set[tuple[int, str]]) -> Outcome | None:
-    """Why this resource's configs cannot be altered (shared with IncrementalAlterConfigs);
-    None for a well-formed topic or group resource."""
+    """Why this resource's configs cannot be altered, before anyone is asked (shared with
+    IncrementalAlterConfigs); None for a topic or group resource."""
     kind, name = resource.resource_type, resource.resource_name
     if (kind, name) in repeated:
         return ErrorCode.invalid_request, f"Duplicate resource {name!r} of type {kind}"
     if kind == BROKER:
         return ErrorCode.invalid_request, "broker configs are static; edit the node's config file"
-    if kind == TOPIC:
-        problem = topic_name_error(name)
-        if problem is not None:
-            return ErrorCode.invalid_topic_exception, problem
-    elif kind != GROUP:
+    if kind not in (TOPIC, GROUP):
         return ErrorCode.invalid_request, f"Unsupported resource type {kind}"
     if duplicates(config.name for config in resource.configs):
         return ErrorCode.invalid_request, "Error due to duplicate config keys"
     return None
+
+
+def _denied(ctx: RequestContext, resource: Any) -> Outcome | None:
+    """ALTER_CONFIGS on the topic or group (the only kinds left here)."""
+    topic = resource.resource_type == TOPIC
+    if authorize(
+        ctx,
+        Op.ALTER_CONFIGS,
+        Resource.TOPIC if topic else Resource.GROUP,
+        resource.resource_name,
+    ):
+        return None
+    error = ErrorCode.topic_authorization_failed if topic else ErrorCode.group_authorization_failed
+    return error, DENIED_MESSAGES[error]
+
+
+def _name_error(resource: Any) -> Outcome | None:
+    if resource.resource_type != TOPIC:
+        return None
+    problem = topic_name_error(resource.resource_name)
+    return None if problem is None else (ErrorCode.invalid_topic_exception, problem)

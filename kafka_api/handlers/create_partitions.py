@@ -1,9 +1,11 @@
-"""CreatePartitions (37): grows a topic's partition count through the controller."""
+"""CreatePartitions (37): grows a topic's partition count through the controller; needs ALTER
+on the topic, asked after the duplicate check and before anything else."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
@@ -17,6 +19,9 @@ MAX_VERSION = 3
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     repeated = duplicates(topic.name for topic in request.topics)
+    alterable = authorized(
+        ctx, Op.ALTER, Resource.TOPIC, (t.name for t in request.topics if t.name not in repeated)
+    )
     timeout_ms = millis(request.timeout)
     results = []
     for topic in request.topics:
@@ -26,6 +31,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ErrorCode.invalid_request,
                 f"Create partitions request contains topic {topic.name} more than once",
             )
+        elif topic.name not in alterable:
+            result = TopicResult(topic.name, ErrorCode.topic_authorization_failed)
         else:
             assignments = (
                 None

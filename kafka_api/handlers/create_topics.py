@@ -1,9 +1,12 @@
-"""CreateTopics (19): Kafka's request validation here, creation by the controller."""
+"""CreateTopics (19): Kafka's request validation here, creation by the controller. Each topic
+needs CREATE on the cluster or on itself, asked before anything but duplicates; a created
+topic's configs are reported only to a principal that may DESCRIBE_CONFIGS it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import CLUSTER, Op, Resource, authorize, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis, topic_name_error
 from kafka_api.context import RequestContext
@@ -20,6 +23,13 @@ DYNAMIC_TOPIC_CONFIG = 1  # Kafka ConfigSource of a config set on the topic itse
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     repeated = duplicates(topic.name for topic in request.topics)
+    names = [topic.name for topic in request.topics if topic.name not in repeated]
+    creatable = (
+        set(names)
+        if authorize(ctx, Op.CREATE, Resource.CLUSTER, CLUSTER)
+        else authorized(ctx, Op.CREATE, Resource.TOPIC, names)
+    )
+    describable = authorized(ctx, Op.DESCRIBE_CONFIGS, Resource.TOPIC, names)
     results: dict[int, TopicResult] = {}
     specs: list[TopicSpec] = []
     positions: list[int] = []
@@ -29,6 +39,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topic.name,
                 ErrorCode.invalid_request,
                 f"Create topics request contains topic {topic.name} more than once",
+            )
+            continue
+        if topic.name not in creatable:
+            results[position] = TopicResult(
+                topic.name, ErrorCode.topic_authorization_failed, "Authorization failed."
             )
             continue
         spec_or_error = _spec(topic)
@@ -49,7 +64,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         m.CreateTopicsResponse,
         throttle_time=NO_THROTTLE,
         topics=tuple(
-            _topic_result(m, ctx.broker, results[position]) for position in range(len(results))
+            _topic_result(m, ctx.broker, results[position], results[position].name in describable)
+            for position in range(len(results))
         ),
     )
 
@@ -99,18 +115,24 @@ def _spec(topic: Any) -> TopicSpec | TopicResult:
     )
 
 
-def _topic_result(m: Any, broker: Broker, result: TopicResult) -> Any:
-    """v5+ reports what was created: partition count, replication factor and every config."""
+def _topic_result(m: Any, broker: Broker, result: TopicResult, describable: bool) -> Any:
+    """v5+ reports what was created: partition count, replication factor and every config,
+    the configs only if the principal may describe them (else their error says why not)."""
     info = result.topic
     values: dict[str, Any] = {
         "num_partitions": _DEFAULT,
         "replication_factor": _DEFAULT,
         "configs": None,
+        "topic_config_error_code": ErrorCode.none,
     }
     if result.error is ErrorCode.none and info is not None and hasattr(m, "CreatableTopicConfigs"):
         values["num_partitions"] = len(info.partitions)
         if info.partitions:
             values["replication_factor"] = len(info.partitions[0].replicas)
+        if not describable:
+            values["configs"] = ()
+            values["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+            return _build_result(m, result, info, values)
         values["configs"] = tuple(
             m.CreatableTopicConfigs(
                 name=entry.name,
@@ -121,6 +143,10 @@ def _topic_result(m: Any, broker: Broker, result: TopicResult) -> Any:
             )
             for entry in _configs(broker, result.name, info)
         )
+    return _build_result(m, result, info, values)
+
+
+def _build_result(m: Any, result: TopicResult, info: TopicInfo | None, values: Any) -> Any:
     return build(
         m.CreatableTopicResult,
         name=result.name,

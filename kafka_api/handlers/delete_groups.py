@@ -1,13 +1,16 @@
 """DeleteGroups (42): removes groups without members and their committed offsets
-(NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups)."""
+(NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups); each needs
+DELETE on the group."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
+from raftlog.errors import ErrorCode
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -16,11 +19,18 @@ MAX_VERSION = 2
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    results = await ctx.broker.groups.delete_groups(request.groups_names)
+    names = request.groups_names
+    deletable = authorized(ctx, Op.DELETE, Resource.GROUP, names)
+    deleted = iter(await ctx.broker.groups.delete_groups([g for g in names if g in deletable]))
+    errors = [
+        next(deleted).error if g in deletable else ErrorCode.group_authorization_failed
+        for g in names
+    ]
     return build(
         m.DeleteGroupsResponse,
         throttle_time=NO_THROTTLE,
         results=tuple(
-            build(m.DeletableGroupResult, group_id=r.group_id, error_code=r.error) for r in results
+            build(m.DeletableGroupResult, group_id=g, error_code=error)
+            for g, error in zip(names, errors, strict=True)
         ),
     )

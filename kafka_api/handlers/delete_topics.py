@@ -1,9 +1,14 @@
-"""DeleteTopics (20): by name, or (v6+) by topic id."""
+"""DeleteTopics (20): by name, or (v6+) by topic id. Authorization as Kafka's controller:
+DELETE on the cluster, or else on each topic, and DESCRIBE to learn anything about one named
+by name (an unknown name may be reported only to who may describe it); a topic named by id
+that may not be deleted is refused, and its name kept back unless it may be described."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from kafka_api.authz import CLUSTER, Op, Resource, authorize, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
@@ -37,12 +42,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 name = topic.name
         names.append(name)
-    repeated = duplicates(name for i, name in enumerate(names) if i not in rejected)
-    for position, name in enumerate(names):
-        if name in repeated and position not in rejected:
-            rejected[position] = TopicResult(
-                name, ErrorCode.invalid_request, f"Topic {name} is named more than once"
-            )
+    # Kafka's order: a name or an id given twice, then authorization, and only then a name
+    # and an id that are the same topic (not told to who may not delete it).
+    _refuse_repeated(names, rejected, lambda i: f"{wanted[i][0]}/{wanted[i][1]}")
+    _authorize(ctx, wanted, names, rejected)
+    _refuse_repeated(names, rejected, lambda i: names[i])
     # (names of topics not rejected are known: a missing one was rejected)
     to_delete = [name for i, name in enumerate(names) if i not in rejected and name is not None]
     deleted: dict[str | None, TopicResult] = {}
@@ -58,10 +62,47 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         responses.append(
             build(
                 m.DeletableTopicResult,
-                name=name,
+                name=name if position not in rejected else result.name or None,
                 topic_id=topic_id,
                 error_code=result.error,
                 error_message=result.message,
             )
         )
     return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))
+
+
+def _refuse_repeated(
+    names: list[str | None], rejected: dict[int, TopicResult], key: Callable[[int], str | None]
+) -> None:
+    """Refuses, in `rejected`, every topic whose key another one not refused shares."""
+    positions = [i for i in range(len(names)) if i not in rejected]
+    repeated = duplicates(key(i) for i in positions)
+    for position in positions:
+        if key(position) in repeated:
+            name = names[position]
+            rejected[position] = TopicResult(
+                name or "", ErrorCode.invalid_request, f"Topic {name} is named more than once"
+            )
+
+
+def _authorize(
+    ctx: RequestContext,
+    wanted: list[tuple[str | None, Any]],
+    names: list[str | None],
+    rejected: dict[int, TopicResult],
+) -> None:
+    """Refuses, in `rejected`, each topic the principal may not delete (Kafka's order: an
+    unknown id and a name given twice were refused already)."""
+    if authorize(ctx, Op.DELETE, Resource.CLUSTER, CLUSTER):
+        return
+    candidates = [n for i, n in enumerate(names) if i not in rejected and n is not None]
+    describable = authorized(ctx, Op.DESCRIBE, Resource.TOPIC, candidates)
+    deletable = authorized(ctx, Op.DELETE, Resource.TOPIC, candidates)
+    for position, (name, (_, topic_id)) in enumerate(zip(names, wanted, strict=True)):
+        if position in rejected or name is None or name in deletable:
+            continue
+        if topic_id is not None:
+            shown = name if name in describable else ""
+            rejected[position] = TopicResult(shown, ErrorCode.topic_authorization_failed)
+        elif name not in describable or ctx.broker.topic(name) is not None:
+            rejected[position] = TopicResult(name, ErrorCode.topic_authorization_failed)

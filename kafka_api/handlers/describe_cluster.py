@@ -1,9 +1,12 @@
-"""DescribeCluster (60): the admin clients' view of brokers and controller."""
+"""DescribeCluster (60): the admin clients' view of brokers and controller. Open to every
+principal, as in Kafka; the operations it may do on the cluster are reported when asked for,
+to a principal that may DESCRIBE the cluster (0 to one that may not)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import CLUSTER, Op, Resource, authorize_cluster, authorized_operations
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS
 from kafka_api.context import RequestContext
@@ -32,6 +35,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
             endpoint_type=endpoint_type,
         )
+    cluster_operations = UNKNOWN_AUTHORIZED_OPERATIONS
+    if request.include_cluster_authorized_operations:
+        cluster_operations = (
+            authorized_operations(ctx, Resource.CLUSTER, CLUSTER)
+            if authorize_cluster(ctx, Op.DESCRIBE)
+            else 0
+        )
     brokers = tuple(
         build(
             m.DescribeClusterBroker,
@@ -51,6 +61,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id(),
         brokers=brokers,
-        cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        cluster_authorized_operations=cluster_operations,
         endpoint_type=endpoint_type,
     )

@@ -1,9 +1,11 @@
-"""DescribeConfigs (32): topic, broker and group configs with their sources."""
+"""DescribeConfigs (32): topic, broker and group configs with their sources. Each resource
+needs DESCRIBE_CONFIGS on it (a broker's: on the cluster), asked before anything else."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import CLUSTER, DENIED_MESSAGES, Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, topic_name_error
 from kafka_api.context import RequestContext
@@ -24,8 +26,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     include_documentation = getattr(request, "include_documentation", False)
     results = []
     for resource in request.resources:
-        error, message, entries = _lookup(
-            ctx.broker, resource.resource_type, resource.resource_name
+        denied = _denied(ctx, resource.resource_type, resource.resource_name)
+        error, message, entries = (
+            (denied, DENIED_MESSAGES[denied], [])
+            if denied is not None
+            else _lookup(ctx.broker, resource.resource_type, resource.resource_name)
         )
         # Kafka: a null or empty key list means every key.
         keys = set(resource.configuration_keys or ())
@@ -45,6 +50,27 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+# Config resource type -> the ACL resource its configs are authorized on, and the error.
+_AUTHORIZED_ON = {
+    TOPIC: (Resource.TOPIC, ErrorCode.topic_authorization_failed),
+    BROKER: (Resource.CLUSTER, ErrorCode.cluster_authorization_failed),
+    GROUP: (Resource.GROUP, ErrorCode.group_authorization_failed),
+}
+
+
+def _denied(ctx: RequestContext, resource_type: int, name: str) -> ErrorCode | None:
+    """The authorization error of describing this resource's configs; None when allowed (or
+    an unknown type, which _lookup refuses)."""
+    authorized_on = _AUTHORIZED_ON.get(resource_type)
+    if authorized_on is None:
+        return None
+    resource, error = authorized_on
+    allowed = authorize(
+        ctx, Op.DESCRIBE_CONFIGS, resource, CLUSTER if resource == Resource.CLUSTER else name
+    )
+    return None if allowed else error
 
 
 def _lookup(

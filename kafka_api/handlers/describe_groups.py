@@ -1,15 +1,19 @@
 """DescribeGroups (15): state, protocol and members of groups this node coordinates.
 v4 adds the members' instance ids; v6 reports an unknown group as GROUP_ID_NOT_FOUND where
-earlier versions describe it as a "Dead" group without error (KIP-1043)."""
+earlier versions describe it as a "Dead" group without error (KIP-1043). Each group needs
+DESCRIBE (else GROUP_AUTHORIZATION_FAILED, and nothing of it); v3+ may ask what else the
+principal may do with each group described."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import Op, Resource, authorized, authorized_operations
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
+from raftlog.groups.results import DescribedGroup
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -21,8 +25,18 @@ GROUP_ID_NOT_FOUND_VERSION = 6
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     m = response_module(API_KEY, version)
+    include_operations = getattr(request, "include_authorized_operations", False)
+    allowed = authorized(ctx, Op.DESCRIBE, Resource.GROUP, request.groups)
+    found = iter(
+        await ctx.broker.groups.describe_groups([g for g in request.groups if g in allowed])
+    )
     described = []
-    for group in await ctx.broker.groups.describe_groups(request.groups):
+    for group_id in request.groups:
+        group = (
+            next(found)
+            if group_id in allowed
+            else DescribedGroup(group_id, ErrorCode.group_authorization_failed, state="")
+        )
         error, message = group.error, None
         if error is ErrorCode.group_id_not_found:
             if version < GROUP_ID_NOT_FOUND_VERSION:
@@ -51,7 +65,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=group.protocol_type,
                 protocol_data=group.protocol_data,
                 members=members,
-                authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+                authorized_operations=(
+                    authorized_operations(ctx, Resource.GROUP, group.group_id)
+                    if include_operations and error is ErrorCode.none
+                    else UNKNOWN_AUTHORIZED_OPERATIONS
+                ),
             )
         )
     return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))

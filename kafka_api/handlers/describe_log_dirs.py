@@ -1,10 +1,11 @@
 """DescribeLogDirs (35): the partition replicas in this node's data directory, their sizes and
-lag, and the volume's capacity (v4+)."""
+lag, and the volume's capacity (v4+). Needs DESCRIBE on the cluster."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import Op, authorize_cluster
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
@@ -18,6 +19,13 @@ MAX_VERSION = 5
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
+    if not authorize_cluster(ctx, Op.DESCRIBE):
+        return build(
+            m.DescribeLogDirsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            results=(),
+        )
     # Null asks for every replica; otherwise exactly the listed partitions, as Kafka does.
     wanted = (
         None

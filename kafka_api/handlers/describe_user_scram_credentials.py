@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import Op, authorize_cluster
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
@@ -18,6 +19,14 @@ MAX_VERSION = 0
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
+    if not authorize_cluster(ctx, Op.DESCRIBE):
+        return build(
+            m.DescribeUserScramCredentialsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message=None,
+            results=(),
+        )
     users = ctx.broker.users.describe()
     asked = list(users) if request.users is None else [u.name for u in request.users]
     repeated = {name for name in asked if asked.count(name) > 1}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epoch import NO_EPOCH
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import (
     LEADER_MOVED,
@@ -105,10 +106,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _requested(ctx: RequestContext, request: Any) -> list[tuple[Any, list[_Slot]]]:
     """The requested partitions per requested topic, topics resolved once. A partition named
-    again is read once (Kafka keeps a map of them): 1,500 copies of one built 1.8 GB."""
+    again is read once (Kafka keeps a map of them): 1,500 copies of one built 1.8 GB. A topic
+    the principal may not READ is TOPIC_AUTHORIZATION_FAILED whether it exists or not (an
+    unknown topic id stays UNKNOWN_TOPIC_ID: there is no name to authorize)."""
     version = ctx.api_version
     topics = []
     seen: set[tuple[Any, int]] = set()
+    checking = ctx.broker.authorizer is not None
     for fetch_topic in request.topics:
         topic, topic_error = resolve_topic(
             ctx.broker,
@@ -117,6 +121,12 @@ def _requested(ctx: RequestContext, request: Any) -> list[tuple[Any, list[_Slot]
             version >= 13,
         )
         name = topic.name if topic is not None else getattr(fetch_topic, "topic", None)
+        if (
+            checking
+            and topic_error is not ErrorCode.unknown_topic_id
+            and not authorize(ctx, Op.READ, Resource.TOPIC, name or "")
+        ):
+            topic, topic_error = None, ErrorCode.topic_authorization_failed
         slots = []
         for requested in fetch_topic.partitions:
             if (name, requested.partition) in seen:

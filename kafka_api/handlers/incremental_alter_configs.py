@@ -23,7 +23,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    responses = await alter_each(ctx, request, _alter, m.AlterConfigsResourceResponse)
+    responses = await alter_each(ctx, request, _null_values, _alter, m.AlterConfigsResourceResponse)
     return build(m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses)
 
 
@@ -40,16 +40,21 @@ async def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Out
     return result.error, result.message
 
 
-async def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
-    """Kafka's order: null values first (the broker's check), then each operation (its
-    controller's), then the names and values of the resulting configs."""
-    problem = null_values_error(
+def _null_values(resource: Any) -> Outcome | None:
+    """A null value of anything but DELETE, refused for groups by the broker before anything
+    else (topics keep raftlog's INVALID_CONFIG for it, after authorization)."""
+    if resource.resource_type != GROUP:
+        return None
+    return null_values_error(
         config.name
         for config in resource.configs
         if config.value is None and config.config_operation != DELETE
     )
-    if problem is not None:
-        return problem
+
+
+async def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+    """Kafka's order, after the null values (alter_each): each operation (its controller's
+    check), then the names and values of the resulting configs."""
     changes = _changes(resource, _no_list_configs)
     if isinstance(changes, tuple):
         return changes

@@ -2,15 +2,19 @@
 
 kafka-python 3 and the Java client (3.0+) enable idempotence by default and will not send
 a record without one. Transactional ids are refused: raftlog has no transaction coordinator.
+Authorization as Kafka's (KIP-679): WRITE on the transactional id when one is given, else
+IDEMPOTENT_WRITE on the cluster or WRITE on at least one topic.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import Op, Resource, authorize, authorize_by_resource_type, authorize_cluster
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
+from raftlog.errors import ErrorCode
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -19,10 +23,15 @@ MAX_VERSION = 5
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    error, producer_id, epoch = await ctx.broker.init_producer_id(
-        request.transactional_id,
-        getattr(request, "producer_id", -1),
-        getattr(request, "producer_epoch", -1),
+    denied = _denied(ctx, request.transactional_id)
+    error, producer_id, epoch = (
+        (denied, -1, -1)
+        if denied is not None
+        else await ctx.broker.init_producer_id(
+            request.transactional_id,
+            getattr(request, "producer_id", -1),
+            getattr(request, "producer_epoch", -1),
+        )
     )
     return build(
         m.InitProducerIdResponse,
@@ -31,3 +40,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         producer_id=producer_id,
         producer_epoch=epoch,
     )
+
+
+def _denied(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    if transactional_id is not None:
+        if authorize(ctx, Op.WRITE, Resource.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if authorize_cluster(ctx, Op.IDEMPOTENT_WRITE) or authorize_by_resource_type(
+        ctx, Op.WRITE, Resource.TOPIC
+    ):
+        return None
+    return ErrorCode.cluster_authorization_failed

@@ -2,16 +2,19 @@
 
 v4+ makes a new member without an instance id come back with an assigned id
 (MEMBER_ID_REQUIRED), v5 adds static membership, v7 the protocol type in the answer, v9
-skip_assignment for a static leader rejoining a Stable group.
+skip_assignment for a static leader rejoining a Stable group. Needs READ on the group.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, millis
 from kafka_api.context import RequestContext
+from raftlog.errors import ErrorCode
+from raftlog.groups.results import JoinResult
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -25,6 +28,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     session_timeout = millis(request.session_timeout)
     # v0 has no rebalance timeout: Kafka uses the session timeout for both.
     rebalance_timeout = millis(request.rebalance_timeout) if version >= 1 else session_timeout
+    if not authorize(ctx, Op.READ, Resource.GROUP, request.group_id):
+        return _answer(version, JoinResult(ErrorCode.group_authorization_failed))
     result = await ctx.broker.groups.join_group(
         request.group_id,
         request.member_id,
@@ -38,6 +43,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
     )
+    return _answer(version, result)
+
+
+def _answer(version: int, result: JoinResult) -> Any:
     m = response_module(API_KEY, version)
     members = tuple(
         build(

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 from epoch import NO_EPOCH
+from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
@@ -28,12 +29,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     m = response_module(API_KEY, version)
     named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    # DESCRIBE on each topic, asked first: an unauthorized one is answered whatever it holds
+    describable = authorized(ctx, Op.DESCRIBE, Resource.TOPIC, (t.name for t in request.topics))
     topics = []
     for requested_topic in request.topics:
         topic = ctx.broker.topic(requested_topic.name)
         partitions = []
         for requested in requested_topic.partitions:
-            if named[requested_topic.name, requested.partition_index] > 1:
+            if requested_topic.name not in describable:
+                error, found = ErrorCode.topic_authorization_failed, _NOT_FOUND
+            elif named[requested_topic.name, requested.partition_index] > 1:
                 # Kafka answers every copy of a partition named twice INVALID_REQUEST, and
                 # does no work for it (5,000 copies of one froze a node for 7 s).
                 error, found = ErrorCode.invalid_request, _NOT_FOUND

@@ -1,10 +1,24 @@
 """Metadata (3): brokers, controller and topic/partition leadership, with auto-creation of
-topics a client asks for by name when both it and the broker allow it."""
+topics a client asks for by name when both it and the broker allow it.
+
+Authorization as Kafka's: a topic the principal may not DESCRIBE is left out of a full listing
+and answered TOPIC_AUTHORIZATION_FAILED when asked for by name, whether it exists or not (by
+id, with the id but not the name); auto-creation needs CREATE on the cluster or the topic."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from kafka_api.authz import (
+    CLUSTER,
+    Op,
+    Resource,
+    authorize,
+    authorize_cluster,
+    authorized,
+    authorized_operations,
+)
 from kafka_api.codec import build, response_module
 from kafka_api.common import (
     NO_THROTTLE,
@@ -13,7 +27,7 @@ from kafka_api.common import (
 )
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
-from raftlog.broker import Broker, TopicInfo, TopicSpec
+from raftlog.broker import TopicInfo, TopicSpec
 from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 
@@ -25,25 +39,42 @@ MAX_VERSION = 13
 AUTO_CREATE_TIMEOUT_MS = 5000
 # Creation recorded (or already done by a racing request): the client retries and finds it.
 _BEING_CREATED = (ErrorCode.none, ErrorCode.topic_already_exists, ErrorCode.request_timed_out)
+_LAST_CLUSTER_OPERATIONS_VERSION = 10  # v11 moved them to DescribeCluster
+
+Operations = Callable[[str], int]  # a topic's authorized operations, as the answer reports them
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
     m = response_module(API_KEY, version)
+    operations = _operations(ctx, request)
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [_topic(m, topic) for topic in broker.topics().values()]
+        every = broker.topics()
+        if broker.authorizer is not None:
+            shown = authorized(ctx, Op.DESCRIBE, Resource.TOPIC, every)
+            every = {name: topic for name, topic in every.items() if name in shown}
+        topics = [_topic(m, topic, operations) for topic in every.values()]
     else:
         allow_create = broker.auto_create_topics and getattr(
             request, "allow_auto_topic_creation", True
         )
         topics = await _requested_topics(
-            broker, m, request.topics, allow_create, by_id=version >= 12
+            ctx, m, request.topics, allow_create, operations, by_id=version >= 12
         )
     brokers = tuple(
         build(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
         for b in broker.client_brokers()
     )
+    cluster_operations = UNKNOWN_AUTHORIZED_OPERATIONS
+    if version <= _LAST_CLUSTER_OPERATIONS_VERSION and getattr(
+        request, "include_cluster_authorized_operations", False
+    ):
+        cluster_operations = (
+            authorized_operations(ctx, Resource.CLUSTER, CLUSTER)
+            if authorize_cluster(ctx, Op.DESCRIBE)
+            else 0
+        )
     return build(
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
@@ -51,17 +82,33 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id(),
         topics=tuple(topics),
-        cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        cluster_authorized_operations=cluster_operations,
         error_code=ErrorCode.none,
     )
 
 
+def _operations(ctx: RequestContext, request: Any) -> Operations:
+    """What each described topic's topic_authorized_operations says: the operations the
+    principal may do on it when the client asks (v8+), else Kafka's "not asked" marker."""
+    if getattr(request, "include_topic_authorized_operations", False):
+        return lambda name: authorized_operations(ctx, Resource.TOPIC, name)
+    return lambda name: UNKNOWN_AUTHORIZED_OPERATIONS
+
+
 async def _requested_topics(
-    broker: Broker, m: Any, requested: Any, allow_create: bool, *, by_id: bool
+    ctx: RequestContext,
+    m: Any,
+    requested: Any,
+    allow_create: bool,
+    operations: Operations,
+    *,
+    by_id: bool,
 ) -> list[Any]:
     """Answers in request order; unknown valid names are auto-created in one controller call."""
+    broker = ctx.broker
     answers: list[Any] = []
     to_create: dict[str, list[int]] = {}  # name -> its positions in answers
+    may_create_any: bool | None = None  # CREATE on the cluster, asked once when needed
     for entry in requested:
         name = entry.name
         if name is None:
@@ -70,24 +117,43 @@ async def _requested_topics(
             if not by_id or topic_id is None:  # kio reads the all-zero id as None
                 raise CloseConnection("Metadata request has a topic without a usable name or id")
             topic = broker.topic_by_id(topic_id)
-            answers.append(
-                _topic(m, topic)
-                if topic is not None
-                else _error_topic(m, ErrorCode.unknown_topic_id, None, topic_id)
-            )
+            if topic is None:
+                answers.append(_error_topic(m, ErrorCode.unknown_topic_id, None, topic_id))
+            elif not authorize(ctx, Op.DESCRIBE, Resource.TOPIC, topic.name):
+                # an id is not secret; the name it stands for is
+                answers.append(
+                    _error_topic(m, ErrorCode.topic_authorization_failed, None, topic_id, False)
+                )
+            else:
+                answers.append(_topic(m, topic, operations))
+            continue
+        if not authorize(ctx, Op.DESCRIBE, Resource.TOPIC, name):
+            # not even whether it exists
+            answers.append(_error_topic(m, ErrorCode.topic_authorization_failed, name, None, False))
             continue
         topic = broker.topic(name)
         if topic is not None:
-            answers.append(_topic(m, topic))
-        elif topic_name_error(name) is not None:
-            answers.append(_error_topic(m, ErrorCode.invalid_topic_exception, name))
+            answers.append(_topic(m, topic, operations))
+            continue
+        if allow_create:
+            if may_create_any is None:
+                may_create_any = authorize_cluster(ctx, Op.CREATE)
+            if not may_create_any and not authorize(ctx, Op.CREATE, Resource.TOPIC, name):
+                answers.append(_error_topic(m, ErrorCode.topic_authorization_failed, name))
+                continue
+        if topic_name_error(name) is not None:
+            answers.append(
+                _error_topic(m, ErrorCode.invalid_topic_exception, name, ops=operations(name))
+            )
         elif allow_create or name == OFFSETS_TOPIC:
             # Kafka creates its internal topic on Metadata whatever the client allows, and
             # answers INVALID_REPLICATION_FACTOR while too few brokers live (KIP-115).
             to_create.setdefault(name, []).append(len(answers))
             answers.append(None)
         else:
-            answers.append(_error_topic(m, ErrorCode.unknown_topic_or_partition, name))
+            answers.append(
+                _error_topic(m, ErrorCode.unknown_topic_or_partition, name, ops=operations(name))
+            )
     if to_create:
         results = await broker.create_topics(
             [TopicSpec(name=name) for name in to_create], False, AUTO_CREATE_TIMEOUT_MS
@@ -96,14 +162,17 @@ async def _requested_topics(
         for name, positions in to_create.items():
             error = errors.get(name, ErrorCode.unknown_topic_or_partition)
             answer = _error_topic(
-                m, ErrorCode.leader_not_available if error in _BEING_CREATED else error, name
+                m,
+                ErrorCode.leader_not_available if error in _BEING_CREATED else error,
+                name,
+                ops=operations(name),
             )
             for position in positions:
                 answers[position] = answer
     return answers
 
 
-def _topic(m: Any, topic: TopicInfo) -> Any:
+def _topic(m: Any, topic: TopicInfo, operations: Operations) -> Any:
     partitions = tuple(
         build(
             m.MetadataResponsePartition,
@@ -124,17 +193,24 @@ def _topic(m: Any, topic: TopicInfo) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.internal,
         partitions=partitions,
-        topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        topic_authorized_operations=operations(topic.name),
     )
 
 
-def _error_topic(m: Any, error: ErrorCode, name: str | None, topic_id: Any = None) -> Any:
+def _error_topic(
+    m: Any,
+    error: ErrorCode,
+    name: str | None,
+    topic_id: Any = None,
+    internal: bool | None = None,
+    ops: int = UNKNOWN_AUTHORIZED_OPERATIONS,
+) -> Any:
     return build(
         m.MetadataResponseTopic,
         error_code=error,
         name=name,
         topic_id=topic_id,
-        is_internal=name == OFFSETS_TOPIC,
+        is_internal=name == OFFSETS_TOPIC if internal is None else internal,
         partitions=(),
-        topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        topic_authorized_operations=ops,
     )

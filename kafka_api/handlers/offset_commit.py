@@ -4,6 +4,7 @@ From v2, the first version kio models (Kafka 4 dropped v0-v1 as well). v6 adds t
 leader epoch, v7 the instance id. v10 names topics by id only and is not served. Topics or
 partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers; the retention
 time of v2-v4 is ignored (offsets follow the group's retention, as since Kafka 2.1).
+Needs READ on the group (every partition is refused without it) and on each topic.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from epoch import NO_EPOCH
+from kafka_api.authz import Op, Resource, authorize, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
@@ -25,13 +27,18 @@ GROUP_ID_NOT_FOUND_VERSION = 9  # older versions report a missing group as ILLEG
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    version = ctx.api_version
     broker = ctx.broker
     entries = [(topic.name, p) for topic in request.topics for p in topic.partitions]
+    if not authorize(ctx, Op.READ, Resource.GROUP, request.group_id):
+        return _answer(ctx, request, [ErrorCode.group_authorization_failed] * len(entries))
+    readable = authorized(ctx, Op.READ, Resource.TOPIC, (t.name for t in request.topics))
     errors: list[ErrorCode] = []
     commits: list[CommitOffset] = []
     for name, p in entries:
         topic = broker.topic(name)
+        if name not in readable:
+            errors.append(ErrorCode.topic_authorization_failed)
+            continue
         if topic is None or not 0 <= p.partition_index < len(topic.partitions):
             errors.append(ErrorCode.unknown_topic_or_partition)
             continue
@@ -56,6 +63,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
         errors = [next(results) if e is ErrorCode.none else e for e in errors]
+    return _answer(ctx, request, errors)
+
+
+def _answer(ctx: RequestContext, request: Any, errors: list[ErrorCode]) -> Any:
+    """Each requested partition's error, in request order."""
+    version = ctx.api_version
     if version < GROUP_ID_NOT_FOUND_VERSION:
         errors = [
             ErrorCode.illegal_generation if e is ErrorCode.group_id_not_found else e for e in errors

@@ -2,13 +2,15 @@
 names partitions, v2+ may ask for all of them (null topics) and reports coordinator errors at
 the top, v5 returns the committed leader epoch, v7 adds require_stable (nothing is ever unstable
 without transactions), v8 asks for several groups at once. v10 names topics by id only and is
-not served."""
+not served. A group needs DESCRIBE; so does each topic, whose offsets are otherwise left out
+of an answer for every topic and refused (TOPIC_AUTHORIZATION_FAILED) when asked for."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from kafka_api.authz import Op, Resource, authorize, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
@@ -26,10 +28,9 @@ MULTI_GROUP_VERSION = 8
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     m = response_module(API_KEY, version)
-    groups = ctx.broker.groups
     if version >= MULTI_GROUP_VERSION:
         results = await asyncio.gather(
-            *(groups.offset_fetch(g.group_id, _partitions(g.topics)) for g in request.groups)
+            *(_fetch(ctx, g.group_id, _partitions(g.topics)) for g in request.groups)
         )
         answers = tuple(
             build(
@@ -42,7 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=answers)
     wanted = _partitions(request.topics)
-    result = await groups.offset_fetch(request.group_id, wanted)
+    result = await _fetch(ctx, request.group_id, wanted)
     if version < TOP_LEVEL_ERROR_VERSION and result.error is not ErrorCode.none:
         # No top-level error field yet: every requested partition carries it.
         failed = tuple(FetchedOffset(t, p, error=result.error) for t, p in wanted or ())
@@ -53,6 +54,34 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics=_topics(m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition, result),
         error_code=result.error,
     )
+
+
+async def _fetch(
+    ctx: RequestContext, group_id: str, wanted: list[tuple[str, int]] | None
+) -> OffsetFetchResult:
+    """The group's offsets as this principal may see them (Kafka's order: the group, then the
+    coordinator with the describable topics only, then the refused topics appended)."""
+    if not authorize(ctx, Op.DESCRIBE, Resource.GROUP, group_id):
+        return OffsetFetchResult(ErrorCode.group_authorization_failed)
+    groups = ctx.broker.groups
+    if ctx.broker.authorizer is None:
+        return await groups.offset_fetch(group_id, wanted)
+    if wanted is None:
+        result = await groups.offset_fetch(group_id, None)
+        if result.error is not ErrorCode.none:
+            return result
+        shown = authorized(ctx, Op.DESCRIBE, Resource.TOPIC, (o.topic for o in result.offsets))
+        return OffsetFetchResult(result.error, tuple(o for o in result.offsets if o.topic in shown))
+    shown = authorized(ctx, Op.DESCRIBE, Resource.TOPIC, (topic for topic, _ in wanted))
+    result = await groups.offset_fetch(group_id, [(t, p) for t, p in wanted if t in shown])
+    if result.error is not ErrorCode.none:
+        return result
+    refused = tuple(
+        FetchedOffset(t, p, error=ErrorCode.topic_authorization_failed)
+        for t, p in wanted
+        if t not in shown
+    )
+    return OffsetFetchResult(result.error, result.offsets + refused)
 
 
 def _partitions(topics: Any) -> list[tuple[str, int]] | None:

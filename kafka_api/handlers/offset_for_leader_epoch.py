@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from epoch import NO_EPOCH
+from kafka_api.authz import Op, Resource, authorize_cluster, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
@@ -21,17 +22,28 @@ _UNDEFINED = (NO_EPOCH, -1)  # (epoch, end offset)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
+    names = [t.topic for t in request.topics]
+    # CLUSTER_ACTION (replicas, once its only callers) or DESCRIBE on the topic (KIP-320)
+    describable = (
+        set(names)
+        if authorize_cluster(ctx, Op.CLUSTER_ACTION)
+        else authorized(ctx, Op.DESCRIBE, Resource.TOPIC, names)
+    )
     topics = []
     for requested_topic in request.topics:
         topic = ctx.broker.topic(requested_topic.topic)
         partitions = []
         for requested in requested_topic.partitions:
-            error, (epoch, end_offset) = _end_offset(
-                ctx.broker,
-                topic,
-                requested.partition,
-                requested.current_leader_epoch,
-                requested.leader_epoch,
+            error, (epoch, end_offset) = (
+                _end_offset(
+                    ctx.broker,
+                    topic,
+                    requested.partition,
+                    requested.current_leader_epoch,
+                    requested.leader_epoch,
+                )
+                if requested_topic.topic in describable
+                else (ErrorCode.topic_authorization_failed, _UNDEFINED)
             )
             partitions.append(
                 build(

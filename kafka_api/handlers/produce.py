@@ -11,6 +11,7 @@ from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i64
 
 from epoch import NO_EPOCH
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import (
     LEADER_MOVED,
@@ -36,6 +37,8 @@ _VALID_ACKS = (0, 1, -1)
 _NO_TRANSACTIONS = ProduceResult(
     error=ErrorCode.invalid_txn_state, message="transactions are not supported by this broker"
 )
+# Refusals that come before any other check of a partition (Kafka authorizes first).
+_DENIED = (ErrorCode.topic_authorization_failed, ErrorCode.transactional_id_authorization_failed)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -44,13 +47,27 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     timeout_ms = millis(request.timeout)
     proposed = []
+    checking = broker.authorizer is not None
+    # Kafka answers a transactional write its principal may not make with this error for
+    # every partition; WRITE on each topic is asked after it (an unknown topic id cannot be).
+    txn_denied = (
+        checking
+        and request.transactional_id is not None
+        and not authorize(ctx, Op.WRITE, Resource.TRANSACTIONAL_ID, request.transactional_id)
+    )
     for topic_data in request.topic_data:
+        name = getattr(topic_data, "name", None)
         topic, topic_error = resolve_topic(
-            broker,
-            getattr(topic_data, "name", None),
-            getattr(topic_data, "topic_id", None),
-            version >= 13,
+            broker, name, getattr(topic_data, "topic_id", None), version >= 13
         )
+        if txn_denied:
+            topic, topic_error = None, ErrorCode.transactional_id_authorization_failed
+        elif (
+            checking
+            and topic_error is not ErrorCode.unknown_topic_id
+            and not authorize(ctx, Op.WRITE, Resource.TOPIC, topic.name if topic else name or "")
+        ):
+            topic, topic_error = None, ErrorCode.topic_authorization_failed
         outcomes = [
             (
                 data.index,
@@ -115,6 +132,8 @@ def _propose(
 ) -> ProduceResult | Awaitable[ProduceResult]:
     """The result for a partition that fails before reaching the log, else the facade's
     awaitable, whose proposal has already happened when this returns."""
+    if topic_error in _DENIED:
+        return ProduceResult(error=topic_error)
     if request.acks not in _VALID_ACKS:
         return ProduceResult(error=ErrorCode.invalid_required_acks)
     if request.transactional_id is not None:

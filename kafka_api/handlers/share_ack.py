@@ -1,5 +1,6 @@
 """What ShareFetch and ShareAcknowledge share: their acknowledgement batches checked and
-applied on this node's partition leaders, and the per-partition answer."""
+applied on this node's partition leaders, and the per-partition answer. A partition of a topic
+the principal may not READ is TOPIC_AUTHORIZATION_FAILED, and so are its acknowledgements."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epoch import NO_EPOCH
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.common import current_leader, leader_partition
+from kafka_api.context import RequestContext
 from raftlog.broker import Broker, Partition, TopicInfo
 from raftlog.errors import ErrorCode
 from raftlog.share.partition_state import AckBatch, AckType
@@ -39,26 +42,21 @@ class Target:
 
 
 def targets(
-    broker: Broker, topics: Iterable[Any], renew_allowed: bool
+    ctx: RequestContext, topics: Iterable[Any], renew_allowed: bool
 ) -> dict[tuple[uuid.UUID, int], Target]:
     """The request's partitions by (topic id, index), each resolved to the local leader or to
     why it cannot be served here. RENEW (4) is a v2 type: in a v1 request the partition's
     acknowledgements are INVALID_REQUEST."""
     found: dict[tuple[uuid.UUID, int], Target] = {}
     for requested in topics:
-        topic = broker.topic_by_id(requested.topic_id) if requested.topic_id else None
+        topic = ctx.broker.topic_by_id(requested.topic_id) if requested.topic_id else None
         for p in requested.partitions:
             target = found.get((requested.topic_id, p.partition_index))
             if target is None:
                 target = found[(requested.topic_id, p.partition_index)] = Target(
                     requested.topic_id, p.partition_index, topic
                 )
-                if topic is None:
-                    target.error = ErrorCode.unknown_topic_id
-                else:
-                    target.partition, target.error = leader_partition(
-                        broker, topic, p.partition_index, NO_EPOCH
-                    )
+                resolve(ctx, target)
             batches = p.acknowledgement_batches
             if batches:
                 target.acked = True
@@ -71,6 +69,17 @@ def targets(
                     for b in batches
                 )
     return found
+
+
+def resolve(ctx: RequestContext, target: Target) -> None:
+    """Where the target's partition is led, or why it is not served here."""
+    topic = target.topic
+    if topic is None:
+        target.error = ErrorCode.unknown_topic_id
+    elif not authorize(ctx, Op.READ, Resource.TOPIC, topic.name):
+        target.error = ErrorCode.topic_authorization_failed
+    else:
+        target.partition, target.error = leader_partition(ctx.broker, topic, target.index, NO_EPOCH)
 
 
 def apply_acks(broker: Broker, group_id: str, member_id: str, target: Target) -> None:

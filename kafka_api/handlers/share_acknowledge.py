@@ -1,12 +1,14 @@
 """ShareAcknowledge (79, KIP-932): acknowledgements without a fetch (commit_sync, or a poll
 that fetches nothing). Epoch -1 acknowledges and closes the member's share session, which is
-how librdkafka leaves: what it still holds goes back to the group at once."""
+how librdkafka leaves: what it still holds goes back to the group at once. Needs READ on the
+group (else the whole request is refused) and on each topic."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, endpoints
 from kafka_api.context import RequestContext
@@ -22,12 +24,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     broker = ctx.broker
     group_id, member_id = request.group_id, request.member_id
+    if not authorize(ctx, Op.READ, Resource.GROUP, group_id or ""):
+        return _answer(m, ErrorCode.group_authorization_failed, (), ())
     if not group_id or not member_id:
         return _answer(m, ErrorCode.invalid_request, (), ())
     step = broker.share.sessions.for_acknowledge(group_id, member_id, request.share_session_epoch)
     if step.error is not ErrorCode.none:
         return _answer(m, step.error, (), ())
-    found = targets(broker, request.topics, renew_allowed=ctx.api_version >= 2)
+    found = targets(ctx, request.topics, renew_allowed=ctx.api_version >= 2)
     by_topic: dict[Any, list[Any]] = {}
     leaders: set[int] = set()
     for target in found.values():

@@ -1,18 +1,26 @@
 """ShareFetch (78, KIP-932): a share consumer's fetch. It acknowledges what the member says it
 is done with, then hands it records of the partitions in its share session that this node
 leads: each offset to one member at a time, under a lock that expires (records come back) and
-with a delivery count. A session epoch orders the member's requests (raftlog/share/sessions)."""
+with a delivery count. A session epoch orders the member's requests (raftlog/share/sessions).
+Needs READ on the group (else the whole request is refused) and on each topic."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
-from epoch import NO_EPOCH
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
-from kafka_api.common import NO_THROTTLE, endpoints, leader_partition, millis
+from kafka_api.common import NO_THROTTLE, endpoints, millis
 from kafka_api.context import RequestContext
-from kafka_api.handlers.share_ack import Target, apply_acks, leader_of, settle_acks, targets
+from kafka_api.handlers.share_ack import (
+    Target,
+    apply_acks,
+    leader_of,
+    resolve,
+    settle_acks,
+    targets,
+)
 from raftlog.broker import Broker, Partition
 from raftlog.errors import ErrorCode
 from raftlog.share.manager import Fetched
@@ -28,9 +36,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     broker = ctx.broker
     group_id, member_id = request.group_id, request.member_id
+    if not authorize(ctx, Op.READ, Resource.GROUP, group_id or ""):
+        return _refused(m, ErrorCode.group_authorization_failed, None)
     if not group_id or not member_id:
         return _refused(m, ErrorCode.invalid_request, "group id and member id are required")
-    found = targets(broker, request.topics, renew_allowed=ctx.api_version >= 2)
+    found = targets(ctx, request.topics, renew_allowed=ctx.api_version >= 2)
     forgotten: list[Key] = []
     for topic in request.forgotten_topics_data:
         info = broker.topic_by_id(topic.topic_id) if topic.topic_id else None
@@ -61,7 +71,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     elif not getattr(request, "is_renew_ack", False):  # a renewal only renews
         led: list[tuple[Key, Partition]] = []
         for key in sorted(step.session.partitions):
-            held = _session_target(broker, key, found)
+            held = _session_target(ctx, key, found)
             if held is not None and held.partition is not None:
                 led.append((key, held.partition))
         fetched = await broker.share.fetch(
@@ -77,16 +87,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _response(m, broker, group_id, found, fetched)
 
 
-def _session_target(broker: Broker, key: Key, found: dict[Any, Target]) -> Target | None:
+def _session_target(ctx: RequestContext, key: Key, found: dict[Any, Target]) -> Target | None:
     """The session's partition as this request sees it (named in it or not); None once its
     topic is gone."""
-    topic = broker.topic(key[0])
+    topic = ctx.broker.topic(key[0])
     if topic is None:
         return None
     target = found.get((topic.topic_id, key[1]))
     if target is None:
         target = found[(topic.topic_id, key[1])] = Target(topic.topic_id, key[1], topic)
-        target.partition, target.error = leader_partition(broker, topic, key[1], NO_EPOCH)
+        resolve(ctx, target)
     return target
 
 

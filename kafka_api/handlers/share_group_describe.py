@@ -1,27 +1,44 @@
 """ShareGroupDescribe (77, KIP-932): a share group's state, epochs, assignor and members with
 their subscriptions and assigned partitions, answered by the group's coordinator (admin
-clients send it there after FindCoordinator, as for DescribeGroups)."""
+clients send it there after FindCoordinator, as for DescribeGroups). Each group needs
+DESCRIBE, else GROUP_AUTHORIZATION_FAILED and nothing of it; a group with a topic (subscribed
+or assigned) the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED, and nothing of it
+either (KAFKA-18817, Kafka 4.1)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_api.authz import Op, Resource, authorized, authorized_operations
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
+from raftlog.errors import ErrorCode
+from raftlog.share.membership import ShareGroupDescription
 
 API_KEY = 77
 MIN_VERSION = 1  # the version Kafka 4.1+ and its admin clients speak
 MAX_VERSION = 1
 UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's INT32_MIN: not asked for, or unknown
+HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
+    include_operations = getattr(request, "include_authorized_operations", False)
+    allowed = authorized(ctx, Op.DESCRIBE, Resource.GROUP, request.group_ids)
+    described = iter(
+        ctx.broker.groups.describe_share_groups([g for g in request.group_ids if g in allowed])
+    )
     groups = []
-    for group_id, error, message, found in ctx.broker.groups.describe_share_groups(
-        request.group_ids
-    ):
+    for requested in request.group_ids:
+        group_id, error, message, found = (
+            next(described)
+            if requested in allowed
+            else (requested, ErrorCode.group_authorization_failed, None, None)
+        )
+        if found is not None and not _topics_describable(ctx, found):
+            error, message, found = ErrorCode.topic_authorization_failed, HIDDEN_TOPICS, None
         members = ()
         if found is not None:
             members = tuple(
@@ -48,7 +65,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 assignment_epoch=found.assignment_epoch if found is not None else -1,
                 assignor_name=found.assignor_name if found is not None else "",
                 members=members,
-                authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+                authorized_operations=(
+                    authorized_operations(ctx, Resource.GROUP, group_id)
+                    if include_operations and error is ErrorCode.none
+                    else UNKNOWN_AUTHORIZED_OPERATIONS
+                ),
             )
         )
     return build(m.ShareGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
@@ -65,3 +86,8 @@ def _partitions(
                 m.TopicPartitions(topic_id=topic.topic_id, topic_name=name, partitions=partitions)
             )
     return tuple(described)
+
+
+def _topics_describable(ctx: RequestContext, group: ShareGroupDescription) -> bool:
+    topics = {name for x in group.members for name in (*x.subscribed_topic_names, *x.assignment)}
+    return len(authorized(ctx, Op.DESCRIBE, Resource.TOPIC, topics)) == len(topics)

@@ -34,6 +34,12 @@ VALUES = {
     "leader_epoch": -1,
     "timestamp": -1,
     "records": W.make_batch(),
+    # the ACL APIs: a code Kafka does not know (0) closes the connection
+    "resource_type_filter": 2,
+    "pattern_type_filter": 3,
+    "resource_pattern_type": 3,
+    "operation": 3,
+    "permission_type": 3,
 }
 
 

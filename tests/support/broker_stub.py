@@ -9,6 +9,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from raftlog.broker import (
+    AclChange,
     Broker,
     BrokerInfo,
     ConfigEntry,
@@ -23,6 +24,7 @@ from raftlog.errors import ErrorCode
 
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
+    from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
     from raftlog.share.manager import ShareManager
 
 
@@ -34,6 +36,8 @@ class BrokerStub:
     share: ShareManager
     auto_create_topics: bool
     fetch_max_bytes: int
+    # Set: no authorizer, as a node without authorizer.class.name (every request allowed).
+    authorizer: Authorizer | None = None
 
     def controller_id(self) -> int:
         raise NotImplementedError
@@ -105,6 +109,12 @@ class BrokerStub:
     async def alter_group_configs(
         self, group_id: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
     ) -> TopicResult:
+        raise NotImplementedError
+
+    async def create_acls(self, bindings: list[AclBinding]) -> AclChange:
+        raise NotImplementedError
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> AclChange:
         raise NotImplementedError
 
 

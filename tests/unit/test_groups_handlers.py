@@ -26,12 +26,16 @@ from kafka_api.handlers import (
     list_groups,
     offset_commit,
     offset_fetch,
+    share_acknowledge,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
 )
 from raftlog.broker import Coordinator, PartitionInfo, TopicInfo
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset
+from raftlog.security.acl import Authorizer
 
 E = ErrorCode
 
@@ -354,8 +358,8 @@ async def test_admin_apis_every_version():
         assert busy.members[0].client_host == "/127.0.0.1" and busy.members[0].client_id == "client"
         assert missing.group_state == "Dead"
         assert missing.error_code is (E.group_id_not_found if v >= 6 else E.none)
-        if v >= 3:
-            assert busy.authorized_operations == -(2**31)
+        if v >= 3:  # asked for: without an authorizer, every group operation (as Kafka)
+            assert busy.authorized_operations == sum(1 << op for op in (3, 6, 8, 10, 11))
 
     for v in range(0, 3):
         r = await call(b, delete_groups, v, groups_names=("busy", "idle", "missing"))
@@ -365,3 +369,232 @@ async def test_admin_apis_every_version():
             E.group_id_not_found,
         ]
         assert [x.error_code for x in r.results] == expected
+
+
+# --------------------------------------------------------------------------- Authorization
+
+
+def secure(b: Broker, *grants: tuple) -> None:
+    """grants: (resource type, name, operation) allowed to ANONYMOUS; nothing else is."""
+    bindings = {(kind, name, 3, "User:ANONYMOUS", "*", op, 3): None for kind, name, op in grants}
+    b.authorizer = Authorizer((), False, lambda: bindings)
+
+
+TOPIC, GROUP, CLUSTER = 2, 3, 4
+READ, DESCRIBE, DELETE = 3, 8, 6
+GAF, TAF = E.group_authorization_failed, E.topic_authorization_failed
+
+
+async def test_membership_needs_read_on_the_group_at_every_version():
+    b = await broker()
+    secure(b, (GROUP, "open", READ))
+    for v in range(0, 10):
+        r = await join(b, v, "closed")
+        assert (r.error_code, r.generation_id, r.member_id, r.members) == (GAF, -1, "", ())
+    assert (await join(b, 5, "open", instance="i")).error_code is E.none
+    for v in range(0, 6):
+        r = await call(
+            b,
+            sync_group,
+            v,
+            group_id="closed",
+            generation_id=1,
+            member_id="m",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=(),
+        )
+        assert (r.error_code, r.assignment) == (GAF, b"")
+    # v5 without the protocol fields is refused as inconsistent before authorization
+    r = await call(
+        b,
+        sync_group,
+        5,
+        group_id="closed",
+        generation_id=1,
+        member_id="m",
+        group_instance_id=None,
+        protocol_type=None,
+        protocol_name=None,
+        assignments=(),
+    )
+    assert r.error_code is E.inconsistent_group_protocol
+    for v in range(0, 5):
+        r = await call(b, heartbeat, v, group_id="closed", generation_id=1, member_id="m")
+        assert r.error_code is GAF
+    for v in range(0, 6):
+        m = req(leave_group, v)
+        r = await call(
+            b,
+            leave_group,
+            v,
+            group_id="closed",
+            member_id="m",
+            members=(
+                (build(m.MemberIdentity, member_id="m", group_instance_id=None),) if v >= 3 else ()
+            ),
+        )
+        assert r.error_code is GAF and getattr(r, "members", ()) == ()
+    # nothing refused reached the coordinator: only the open group exists
+    assert [g.group_id for g in (await b.groups.list_groups()).groups] == ["open"]
+
+
+async def test_find_coordinator_needs_describe_on_the_key():
+    b = await broker()
+    secure(b, (GROUP, "mine", DESCRIBE))
+    r = await call(b, find_coordinator, 3, key="theirs", key_type=0)
+    assert (r.error_code, r.node_id, r.error_message) == (GAF, -1, "Group authorization failed.")
+    r = await call(b, find_coordinator, 3, key="tx", key_type=1)
+    assert r.error_code is E.transactional_id_authorization_failed
+    r = await call(b, find_coordinator, 6, key_type=0, coordinator_keys=("mine", "theirs"))
+    assert [(c.key, c.error_code) for c in r.coordinators] == [("mine", E.none), ("theirs", GAF)]
+
+
+async def test_offsets_need_the_group_and_each_topic():
+    b = await broker()
+    secure(b, (GROUP, "g", READ), (TOPIC, "t", READ))
+    m = req(offset_commit, 8)
+
+    async def commit(group: str, topic: str) -> list:
+        r = await call(
+            b,
+            offset_commit,
+            8,
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=(
+                build(
+                    m.OffsetCommitRequestTopic,
+                    name=topic,
+                    partitions=(
+                        build(
+                            m.OffsetCommitRequestPartition,
+                            partition_index=0,
+                            committed_offset=5,
+                            committed_leader_epoch=-1,
+                            committed_metadata=None,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        return [p.error_code for t in r.topics for p in t.partitions]
+
+    assert await commit("other", "t") == [GAF]
+    assert await commit("g", "u") == [TAF]  # before "it does not exist"
+    assert await commit("g", "t") == [E.none]
+
+    async def fetch(version: int, group: str, topics) -> tuple:
+        fm = req(offset_fetch, version)
+        if version >= 8:
+            wanted = (
+                None
+                if topics is None
+                else tuple(
+                    build(fm.OffsetFetchRequestTopics, name=n, partition_indexes=(0,))
+                    for n in topics
+                )
+            )
+            r = await call(
+                b,
+                offset_fetch,
+                version,
+                groups=(build(fm.OffsetFetchRequestGroup, group_id=group, topics=wanted),),
+                require_stable=False,
+            )
+            (answer,) = r.groups
+        else:
+            wanted = (
+                None
+                if topics is None
+                else tuple(
+                    build(fm.OffsetFetchRequestTopic, name=n, partition_indexes=(0,))
+                    for n in topics
+                )
+            )
+            answer = await call(
+                b, offset_fetch, version, group_id=group, topics=wanted, require_stable=False
+            )
+        return getattr(answer, "error_code", E.none), [
+            (t.name, p.committed_offset, p.error_code) for t in answer.topics for p in t.partitions
+        ]
+
+    secure(b, (GROUP, "g", DESCRIBE), (TOPIC, "t", DESCRIBE))
+    for version in (2, 7, 8):
+        assert await fetch(version, "other", None) == (GAF, [])
+        assert await fetch(version, "g", ["t", "u"]) == (
+            E.none,
+            [("t", 5, E.none), ("u", -1, TAF)],
+        )
+    secure(b, (GROUP, "g", DESCRIBE))  # t's offsets are left out of "every topic"
+    assert await fetch(8, "g", None) == (E.none, [])
+    # v1 has no group error: every requested partition carries it
+    assert await fetch(1, "other", ["t"]) == (E.none, [("t", -1, GAF)])
+
+
+async def test_describe_list_and_delete_groups():
+    b = await broker()
+    for group in ("a", "b"):
+        await b.groups.offset_commit(group, -1, "", None, [CommitOffset("t", 0, 1)])
+    secure(b, (GROUP, "a", DELETE))  # DELETE implies DESCRIBE
+    r = await call(b, describe_groups, 5, groups=("b", "a"), include_authorized_operations=True)
+    assert [(g.group_id, g.error_code, g.group_state) for g in r.groups] == [
+        ("b", GAF, ""),
+        ("a", E.none, "Empty"),
+    ]
+    assert r.groups[1].authorized_operations == (1 << DELETE) | (1 << DESCRIBE)
+    r = await call(b, list_groups, 4, states_filter=())
+    assert [g.group_id for g in r.groups] == ["a"]
+    secure(b, (GROUP, "a", DELETE), (CLUSTER, "kafka-cluster", DESCRIBE))
+    r = await call(b, list_groups, 4, states_filter=())
+    assert sorted(g.group_id for g in r.groups) == ["a", "b"]
+    r = await call(b, delete_groups, 2, groups_names=("b", "a"))
+    assert [(x.group_id, x.error_code) for x in r.results] == [("b", GAF), ("a", E.none)]
+    assert [g.group_id for g in (await b.groups.list_groups()).groups] == ["b"]
+
+
+async def test_share_group_apis_need_the_group_and_its_topics():
+    b = await broker()
+
+    async def heartbeat_error() -> ErrorCode:
+        r = await call(
+            b,
+            share_group_heartbeat,
+            1,
+            group_id="s",
+            member_id="m",
+            member_epoch=0,
+            rack_id=None,
+            subscribed_topic_names=("t",),
+        )
+        assert r.error_code is not E.none or r.member_id is not None
+        return r.error_code
+
+    assert await heartbeat_error() is E.none  # joins, without an authorizer
+    secure(b)
+    assert await heartbeat_error() is GAF
+    secure(b, (GROUP, "s", READ))
+    assert await heartbeat_error() is TAF  # it subscribes to t, which it may not describe
+    r = await call(b, share_group_describe, 1, group_ids=("s",), include_authorized_operations=True)
+    assert [(g.group_id, g.error_code, g.members) for g in r.groups] == [("s", TAF, ())]
+    secure(b, (GROUP, "s", READ), (TOPIC, "t", DESCRIBE))
+    r = await call(b, share_group_describe, 1, group_ids=("s",), include_authorized_operations=True)
+    assert [(g.error_code, len(g.members)) for g in r.groups] == [(E.none, 1)]
+    assert r.groups[0].authorized_operations == (1 << READ) | (1 << DESCRIBE)
+    secure(b)
+    r = await call(b, share_group_describe, 1, group_ids=("s",), include_authorized_operations=True)
+    assert [(g.group_id, g.error_code, g.members) for g in r.groups] == [("s", GAF, ())]
+    for group_id in ("s", None):
+        r = await call(
+            b,
+            share_acknowledge,
+            1,
+            group_id=group_id,
+            member_id="m",
+            share_session_epoch=1,
+            topics=(),
+        )
+        assert r.error_code is GAF

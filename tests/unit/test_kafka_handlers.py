@@ -17,13 +17,18 @@ from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import (
     alter_configs,
+    create_partitions,
     create_topics,
     delete_topics,
+    describe_cluster,
     describe_configs,
+    describe_log_dirs,
     fetch,
     incremental_alter_configs,
+    init_producer_id,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     produce,
     share_fetch,
 )
@@ -40,6 +45,11 @@ from raftlog.broker import (
     TopicResult,
 )
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.security.acl import AclOperation as Op
+from raftlog.security.acl import Authorizer
+from raftlog.security.acl import PatternType as Pat
+from raftlog.security.acl import PermissionType as Perm
+from raftlog.security.acl import ResourceType as Res
 from raftlog.share.manager import ShareManager
 from raftlog.share.store import ShareStore, encode
 
@@ -971,3 +981,430 @@ async def test_renew_is_an_acknowledgement_type_of_v2_only(version: int) -> None
     second = await share_fetch.handle(ctx(broker, version), fetch(1, renew))
     expected = E.none if version == 2 else E.invalid_request
     assert second.responses[0].partitions[0].acknowledge_error_code == expected
+
+
+# --------------------------------------------------------------------------- Authorization
+# Kafka's rules per API (KafkaApis, ControllerApis, AuthHelper): which operation on which
+# resource, which error, and where in the order of checks. The principal is ANONYMOUS from
+# host "h" (ctx); the broker's authorizer judges it by the bindings given.
+
+ANON = "User:ANONYMOUS"
+
+
+def secure(broker: FakeBroker, *grants: tuple, allow_if_no_acl: bool = False) -> None:
+    """grants: (resource type, name, operation[, permission[, pattern]]) for ANONYMOUS."""
+    bindings: dict[tuple, None] = {}
+    for grant in grants:
+        kind, name, op = grant[:3]
+        permission = grant[3] if len(grant) > 3 else Perm.ALLOW
+        pattern = grant[4] if len(grant) > 4 else Pat.LITERAL
+        bindings[(kind, name, pattern, ANON, "*", op, permission)] = None
+    broker.authorizer = Authorizer((), allow_if_no_acl, lambda: bindings)
+
+
+async def test_produce_needs_write_on_each_topic_before_any_other_check():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    broker.add_topic("b")
+    secure(broker, (Res.TOPIC, "b", Op.WRITE))
+    request = produce_request(9, [("a", 0, b"x"), ("b", 0, b"y"), ("nope", 0, b"z")], acks=2)
+    response = await produce.handle(ctx(broker, 9), request)
+    assert [e for _, e, _ in partition_results(response)] == [
+        E.topic_authorization_failed,
+        E.invalid_required_acks,  # authorized: the next check answers
+        E.topic_authorization_failed,  # whether it exists is not told
+    ]
+    assert broker.partitions["a", 0].calls == []
+    # with the no-ACL default, a topic nobody has ACLs for is open (and "nope" is unknown)
+    secure(broker, (Res.TOPIC, "a", Op.WRITE, Perm.DENY), allow_if_no_acl=True)
+    request = produce_request(9, [("a", 0, b"x"), ("nope", 0, b"z")])
+    response = await produce.handle(ctx(broker, 9), request)
+    assert [e for _, e, _ in partition_results(response)] == [
+        E.topic_authorization_failed,
+        E.unknown_topic_or_partition,
+    ]
+    with pytest.raises(CloseConnection):  # acks=0: the connection is Kafka's only answer
+        await produce.handle(ctx(broker, 9), produce_request(9, [("a", 0, b"x")], acks=0))
+
+
+async def test_produce_transactional_and_by_id():
+    broker = FakeBroker()
+    topic_id = broker.add_topic("a").topic_id
+    secure(broker, (Res.TOPIC, "a", Op.WRITE))
+    request = produce_request(9, [("a", 0, b"x")], transactional_id="tx")
+    response = await produce.handle(ctx(broker, 9), request)
+    assert partition_results(response) == [(0, E.transactional_id_authorization_failed, -1)]
+    secure(broker, (Res.TOPIC, "a", Op.WRITE), (Res.TRANSACTIONAL_ID, "tx", Op.WRITE))
+    response = await produce.handle(ctx(broker, 9), request)
+    assert partition_results(response) == [(0, E.invalid_txn_state, -1)]
+    # by id (v13): an unknown id has no name to authorize; a known one is judged by its name
+    secure(broker)
+    unknown = uuid.uuid4()
+    request = produce_request(
+        13, [("a", 0, b"x"), ("b", 0, b"y")], by_id={"a": topic_id, "b": unknown}
+    )
+    response = await produce.handle(ctx(broker, 13), request)
+    assert partition_results(response) == [
+        (0, E.topic_authorization_failed, -1),
+        (0, E.unknown_topic_id, -1),
+    ]
+
+
+async def test_fetch_needs_read_on_each_topic():
+    broker = FakeBroker()
+    for name in ("a", "b"):
+        broker.add_topic(name)
+        broker.partitions[name, 0].append(0, b"data")
+    secure(broker, (Res.TOPIC, "a", Op.READ), (Res.TOPIC, "b", Op.DESCRIBE))
+    request = fetch_request(12, [(n, 0, 0, 100, -1, -1) for n in ("a", "b", "nope")])
+    response = await fetch.handle(ctx(broker, 12), request)
+    assert fetched(response) == [
+        (0, E.none, 1, b"data"),
+        (0, E.topic_authorization_failed, -1, b""),
+        (0, E.topic_authorization_failed, -1, b""),
+    ]
+    assert [c[0] for c in broker.partitions["b", 0].calls] == []
+
+
+async def test_list_offsets_and_offset_for_leader_epoch_need_describe():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    broker.partitions["a", 0].timestamps = {-1: TimestampOffset(7, 10, 5)}
+    broker.partitions["a", 0].epoch_ends = {5: (5, 10)}
+    secure(broker)
+    response = await list_offsets.handle(ctx(broker, 7), list_offsets_request([(0, -1, -1)]))
+    assert response.topics[0].partitions[0].error_code == E.topic_authorization_failed
+    m = request_module(offset_for_leader_epoch.API_KEY, 4)
+    request = m.OffsetForLeaderEpochRequest(
+        replica_id=-1,
+        topics=(
+            m.OffsetForLeaderTopic(
+                topic="a",
+                partitions=(
+                    m.OffsetForLeaderPartition(
+                        partition=0, current_leader_epoch=-1, leader_epoch=5
+                    ),
+                ),
+            ),
+        ),
+    )
+
+    async def end_offset():
+        response = await offset_for_leader_epoch.handle(ctx(broker, 4), request)
+        p = response.topics[0].partitions[0]
+        return p.error_code, p.end_offset
+
+    assert await end_offset() == (E.topic_authorization_failed, -1)
+    secure(broker, (Res.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION))  # a replica's right
+    assert await end_offset() == (E.none, 10)
+    secure(broker, (Res.TOPIC, "a", Op.READ))  # READ implies DESCRIBE
+    assert await end_offset() == (E.none, 10)
+    response = await list_offsets.handle(ctx(broker, 7), list_offsets_request([(0, -1, -1)]))
+    assert response.topics[0].partitions[0].offset == 10
+
+
+def metadata_request(version, names=None, ids=None, create=True, operations=False):
+    m = request_module(metadata.API_KEY, version)
+    topics = None
+    if names is not None or ids is not None:
+        topics = tuple(build(m.MetadataRequestTopic, name=n, topic_id=None) for n in names or ())
+        topics += tuple(build(m.MetadataRequestTopic, name=None, topic_id=i) for i in ids or ())
+    return build(
+        m.MetadataRequest,
+        topics=topics,
+        allow_auto_topic_creation=create,
+        include_cluster_authorized_operations=operations,
+        include_topic_authorized_operations=operations,
+    )
+
+
+async def test_metadata_hides_what_may_not_be_described():
+    broker = FakeBroker()
+    broker.add_topic("seen")
+    hidden_id = broker.add_topic("hidden").topic_id
+    secure(broker, (Res.TOPIC, "seen", Op.DESCRIBE))
+    response = await metadata.handle(ctx(broker, 12), metadata_request(12))
+    assert [t.name for t in response.topics] == ["seen"]
+    response = await metadata.handle(
+        ctx(broker, 12), metadata_request(12, ["hidden", "seen", "absent"], [hidden_id])
+    )
+    assert [(t.name, t.topic_id, t.error_code, len(t.partitions)) for t in response.topics] == [
+        ("hidden", None, E.topic_authorization_failed, 0),  # not even whether it exists
+        ("seen", broker.topic("seen").topic_id, E.none, 1),
+        ("absent", None, E.topic_authorization_failed, 0),
+        (None, hidden_id, E.topic_authorization_failed, 0),  # the id, never the name
+    ]
+    assert broker.created == []
+
+
+async def test_metadata_auto_creation_needs_create_on_the_cluster_or_the_topic():
+    broker = FakeBroker()
+    secure(
+        broker,
+        (Res.TOPIC, "*", Op.DESCRIBE),
+        (Res.TOPIC, "mine-", Op.CREATE, Perm.ALLOW, Pat.PREFIXED),
+    )
+    request = metadata_request(9, ["mine-1", "other", "bad/name"])
+    response = await metadata.handle(ctx(broker, 9), request)
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("mine-1", E.leader_not_available),
+        ("other", E.topic_authorization_failed),
+        ("bad/name", E.topic_authorization_failed),  # CREATE is asked before the name
+    ]
+    assert [s.name for s in broker.created] == ["mine-1"]
+    # without auto-creation nothing needs CREATE
+    response = await metadata.handle(ctx(broker, 9), metadata_request(9, ["other"], create=False))
+    assert [t.error_code for t in response.topics] == [E.unknown_topic_or_partition]
+    secure(broker, (Res.TOPIC, "*", Op.DESCRIBE), (Res.CLUSTER, "kafka-cluster", Op.CREATE))
+    response = await metadata.handle(ctx(broker, 9), metadata_request(9, ["other", "bad/name"]))
+    assert [t.error_code for t in response.topics] == [
+        E.leader_not_available,
+        E.invalid_topic_exception,
+    ]
+
+
+async def test_authorized_operations_are_reported_when_asked():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    every_topic_operation = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+    response = await metadata.handle(ctx(broker, 10), metadata_request(10, operations=True))
+    assert response.topics[0].topic_authorized_operations == every_topic_operation
+    assert response.cluster_authorized_operations == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+    secure(broker, (Res.TOPIC, "a", Op.READ))
+    response = await metadata.handle(ctx(broker, 10), metadata_request(10, operations=True))
+    assert response.topics[0].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    assert response.cluster_authorized_operations == 0  # may not DESCRIBE the cluster
+    response = await metadata.handle(ctx(broker, 10), metadata_request(10))
+    assert response.topics[0].topic_authorized_operations == -(2**31)  # not asked
+
+
+async def test_create_topics_needs_create_and_shows_configs_to_who_may_describe_them():
+    broker = FakeBroker()
+    broker.add_topic("mine")  # what the controller creates, as it answers
+    broker.add_topic("theirs")
+
+    async def create(specs, validate_only, timeout_ms):
+        broker.created.extend(specs)
+        return [TopicResult(spec.name, topic=broker.topic(spec.name)) for spec in specs]
+
+    broker.create_topics = create  # type: ignore[method-assign]
+    secure(broker, (Res.TOPIC, "mine", Op.CREATE))
+    m = request_module(create_topics.API_KEY, 7)
+
+    def request(*names):
+        return m.CreateTopicsRequest(
+            topics=tuple(
+                m.CreatableTopic(
+                    name=n, num_partitions=1, replication_factor=1, assignments=(), configs=()
+                )
+                for n in names
+            ),
+            timeout=timedelta(seconds=5),
+            validate_only=False,
+        )
+
+    response = await create_topics.handle(ctx(broker, 7), request("mine", "theirs", "d", "d", ".."))
+    assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
+        ("mine", E.none, None),
+        ("theirs", E.topic_authorization_failed, "Authorization failed."),
+        ("d", E.invalid_request, "Create topics request contains topic d more than once"),
+        ("d", E.invalid_request, "Create topics request contains topic d more than once"),
+        ("..", E.topic_authorization_failed, "Authorization failed."),  # before the name
+    ]
+    assert [s.name for s in broker.created] == ["mine"]
+    mine = response.topics[0]
+    assert (mine.topic_config_error_code, mine.configs) == (E.topic_authorization_failed, ())
+    secure(broker, (Res.CLUSTER, "kafka-cluster", Op.CREATE), (Res.TOPIC, "mine", Op.ALTER_CONFIGS))
+    response = await create_topics.handle(ctx(broker, 7), request("mine", "theirs"))
+    assert [t.error_code for t in response.topics] == [E.none, E.none]
+    assert response.topics[0].topic_config_error_code == E.none and response.topics[0].configs
+    assert response.topics[1].topic_config_error_code == E.topic_authorization_failed
+    assert response.topics[1].num_partitions == 1  # what was created is told all the same
+
+
+async def test_delete_topics_needs_delete_and_hides_what_may_not_be_described():
+    broker = FakeBroker()
+    ids = {name: broker.add_topic(name).topic_id for name in ("gone", "seen", "hidden")}
+    secure(
+        broker,
+        (Res.TOPIC, "gone", Op.DELETE),
+        (Res.TOPIC, "seen", Op.DESCRIBE),
+        (Res.TOPIC, "absent", Op.DESCRIBE),
+    )
+    m = request_module(delete_topics.API_KEY, 6)
+    request = m.DeleteTopicsRequest(
+        topics=(
+            m.DeleteTopicState(name=None, topic_id=ids["gone"]),
+            m.DeleteTopicState(name="seen", topic_id=None),
+            m.DeleteTopicState(name=None, topic_id=ids["seen"]),
+            m.DeleteTopicState(name=None, topic_id=ids["hidden"]),
+            m.DeleteTopicState(name="hidden", topic_id=None),
+            m.DeleteTopicState(name="absent", topic_id=None),
+            m.DeleteTopicState(name="nowhere", topic_id=None),
+        ),
+        timeout=timedelta(seconds=1),
+    )
+    response = await delete_topics.handle(ctx(broker, 6), request)
+    assert [(r.name, r.topic_id, r.error_code) for r in response.responses] == [
+        ("gone", ids["gone"], E.none),
+        # named by name and by id: not said to be the same topic to who may not delete it
+        ("seen", None, E.topic_authorization_failed),
+        ("seen", ids["seen"], E.topic_authorization_failed),
+        (None, ids["hidden"], E.topic_authorization_failed),  # the name is kept back
+        ("hidden", None, E.topic_authorization_failed),
+        ("absent", None, E.none),  # describable: its fate is told (FakeBroker deletes anything)
+        ("nowhere", None, E.topic_authorization_failed),
+    ]
+    assert broker.deleted == ["gone", "absent"]
+    broker.deleted.clear()
+    secure(broker, (Res.CLUSTER, "kafka-cluster", Op.DELETE))
+    response = await delete_topics.handle(ctx(broker, 6), request)
+    assert [r.error_code for r in response.responses][1:3] == [E.invalid_request] * 2
+    assert E.topic_authorization_failed not in [r.error_code for r in response.responses]
+
+
+async def test_create_partitions_needs_alter():
+    broker = FakeBroker()
+    secure(broker, (Res.TOPIC, "a", Op.ALTER))
+    m = request_module(create_partitions.API_KEY, 3)
+    request = m.CreatePartitionsRequest(
+        topics=tuple(
+            m.CreatePartitionsTopic(name=n, count=3, assignments=None) for n in ("a", "b", "b")
+        ),
+        timeout=timedelta(seconds=1),
+        validate_only=True,
+    )
+    broker.create_partitions = _created_partitions  # type: ignore[method-assign]
+    response = await create_partitions.handle(ctx(broker, 3), request)
+    assert [(r.name, r.error_code) for r in response.results] == [
+        ("a", E.none),
+        ("b", E.invalid_request),  # duplicates first
+        ("b", E.invalid_request),
+    ]
+    secure(broker)
+    response = await create_partitions.handle(ctx(broker, 3), request)
+    assert [r.error_code for r in response.results][0] == E.topic_authorization_failed
+
+
+async def _created_partitions(name, count, assignments, validate_only, timeout_ms):
+    return TopicResult(name)
+
+
+async def test_configs_need_describe_configs_and_alter_configs():
+    broker = FakeBroker()
+    broker.add_topic("a")
+    secure(broker, (Res.TOPIC, "a", Op.ALTER_CONFIGS))  # implies DESCRIBE_CONFIGS
+    m = request_module(describe_configs.API_KEY, 4)
+    request = m.DescribeConfigsRequest(
+        resources=tuple(
+            m.DescribeConfigsResource(
+                resource_type=kind, resource_name=name, configuration_keys=None
+            )
+            for kind, name in ((2, "a"), (2, "b"), (4, "1"), (32, "g"))
+        ),
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    response = await describe_configs.handle(ctx(broker, 4), request)
+    assert [(r.error_code, r.error_message, len(r.configs)) for r in response.results] == [
+        (E.none, None, 2),
+        (E.topic_authorization_failed, "Topic authorization failed.", 0),
+        (E.cluster_authorization_failed, "Cluster authorization failed.", 0),
+        (E.group_authorization_failed, "Group authorization failed.", 0),
+    ]
+
+    def alter_request(module, *resources):
+        am = request_module(module.API_KEY, 1)
+        if module is incremental_alter_configs:
+            config = am.AlterableConfig(name="retention.ms", config_operation=0, value="1")
+        else:
+            config = am.AlterableConfig(name="retention.ms", value="1")
+        return build(
+            am.AlterConfigsRequest
+            if module is alter_configs
+            else am.IncrementalAlterConfigsRequest,
+            resources=tuple(
+                am.AlterConfigsResource(resource_type=k, resource_name=n, configs=(config,))
+                for k, n in resources
+            ),
+            validate_only=False,
+        )
+
+    for module in (alter_configs, incremental_alter_configs):
+        broker.altered.clear()
+        request = alter_request(
+            module, (2, "a"), (2, "b"), (32, "g"), (2, "a/b"), (4, "1"), (2, "b")
+        )
+        response = await module.handle(ctx(broker, 1), request)
+        assert [r.error_code for r in response.responses] == [
+            E.none,
+            E.invalid_request,  # named twice: refused before anyone is asked
+            E.group_authorization_failed,
+            E.topic_authorization_failed,  # asked before its name is checked
+            E.invalid_request,  # broker configs are static
+            E.invalid_request,
+        ], module
+        assert [name for name, *_ in broker.altered] == ["a"]
+
+
+async def test_init_producer_id_needs_idempotent_write_or_write_on_some_topic():
+    broker = FakeBroker()
+    broker.init_producer_id = _producer_id  # type: ignore[method-assign]
+    m = request_module(init_producer_id.API_KEY, 4)
+
+    async def error(transactional_id=None):
+        request = m.InitProducerIdRequest(
+            transactional_id=transactional_id,
+            transaction_timeout=timedelta(seconds=1),
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        response = await init_producer_id.handle(ctx(broker, 4), request)
+        return response.error_code, response.producer_id
+
+    secure(broker)
+    assert await error() == (E.cluster_authorization_failed, -1)
+    assert await error("tx") == (E.transactional_id_authorization_failed, -1)
+    secure(broker, (Res.TOPIC, "some-", Op.WRITE, Perm.ALLOW, Pat.PREFIXED))
+    assert await error() == (E.none, 42)
+    secure(broker, (Res.CLUSTER, "kafka-cluster", Op.IDEMPOTENT_WRITE))
+    assert await error() == (E.none, 42)
+
+
+async def _producer_id(transactional_id, producer_id, producer_epoch):
+    return E.none, 42, 0
+
+
+async def test_describe_log_dirs_needs_describe_on_the_cluster_and_describe_cluster_is_open():
+    broker = FakeBroker()
+    broker.log_dirs = lambda: []  # type: ignore[method-assign]
+    secure(broker)
+    m = request_module(describe_log_dirs.API_KEY, 4)
+    response = await describe_log_dirs.handle(ctx(broker, 4), m.DescribeLogDirsRequest(topics=None))
+    assert response.error_code == E.cluster_authorization_failed
+    m = request_module(describe_cluster.API_KEY, 1)
+    request = m.DescribeClusterRequest(include_cluster_authorized_operations=True, endpoint_type=1)
+    response = await describe_cluster.handle(ctx(broker, 1), request)
+    assert (response.error_code, response.cluster_authorized_operations) == (E.none, 0)
+    secure(broker, (Res.CLUSTER, "kafka-cluster", Op.ALTER))
+    response = await describe_cluster.handle(ctx(broker, 1), request)
+    assert response.cluster_authorized_operations == (1 << Op.ALTER) | (1 << Op.DESCRIBE)
+
+
+async def test_share_fetch_needs_read_on_the_group_and_each_topic() -> None:
+    broker = FakeBroker()
+    readable, other = broker.add_topic("a"), broker.add_topic("b")
+    broker.share = ShareManager(lambda _g: group_config.values({}))
+    secure(broker, (Res.TOPIC, "a", Op.READ))
+    request = share_fetch_request(1, readable.topic_id, 0, {0: ()})
+    response = await share_fetch.handle(ctx(broker, 1), request)
+    assert (response.error_code, response.responses) == (E.group_authorization_failed, ())
+    assert broker.share.sessions.get("g", "m") is None
+    secure(broker, (Res.TOPIC, "a", Op.READ), (Res.GROUP, "g", Op.READ))
+    response = await share_fetch.handle(
+        ctx(broker, 1), share_fetch_request(1, other.topic_id, 0, {0: ()})
+    )
+    assert response.error_code == E.none
+    assert [(p.partition_index, p.error_code) for p in response.responses[0].partitions] == [
+        (0, E.topic_authorization_failed)
+    ]

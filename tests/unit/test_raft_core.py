@@ -384,6 +384,8 @@ CONTROLLER_COMMANDS = [
     "store_group_configs",
     "store_share_group_deletion",
     "store_user_scram_credentials",
+    "update_acls_create",
+    "update_acls_delete",
 ]
 
 
@@ -432,6 +434,60 @@ def test_group_configs_survive_compaction_and_a_dump_without_them_loads(
     upgraded.store_group_configs("g", {"share.delivery.count.limit": "3"})
     tick(upgraded, clock, 2)
     assert upgraded.group_configs == {"g": {"share.delivery.count.limit": "3"}}
+    journal.close()
+
+
+def test_acls_survive_compaction_and_a_dump_without_them_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ACL bindings are controller state: in the dump, restored from it, each change a new
+    mapping (the authorizer's sign to forget its decisions). DeleteAcls is judged when applied:
+    each filter reports what it matched before the command, a binding two filters match in
+    both. A dump from before ACLs loads as none."""
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+    machine, journal = start_controller(tmp_path / "now")
+    read = (2, "t", 3, "User:a", "*", 3, 3)
+    write = (2, "t", 3, "User:a", "*", 4, 2)
+    group = (3, "g", 4, "User:*", "*", 3, 3)
+    seen: list[object] = []
+    results: list[object] = []
+
+    def remember(result: object, error: object) -> None:
+        results.append(result)
+
+    for change in (
+        lambda: machine.update_acls_create([read, write, group]),
+        lambda: machine.update_acls_create([read]),  # there already: no change
+        lambda: machine.update_acls_delete(
+            [(2, "t", 1, None, None, 1, 1), (1, None, 1, None, None, 4, 1)], callback=remember
+        ),
+    ):
+        change()
+        tick(machine, clock, 3)
+        seen.append(machine.acls)
+    assert results == [[[read, write], [write]]]
+    assert seen[0] is seen[1] and seen[1] is not seen[2]
+    assert list(machine.acls) == [group]
+    for _ in range(15):
+        machine.allocate_producer_ids(1)
+    tick(machine, clock, 20)
+    assert (tmp_path / "now" / "dump").is_file() and len(journal) < 15
+    journal.close()
+    restarted, journal = start_controller(tmp_path / "now")
+    tick(restarted, clock, 5)
+    assert list(restarted.acls) == [group]
+    journal.close()
+
+    old, journal = start_controller(tmp_path / "old")
+    del old.acls  # the state of a controller from before ACLs
+    for _ in range(15):
+        old.allocate_producer_ids(1)
+    tick(old, clock, 20)
+    journal.close()
+    upgraded, journal = start_controller(tmp_path / "old")
+    tick(upgraded, clock, 5)
+    assert upgraded.next_producer_id == 15 and upgraded.acls == {}
     journal.close()
 
 

@@ -1,0 +1,268 @@
+"""DescribeAcls, CreateAcls and DeleteAcls at every advertised version: Kafka's answers without
+an authorizer (SECURITY_DISABLED) and to a principal without the cluster permission, the checks
+on each new binding, the filters' selection and grouping, and that every answer encodes with
+kio and reads back unchanged. The broker keeps its bindings as the controller does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kio.index import load_payload_module
+from kio.serial import entity_reader
+from kio.static.constants import EntityType
+from support.broker_stub import BrokerStub
+
+from kafka_api.codec import build, encode_response
+from kafka_api.context import RequestContext
+from kafka_api.errors import CloseConnection
+from kafka_api.handlers import HANDLERS, create_acls, delete_acls, describe_acls
+from raftlog.broker import AclChange, Broker
+from raftlog.errors import ErrorCode
+from raftlog.security.acl import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    Authorizer,
+    PatternType,
+    PermissionType,
+    ResourceType,
+)
+
+E = ErrorCode
+Op, Res, Pat, Perm = AclOperation, ResourceType, PatternType, PermissionType
+ADMIN, ALICE = "User:admin", "User:alice"
+
+
+class AclBroker(BrokerStub):
+    """Keeps bindings as the controller does: a mapping replaced on every change."""
+
+    def __init__(self, *, authorizer: bool = True, super_users: tuple[str, ...] = (ADMIN,)):
+        self.acls: dict[tuple[Any, ...], None] = {}
+        self.authorizer = Authorizer(super_users, False, lambda: self.acls) if authorizer else None
+        self.controller_calls = 0
+
+    async def create_acls(self, bindings: list[AclBinding]) -> AclChange:
+        self.controller_calls += 1
+        self.acls = {**self.acls, **{tuple(b): None for b in bindings}}
+        return AclChange()
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> AclChange:
+        self.controller_calls += 1
+        matched = tuple(
+            tuple(AclBinding(*b) for b in self.acls if f.matches(AclBinding(*b))) for f in filters
+        )
+        gone = {b for found in matched for b in found}
+        self.acls = {b: None for b in self.acls if AclBinding(*b) not in gone}
+        return AclChange(deleted=matched)
+
+
+def _conforms(broker: AclBroker) -> Broker:
+    return broker
+
+
+def ctx(broker: AclBroker, version: int, principal: str = ADMIN) -> RequestContext:
+    return RequestContext(broker, version, "c", "10.0.0.1", principal=principal)
+
+
+def request(api_key: int, version: int, name: str, **values: Any) -> Any:
+    m = load_payload_module(api_key, version, EntityType.request)
+    return build(getattr(m, name), **values)
+
+
+def roundtrip(response: Any) -> Any:
+    """The answer as a client reads it: encoded, then decoded with kio."""
+    frame = b"".join(encode_response(7, response))
+    header_size = 4 + 4 + (1 if type(response).__header_schema__.__flexible__ else 0)
+    decoded, _ = entity_reader(type(response))(frame, header_size)
+    assert decoded == response
+    return decoded
+
+
+def creation(version: int, *fields: Any) -> Any:
+    resource_type, name, pattern, principal, host, operation, permission = fields
+    m = load_payload_module(create_acls.API_KEY, version, EntityType.request)
+    return m.AclCreation(
+        resource_type=resource_type,
+        resource_name=name,
+        resource_pattern_type=pattern,
+        principal=principal,
+        host=host,
+        operation=operation,
+        permission_type=permission,
+    )
+
+
+async def create(broker: AclBroker, version: int, *bindings: tuple, principal: str = ADMIN):
+    response = await create_acls.handle(
+        ctx(broker, version, principal),
+        request(
+            create_acls.API_KEY,
+            version,
+            "CreateAclsRequest",
+            creations=tuple(creation(version, *b) for b in bindings),
+        ),
+    )
+    return [(r.error_code, r.error_message) for r in roundtrip(response).results]
+
+
+def filter_fields(*fields: Any) -> dict[str, Any]:
+    resource_type, name, pattern, principal, host, operation, permission = fields
+    return {
+        "resource_type_filter": resource_type,
+        "resource_name_filter": name,
+        "pattern_type_filter": pattern,
+        "principal_filter": principal,
+        "host_filter": host,
+        "operation": operation,
+        "permission_type": permission,
+    }
+
+
+async def describe(broker: AclBroker, version: int, *fields: Any, principal: str = ADMIN):
+    response = await describe_acls.handle(
+        ctx(broker, version, principal),
+        request(describe_acls.API_KEY, version, "DescribeAclsRequest", **filter_fields(*fields)),
+    )
+    return roundtrip(response)
+
+
+async def delete(broker: AclBroker, version: int, *filters: tuple, principal: str = ADMIN):
+    m = load_payload_module(delete_acls.API_KEY, version, EntityType.request)
+    response = await delete_acls.handle(
+        ctx(broker, version, principal),
+        build(
+            m.DeleteAclsRequest,
+            filters=tuple(m.DeleteAclsFilter(**filter_fields(*f)) for f in filters),
+        ),
+    )
+    return roundtrip(response).filter_results
+
+
+EVERYTHING = (Res.ANY, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)
+READ_T = (Res.TOPIC, "t", Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW)
+DENY_PREFIX = (Res.TOPIC, "t", Pat.PREFIXED, "User:*", "10.0.0.9", Op.WRITE, Perm.DENY)
+GROUP_G = (Res.GROUP, "g", Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW)
+
+
+def test_the_acl_apis_are_served_at_kafkas_versions() -> None:
+    for module in (describe_acls, create_acls, delete_acls):
+        assert HANDLERS[module.API_KEY] is module
+        assert (module.MIN_VERSION, module.MAX_VERSION) == (1, 3)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+async def test_round_trip_create_describe_delete(version: int) -> None:
+    broker = AclBroker()
+    assert (
+        await create(broker, version, READ_T, DENY_PREFIX, GROUP_G, READ_T) == [(E.none, None)] * 4
+    )
+    assert len(broker.acls) == 3  # one already there is no change
+
+    described = await describe(broker, version, *EVERYTHING)
+    assert described.error_code is E.none and described.error_message is None
+    grouped = {
+        (r.resource_type, r.resource_name, r.pattern_type): [
+            (a.principal, a.host, a.operation, a.permission_type) for a in r.acls
+        ]
+        for r in described.resources
+    }
+    assert grouped == {
+        (Res.TOPIC, "t", Pat.LITERAL): [(ALICE, "*", Op.READ, Perm.ALLOW)],
+        (Res.TOPIC, "t", Pat.PREFIXED): [("User:*", "10.0.0.9", Op.WRITE, Perm.DENY)],
+        (Res.GROUP, "g", Pat.LITERAL): [(ALICE, "*", Op.READ, Perm.ALLOW)],
+    }
+    matching = await describe(
+        broker, version, Res.TOPIC, "tx", Pat.MATCH, None, None, Op.ANY, Perm.ANY
+    )
+    assert [(r.resource_name, r.pattern_type) for r in matching.resources] == [("t", Pat.PREFIXED)]
+
+    results = await delete(
+        broker,
+        version,
+        (Res.TOPIC, None, Pat.ANY, None, None, Op.ANY, Perm.ANY),
+        (Res.ANY, "t", Pat.ANY, ALICE, None, Op.ANY, Perm.ANY),
+        (Res.CLUSTER, None, Pat.ANY, None, None, Op.ANY, Perm.ANY),
+    )
+    assert [r.error_code for r in results] == [E.none] * 3
+    assert [
+        [(a.resource_name, a.pattern_type, a.operation) for a in r.matching_acls] for r in results
+    ] == [
+        [("t", Pat.LITERAL, Op.READ), ("t", Pat.PREFIXED, Op.WRITE)],
+        [("t", Pat.LITERAL, Op.READ)],  # also the first filter's: reported by both
+        [],
+    ]
+    assert list(broker.acls) == [tuple(GROUP_G)]
+
+
+async def test_without_an_authorizer_the_apis_answer_security_disabled() -> None:
+    broker = AclBroker(authorizer=False)
+    assert await create(broker, 3, READ_T) == [
+        (E.security_disabled, "No Authorizer is configured.")
+    ]
+    described = await describe(broker, 3, *EVERYTHING)
+    assert (described.error_code, described.error_message) == (
+        E.security_disabled,
+        "No Authorizer is configured on the broker",
+    )
+    assert [r.error_code for r in await delete(broker, 3, EVERYTHING)] == [E.security_disabled]
+    assert broker.controller_calls == 0
+
+
+async def test_the_apis_need_describe_or_alter_on_the_cluster() -> None:
+    broker = AclBroker()
+    assert await create(broker, 3, READ_T, principal=ALICE) == [
+        (E.cluster_authorization_failed, "Cluster authorization failed.")
+    ]
+    assert (await describe(broker, 3, *EVERYTHING, principal=ALICE)).error_code is (
+        E.cluster_authorization_failed
+    )
+    assert [r.error_code for r in await delete(broker, 3, EVERYTHING, principal=ALICE)] == [
+        E.cluster_authorization_failed
+    ]
+    assert broker.controller_calls == 0
+    # DESCRIBE is implied by ALTER; ALTER lets Alice change ACLs
+    cluster = (Res.CLUSTER, "kafka-cluster", Pat.LITERAL, ALICE, "*", Op.ALTER, Perm.ALLOW)
+    await create(broker, 3, cluster)
+    assert (await describe(broker, 3, *EVERYTHING, principal=ALICE)).error_code is E.none
+    assert await create(broker, 3, READ_T, principal=ALICE) == [(E.none, None)]
+
+
+async def test_each_binding_kafka_refuses_is_invalid_request_and_the_rest_are_created() -> None:
+    broker = AclBroker()
+    results = await create(
+        broker,
+        3,
+        (Res.CLUSTER, "other", Pat.LITERAL, ALICE, "*", Op.ALTER, Perm.ALLOW),
+        (Res.TOPIC, "", Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW),
+        (Res.ANY, "t", Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW),
+        (Res.TOPIC, "t", Pat.MATCH, ALICE, "*", Op.READ, Perm.ALLOW),
+        (Res.TOPIC, "t", Pat.LITERAL, ALICE, "*", Op.ANY, Perm.ALLOW),
+        (Res.TOPIC, "t", Pat.LITERAL, ALICE, "*", Op.READ, Perm.ANY),
+        (Res.TOPIC, "t", Pat.LITERAL, "alice", "*", Op.READ, Perm.ALLOW),
+        READ_T,
+    )
+    assert [error for error, _ in results] == [E.invalid_request] * 7 + [E.none]
+    assert results[0][1] == "The only valid name for the CLUSTER resource is kafka-cluster"
+    assert results[2][1] == "Invalid resourceType ANY"
+    assert list(broker.acls) == [tuple(READ_T)]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (0, "t", Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW),
+        (Res.TOPIC, "t", 9, ALICE, "*", Op.READ, Perm.ALLOW),
+        (Res.TOPIC, "t", Pat.LITERAL, ALICE, "*", 0, Perm.ALLOW),
+        (Res.TOPIC, "t", Pat.LITERAL, ALICE, "*", Op.READ, 4),
+    ],
+)
+async def test_an_unknown_code_closes_the_connection_as_kafka_fails_to_parse_it(bad) -> None:
+    broker = AclBroker()
+    with pytest.raises(CloseConnection):
+        await create(broker, 3, bad)
+    with pytest.raises(CloseConnection):
+        await describe(broker, 3, *bad)
+    with pytest.raises(CloseConnection):
+        await delete(broker, 3, bad)
+    assert broker.controller_calls == 0
