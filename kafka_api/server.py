@@ -26,6 +26,7 @@ from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, api_versions, expects_response
 from raftlog.broker import Broker
+from raftlog.metrics import ApiStats, KafkaMetrics
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class KafkaServer:
         self.max_queued_bytes = max_queued_bytes
         self.queued_bytes = 0  # request bytes held by every connection's unfinished requests
         self.clock = clock
+        self.metrics = KafkaMetrics()  # served by the node's /metrics
         self._requested_port = port
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
@@ -153,6 +155,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._host = str(peer[0])
             self._peer = f"{peer[0]}:{peer[1]}"
         self._server._connections.add(self)
+        self._server.metrics.connections_opened += 1
         self.update_reading()  # a node at its request budget reads no new client either
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -163,6 +166,7 @@ class _Connection(asyncio.BufferedProtocol):
         for task in self._tasks:
             task.cancel()
         self._server._connections.discard(self)
+        self._server.metrics.connections_closed += 1
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._end == len(self._view):
@@ -267,7 +271,8 @@ class _Connection(asyncio.BufferedProtocol):
             self.drop(str(exc))
             return
         ctx = RequestContext(self._server.broker, header.api_version, header.client_id, self._host)
-        work = self._run(handler.handle(ctx, request), header.correlation_id)
+        stats = self._server.metrics.api(header.api_key)
+        work = self._run(handler.handle(ctx, request), header.correlation_id, stats)
         if expects_response(header.api_key, request):
             self._start_task(work, len(frame))
         else:
@@ -275,9 +280,18 @@ class _Connection(asyncio.BufferedProtocol):
 
     # request lifecycle
 
-    async def _run(self, handling: Any, correlation_id: int) -> list[bytes | bytearray] | None:
-        response = await handling
-        return None if response is None else codec.encode_response(correlation_id, response)
+    async def _run(
+        self, handling: Any, correlation_id: int, stats: ApiStats
+    ) -> list[bytes | bytearray] | None:
+        started = time.perf_counter()
+        try:
+            response = await handling
+            encoded = None if response is None else codec.encode_response(correlation_id, response)
+        except Exception:
+            stats.failed(time.perf_counter() - started)
+            raise
+        stats.answered(time.perf_counter() - started, response)
+        return encoded
 
     async def _answer(self, correlation_id: int, response: Any) -> list[bytes | bytearray]:
         return codec.encode_response(correlation_id, response)

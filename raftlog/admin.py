@@ -1,6 +1,7 @@
 """The admin HTTP listener: node status for `raftlog cluster`, tests and operators.
 
-Reads are open (they are what `raftlog audit` and `raftlog epochs` collect). Anything that
+Reads are open (they are what `raftlog audit` and `raftlog epochs` collect, and Prometheus
+scrapes at /metrics: raftlog/metrics.py). Anything that
 changes the node needs `Authorization: Bearer <admin_token>` from the node's config; a node
 without an admin_token refuses every change (a loop of unauthenticated transfers forced 54
 leader changes in 20 s)."""
@@ -12,6 +13,8 @@ import hmac
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 from pysyncobj.config import FAIL_REASON
 
 from epoch.replica_state import ReplicaState, spans
@@ -39,13 +42,21 @@ def _epoch_state(node_id: int, partition: Partition) -> dict:
 
 class AdminServer:
     def __init__(
-        self, node: Node, view: ClusterView, host: str, port: int, token: str | None = None
+        self,
+        node: Node,
+        view: ClusterView,
+        host: str,
+        port: int,
+        token: str | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self._node = node
         self._view = view
         self._host, self._port = host, port
         self._token = token
+        self._registry = registry or CollectorRegistry()
         app = web.Application(middlewares=[self._authorize])
+        app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/v1/status", self._status)
         app.router.add_get("/v1/partitions/{topic}/{partition}/epochs", self._epochs)
         app.router.add_post(
@@ -111,6 +122,11 @@ class AdminServer:
                 "partitions": partitions,
             }
         )
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """Prometheus' scrape: its text format, or OpenMetrics when the Accept header asks."""
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        return web.Response(body=encode(self._registry), headers={"Content-Type": content_type})
 
     def _partition(self, request: web.Request) -> Partition:
         try:

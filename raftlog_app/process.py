@@ -13,6 +13,7 @@ from kafka_api.server import KafkaServer
 from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
 from raftlog.config import NodeConfig
+from raftlog.metrics import node_registry
 from raftlog.node import Node
 
 log = logging.getLogger("raftlog.process")
@@ -37,7 +38,13 @@ class NodeProcess:
             max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
         )
         await self.kafka.start()
-        self.admin = AdminServer(self.node, broker.view, *cfg.admin_listen, token=cfg.admin_token)
+        self.admin = AdminServer(
+            self.node,
+            broker.view,
+            *cfg.admin_listen,
+            token=cfg.admin_token,
+            registry=node_registry(self.node, self.kafka.metrics),
+        )
         await self.admin.start()
         if cfg.proxy_listen is not None:
             # a Kafka client of the cluster like any other, starting at this node
