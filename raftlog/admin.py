@@ -13,8 +13,6 @@ import hmac
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder
 from pysyncobj.config import FAIL_REASON
 
 from epoch.replica_state import ReplicaState, spans
@@ -22,6 +20,7 @@ from raftlog.raft.group import failure_name
 
 if TYPE_CHECKING:
     from raftlog.cluster_view import ClusterView
+    from raftlog.metrics import NodeMetrics
     from raftlog.node import Node
     from raftlog.partition import Partition
 
@@ -48,15 +47,16 @@ class AdminServer:
         host: str,
         port: int,
         token: str | None = None,
-        registry: CollectorRegistry | None = None,
+        metrics: NodeMetrics | None = None,
     ) -> None:
         self._node = node
         self._view = view
         self._host, self._port = host, port
         self._token = token
-        self._registry = registry or CollectorRegistry()
+        self._metrics = metrics
         app = web.Application(middlewares=[self._authorize])
-        app.router.add_get("/metrics", self._metrics)
+        if metrics is not None:
+            app.router.add_get("/metrics", self._scrape)
         app.router.add_get("/v1/status", self._status)
         app.router.add_get("/v1/partitions/{topic}/{partition}/epochs", self._epochs)
         app.router.add_post(
@@ -123,10 +123,11 @@ class AdminServer:
             }
         )
 
-    async def _metrics(self, request: web.Request) -> web.Response:
+    async def _scrape(self, request: web.Request) -> web.Response:
         """Prometheus' scrape: its text format, or OpenMetrics when the Accept header asks."""
-        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
-        return web.Response(body=encode(self._registry), headers={"Content-Type": content_type})
+        assert self._metrics is not None  # the route exists only with metrics
+        body, content_type = await self._metrics.exposition(request.headers.get("Accept", ""))
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     def _partition(self, request: web.Request) -> Partition:
         try:

@@ -9,8 +9,10 @@ cardinality budget (SERIES_PER_REPLICA and the others below) are in docs/metrics
 
 from __future__ import annotations
 
+import asyncio
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.utils import floatToGoString
 
 from raftlog.errors import ErrorCode
@@ -94,12 +97,44 @@ class Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.sum += value
 
-    def buckets(self) -> list[tuple[str, float]]:
-        """Cumulative (le, count) pairs, +Inf last, as HistogramMetricFamily takes them."""
+    def read(self) -> tuple[list[tuple[str, float]], float]:
+        """Cumulative (le, count) pairs, +Inf last, as HistogramMetricFamily takes them, and
+        the sum."""
         totals = list(accumulate(self.counts))
-        return [
+        buckets = [
             (floatToGoString(b), float(n)) for b, n in zip(self.bounds, totals, strict=False)
-        ] + [("+Inf", float(totals[-1]))]
+        ]
+        return [*buckets, ("+Inf", float(totals[-1]))], self.sum
+
+
+COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
+_FAMILIES = {COUNTER: CounterMetricFamily, GAUGE: GaugeMetricFamily}
+
+
+class Family:
+    """A metric family's samples as plain rows, taken on the event loop; metric() builds
+    prometheus_client's family from them, which may happen in another thread."""
+
+    __slots__ = ("doc", "kind", "labels", "name", "rows")
+
+    def __init__(self, kind: str, name: str, doc: str, labels: Sequence[str] = ()) -> None:
+        self.kind, self.name, self.doc, self.labels = kind, name, doc, list(labels)
+        self.rows: list[tuple[list[str], Any]] = []
+
+    def add(self, labels: list[str], value: Any) -> Family:
+        self.rows.append((labels, value))
+        return self
+
+    def metric(self) -> Metric:
+        if self.kind == HISTOGRAM:
+            histogram = HistogramMetricFamily(self.name, self.doc, labels=self.labels)
+            for labels, (buckets, total) in self.rows:
+                histogram.add_metric(labels, buckets, total)
+            return histogram
+        family = _FAMILIES[self.kind](self.name, self.doc, labels=self.labels)
+        for labels, value in self.rows:
+            family.add_metric(labels, value)
+        return family
 
 
 # --- Kafka listener --------------------------------------------------------------------------
@@ -198,45 +233,45 @@ class KafkaMetrics:
         (raftlog_kafka_authentication_failures_total)."""
         self.authentication_failures += 1
 
-    def collect(self) -> Iterator[Metric]:
-        requests = CounterMetricFamily(
-            "raftlog_kafka_requests_total", "Kafka requests handled, by API.", labels=["api"]
+    def read(self) -> list[Family]:
+        requests = Family(
+            COUNTER, "raftlog_kafka_requests_total", "Kafka requests handled, by API.", ["api"]
         )
-        errors = CounterMetricFamily(
+        errors = Family(
+            COUNTER,
             "raftlog_kafka_request_errors_total",
             "Kafka answers carrying an error code (top level, else the first of a topic or "
             f"partition), by API and code; past {ERROR_CODES_PER_API} codes of an API: OTHER.",
-            labels=["api", "error"],
+            ["api", "error"],
         )
-        latency = HistogramMetricFamily(
+        latency = Family(
+            HISTOGRAM,
             "raftlog_kafka_request_duration_seconds",
             "Time from a request's decode to its encoded answer, by API.",
-            labels=["api"],
+            ["api"],
         )
         for key, stats in sorted(self.apis.items()):
             name = api_name(key)
-            requests.add_metric([name], stats.requests)
+            requests.add([name], stats.requests)
             for code, count in stats.errors.items():
-                errors.add_metric([name, error_name(code)], count)
-            latency.add_metric([name], stats.latency.buckets(), stats.latency.sum)
-        yield requests
-        yield errors
-        yield latency
-        yield GaugeMetricFamily(
-            "raftlog_kafka_connections_open",
-            "Kafka client connections open now.",
-            value=self.connections_opened - self.connections_closed,
-        )
-        yield CounterMetricFamily(
-            "raftlog_kafka_connections_total",
-            "Kafka client connections accepted.",
-            value=self.connections_opened,
-        )
-        yield CounterMetricFamily(
-            "raftlog_kafka_authentication_failures_total",
-            "Kafka client authentications refused (SASL or TLS client certificate).",
-            value=self.authentication_failures,
-        )
+                errors.add([name, error_name(code)], count)
+            latency.add([name], stats.latency.read())
+        return [
+            requests,
+            errors,
+            latency,
+            Family(
+                GAUGE, "raftlog_kafka_connections_open", "Kafka client connections open now."
+            ).add([], self.connections_opened - self.connections_closed),
+            Family(
+                COUNTER, "raftlog_kafka_connections_total", "Kafka client connections accepted."
+            ).add([], self.connections_opened),
+            Family(
+                COUNTER,
+                "raftlog_kafka_authentication_failures_total",
+                "Kafka client authentications refused (SASL or TLS client certificate).",
+            ).add([], self.authentication_failures),
+        ]
 
 
 # --- replicas and Raft -------------------------------------------------------------------------
@@ -272,151 +307,193 @@ class RaftMetrics:
 
 
 class NodeCollector:
-    """Reads a node's replicas, groups and share states at scrape time."""
+    """The node's replicas, Raft events, groups and share states. read() copies them into
+    plain rows on the event loop (a few ms at 1,000 partitions); collect() turns those into
+    metric families, in the scrape's thread: building and formatting 12,000 samples takes
+    about a tenth of a second, too long to hold the loop every group shares."""
 
     def __init__(self, node: Node, kafka: KafkaMetrics) -> None:
         self._node = node
         self._kafka = kafka
+        self._read: list[Family] = []
+
+    def read(self) -> None:
+        self._read = [
+            *self._kafka.read(),
+            *self._replicas(),
+            *self._raft(),
+            *self._groups(),
+            *self._share(),
+        ]
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._kafka.collect()
-        yield from self._replicas()
-        yield from self._raft()
-        yield from self._groups()
-        yield from self._share()
+        for family in self._read:
+            yield family.metric()
 
-    def _replicas(self) -> Iterator[Metric]:
+    def _replicas(self) -> list[Family]:
         labels = ["topic", "partition"]
-
-        def gauge(name: str, doc: str) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=labels)
-
-        def counter(name: str, doc: str) -> CounterMetricFamily:
-            return CounterMetricFamily(name, doc, labels=labels)
-
-        end = gauge("raftlog_partition_log_end_offset", "Offset after the replica's last record.")
-        start = gauge("raftlog_partition_log_start_offset", "The replica's first offset.")
-        hw = gauge("raftlog_partition_high_watermark", "Offset after the last committed record.")
-        size = gauge("raftlog_partition_log_size_bytes", "Bytes of the replica's segments.")
-        epoch = gauge("raftlog_partition_leader_epoch", "The replica's Raft term (leader epoch).")
-        leader = gauge("raftlog_partition_is_leader", "1 if this node leads the partition.")
-        under = gauge(
+        end = Family(
+            GAUGE,
+            "raftlog_partition_log_end_offset",
+            "Offset after the replica's last record.",
+            labels,
+        )
+        start = Family(
+            GAUGE, "raftlog_partition_log_start_offset", "The replica's first offset.", labels
+        )
+        hw = Family(
+            GAUGE,
+            "raftlog_partition_high_watermark",
+            "Offset after the last committed record.",
+            labels,
+        )
+        size = Family(
+            GAUGE, "raftlog_partition_log_size_bytes", "Bytes of the replica's segments.", labels
+        )
+        epoch = Family(
+            GAUGE,
+            "raftlog_partition_leader_epoch",
+            "The replica's Raft term (leader epoch).",
+            labels,
+        )
+        leader = Family(
+            GAUGE, "raftlog_partition_is_leader", "1 if this node leads the partition.", labels
+        )
+        under = Family(
+            GAUGE,
             "raftlog_partition_under_replicated",
             "1 if this node leads the partition and a replica is not in sync (behind the commit "
             "index or not connected).",
+            labels,
         )
-        bytes_in = counter(
-            "raftlog_partition_bytes_in_total", "Produced bytes appended while leading."
+        bytes_in = Family(
+            COUNTER,
+            "raftlog_partition_bytes_in_total",
+            "Produced bytes appended while leading.",
+            labels,
         )
-        records_in = counter(
-            "raftlog_partition_records_in_total", "Produced records appended while leading."
+        records_in = Family(
+            COUNTER,
+            "raftlog_partition_records_in_total",
+            "Produced records appended while leading.",
+            labels,
         )
-        bytes_out = counter(
+        bytes_out = Family(
+            COUNTER,
             "raftlog_partition_bytes_out_total",
             "Record bytes sent in Fetch and ShareFetch answers.",
+            labels,
         )
-        records_out = counter(
+        records_out = Family(
+            COUNTER,
             "raftlog_partition_records_out_total",
             "Records sent in Fetch and ShareFetch answers (those of the batches sent).",
+            labels,
         )
-        lag = GaugeMetricFamily(
+        lag = Family(
+            GAUGE,
             "raftlog_raft_follower_lag_entries",
             "Raft entries the leader holds that a follower has not confirmed (on the leader).",
-            labels=["topic", "partition", "follower"],
+            [*labels, "follower"],
         )
         node = self._node
         leaders = 0
         for (topic, index), p in node.partitions.items():
             key = [topic, str(index)]
-            end.add_metric(key, p.log_end_offset)
-            start.add_metric(key, p.log_start_offset)
-            hw.add_metric(key, p.high_watermark)
-            size.add_metric(key, sum(s.size for s in p.log.segments()))
-            epoch.add_metric(key, p.leader_epoch)
+            end.add(key, p.log_end_offset)
+            start.add(key, p.log_start_offset)
+            hw.add(key, p.high_watermark)
+            size.add(key, sum(s.size for s in p.log.segments()))
+            epoch.add(key, p.leader_epoch)
             is_leader = p.is_leader
-            leader.add_metric(key, int(is_leader))
-            under.add_metric(key, int(is_leader and self._under_replicated(p, key, lag)))
+            leader.add(key, int(is_leader))
+            under.add(key, int(is_leader and self._under_replicated(p, key, lag)))
             leaders += is_leader
             c = p.counters
-            bytes_in.add_metric(key, c.bytes_in)
-            records_in.add_metric(key, c.records_in)
-            bytes_out.add_metric(key, c.bytes_out)
-            records_out.add_metric(key, c.records_out)
-        yield from (end, start, hw, size, epoch, leader, under)
-        yield from (bytes_in, records_in, bytes_out, records_out, lag)
-        yield GaugeMetricFamily(
-            "raftlog_node_partition_replicas",
-            "Partition replicas this node hosts.",
-            value=len(node.partitions),
+            bytes_in.add(key, c.bytes_in)
+            records_in.add(key, c.records_in)
+            bytes_out.add(key, c.bytes_out)
+            records_out.add(key, c.records_out)
+        replicas = Family(
+            GAUGE, "raftlog_node_partition_replicas", "Partition replicas this node hosts."
         )
-        yield GaugeMetricFamily(
-            "raftlog_node_partition_leaders", "Partitions this node leads.", value=leaders
-        )
+        led = Family(GAUGE, "raftlog_node_partition_leaders", "Partitions this node leads.")
+        return [
+            *(end, start, hw, size, epoch, leader, under),
+            *(bytes_in, records_in, bytes_out, records_out, lag),
+            replicas.add([], len(node.partitions)),
+            led.add([], leaders),
+        ]
 
-    def _under_replicated(self, p: Partition, key: list[str], lag: GaugeMetricFamily) -> bool:
+    def _under_replicated(self, p: Partition, key: list[str], lag: Family) -> bool:
         """Adds the leader's followers' lag; whether one of them is out of sync."""
         last = p.journal.entry(-1).idx
         for follower, matched in sorted(p.group.match_indexes().items()):
-            lag.add_metric([*key, follower], max(0, last - matched))
+            lag.add([*key, follower], max(0, last - matched))
         return len(self._node.in_sync_replicas(p)) < len(p.replicas)
 
-    def _raft(self) -> Iterator[Metric]:
+    def _raft(self) -> list[Family]:
         raft = self._node.ctx.metrics
-        yield CounterMetricFamily(
-            "raftlog_raft_leader_elections_total",
-            "Elections won: a replica of this node became its partition's leader.",
-            value=raft.elections,
-        )
-        yield CounterMetricFamily(
-            "raftlog_raft_leader_changes_total",
-            "New (leader, term) pairs seen by this node's replicas.",
-            value=raft.leader_changes,
-        )
-        yield CounterMetricFamily(
-            "raftlog_raft_truncations_total",
-            "Raft truncations of an uncommitted log tail on this node's replicas.",
-            value=raft.truncations,
-        )
-        yield CounterMetricFamily(
-            "raftlog_raft_truncated_entries_total",
-            "Raft entries those truncations removed.",
-            value=raft.truncated_entries,
-        )
-        commit = HistogramMetricFamily(
-            "raftlog_raft_commit_latency_seconds",
-            "Time from proposing a produce entry to its Raft commit, on the leader.",
-        )
-        commit.add_metric([], raft.commit_latency.buckets(), raft.commit_latency.sum)
-        yield commit
+        return [
+            Family(
+                COUNTER,
+                "raftlog_raft_leader_elections_total",
+                "Elections won: a replica of this node became its partition's leader.",
+            ).add([], raft.elections),
+            Family(
+                COUNTER,
+                "raftlog_raft_leader_changes_total",
+                "New (leader, term) pairs seen by this node's replicas.",
+            ).add([], raft.leader_changes),
+            Family(
+                COUNTER,
+                "raftlog_raft_truncations_total",
+                "Raft truncations of an uncommitted log tail on this node's replicas.",
+            ).add([], raft.truncations),
+            Family(
+                COUNTER,
+                "raftlog_raft_truncated_entries_total",
+                "Raft entries those truncations removed.",
+            ).add([], raft.truncated_entries),
+            Family(
+                HISTOGRAM,
+                "raftlog_raft_commit_latency_seconds",
+                "Time from proposing a produce entry to its Raft commit, on the leader.",
+            ).add([], raft.commit_latency.read()),
+        ]
 
-    def _groups(self) -> Iterator[Metric]:
-        members = GaugeMetricFamily(
+    def _groups(self) -> list[Family]:
+        members = Family(
+            GAUGE,
             "raftlog_consumer_group_members",
             "Members of a consumer group this node coordinates.",
-            labels=["group"],
+            ["group"],
         )
-        rebalances = CounterMetricFamily(
+        rebalances = Family(
+            COUNTER,
             "raftlog_consumer_group_rebalances_total",
             "Rebalances a group started since this node became its coordinator.",
-            labels=["group"],
+            ["group"],
         )
-        lag = GaugeMetricFamily(
+        lag = Family(
+            GAUGE,
             "raftlog_consumer_group_lag",
             "High watermark minus the committed offset, for committed partitions with a replica "
             f"on the coordinator (the first {GROUP_LAG_SERIES} of the node).",
-            labels=["group", "topic", "partition"],
+            ["group", "topic", "partition"],
         )
-        lag_sum = GaugeMetricFamily(
+        lag_sum = Family(
+            GAUGE,
             "raftlog_consumer_group_lag_sum",
             "A group's lag over its committed partitions with a replica on the coordinator.",
-            labels=["group"],
+            ["group"],
         )
         partitions = self._node.partitions
         series = 0
         for group in self._node.groups.loaded_groups():
             name = group.group_id
-            members.add_metric([name], len(group.members))
-            rebalances.add_metric([name], group.rebalances)
+            members.add([name], len(group.members))
+            rebalances.add([name], group.rebalances)
             total = 0
             for (topic, index), committed in group.offsets.items():
                 replica = partitions.get((topic, index))
@@ -426,32 +503,35 @@ class NodeCollector:
                 total += behind
                 if series < GROUP_LAG_SERIES:
                     series += 1
-                    lag.add_metric([name, topic, str(index)], behind)
-            lag_sum.add_metric([name], total)
-        yield from (members, rebalances, lag, lag_sum)
+                    lag.add([name, topic, str(index)], behind)
+            lag_sum.add([name], total)
+        return [members, rebalances, lag, lag_sum]
 
-    def _share(self) -> Iterator[Metric]:
+    def _share(self) -> list[Family]:
         node = self._node
-        members = GaugeMetricFamily(
+        members = Family(
+            GAUGE,
             "raftlog_share_group_members",
             "Members of a share group this node coordinates.",
-            labels=["group"],
+            ["group"],
         )
         share_groups = node.groups.share_groups
         for group_id in share_groups.group_ids():
             described = share_groups.describe(group_id)
             if described is not None:
-                members.add_metric([group_id], len(described.members))
+                members.add([group_id], len(described.members))
         labels = ["group", "topic", "partition"]
-        records = GaugeMetricFamily(
+        records = Family(
+            GAUGE,
             "raftlog_share_partition_records",
             "A share group's in-flight records of a partition this node leads, by state.",
-            labels=[*labels, "state"],
+            [*labels, "state"],
         )
-        lag = GaugeMetricFamily(
+        lag = Family(
+            GAUGE,
             "raftlog_share_partition_lag",
             "Records of a partition this node leads that a share group has not yet settled.",
-            labels=labels,
+            labels,
         )
         for group_id, key in node.share.held():
             partition = node.partitions.get(key)
@@ -460,15 +540,28 @@ class NodeCollector:
                 continue
             values = [group_id, key[0], str(key[1])]
             for state in SHARE_STATES:
-                records.add_metric([*values, state], view.counts.get(state, 0))
+                records.add([*values, state], view.counts.get(state, 0))
             done = view.counts.get("ACKNOWLEDGED", 0) + view.counts.get("ARCHIVED", 0)
-            lag.add_metric(values, max(0, partition.high_watermark - view.start_offset - done))
-        yield from (members, records, lag)
+            lag.add(values, max(0, partition.high_watermark - view.start_offset - done))
+        return [members, records, lag]
 
 
-def node_registry(node: Node, kafka: KafkaMetrics) -> CollectorRegistry:
-    """The registry a node's /metrics serves: its own, not prometheus_client's global one."""
-    registry = CollectorRegistry()
-    ProcessCollector(registry=registry)
-    registry.register(NodeCollector(node, kafka))
-    return registry
+# Scrapes are formatted here, one at a time, off the event loop.
+_SCRAPES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics")
+
+
+class NodeMetrics:
+    """A node's registry (its own, not prometheus_client's global one) and its scrape."""
+
+    def __init__(self, node: Node, kafka: KafkaMetrics) -> None:
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        self._collector = NodeCollector(node, kafka)
+        self.registry.register(self._collector)
+
+    async def exposition(self, accept: str) -> tuple[bytes, str]:
+        """The listing in the format the Accept header asks for, and its content type."""
+        encode, content_type = choose_encoder(accept)
+        self._collector.read()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_SCRAPES, encode, self.registry), content_type

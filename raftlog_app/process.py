@@ -13,7 +13,7 @@ from kafka_api.server import KafkaServer
 from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
 from raftlog.config import NodeConfig
-from raftlog.metrics import node_registry
+from raftlog.metrics import NodeMetrics
 from raftlog.node import Node
 
 log = logging.getLogger("raftlog.process")
@@ -43,7 +43,7 @@ class NodeProcess:
             broker.view,
             *cfg.admin_listen,
             token=cfg.admin_token,
-            registry=node_registry(self.node, self.kafka.metrics),
+            metrics=NodeMetrics(self.node, self.kafka.metrics),
         )
         await self.admin.start()
         if cfg.proxy_listen is not None:

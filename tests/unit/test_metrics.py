@@ -10,7 +10,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.raftnet import Clock
 from support.replicas import IDS, Replicas
@@ -28,8 +27,8 @@ from raftlog.metrics import (
     ApiStats,
     Histogram,
     KafkaMetrics,
+    NodeMetrics,
     api_name,
-    node_registry,
     response_error,
     series_budget,
 )
@@ -44,8 +43,9 @@ def test_a_histogram_counts_a_value_on_a_bound_in_that_bucket() -> None:
     h = Histogram((0.1, 1.0))
     for value in (0.05, 0.1, 0.5, 1.0, 7.0):
         h.observe(value)
-    assert h.buckets() == [("0.1", 2.0), ("1.0", 4.0), ("+Inf", 5.0)]
-    assert h.sum == pytest.approx(8.65)
+    buckets, total = h.read()
+    assert buckets == [("0.1", 2.0), ("1.0", 4.0), ("+Inf", 5.0)]
+    assert total == pytest.approx(8.65)
 
 
 def test_records_of_whole_batches_come_from_their_headers() -> None:
@@ -104,8 +104,11 @@ def test_an_apis_error_codes_are_bounded() -> None:
     assert stats.errors[None] == 4  # three codes past the bound, then UNKNOWN_SERVER_ERROR
 
 
-def samples(registry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:  # noqa: ANN001
-    text = generate_latest(registry).decode()
+async def samples(node: ReplicaNode, kafka: KafkaMetrics) -> dict[tuple[str, tuple], float]:
+    """A scrape of the node, as Prometheus' text format, parsed."""
+    body, content_type = await NodeMetrics(node, kafka).exposition("")  # type: ignore[arg-type]
+    assert content_type.startswith("text/plain")
+    text = body.decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
@@ -180,7 +183,7 @@ async def test_a_scrape_shows_what_the_leader_appended_and_its_followers_lag(
     kafka.api(0).answered(0.003, produce_response(E.none))
     kafka.connections_opened, kafka.connections_closed = 3, 1
     kafka.authentication_failed()
-    found = samples(node_registry(node, kafka))  # type: ignore[arg-type]
+    found = await samples(node, kafka)
     tp = {"topic": "t", "partition": "0"}
     assert value(found, "raftlog_partition_records_in_total", **tp) == 30
     assert value(found, "raftlog_partition_bytes_in_total", **tp) == sum(map(len, batches))
@@ -209,7 +212,7 @@ async def test_a_scrape_shows_what_the_leader_appended_and_its_followers_lag(
     assert len(found) == budget - unused_errors - GROUP_LAG_SERIES + 1
 
     follower = next(i for i in IDS if i != leader)
-    on_follower = samples(node_registry(ReplicaNode(replicas, follower), KafkaMetrics()))  # type: ignore[arg-type]
+    on_follower = await samples(ReplicaNode(replicas, follower), KafkaMetrics())
     assert value(on_follower, "raftlog_partition_is_leader", **tp) == 0
     assert value(on_follower, "raftlog_partition_records_in_total", **tp) == 0
     assert ("raftlog_raft_follower_lag_entries", (("follower", leader), *tp.items())) not in (
