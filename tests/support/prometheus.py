@@ -19,8 +19,6 @@ import pytest
 
 from support.cluster import LOOPBACK, tail, wait_for
 
-SCRAPE_INTERVAL = "1s"
-
 
 def binary(name: str = "prometheus") -> str:
     """The path of a Prometheus tool; fails the test when the package is missing."""
@@ -38,21 +36,22 @@ def _free_port() -> int:
 
 
 class Prometheus:
-    def __init__(self, workdir: Path, targets: Sequence[str]) -> None:
+    def __init__(self, workdir: Path, targets: Sequence[str], interval: str) -> None:
         self.workdir = workdir
         self.targets = list(targets)
+        self.interval = interval
         self.port = _free_port()
         self.url = f"http://{LOOPBACK}:{self.port}"
         self.log = workdir / "prometheus.log"
         self._proc: subprocess.Popen[bytes] | None = None
 
     def config(self) -> str:
-        """One job scraping every target's /metrics each second."""
+        """One job scraping every target's /metrics each interval."""
         targets = ", ".join(f'"{t}"' for t in self.targets)
         return (
             "global:\n"
-            f"  scrape_interval: {SCRAPE_INTERVAL}\n"
-            f"  evaluation_interval: {SCRAPE_INTERVAL}\n"
+            f"  scrape_interval: {self.interval}\n"
+            f"  evaluation_interval: {self.interval}\n"
             "scrape_configs:\n"
             "  - job_name: raftlog\n"
             "    metrics_path: /metrics\n"
@@ -133,8 +132,8 @@ class Prometheus:
 
 
 @contextlib.contextmanager
-def running(workdir: Path, targets: Sequence[str]) -> Iterator[Prometheus]:
-    server = Prometheus(workdir, targets)
+def running(workdir: Path, targets: Sequence[str], interval: str = "1s") -> Iterator[Prometheus]:
+    server = Prometheus(workdir, targets, interval)
     try:
         yield server.start()
     finally:

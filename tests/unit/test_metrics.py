@@ -27,6 +27,7 @@ from raftlog.metrics import (
     ApiStats,
     Histogram,
     KafkaMetrics,
+    NodeCollector,
     NodeMetrics,
     api_name,
     response_error,
@@ -218,3 +219,17 @@ async def test_a_scrape_shows_what_the_leader_appended_and_its_followers_lag(
     assert ("raftlog_raft_follower_lag_entries", (("follower", leader), *tp.items())) not in (
         on_follower
     )
+
+
+async def test_scrapes_that_come_while_one_is_formatted_share_its_listing(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Formatting runs in a thread; a scrape arriving meanwhile is not queued behind it."""
+    reads: list[int] = []
+    read = NodeCollector.read
+    monkeypatch.setattr(NodeCollector, "read", lambda self: reads.append(1) or read(self))
+    metrics = NodeMetrics(ReplicaNode(replicas, IDS[0]), KafkaMetrics())  # type: ignore[arg-type]
+    first, second = await asyncio.gather(metrics.exposition(""), metrics.exposition(""))
+    assert first == second and len(reads) == 1
+    await metrics.exposition("")
+    assert len(reads) == 2
