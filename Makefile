@@ -39,6 +39,7 @@ sysdeps:
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \

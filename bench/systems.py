@@ -270,7 +270,10 @@ class Raftlog(System):
         data_dir = Path(info["data_dir"])
         with open(data_dir / "console.log", "ab") as console:
             proc = subprocess.Popen(
-                [str(VENV_BIN / "raftlog"), "serve", "--config", info["config"]],
+                [
+                    *(str(VENV_BIN / "raftlog"), "serve", "--config", info["config"]),
+                    *("--log-file", str(data_dir / "raftlog.log")),  # as `cluster up` does
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=console,
                 stderr=subprocess.STDOUT,

@@ -33,6 +33,7 @@ from kafka_api.handlers import (
     sasl_handshake,
 )
 from raftlog.broker import Broker
+from raftlog.metrics import ApiStats, KafkaMetrics
 from raftlog.security.principal import ANONYMOUS
 from raftlog.security.sasl import SaslSession, Stage
 from raftlog.security.tls import certificate_principal
@@ -75,6 +76,7 @@ class KafkaServer:
         clock: Callable[[], float] = time.monotonic,
         tls: ssl.SSLContext | None = None,
         sasl_mechanisms: tuple[str, ...] | None = None,
+        metrics: KafkaMetrics | None = None,
     ) -> None:
         """`tls`: serve TLS (SSL, SASL_SSL listeners); `sasl_mechanisms`: require SASL
         authentication with one of them (SASL_PLAINTEXT, SASL_SSL)."""
@@ -88,6 +90,7 @@ class KafkaServer:
         self.max_queued_bytes = max_queued_bytes
         self.queued_bytes = 0  # request bytes held by every connection's unfinished requests
         self.clock = clock
+        self.metrics = metrics or KafkaMetrics()  # served by the node's /metrics
         self._requested_port = port
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
@@ -190,6 +193,7 @@ class _Connection(asyncio.BufferedProtocol):
             # default); without one (ssl.client.auth none/requested) it is ANONYMOUS.
             self._principal = certificate_principal(tls.getpeercert(binary_form=True)) or ANONYMOUS
         self._server._connections.add(self)
+        self._server.metrics.connections_opened += 1
         self.update_reading()  # a node at its request budget reads no new client either
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -200,6 +204,7 @@ class _Connection(asyncio.BufferedProtocol):
         for task in self._tasks:
             task.cancel()
         self._server._connections.discard(self)
+        self._server.metrics.connections_closed += 1
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._end == len(self._view):
@@ -321,7 +326,8 @@ class _Connection(asyncio.BufferedProtocol):
             self._principal,
             sasl,
         )
-        work = self._run(handler.handle(ctx, request), header.correlation_id)
+        stats = self._server.metrics.api(header.api_key)
+        work = self._run(handler.handle(ctx, request), header.correlation_id, stats)
         if expects_response(header.api_key, request):
             self._start_task(work, len(frame))
         else:
@@ -329,9 +335,18 @@ class _Connection(asyncio.BufferedProtocol):
 
     # request lifecycle
 
-    async def _run(self, handling: Any, correlation_id: int) -> list[bytes | bytearray] | None:
-        response = await handling
-        return None if response is None else codec.encode_response(correlation_id, response)
+    async def _run(
+        self, handling: Any, correlation_id: int, stats: ApiStats
+    ) -> list[bytes | bytearray] | None:
+        started = time.perf_counter()
+        try:
+            response = await handling
+            encoded = None if response is None else codec.encode_response(correlation_id, response)
+        except Exception:
+            stats.failed(time.perf_counter() - started)
+            raise
+        stats.answered(time.perf_counter() - started, response)
+        return encoded
 
     async def _raw_sasl(self, sasl: SaslSession, token: bytes) -> list[bytes | bytearray] | None:
         """A SASL token after SaslHandshake v0: answered as a bare size-prefixed token; a
@@ -401,6 +416,7 @@ class _Connection(asyncio.BufferedProtocol):
         """Failed SASL: the client gets its answer (Kafka's error), then the connection
         closes; nothing after it is read."""
         self._server.auth_failures.record(self._host, self._peer, sasl)
+        self._server.metrics.authentication_failed()
         self._closing = True
         self._pending.clear()
         transport = self._transport
@@ -475,11 +491,9 @@ class _FailureLog:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self.total = 0
         self._hosts: dict[str, tuple[float, int]] = {}  # host -> (last logged, unlogged count)
 
     def record(self, host: str, peer: str, sasl: SaslSession) -> None:
-        self.total += 1
         now = self._clock()
         logged, unlogged = self._hosts.get(host, (-FAILURE_LOG_INTERVAL_SECONDS, 0))
         unlogged += 1

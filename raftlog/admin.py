@@ -1,6 +1,7 @@
 """The admin HTTP listener: node status for `raftlog cluster`, tests and operators.
 
-Reads are open (they are what `raftlog audit` and `raftlog epochs` collect). Anything that
+Reads are open (they are what `raftlog audit` and `raftlog epochs` collect, and Prometheus
+scrapes at /metrics: raftlog/metrics.py). Anything that
 changes the node needs `Authorization: Bearer <admin_token>` from the node's config; a node
 without an admin_token refuses every change (a loop of unauthenticated transfers forced 54
 leader changes in 20 s)."""
@@ -22,6 +23,7 @@ from raftlog.security.users import UserAdmin
 
 if TYPE_CHECKING:
     from raftlog.cluster_view import ClusterView
+    from raftlog.metrics import NodeMetrics
     from raftlog.node import Node
     from raftlog.partition import Partition
 
@@ -49,16 +51,20 @@ class AdminServer:
         port: int,
         token: str | None = None,
         tls: ssl.SSLContext | None = None,
+        metrics: NodeMetrics | None = None,
     ) -> None:
         self._node = node
         self._view = view
         self._host, self._port = host, port
         self._token = token
         self._tls = tls
+        self._metrics = metrics
         app = web.Application(
             middlewares=[self._authorize], client_max_size=user_routes.MAX_BODY_BYTES
         )
         user_routes.add_routes(app, UserAdmin(node), self._check_token)
+        if metrics is not None:
+            app.router.add_get("/metrics", self._scrape)
         app.router.add_get("/v1/status", self._status)
         app.router.add_get("/v1/partitions/{topic}/{partition}/epochs", self._epochs)
         app.router.add_post(
@@ -128,6 +134,12 @@ class AdminServer:
                 "partitions": partitions,
             }
         )
+
+    async def _scrape(self, request: web.Request) -> web.Response:
+        """Prometheus' scrape: its text format, or OpenMetrics when the Accept header asks."""
+        assert self._metrics is not None  # the route exists only with metrics
+        body, content_type = await self._metrics.exposition(request.headers.get("Accept", ""))
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     def _partition(self, request: web.Request) -> Partition:
         try:

@@ -208,6 +208,9 @@ class Partition(Protocol):
         """Whole batches from `offset` up to the high watermark, at most max_bytes unless
         min_one and the first batch is larger. Raises KafkaError(OFFSET_OUT_OF_RANGE)."""
 
+    def sent(self, size: int, records: int) -> None:
+        """Counts what an answer hands a consumer (bytes and records out, a metric)."""
+
     async def wait_for_data(self, offset: int, timeout: float) -> None:
         """Returns when the high watermark passes `offset`, leadership is lost or timeout."""
 

@@ -157,10 +157,14 @@ def become_subreaper() -> bool:
 
 
 def start_node(config: Path, data_dir: Path) -> int:
-    """Starts `raftlog serve` detached from this terminal; its console goes to a file."""
+    """Starts `raftlog serve` detached from this terminal, logging to raftlog.log; its
+    console (what never reaches the log, such as a crash's traceback) goes to console.log."""
     console = open(data_dir / "console.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [sys.executable, "-m", "raftlog_app.cli", "serve", "--config", str(config)],
+        [
+            *(sys.executable, "-m", "raftlog_app.cli", "serve", "--config", str(config)),
+            *("--log-file", str(data_dir / "raftlog.log")),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=console,
         stderr=subprocess.STDOUT,

@@ -75,9 +75,12 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "authorizer.class.name": "",
     "super.users": "",  # "User:alice;User:bob"
     "allow.everyone.if.no.acl.found": False,
+    "log.format": "text",  # or "json": one object per line (raftlog_app/logs.py)
 }
 # Shown by DescribeConfigs as null and sensitive, as Kafka shows passwords.
 SENSITIVE = frozenset({"ssl.key.password"})
+# String settings that take one of a few values.
+BROKER_CHOICES = {"log.format": ("text", "json")}
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).
 TOPIC_SYNONYMS = {
     "message.max.bytes": "max.message.bytes",
@@ -128,6 +131,9 @@ def _check_broker(broker: dict[str, Any]) -> None:
         elif isinstance(default, str):
             if not isinstance(value, str):
                 raise ConfigError(f"[broker] {name}: expected a string, got {value!r}")
+            if value not in BROKER_CHOICES.get(name, (value,)):
+                choices = " or ".join(BROKER_CHOICES[name])
+                raise ConfigError(f"[broker] {name}: expected {choices}, got {value!r}")
         else:
             _whole(value, f"[broker] {name}")
 

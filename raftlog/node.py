@@ -281,7 +281,7 @@ class Node:
         if not partition.is_leader:
             self.share.forget_partition((partition.topic, partition.index))
         leader = int(group.leader_id) if group.leader_id is not None else None
-        self.leadership.observe(group.name, leader, group.term, self._isr(partition))
+        self.leadership.observe(group.name, leader, group.term, self.in_sync_replicas(partition))
         if partition.topic == OFFSETS_TOPIC:
             self._coordinate(partition)
         self._changed.set()
@@ -312,7 +312,7 @@ class Node:
             offsets_retention_minutes=int(setting("offsets.retention.minutes")),
         )
 
-    def _isr(self, partition: Partition) -> tuple[int, ...]:
+    def in_sync_replicas(self, partition: Partition) -> tuple[int, ...]:
         """The leader's view of which replicas hold everything committed; a follower's guess."""
         group = partition.group
         if not group.is_leader:

@@ -10,7 +10,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -25,6 +25,7 @@ from raftlog.broker import (
     TimestampOffset,
 )
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.metrics import PartitionCounters, RaftMetrics
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, await_answer
 from raftlog.producer_state import ProducerState
 from raftlog.raft.group import RaftGroup, RaftTimings
@@ -74,6 +75,7 @@ class NodeContext:
     ticker: Ticker
     timings: RaftTimings
     history: HistoryJournal
+    metrics: RaftMetrics = field(default_factory=RaftMetrics)
 
 
 class Partition:
@@ -99,6 +101,7 @@ class Partition:
         self._unwritten: deque[tuple[int, history.Record]] = deque()
         self._last_hw_record = 0.0
         self._leader_seen: tuple[str | None, int] = (None, 0)
+        self.counters = PartitionCounters()
         self.log = Log(directory, LogConfig())
         self.apply_settings(settings)
         self.epochs = EpochCache(directory / "leader-epoch-checkpoint")
@@ -135,6 +138,7 @@ class Partition:
             lambda term, acks, end: self._write(
                 self._stamped(history.Ack, term=term, acks=acks, end_offset=end)
             ),
+            ctx.metrics.commit_latency,
         )
         self._share_writer = ShareWriter(self.group.propose, lambda: self.is_leader)
 
@@ -197,6 +201,10 @@ class Partition:
     def share_state(self, group_id: str) -> StoredShare | None:
         """The group's committed share state of this partition, as every replica holds it."""
         return self._shares.get(group_id)
+
+    def sent(self, size: int, records: int) -> None:
+        self.counters.bytes_out += size
+        self.counters.records_out += records
 
     def write_share(self, update: ShareUpdate) -> Awaitable[ErrorCode]:
         if not self.is_leader:
@@ -302,6 +310,9 @@ class Partition:
     def appended(self, entry: Entry, command: object) -> None:
         if isinstance(command, Proposal):
             self.produce_queue.appended(command, entry.term)
+            self.counters.records_in += entry.next_offset - entry.offset
+            if entry.location is not None:
+                self.counters.bytes_in += entry.location.size
         if entry.inline is not None and entry.inline[0] == SHARE:
             self._share_pending.append((entry.idx, entry.inline))
             return
@@ -317,6 +328,8 @@ class Partition:
         self._save_shares()  # as of the commit index, past the cut
 
     def truncated(self, removed: list[Entry], result: TruncateResult | None, reason: str) -> None:
+        self._ctx.metrics.truncations += 1
+        self._ctx.metrics.truncated_entries += len(removed)
         self.epochs.refresh(self.log.epochs())
         self._rebuild_producers()
         self._rescan_shares()
@@ -472,7 +485,9 @@ class Partition:
         if (leader, term) != self._leader_seen:
             self._leader_seen = (leader, term)
             self._term_was_committed = False
+            self._ctx.metrics.leader_changes += 1
             if group.is_leader:
+                self._ctx.metrics.elections += 1
                 self._record(
                     history.Election,
                     term=term,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pysyncobj.config import FAIL_REASON
 
 from raftlog.broker import ProduceResult
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.metrics import Histogram
 from raftlog.producer_state import Verdict
 from raftlog.raft.group import RaftGroup
 from raftlog.raft.journal import DATA_PREFIX
@@ -53,6 +55,7 @@ class Proposal(bytes):
     the producers."""
 
     requests: list[ProduceRequest]
+    proposed_at: float  # time.monotonic(), for the commit latency
 
 
 class ProduceQueue:
@@ -62,13 +65,16 @@ class ProduceQueue:
         max_entry_bytes: Callable[[], int],
         log_start_offset: Callable[[], int],
         record_ack: Callable[[int, int, int], None],
+        commit_latency: Histogram,
     ) -> None:
         """max_entry_bytes: what one Raft entry may not reach (the node's max_message_bytes);
-        record_ack(term, acks, end offset) puts acknowledgements into the node's history."""
+        record_ack(term, acks, end offset) puts acknowledgements into the node's history;
+        commit_latency gets each committed entry's time from proposal to commit."""
         self._group = group
         self._max_entry_bytes = max_entry_bytes
         self._log_start_offset = log_start_offset
         self._record_ack = record_ack
+        self._commit_latency = commit_latency
         self._queue: deque[ProduceRequest] = deque()
         self._acks_pending: dict[tuple[int, int], int] = {}
         self._uncommitted = 0
@@ -111,6 +117,7 @@ class ProduceQueue:
                 return
             proposal = Proposal(DATA_PREFIX + b"".join(r.records for r in requests))
             proposal.requests = requests
+            proposal.proposed_at = time.monotonic()
             self._uncommitted += len(proposal)
             self._proposals += 1
             self._group.propose(proposal, functools.partial(self._settled, proposal))
@@ -134,6 +141,8 @@ class ProduceQueue:
         """pysyncobj's verdict on a proposal: committed in its term, or not."""
         self._uncommitted -= len(proposal)
         self._proposals -= 1
+        if reason == FAIL_REASON.SUCCESS:
+            self._commit_latency.observe(time.monotonic() - proposal.proposed_at)
         for request in proposal.requests:
             if request.future is None or request.future.done():
                 continue

@@ -17,7 +17,7 @@ from kafka.errors import KafkaError as ClientError
 
 from raftlog import cluster
 from raftlog.config import ConfigError, NodeConfig, parse_address
-from raftlog_app import acl_cli, audit_cli, client_config, groups_cli, share_cli, user_cli
+from raftlog_app import acl_cli, audit_cli, client_config, groups_cli, logs, share_cli, user_cli
 from raftlog_app.process import NodeProcess, serve_proxy
 
 DEFAULT_DATA = Path("data")
@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run one node in the foreground")
     serve.add_argument("--config", type=Path, required=True, help="node config file (TOML)")
+    serve.add_argument(
+        "--log-file",
+        type=Path,
+        help="write the log to this file instead of stderr (`cluster up` gives each node its "
+        "data directory's raftlog.log)",
+    )
     serve.set_defaults(run=_serve)
 
     clu = sub.add_parser("cluster", help="a local cluster of node processes on loopback")
@@ -193,16 +199,13 @@ def _serve(args: argparse.Namespace) -> int:
     config = NodeConfig.load(args.config)
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        log_file = logging.FileHandler(config.data_dir / "raftlog.log")
     except OSError as e:
         raise ConfigError(f"data_dir {config.data_dir}: {e.strerror or e}") from None
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s [node %(node)s] %(name)s: %(message)s".replace(
-            "%(node)s", str(config.node_id)
-        ),
-        handlers=[log_file, logging.StreamHandler()],
-    )
+    try:
+        handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
+    except OSError as e:
+        raise ConfigError(f"--log-file {args.log_file}: {e.strerror or e}") from None
+    logs.configure(handler, config.node_id, config.broker_setting("log.format"))
 
     # uvloop's transports send without the copies and buffer shuffling of asyncio's own
     # (bytearray extend, del buffer[:n]), which were a fifth of a busy node's time.

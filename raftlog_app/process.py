@@ -14,6 +14,7 @@ from kafka_api.server import KafkaServer
 from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
 from raftlog.config import NodeConfig
+from raftlog.metrics import KafkaMetrics, NodeMetrics
 from raftlog.node import Node
 from raftlog.security.listeners import Listener
 
@@ -31,6 +32,7 @@ class NodeProcess:
     async def start(self) -> None:
         cfg = self.config
         await self.node.start()
+        kafka_metrics = KafkaMetrics()  # every listener's, served by the node's /metrics
         for listener in cfg.listeners:
             server = KafkaServer(
                 BrokerFacade(self.node, listener.name),
@@ -40,6 +42,7 @@ class NodeProcess:
                 max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
                 tls=_listener_tls(cfg, listener),
                 sasl_mechanisms=cfg.sasl_mechanisms if listener.sasl else None,
+                metrics=kafka_metrics,
             )
             await server.start()
             self.kafka.append(server)
@@ -58,6 +61,7 @@ class NodeProcess:
             *cfg.admin_listen,
             token=cfg.admin_token,
             tls=admin_tls,
+            metrics=NodeMetrics(self.node, kafka_metrics),
         )
         await self.admin.start()
         plaintext = [x for x in cfg.listeners if x.protocol == "PLAINTEXT"]

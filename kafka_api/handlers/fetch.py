@@ -24,6 +24,7 @@ from kafka_api.context import RequestContext
 from kafka_api.fetch_encoding import FETCH_API_KEY
 from raftlog.broker import Broker, Partition, TopicInfo
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.storage.batch import records_in_batches
 
 API_KEY = FETCH_API_KEY
 MIN_VERSION = 4  # Kafka 4's baseline
@@ -76,6 +77,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if answer_now or gathered >= request.min_bytes or remaining <= 0 or not slots:
             break
         await _wait_for_data(slots, remaining)
+    for slot in slots:  # the last read is the one answered: its data counts as sent
+        if slot.records and slot.partition is not None:
+            slot.partition.sent(len(slot.records), records_in_batches(slot.records))
     if version >= 12:
         for slot in slots:
             if slot.error in LEADER_MOVED:

@@ -117,6 +117,16 @@ class GroupCoordinator:
             if self.partition_for(group_id) == index:
                 self.share_groups.forget(group_id)
 
+    def loaded_groups(self) -> list[Group]:
+        """The classic groups of the partitions this node coordinates and has loaded."""
+        return [
+            group
+            for shard in self._manager.shards()
+            if not shard.loading
+            for group in shard.groups.values()
+            if group.state is not DEAD
+        ]
+
     def close(self) -> None:
         """Node shutdown: detach every partition."""
         self._manager.close(self._rebalance.group_unloaded)

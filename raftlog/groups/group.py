@@ -78,6 +78,7 @@ class Group:
         self.sync_timer: Timer | None = None
         self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.pending_commits: Counter[TopicPartition] = Counter()  # appends in flight
+        self.rebalances = 0  # started since this coordinator loaded the group (a metric)
 
     @classmethod
     def from_record(cls, group_id: str, value: GroupMetadataValue, now_ms: int) -> Group:

@@ -56,6 +56,7 @@ class Rebalancer:
         group.pending_sync.clear()
         initial = group.state is EMPTY
         group.transition(PREPARING, now_ms(self._clock))
+        group.rebalances += 1
         if initial:
             group.new_member_added = False
             delay = self.config.initial_rebalance_delay_ms

@@ -323,10 +323,12 @@ class ShareManager:
             last = ranges[-1].last_offset
             end = next(stop for _, batch_last, stop in batches if batch_last >= last)
             fetched[key] = Fetched(bytes(data[:end]), ranges)
+            acquired = sum(r.last_offset - r.first_offset + 1 for r in ranges)
+            partition.sent(end, acquired)
             self._members[(group_id, member_id)].add(key)
             self._relock(group_id, held)
             self._persist(group_id, held)  # offsets archived on the way (delivery limit, gaps)
-            max_records -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+            max_records -= acquired
             max_bytes -= end
         return fetched
 
@@ -375,6 +377,10 @@ class ShareManager:
             counts[RecordState(state).name] += 1
         end = max(stored.records, default=stored.start_offset - 1)
         return ShareView(stored.start_offset, end, counts, False)
+
+    def held(self) -> list[tuple[str, Key]]:
+        """(group, partition) of every state a fetch took up on this node's leaders."""
+        return list(self._held)
 
     # --- leadership ------------------------------------------------------------------------
 

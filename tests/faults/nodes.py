@@ -61,7 +61,8 @@ class NodeProc:
 
     @property
     def console(self) -> Path:
-        """The process's stdout and stderr: its log lines again, and what dies unlogged."""
+        """The process's stdout and stderr: its log (`raftlog serve` logs to stderr) and what
+        dies unlogged."""
         return self.data_dir / "console.log"
 
     @property

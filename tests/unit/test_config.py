@@ -57,6 +57,7 @@ def test_a_good_config(tmp_path: Path) -> None:
         ('"num.partitions" = 3', '"num.partitions" = "3"', "num.partitions: expected a whole"),
         ("= false", '= "no"', "expected true or false"),
         ('"num.partitions" = 3', '"num.partition" = 3', "unknown [broker] settings"),
+        ('"num.partitions" = 3', '"log.format" = "xml"', "log.format: expected text or json"),
         ("[[peers]]\nid = 1", "[[peers]]\nid = 3", "node_id 1 is not among [[peers]] (2, 3)"),
         ('raft = "127.0.0.1:10093"', 'raft = "127.0.0.1:10092"', "is this node's"),
         ("[[peers]]\nid = 2", "[[peers]]\nid = 1", "lists node 1 twice"),

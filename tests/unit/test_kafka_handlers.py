@@ -72,6 +72,7 @@ class FakePartition:
         self.waits: list[float] = []  # the timeout of each wait_for_data
         self.term_committed = True
         self.shares = ShareStore()  # share updates count as committed when written
+        self.out = [0, 0]  # bytes and records answers handed out (sent)
 
     def share_state(self, group_id):
         return self.shares.get(group_id)
@@ -102,6 +103,10 @@ class FakePartition:
             raise KafkaError(E.offset_out_of_range)
         data = self.data.get(offset, b"")
         return data if len(data) <= max_bytes or min_one else b""
+
+    def sent(self, size, records):
+        self.out[0] += size
+        self.out[1] += records
 
     async def wait_for_data(self, offset, timeout):
         self.waits.append(timeout)
@@ -446,6 +451,28 @@ async def test_fetch_long_poll_wakes_on_new_data():
     broker.partitions["a", 1].append(0, b"batch")
     response = await asyncio.wait_for(task, 1)
     assert fetched(response) == [(0, E.none, 0, b""), (1, E.none, 1, b"batch")]
+
+
+async def test_fetch_counts_the_answered_read_as_sent_once():
+    """A long poll below min_bytes reads again when data comes; only what it answers is
+    counted as out (bytes, and records from the batch headers)."""
+    broker = FakeBroker()
+    broker.add_topic("a")
+    partition = broker.partitions["a", 0]
+    first = make_batch([(None, b"x")])
+    partition.append(0, first)
+    request = fetch_request(
+        11, [("a", 0, 0, 1 << 20, -1, -1)], min_bytes=len(first) + 1, max_wait=10_000
+    )
+    task = asyncio.create_task(fetch.handle(ctx(broker, 11), request))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not task.done() and partition.out == [0, 0]
+    both = first + make_batch([(None, b"y"), (None, b"z")])
+    partition.append(0, both)
+    response = await asyncio.wait_for(task, 1)
+    assert fetched(response)[0][3] == both
+    assert partition.out == [len(both), 3]
 
 
 async def test_fetch_long_poll_gives_up_after_max_wait():

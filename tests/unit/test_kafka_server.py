@@ -499,7 +499,7 @@ async def test_sasl_login_then_requests_are_served(sasl_kafka):
     writer.write(frame(API_VERSIONS, 0, 3))
     assert (await read_response(reader, API_VERSIONS, 0))[0] == 3
     writer.close()
-    assert sasl_kafka.auth_failures.total == 0
+    assert sasl_kafka.metrics.authentication_failures == 0
 
 
 async def test_failed_sasl_is_answered_then_closed_and_counted(sasl_kafka, caplog):
@@ -507,7 +507,7 @@ async def test_failed_sasl_is_answered_then_closed_and_counted(sasl_kafka, caplo
     reader, writer, answer = await _login(sasl_kafka, b"\0alice\0wrong")
     assert answer.error_code == ErrorCode.sasl_authentication_failed
     assert await is_closed(reader)
-    assert sasl_kafka.auth_failures.total == 1
+    assert sasl_kafka.metrics.authentication_failures == 1
     assert "PLAIN authentication failed for user 'alice' from 127.0.0.1:" in caplog.text
     await assert_sasl_serving(sasl_kafka)
 
@@ -565,7 +565,6 @@ def test_failed_logins_are_logged_at_most_once_per_host_per_interval(caplog):
     clock.now += server_module.FAILURE_LOG_INTERVAL_SECONDS
     failures.record("10.0.0.1", "10.0.0.1:5001", session)
     lines = [r.getMessage() for r in caplog.records]
-    assert failures.total == 7
     assert len(lines) == 3
     assert "from 10.0.0.1:5000 (1 failure(s)" in lines[0]
     assert "from 10.0.0.2:5000 (1 failure(s)" in lines[1]

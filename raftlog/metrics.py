@@ -1,0 +1,576 @@
+"""A node's Prometheus metrics, served as `GET /metrics` on its admin port.
+
+Events are counted where they happen, in plain ints (an add per request, Raft entry or
+batch: no locks, no label lookups on the produce and fetch paths); everything else is read
+from the node's state when Prometheus scrapes, by NodeCollector. Each node has its own
+CollectorRegistry (tests run several nodes in one process). The metric list and the
+cardinality budget (SERIES_PER_REPLICA and the others below) are in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.index import api_key_map
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.utils import floatToGoString
+
+from raftlog.errors import ErrorCode
+from raftlog.share.partition_state import RecordState
+
+if TYPE_CHECKING:
+    from raftlog.node import Node
+    from raftlog.partition import Partition
+
+# Request latency: from a request's decode to its encoded answer; Fetch long polls wait up to
+# their max wait (500 ms by default in most clients), hence the upper buckets.
+REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+# Raft commit latency of produce entries: about a millisecond on loopback, tens under load.
+COMMIT_BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
+# Error codes counted apart per API; any further code of that API counts as OTHER.
+ERROR_CODES_PER_API = 8
+# Consumer group lag series per partition (group, topic, partition) a node exports; past it a
+# group's lag shows only in its sum. Groups and topics are created by clients.
+GROUP_LAG_SERIES = 2000
+SHARE_STATES = tuple(s.name for s in RecordState)
+
+# The cardinality budget (docs/metrics.md): series of one node's /metrics.
+PROCESS_SERIES = 6  # prometheus_client's ProcessCollector on Linux
+NODE_SERIES = 2 + 4 + len(COMMIT_BUCKETS) + 3  # replicas, leaders; Raft counters, histogram
+KAFKA_SERIES = 3  # connections open and total, authentication failures
+SERIES_PER_API = 1 + len(REQUEST_BUCKETS) + 3 + ERROR_CODES_PER_API + 1
+SERIES_PER_REPLICA = 11  # every hosted replica: offsets, size, epoch, roles, bytes and records
+SERIES_PER_GROUP = 3  # members, rebalances, lag sum
+SERIES_PER_SHARE_GROUP = 1  # members
+SERIES_PER_SHARE_STATE = len(SHARE_STATES) + 1  # records by state, lag
+
+
+def series_budget(
+    apis: int,
+    replicas: int,
+    follower_replicas_led: int,
+    groups: int = 0,
+    share_groups: int = 0,
+    share_states: int = 0,
+) -> int:
+    """The most series a node's /metrics holds: `apis` Kafka APIs served, `replicas` hosted,
+    `follower_replicas_led` (followers of the partitions it leads, RF - 1 each), consumer
+    and share groups it coordinates, share-partition states it leads."""
+    return (
+        PROCESS_SERIES
+        + NODE_SERIES
+        + KAFKA_SERIES
+        + SERIES_PER_API * apis
+        + SERIES_PER_REPLICA * replicas
+        + follower_replicas_led
+        + SERIES_PER_GROUP * groups
+        + GROUP_LAG_SERIES
+        + SERIES_PER_SHARE_GROUP * share_groups
+        + SERIES_PER_SHARE_STATE * share_states
+    )
+
+
+class Histogram:
+    """Observations in fixed buckets, counted in plain ints: prometheus_client's Histogram
+    takes a lock per observation, and these are observed per request on the event loop."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def read(self) -> tuple[list[tuple[str, float]], float]:
+        """Cumulative (le, count) pairs, +Inf last, as HistogramMetricFamily takes them, and
+        the sum."""
+        totals = list(accumulate(self.counts))
+        buckets = [
+            (floatToGoString(b), float(n)) for b, n in zip(self.bounds, totals, strict=False)
+        ]
+        return [*buckets, ("+Inf", float(totals[-1]))], self.sum
+
+
+COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
+_FAMILIES = {COUNTER: CounterMetricFamily, GAUGE: GaugeMetricFamily}
+
+
+class Family:
+    """A metric family's samples as plain rows, taken on the event loop; metric() builds
+    prometheus_client's family from them, which may happen in another thread."""
+
+    __slots__ = ("doc", "kind", "labels", "name", "rows")
+
+    def __init__(self, kind: str, name: str, doc: str, labels: Sequence[str] = ()) -> None:
+        self.kind, self.name, self.doc, self.labels = kind, name, doc, list(labels)
+        self.rows: list[tuple[list[str], Any]] = []
+
+    def add(self, labels: list[str], value: Any) -> Family:
+        self.rows.append((labels, value))
+        return self
+
+    def metric(self) -> Metric:
+        if self.kind == HISTOGRAM:
+            histogram = HistogramMetricFamily(self.name, self.doc, labels=self.labels)
+            for labels, (buckets, total) in self.rows:
+                histogram.add_metric(labels, buckets, total)
+            return histogram
+        family = _FAMILIES[self.kind](self.name, self.doc, labels=self.labels)
+        for labels, value in self.rows:
+            family.add_metric(labels, value)
+        return family
+
+
+# --- Kafka listener --------------------------------------------------------------------------
+
+_TOPIC_LISTS = ("responses", "topics", "results")
+_PARTITION_LISTS = ("partitions", "partition_responses")
+
+
+def response_error(response: Any) -> int:
+    """A Kafka response's error code: its top-level one, else the first non-zero one of its
+    topics or their partitions (one pass over them, as the handler built them), else 0."""
+    code = getattr(response, "error_code", 0)
+    if code:
+        return int(code)
+    topics: Sequence[Any] = ()
+    for name in _TOPIC_LISTS:
+        topics = getattr(response, name, ())
+        if topics:
+            break
+    for topic in topics:
+        code = getattr(topic, "error_code", 0)
+        if code:
+            return int(code)
+        for name in _PARTITION_LISTS:
+            for partition in getattr(topic, name, ()):
+                code = getattr(partition, "error_code", 0)
+                if code:
+                    return int(code)
+    return 0
+
+
+class ApiStats:
+    """One Kafka API's requests, errors by code and latency."""
+
+    __slots__ = ("errors", "latency", "requests")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.errors: dict[int | None, int] = {}  # error code (None: OTHER) -> answers
+        self.latency = Histogram(REQUEST_BUCKETS)
+
+    def answered(self, seconds: float, response: Any) -> None:
+        """A request answered (or, for acks=0, handled): response is None when unanswered."""
+        self.requests += 1
+        self.latency.observe(seconds)
+        if response is not None:
+            code = response_error(response)
+            if code:
+                self._error(code)
+
+    def failed(self, seconds: float) -> None:
+        """The handler raised: the connection is closed (counted as UNKNOWN_SERVER_ERROR)."""
+        self.requests += 1
+        self.latency.observe(seconds)
+        self._error(int(ErrorCode.unknown_server_error))
+
+    def _error(self, code: int) -> None:
+        key: int | None = code
+        if code not in self.errors and len(self.errors) >= ERROR_CODES_PER_API:
+            key = None
+        self.errors[key] = self.errors.get(key, 0) + 1
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API (Produce, ShareFetch), the label value of its metrics."""
+    snake = api_key_map.get(api_key)
+    return "".join(w.capitalize() for w in snake.split("_")) if snake else str(api_key)
+
+
+def error_name(code: int | None) -> str:
+    if code is None:
+        return "OTHER"
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
+
+
+class KafkaMetrics:
+    """What a node's Kafka listener counts: requests per API, connections, failed logins."""
+
+    def __init__(self) -> None:
+        self.apis: dict[int, ApiStats] = {}
+        self.connections_opened = 0
+        self.connections_closed = 0
+        self.authentication_failures = 0
+
+    def api(self, api_key: int) -> ApiStats:
+        stats = self.apis.get(api_key)
+        if stats is None:
+            stats = self.apis[api_key] = ApiStats()
+        return stats
+
+    def authentication_failed(self) -> None:
+        """A SASL or TLS client authentication was refused
+        (raftlog_kafka_authentication_failures_total)."""
+        self.authentication_failures += 1
+
+    def read(self) -> list[Family]:
+        requests = Family(
+            COUNTER, "raftlog_kafka_requests_total", "Kafka requests handled, by API.", ["api"]
+        )
+        errors = Family(
+            COUNTER,
+            "raftlog_kafka_request_errors_total",
+            "Kafka answers carrying an error code (top level, else the first of a topic or "
+            f"partition), by API and code; past {ERROR_CODES_PER_API} codes of an API: OTHER.",
+            ["api", "error"],
+        )
+        latency = Family(
+            HISTOGRAM,
+            "raftlog_kafka_request_duration_seconds",
+            "Time from a request's decode to its encoded answer, by API.",
+            ["api"],
+        )
+        for key, stats in sorted(self.apis.items()):
+            name = api_name(key)
+            requests.add([name], stats.requests)
+            for code, count in stats.errors.items():
+                errors.add([name, error_name(code)], count)
+            latency.add([name], stats.latency.read())
+        return [
+            requests,
+            errors,
+            latency,
+            Family(
+                GAUGE, "raftlog_kafka_connections_open", "Kafka client connections open now."
+            ).add([], self.connections_opened - self.connections_closed),
+            Family(
+                COUNTER, "raftlog_kafka_connections_total", "Kafka client connections accepted."
+            ).add([], self.connections_opened),
+            Family(
+                COUNTER,
+                "raftlog_kafka_authentication_failures_total",
+                "Kafka client authentications refused (SASL or TLS client certificate).",
+            ).add([], self.authentication_failures),
+        ]
+
+
+# --- replicas and Raft -------------------------------------------------------------------------
+
+
+class PartitionCounters:
+    """A replica's client traffic: produce appended while it led (in) and what Fetch and
+    ShareFetch answers carried (out)."""
+
+    __slots__ = ("bytes_in", "bytes_out", "records_in", "records_out")
+
+    def __init__(self) -> None:
+        self.bytes_in = self.records_in = self.bytes_out = self.records_out = 0
+
+
+class RaftMetrics:
+    """Raft events of every replica of a node (node-wide, to keep series per partition few)."""
+
+    __slots__ = (
+        "commit_latency",
+        "elections",
+        "leader_changes",
+        "truncated_entries",
+        "truncations",
+    )
+
+    def __init__(self) -> None:
+        self.elections = 0  # replicas of this node that became leader
+        self.leader_changes = 0  # new (leader, term) seen by a replica of this node
+        self.truncations = 0
+        self.truncated_entries = 0
+        self.commit_latency = Histogram(COMMIT_BUCKETS)
+
+
+class NodeCollector:
+    """The node's replicas, Raft events, groups and share states. read() copies them into
+    plain rows on the event loop (a few ms at 1,000 partitions); collect() turns those into
+    metric families, in the scrape's thread: building and formatting 12,000 samples takes
+    about a tenth of a second, too long to hold the loop every group shares."""
+
+    def __init__(self, node: Node, kafka: KafkaMetrics) -> None:
+        self._node = node
+        self._kafka = kafka
+        self._read: list[Family] = []
+
+    def read(self) -> None:
+        self._read = [
+            *self._kafka.read(),
+            *self._replicas(),
+            *self._raft(),
+            *self._groups(),
+            *self._share(),
+        ]
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._read:
+            yield family.metric()
+
+    def _replicas(self) -> list[Family]:
+        labels = ["topic", "partition"]
+        end = Family(
+            GAUGE,
+            "raftlog_partition_log_end_offset",
+            "Offset after the replica's last record.",
+            labels,
+        )
+        start = Family(
+            GAUGE, "raftlog_partition_log_start_offset", "The replica's first offset.", labels
+        )
+        hw = Family(
+            GAUGE,
+            "raftlog_partition_high_watermark",
+            "Offset after the last committed record.",
+            labels,
+        )
+        size = Family(
+            GAUGE, "raftlog_partition_log_size_bytes", "Bytes of the replica's segments.", labels
+        )
+        epoch = Family(
+            GAUGE,
+            "raftlog_partition_leader_epoch",
+            "The replica's Raft term (leader epoch).",
+            labels,
+        )
+        leader = Family(
+            GAUGE, "raftlog_partition_is_leader", "1 if this node leads the partition.", labels
+        )
+        under = Family(
+            GAUGE,
+            "raftlog_partition_under_replicated",
+            "1 if this node leads the partition and a replica is not in sync (behind the commit "
+            "index or not connected).",
+            labels,
+        )
+        bytes_in = Family(
+            COUNTER,
+            "raftlog_partition_bytes_in_total",
+            "Produced bytes appended while leading.",
+            labels,
+        )
+        records_in = Family(
+            COUNTER,
+            "raftlog_partition_records_in_total",
+            "Produced records appended while leading.",
+            labels,
+        )
+        bytes_out = Family(
+            COUNTER,
+            "raftlog_partition_bytes_out_total",
+            "Record bytes sent in Fetch and ShareFetch answers.",
+            labels,
+        )
+        records_out = Family(
+            COUNTER,
+            "raftlog_partition_records_out_total",
+            "Records sent in Fetch and ShareFetch answers (those of the batches sent).",
+            labels,
+        )
+        lag = Family(
+            GAUGE,
+            "raftlog_raft_follower_lag_entries",
+            "Raft entries the leader holds that a follower has not confirmed (on the leader).",
+            [*labels, "follower"],
+        )
+        node = self._node
+        leaders = 0
+        for (topic, index), p in node.partitions.items():
+            key = [topic, str(index)]
+            end.add(key, p.log_end_offset)
+            start.add(key, p.log_start_offset)
+            hw.add(key, p.high_watermark)
+            size.add(key, sum(s.size for s in p.log.segments()))
+            epoch.add(key, p.leader_epoch)
+            is_leader = p.is_leader
+            leader.add(key, int(is_leader))
+            under.add(key, int(is_leader and self._under_replicated(p, key, lag)))
+            leaders += is_leader
+            c = p.counters
+            bytes_in.add(key, c.bytes_in)
+            records_in.add(key, c.records_in)
+            bytes_out.add(key, c.bytes_out)
+            records_out.add(key, c.records_out)
+        replicas = Family(
+            GAUGE, "raftlog_node_partition_replicas", "Partition replicas this node hosts."
+        )
+        led = Family(GAUGE, "raftlog_node_partition_leaders", "Partitions this node leads.")
+        return [
+            *(end, start, hw, size, epoch, leader, under),
+            *(bytes_in, records_in, bytes_out, records_out, lag),
+            replicas.add([], len(node.partitions)),
+            led.add([], leaders),
+        ]
+
+    def _under_replicated(self, p: Partition, key: list[str], lag: Family) -> bool:
+        """Adds the leader's followers' lag; whether one of them is out of sync."""
+        last = p.journal.entry(-1).idx
+        for follower, matched in sorted(p.group.match_indexes().items()):
+            lag.add([*key, follower], max(0, last - matched))
+        return len(self._node.in_sync_replicas(p)) < len(p.replicas)
+
+    def _raft(self) -> list[Family]:
+        raft = self._node.ctx.metrics
+        return [
+            Family(
+                COUNTER,
+                "raftlog_raft_leader_elections_total",
+                "Elections won: a replica of this node became its partition's leader.",
+            ).add([], raft.elections),
+            Family(
+                COUNTER,
+                "raftlog_raft_leader_changes_total",
+                "New (leader, term) pairs seen by this node's replicas.",
+            ).add([], raft.leader_changes),
+            Family(
+                COUNTER,
+                "raftlog_raft_truncations_total",
+                "Raft truncations of an uncommitted log tail on this node's replicas.",
+            ).add([], raft.truncations),
+            Family(
+                COUNTER,
+                "raftlog_raft_truncated_entries_total",
+                "Raft entries those truncations removed.",
+            ).add([], raft.truncated_entries),
+            Family(
+                HISTOGRAM,
+                "raftlog_raft_commit_latency_seconds",
+                "Time from proposing a produce entry to its Raft commit, on the leader.",
+            ).add([], raft.commit_latency.read()),
+        ]
+
+    def _groups(self) -> list[Family]:
+        members = Family(
+            GAUGE,
+            "raftlog_consumer_group_members",
+            "Members of a consumer group this node coordinates.",
+            ["group"],
+        )
+        rebalances = Family(
+            COUNTER,
+            "raftlog_consumer_group_rebalances_total",
+            "Rebalances a group started since this node became its coordinator.",
+            ["group"],
+        )
+        lag = Family(
+            GAUGE,
+            "raftlog_consumer_group_lag",
+            "High watermark minus the committed offset, for committed partitions with a replica "
+            f"on the coordinator (the first {GROUP_LAG_SERIES} of the node).",
+            ["group", "topic", "partition"],
+        )
+        lag_sum = Family(
+            GAUGE,
+            "raftlog_consumer_group_lag_sum",
+            "A group's lag over its committed partitions with a replica on the coordinator.",
+            ["group"],
+        )
+        partitions = self._node.partitions
+        series = 0
+        for group in self._node.groups.loaded_groups():
+            name = group.group_id
+            members.add([name], len(group.members))
+            rebalances.add([name], group.rebalances)
+            total = 0
+            for (topic, index), committed in group.offsets.items():
+                replica = partitions.get((topic, index))
+                if replica is None:
+                    continue
+                behind = max(0, replica.high_watermark - committed.offset)
+                total += behind
+                if series < GROUP_LAG_SERIES:
+                    series += 1
+                    lag.add([name, topic, str(index)], behind)
+            lag_sum.add([name], total)
+        return [members, rebalances, lag, lag_sum]
+
+    def _share(self) -> list[Family]:
+        node = self._node
+        members = Family(
+            GAUGE,
+            "raftlog_share_group_members",
+            "Members of a share group this node coordinates.",
+            ["group"],
+        )
+        share_groups = node.groups.share_groups
+        for group_id in share_groups.group_ids():
+            described = share_groups.describe(group_id)
+            if described is not None:
+                members.add([group_id], len(described.members))
+        labels = ["group", "topic", "partition"]
+        records = Family(
+            GAUGE,
+            "raftlog_share_partition_records",
+            "A share group's in-flight records of a partition this node leads, by state.",
+            [*labels, "state"],
+        )
+        lag = Family(
+            GAUGE,
+            "raftlog_share_partition_lag",
+            "Records of a partition this node leads that a share group has not yet settled.",
+            labels,
+        )
+        for group_id, key in node.share.held():
+            partition = node.partitions.get(key)
+            view = node.share.view(group_id, key, partition) if partition is not None else None
+            if partition is None or view is None:
+                continue
+            values = [group_id, key[0], str(key[1])]
+            for state in SHARE_STATES:
+                records.add([*values, state], view.counts.get(state, 0))
+            done = view.counts.get("ACKNOWLEDGED", 0) + view.counts.get("ARCHIVED", 0)
+            lag.add(values, max(0, partition.high_watermark - view.start_offset - done))
+        return [members, records, lag]
+
+
+# Scrapes are formatted here, one at a time, off the event loop.
+_SCRAPES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics")
+
+
+class NodeMetrics:
+    """A node's registry (its own, not prometheus_client's global one) and its scrape."""
+
+    def __init__(self, node: Node, kafka: KafkaMetrics) -> None:
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        self._collector = NodeCollector(node, kafka)
+        self.registry.register(self._collector)
+        self._formatting: dict[str, asyncio.Future[bytes]] = {}  # by content type
+
+    async def exposition(self, accept: str) -> tuple[bytes, str]:
+        """The listing in the format the Accept header asks for, and its content type. A
+        scrape that comes while one is being formatted gets that one's listing: scrapes
+        slower than their interval (0.3 s at 1,000 partitions, on a busy node more) would
+        otherwise queue behind each other without end."""
+        encode, content_type = choose_encoder(accept)
+        formatting = self._formatting.get(content_type)
+        if formatting is None:
+            self._collector.read()
+            loop = asyncio.get_running_loop()
+            formatting = loop.run_in_executor(_SCRAPES, encode, self.registry)
+            self._formatting[content_type] = formatting
+            formatting.add_done_callback(lambda _: self._formatting.pop(content_type, None))
+        return await asyncio.shield(formatting), content_type

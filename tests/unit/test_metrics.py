@@ -1,0 +1,235 @@
+"""A node's metrics (raftlog/metrics.py): the plain-int counters where events happen, and
+what a scrape of a node's registry shows, over real replicas (support/replicas.py: three
+Raft replicas of a partition on an in-process network) and a real group coordinator."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from support.raftnet import Clock
+from support.replicas import IDS, Replicas
+from support.wire import make_batch
+
+import raftlog.raft.syncobj_fork as core
+from kafka_api.codec import build, response_module
+from raftlog import group_config
+from raftlog.errors import ErrorCode
+from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
+from raftlog.groups.results import CommitOffset
+from raftlog.metrics import (
+    ERROR_CODES_PER_API,
+    GROUP_LAG_SERIES,
+    ApiStats,
+    Histogram,
+    KafkaMetrics,
+    NodeCollector,
+    NodeMetrics,
+    api_name,
+    response_error,
+    series_budget,
+)
+from raftlog.node import Node
+from raftlog.share.manager import ShareManager
+from raftlog.storage.batch import records_in_batches
+
+E = ErrorCode
+
+
+def test_a_histogram_counts_a_value_on_a_bound_in_that_bucket() -> None:
+    h = Histogram((0.1, 1.0))
+    for value in (0.05, 0.1, 0.5, 1.0, 7.0):
+        h.observe(value)
+    buckets, total = h.read()
+    assert buckets == [("0.1", 2.0), ("1.0", 4.0), ("+Inf", 5.0)]
+    assert total == pytest.approx(8.65)
+
+
+def test_records_of_whole_batches_come_from_their_headers() -> None:
+    batches = make_batch([(None, b"a")]) + make_batch([(b"k", b"v")] * 5)
+    assert records_in_batches(batches) == 6
+    assert records_in_batches(b"") == 0
+
+
+def test_api_names_are_kafkas() -> None:
+    assert [api_name(k) for k in (0, 1, 23, 78)] == [
+        "Produce",
+        "Fetch",
+        "OffsetForLeaderEpoch",
+        "ShareFetch",
+    ]
+
+
+def produce_response(*errors: ErrorCode) -> object:
+    m = response_module(0, 9)
+    partitions = tuple(
+        build(
+            m.PartitionProduceResponse,
+            index=i,
+            error_code=e,
+            base_offset=0,
+            log_append_time=-1,
+            log_start_offset=0,
+            record_errors=(),
+            error_message=None,
+        )
+        for i, e in enumerate(errors)
+    )
+    return build(
+        m.ProduceResponse,
+        responses=(build(m.TopicProduceResponse, name="t", partition_responses=partitions),),
+    )
+
+
+def test_a_response_error_is_its_top_level_code_else_its_first_partition_code() -> None:
+    assert response_error(produce_response(E.none, E.none)) == 0
+    assert response_error(produce_response(E.none, E.not_leader_or_follower)) == 6
+    m = response_module(12, 4)  # Heartbeat: a top-level code, no topics
+    beat = build(
+        m.HeartbeatResponse, throttle_time=timedelta(0), error_code=E.rebalance_in_progress
+    )
+    assert response_error(beat) == 27
+
+
+def test_an_apis_error_codes_are_bounded() -> None:
+    stats = ApiStats()
+    for code in range(1, ERROR_CODES_PER_API + 4):
+        stats.answered(0.001, produce_response(ErrorCode(code)))
+    stats.failed(0.002)
+    assert stats.requests == ERROR_CODES_PER_API + 4
+    assert len(stats.errors) == ERROR_CODES_PER_API + 1
+    assert stats.errors[None] == 4  # three codes past the bound, then UNKNOWN_SERVER_ERROR
+
+
+async def samples(node: ReplicaNode, kafka: KafkaMetrics) -> dict[tuple[str, tuple], float]:
+    """A scrape of the node, as Prometheus' text format, parsed."""
+    body, content_type = await NodeMetrics(node, kafka).exposition("")  # type: ignore[arg-type]
+    assert content_type.startswith("text/plain")
+    text = body.decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    return found[name, tuple(sorted(labels.items()))]
+
+
+class OffsetsLog:
+    """The coordinator's storage seam in memory: every append is committed at once."""
+
+    index = 0
+    leader_epoch = 1
+
+    def __init__(self) -> None:
+        self.end = 0
+
+    def append(self, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future[int]:
+        future = asyncio.get_running_loop().create_future()
+        future.set_result(self.end)
+        self.end += len(records)
+        return future
+
+    def read_committed(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+        return iter(())
+
+
+class ReplicaNode:
+    """What NodeCollector reads of a Node, over one node's replica of support/replicas.py and
+    a real coordinator and share manager."""
+
+    in_sync_replicas = Node.in_sync_replicas
+
+    def __init__(self, replicas: Replicas, node_id: str) -> None:
+        self.node_id = int(node_id)
+        self.partitions = {("t", 0): replicas.partitions[node_id]}
+        self.ctx = replicas.contexts[node_id]
+        self.groups = GroupCoordinator(self.node_id, GroupConfig(num_partitions=1))
+        self.share = ShareManager(lambda _g: group_config.values({}))
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+    r = Replicas(tmp_path, clock)
+    yield r
+    r.close()
+
+
+async def test_a_scrape_shows_what_the_leader_appended_and_its_followers_lag(
+    replicas: Replicas,
+) -> None:
+    leader = await replicas.leader()
+    batches = [make_batch([(None, b"r%d" % i)] * 3) for i in range(10)]
+    acks = [replicas.send(leader, batch) for batch in batches]
+    await replicas.run(0.5)
+    assert [a.result().error for a in acks] == [E.none] * 10
+    raft = replicas.contexts[leader].metrics
+    assert raft.elections == 1 and raft.leader_changes >= 1
+    assert raft.commit_latency.counts[-1] == 0 and sum(raft.commit_latency.counts) >= 2
+
+    node = ReplicaNode(replicas, leader)
+    node.groups.attach(0, OffsetsLog())
+    await asyncio.sleep(0)
+    commit = CommitOffset("t", 0, 12)
+    assert await node.groups.offset_commit("g", -1, "", None, [commit]) == [E.none]
+    kafka = KafkaMetrics()
+    kafka.api(0).answered(0.003, produce_response(E.none))
+    kafka.connections_opened, kafka.connections_closed = 3, 1
+    kafka.authentication_failed()
+    found = await samples(node, kafka)
+    tp = {"topic": "t", "partition": "0"}
+    assert value(found, "raftlog_partition_records_in_total", **tp) == 30
+    assert value(found, "raftlog_partition_bytes_in_total", **tp) == sum(map(len, batches))
+    assert value(found, "raftlog_partition_records_out_total", **tp) == 0
+    hw = replicas.partitions[leader].high_watermark
+    assert value(found, "raftlog_partition_high_watermark", **tp) == hw
+    assert value(found, "raftlog_partition_is_leader", **tp) == 1
+    assert value(found, "raftlog_partition_under_replicated", **tp) == 0
+    for follower in set(IDS) - {leader}:
+        assert value(found, "raftlog_raft_follower_lag_entries", **tp, follower=follower) == 0
+    assert value(found, "raftlog_consumer_group_lag", group="g", **tp) == hw - 12
+    assert value(found, "raftlog_consumer_group_members", group="g") == 0
+    assert value(found, "raftlog_kafka_requests_total", api="Produce") == 1
+    assert (
+        value(found, "raftlog_kafka_request_duration_seconds_bucket", api="Produce", le="0.005")
+        == 1
+    )
+    assert value(found, "raftlog_kafka_connections_open") == 2
+    assert value(found, "raftlog_kafka_authentication_failures_total") == 1
+    assert value(found, "raftlog_raft_leader_elections_total") == 1
+    assert value(found, "raftlog_raft_commit_latency_seconds_count") >= 2
+    assert value(found, "process_resident_memory_bytes") > 0
+    # the budget holds with the lag series it allows for, and is exact without them
+    budget = series_budget(apis=1, replicas=1, follower_replicas_led=2, groups=1)
+    unused_errors = ERROR_CODES_PER_API + 1
+    assert len(found) == budget - unused_errors - GROUP_LAG_SERIES + 1
+
+    follower = next(i for i in IDS if i != leader)
+    on_follower = await samples(ReplicaNode(replicas, follower), KafkaMetrics())
+    assert value(on_follower, "raftlog_partition_is_leader", **tp) == 0
+    assert value(on_follower, "raftlog_partition_records_in_total", **tp) == 0
+    assert ("raftlog_raft_follower_lag_entries", (("follower", leader), *tp.items())) not in (
+        on_follower
+    )
+
+
+async def test_scrapes_that_come_while_one_is_formatted_share_its_listing(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Formatting runs in a thread; a scrape arriving meanwhile is not queued behind it."""
+    reads: list[int] = []
+    read = NodeCollector.read
+    monkeypatch.setattr(NodeCollector, "read", lambda self: reads.append(1) or read(self))
+    metrics = NodeMetrics(ReplicaNode(replicas, IDS[0]), KafkaMetrics())  # type: ignore[arg-type]
+    first, second = await asyncio.gather(metrics.exposition(""), metrics.exposition(""))
+    assert first == second and len(reads) == 1
+    await metrics.exposition("")
+    assert len(reads) == 2
