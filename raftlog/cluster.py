@@ -300,18 +300,15 @@ def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
     busy = [p for p in ports if not _port_free(p)]
     if busy:
         raise ClusterError(f"ports in use for node {node_id}: {', '.join(map(str, busy))}")
-    existing = [
-        NodeSpec(
-            n["node_id"],
-            Path(n["data_dir"]),
-            *(
-                int(n.get(k, f"{HOST}:0").rsplit(":", 1)[1])
-                for k in ("kafka", "raft", "admin", "proxy")
-            ),
-            listeners,
+    existing = []
+    for n in state["nodes"]:
+        kafka, raft, admin, proxy = (
+            int(n.get(k, f"{HOST}:0").rsplit(":", 1)[1])
+            for k in ("kafka", "raft", "admin", "proxy")
         )
-        for n in state["nodes"]
-    ]
+        existing.append(
+            NodeSpec(n["node_id"], Path(n["data_dir"]), kafka, raft, admin, proxy, listeners)
+        )
     broker = {k: v for k, v in first.broker.items() if k != "listeners"}  # the new node's own
     write_config(spec, [*existing, spec], first.cluster_secret, broker, first.admin_token)
     pid = start_node(spec.config_path, spec.data_dir)

@@ -20,7 +20,13 @@ class ClusterView:
 
     def __init__(self, node: Node, listener: str | None = None) -> None:
         self._node = node
-        self.listener = listener or node.config.listeners[0].name
+        self._listener = listener
+
+    @property
+    def listener(self) -> str:
+        """(Read when a broker is named, so a view over a partial node, as tests build, needs
+        no config.)"""
+        return self._listener or self._node.config.listeners[0].name
 
     @property
     def cluster_id(self) -> str:

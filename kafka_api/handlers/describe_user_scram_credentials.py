@@ -31,6 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     asked = list(users) if request.users is None else [u.name for u in request.users]
     repeated = {name for name in asked if asked.count(name) > 1}
     results = []
+    infos: dict[str, int]
     for name in dict.fromkeys(asked):
         if name in repeated:
             error, message, infos = ErrorCode.duplicate_resource, "Cannot describe a user twice", {}

@@ -25,6 +25,7 @@ from raftlog.errors import ErrorCode
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
     from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
+    from raftlog.security.users import UserAdmin
     from raftlog.share.manager import ShareManager
 
 
@@ -34,6 +35,7 @@ class BrokerStub:
     cluster_id: str
     groups: GroupCoordinator
     share: ShareManager
+    users: UserAdmin
     auto_create_topics: bool
     fetch_max_bytes: int
     # Set: no authorizer, as a node without authorizer.class.name (every request allowed).
