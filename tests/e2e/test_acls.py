@@ -23,15 +23,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 from support import groups as G
 from support import wire as W
+from support.authz import join_outcome, produce_error, wait_produce
 from support.cluster import Cluster, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -109,51 +109,8 @@ def wait_described(cluster: Cluster, wanted: set[tuple[Any, ...]], nodes=None, t
     )
 
 
-def produce_error(bootstrap: str, topic: str) -> int | None:
-    """The error of one acks=all produce with confluent-kafka, None if it was written."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 15000}
-    )
-    errors: list[KafkaError | None] = []
-    producer.produce(topic, b"value", on_delivery=lambda err, msg: errors.append(err))
-    producer.flush(30)
-    assert errors, "no delivery report"
-    return None if errors[0] is None else errors[0].code()
-
-
-def wait_produce(bootstrap: str, topic: str, wanted: int | None, timeout: float = 60.0) -> None:
-    wait_for(
-        lambda: produce_error(bootstrap, topic) == wanted,
-        timeout,
-        what=f"a produce to {topic} to be answered {wanted}",
-    )
-
-
-def join_outcome(bootstrap: str, group: str, topic: str, timeout: float = 45.0) -> str | int:
-    """What a confluent-kafka consumer of `group` gets first: "assigned", or an error code."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-        }
-    )
-    consumer.subscribe([topic])
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is not None:
-                code = message.error().code()
-                if code != KafkaError._PARTITION_EOF:
-                    return code
-            if consumer.assignment():
-                return "assigned"
-        return "nothing"
-    finally:
-        consumer.close()
+def plain(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap}
 
 
 def listed_by_admin(bootstrap: str) -> set[str]:
@@ -174,11 +131,11 @@ def listed_by_kcat(bootstrap: str) -> set[str]:
 def test_a_deny_on_write_fails_the_produce_until_it_is_removed(cluster: Cluster) -> None:
     topic = "acl-write"
     cluster.create_topic(topic, partitions=1, replication_factor=3)
-    assert produce_error(cluster.bootstrap, topic) is None
+    assert produce_error(plain(cluster.bootstrap), topic) is None
     out = acl(cluster, "add", "--topic", topic, "--allow-principal", "User:*")
     assert out == f"added ALLOW User:* ALL on TOPIC {topic} (LITERAL) from *\n", out
     acl(cluster, "add", "--topic", topic, "--deny-principal", ANON, "--operation", "Write")
-    wait_produce(cluster.bootstrap, topic, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    wait_produce(plain(cluster.bootstrap), topic, KafkaError.TOPIC_AUTHORIZATION_FAILED)
 
     listing = acl(cluster, "list", "--topic", topic)
     rows = [line.split() for line in listing.splitlines()[1:]]
@@ -191,7 +148,7 @@ def test_a_deny_on_write_fails_the_produce_until_it_is_removed(cluster: Cluster)
         cluster, "remove", "--topic", topic, "--deny-principal", ANON, "--operation", "Write"
     )
     assert removed.startswith(f"removed DENY {ANON} WRITE on TOPIC {topic}"), removed
-    wait_produce(cluster.bootstrap, topic, None)
+    wait_produce(plain(cluster.bootstrap), topic, None)
     acl(cluster, "remove", "--topic", topic)  # every ACL of the topic
     assert acl(cluster, "list", "--topic", topic).splitlines()[1:] == []
     wait_described(cluster, set())
@@ -207,10 +164,13 @@ def test_a_deny_on_read_fails_the_group_join_until_it_is_removed(cluster: Cluste
         (GROUP, group, LITERAL, ANON, "*", READ, DENY),
     }
     wait_described(cluster, wanted)
-    assert join_outcome(cluster.bootstrap, group, topic) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert (
+        join_outcome(plain(cluster.bootstrap), group, topic)
+        == KafkaError.GROUP_AUTHORIZATION_FAILED
+    )
     acl(cluster, "remove", "--group", group, "--deny-principal", ANON, "--operation", "Read")
     wait_described(cluster, {(GROUP, group, LITERAL, "User:*", "*", ALL, ALLOW)})
-    assert join_outcome(cluster.bootstrap, group, topic) == "assigned"
+    assert join_outcome(plain(cluster.bootstrap), group, topic) == "assigned"
     acl(cluster, "remove", "--group", group)
     wait_described(cluster, set())
 
@@ -249,7 +209,7 @@ def test_acls_survive_a_full_restart_and_a_controller_failover(cluster: Cluster)
         (TOPIC, topic, LITERAL, ANON, "*", WRITE, DENY),
     }
     wait_described(cluster, kept)
-    wait_produce(cluster.bootstrap, topic, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    wait_produce(plain(cluster.bootstrap), topic, KafkaError.TOPIC_AUTHORIZATION_FAILED)
 
     cluster.down()
     assert not cluster.live_nodes()
@@ -257,7 +217,7 @@ def test_acls_survive_a_full_restart_and_a_controller_failover(cluster: Cluster)
         cluster.restart(node_id, wait=False)
     cluster.wait_all_ready(timeout=120)
     wait_described(cluster, kept)
-    wait_produce(cluster.bootstrap, topic, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    wait_produce(plain(cluster.bootstrap), topic, KafkaError.TOPIC_AUTHORIZATION_FAILED)
 
     wait_for(lambda: cluster.controller_leader() is not None, 60, what="a controller leader")
     leader = cluster.controller_leader()
@@ -280,4 +240,4 @@ def test_acls_survive_a_full_restart_and_a_controller_failover(cluster: Cluster)
     cluster.restart(leader)
     cluster.wait_all_ready(timeout=120)
     wait_described(cluster, after, nodes=cluster.node_ids)
-    wait_produce(address(cluster, leader), topic, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    wait_produce(plain(address(cluster, leader)), topic, KafkaError.TOPIC_AUTHORIZATION_FAILED)

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
+from support.authz import join_outcome, produce_error, wait_produce
 from support.cluster import Cluster, wait_for
 
 from raftlog_app.dev_certs import Authority, Issued
@@ -59,6 +61,9 @@ def secure(tmp_path_factory: pytest.TempPathFactory, pki: Pki):
             "ssl.key.password": KEY_PASSWORD,
             "ssl.client.auth": "required",
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            # on, but allowing what no ACL covers: the ACL test below denies by principal
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": True,
         },
     )
     try:
@@ -301,6 +306,50 @@ def test_the_key_password_is_not_shown(secure: Cluster) -> None:
     assert configs["ssl.client.auth"].value == "required"
 
 
+def ssl_conf(c: Cluster, pki: Pki) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap(c, "SSL"),
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki.ca.cert),
+        "ssl.certificate.location": str(pki.client.cert),
+        "ssl.key.location": str(pki.client.key),
+    }
+
+
+def test_acls_apply_to_sasl_users_and_certificate_subjects(secure: Cluster, pki: Pki) -> None:
+    """A DENY for the SCRAM user dave stops dave's produce and not alice's; a DENY for the
+    client certificate's subject stops that client's group join; removing them allows both."""
+    data = ("--data", str(secure.data_root))
+    secure.cli("user", "create", "dave", "--password", "dave-pw", *data)
+    topic, group = "guarded", "guarded-group"
+    secure.create_topic(topic, partitions=1, replication_factor=3)
+    plain = ("--bootstrap", bootstrap(secure, "PLAINTEXT"))
+    subject = "User:CN=alice,OU=eng,O=raftlog tests"
+    for resource in (("--topic", topic), ("--group", group)):
+        secure.cli("acl", "add", *resource, "--allow-principal", "User:*", *plain, *data)
+    secure.cli(
+        "acl", "add", "--topic", topic, "--deny-principal", "User:dave",
+        "--operation", "Write", *plain, *data,
+    )  # fmt: skip
+    secure.cli(
+        "acl", "add", "--group", group, "--deny-principal", subject,
+        "--operation", "Read", *plain, *data,
+    )  # fmt: skip
+    dave = sasl_conf(secure, pki, "SCRAM-SHA-512", "dave", "dave-pw")
+    alice = sasl_conf(secure, pki, "SCRAM-SHA-512")
+    wait_produce(dave, topic, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    assert produce_error(alice, topic) is None
+    assert (
+        join_outcome(ssl_conf(secure, pki), group, topic) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    )
+    assert join_outcome(alice, group, topic) == "assigned"
+
+    secure.cli("acl", "remove", "--topic", topic, "--deny-principal", "User:dave", *plain, *data)
+    secure.cli("acl", "remove", "--group", group, "--deny-principal", subject, *plain, *data)
+    wait_produce(dave, topic, None)
+    assert join_outcome(ssl_conf(secure, pki), group, topic) == "assigned"
+
+
 def test_wrong_credentials_are_refused_and_logged(secure: Cluster, pki: Pki) -> None:
     wrong = refused(sasl_conf(secure, pki, "SCRAM-SHA-512", password="not-it"))
     assert any("Authentication failed" in e for e in wrong), wrong
@@ -359,15 +408,8 @@ def test_ssl_listener_takes_only_certificates_of_its_ca(secure: Cluster, pki: Pk
             # TLS 1.3 reports a refused client certificate on the first read
             if not answers_api_versions(sock):
                 raise ConnectionError("closed")
-    conf = {
-        "bootstrap.servers": bootstrap(secure, "SSL"),
-        "security.protocol": "SSL",
-        "ssl.ca.location": str(pki.ca.cert),
-        "ssl.certificate.location": str(pki.client.cert),
-        "ssl.key.location": str(pki.client.key),
-    }
     secure.create_topic("mtls", partitions=1, replication_factor=3)
-    assert len(round_trip(conf, "mtls")) == RECORDS
+    assert len(round_trip(ssl_conf(secure, pki), "mtls")) == RECORDS
     assert_healthy(secure, pki)
 
 
