@@ -344,8 +344,14 @@ def test_acls_apply_to_sasl_users_and_certificate_subjects(secure: Cluster, pki:
     )
     assert join_outcome(alice, group, topic) == "assigned"
 
-    secure.cli("acl", "remove", "--topic", topic, "--deny-principal", "User:dave", *plain, *data)
-    secure.cli("acl", "remove", "--group", group, "--deny-principal", subject, *plain, *data)
+    secure.cli(
+        "acl", "remove", "--topic", topic, "--deny-principal", "User:dave",
+        "--operation", "Write", *plain, *data,
+    )  # fmt: skip
+    secure.cli(
+        "acl", "remove", "--group", group, "--deny-principal", subject,
+        "--operation", "Read", *plain, *data,
+    )  # fmt: skip
     wait_produce(dave, topic, None)
     assert join_outcome(ssl_conf(secure, pki), group, topic) == "assigned"
 
