@@ -11,14 +11,18 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import ModuleType
 
 import uvloop
 from kafka.errors import KafkaError as ClientError
 
 from raftlog import cluster
 from raftlog.config import ConfigError, NodeConfig, parse_address
-from raftlog_app import acl_cli, audit_cli, client_config, groups_cli, logs, share_cli, user_cli
-from raftlog_app.process import NodeProcess, serve_proxy
+from raftlog_app import acl_cli, audit_cli, client_config, groups_cli, logs, user_cli
+
+# The node process and the share CLI are imported where they run: together with the Kafka
+# handlers and kio's schemas they took over a second of every other command's start (and the
+# tests run the CLI hundreds of times).
 
 DEFAULT_DATA = Path("data")
 # How long `topic create` waits for every partition to have a leader, showing progress.
@@ -126,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     share = sub.add_parser("share", help="list and describe share groups (KIP-932)")
     share_sub = share.add_subparsers(metavar="ACTION", required=True)
     slist = share_sub.add_parser("list")
-    slist.set_defaults(run=lambda a: share_cli.share_list(_bootstrap(a)))
+    slist.set_defaults(run=lambda a: _share_cli().share_list(_bootstrap(a)))
     sdesc = share_sub.add_parser(
         "describe", help="members, and per partition: start offset, in flight, acked, lag"
     )
@@ -136,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sdesc.add_argument("--json", action="store_true", help="one JSON document")
     sdesc.set_defaults(
-        run=lambda a: share_cli.share_describe(_bootstrap(a), a.group, a.admin, a.json)
+        run=lambda a: _share_cli().share_describe(_bootstrap(a), a.group, a.admin, a.json)
     )
     acl_actions = acl_cli.add_parsers(sub)
     for p in acl_actions:
@@ -187,6 +191,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _process() -> ModuleType:
+    from raftlog_app import process
+
+    return process
+
+
+def _share_cli() -> ModuleType:
+    from raftlog_app import share_cli
+
+    return share_cli
+
+
 def _dev_certs(args: argparse.Namespace) -> int:
     from raftlog_app.dev_certs import make_dev_certs
 
@@ -211,7 +227,7 @@ def _serve(args: argparse.Namespace) -> int:
     # (bytearray extend, del buffer[:n]), which were a fifth of a busy node's time.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         try:
-            runner.run(NodeProcess(config).run_until_signalled())
+            runner.run(_process().NodeProcess(config).run_until_signalled())
         except OSError as e:  # a port in use, a data directory it may not write
             raise ConfigError(f"node {config.node_id} cannot start: {e}") from None
     return 0
@@ -263,7 +279,7 @@ def _proxy(args: argparse.Namespace) -> int:
     listen = parse_address(args.listen, "--listen")
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         try:
-            runner.run(serve_proxy(bootstrap, listen))
+            runner.run(_process().serve_proxy(bootstrap, listen))
         except OSError as e:  # the port in use
             raise ConfigError(f"the proxy cannot listen on {args.listen}: {e}") from None
     return 0

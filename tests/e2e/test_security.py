@@ -469,3 +469,44 @@ def test_credentials_survive_controller_failover_and_full_restart(
     carol = sasl_conf(secure, pki, "SCRAM-SHA-512", "carol", "carol-pw")
     secure.create_topic(topic + "-carol", partitions=1, replication_factor=3)
     assert len(round_trip(carol, topic + "-carol")) == RECORDS
+
+
+def test_the_peer_mesh_over_mutual_tls(cluster_factory, pki: Pki) -> None:
+    """peer_tls = true on every node: the cluster forms, elects and replicates over TLS; its
+    Raft port speaks TLS and wants a certificate of the cluster's CA."""
+    c = cluster_factory(
+        name="meshtls",
+        broker={
+            "ssl.keystore.location": str(pki.node.bundle),
+            "ssl.truststore.location": str(pki.ca.cert),
+            "ssl.key.password": KEY_PASSWORD,
+        },
+    )
+    for n in c.node_ids:
+        c.terminate(n)
+    for n in c.node_ids:
+        config = c.node(n).config
+        config.write_text("peer_tls = true\n" + config.read_text())
+        c.restart(n, wait=False)
+    c.wait_all_ready()
+    c.create_topic("over-tls", partitions=1, replication_factor=3)
+    conf = {"bootstrap.servers": c.bootstrap}
+    assert len(round_trip(conf, "over-tls")) == RECORDS
+    host, port = c.node(1).raft.rsplit(":", 1)
+    with tls_raw(host, int(port), pki, pki.client) as sock:
+        assert sock.version() is not None  # a handshake with a certificate of the CA
+    with (
+        pytest.raises((ssl.SSLError, ConnectionError)),  # noqa: PT012 - not a timeout
+        tls_raw(host, int(port), pki, None) as sock,
+    ):
+        if not sock.recv(1):  # TLS 1.3 reports the missing certificate on the first read
+            raise ConnectionError("closed")
+
+
+def tls_raw(host: str, port: int, pki: Pki, cert: Issued | None) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=str(pki.ca.cert))
+    if cert is not None:
+        context.load_cert_chain(str(cert.cert), str(cert.key))
+    return context.wrap_socket(
+        socket.create_connection((host, port), timeout=10), server_hostname=host
+    )
