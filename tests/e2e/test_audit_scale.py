@@ -1,10 +1,14 @@
-"""The epoch audit on a generated history of one million events, in local mode, through the
-real commands (`python -m analytics.generate`, `raftlog audit --collected`). The time it took
-is written to the test artifacts (audit-scale.json); speed is not asserted here."""
+"""The epoch audit on a generated history, in local mode, through the real commands
+(`python -m analytics.generate`, `raftlog audit --collected`). The time it took is written to
+the test artifacts (audit-scale.json); speed is not asserted here.
+
+The suite audits 200,000 events (the same code paths: about a minute); `make audit-scale`
+audits a million (about three minutes), as $RAFTLOG_AUDIT_EVENTS says."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,10 +19,10 @@ from support.cluster import raftlog_argv
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-EVENTS = 1_000_000
+EVENTS = int(os.environ.get("RAFTLOG_AUDIT_EVENTS", "200000"))
 
 
-def test_a_million_events_audit_in_local_mode(tmp_path, artifacts_dir):
+def test_a_generated_history_audits_in_local_mode(tmp_path, artifacts_dir):
     collected = tmp_path / "collected"
     made = subprocess.run(
         [

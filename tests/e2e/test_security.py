@@ -132,7 +132,7 @@ def refused(conf: dict[str, Any]) -> list[str]:
     errors: list[str] = []
     admin = AdminClient({**conf, "error_cb": lambda e: errors.append(e.str())})
     with pytest.raises(Exception):  # noqa: B017 - KafkaException for a metadata timeout
-        admin.list_topics(timeout=10)
+        admin.list_topics(timeout=4)
     admin.poll(1)  # serves the error callback
     return errors
 
