@@ -58,7 +58,7 @@ status: venv
 audit: venv
 	$(BIN)/raftlog audit --data $(DATA)
 
-# The epoch audit of a generated million-event history (the suite audits 200,000).
+# The epoch audit of a generated million-event history (a long run: not in make test).
 audit-scale: venv
 	RAFTLOG_AUDIT_EVENTS=1000000 $(BIN)/pytest -q tests/e2e/test_audit_scale.py
 
