@@ -24,6 +24,7 @@ from bench.workloads import (
     QUEUE_STALL_S,
     SCALE_CREATE_TIMEOUT,
     SCALE_FAILOVER_TIMEOUT,
+    SCRAPE_SAMPLES,
 )
 
 if TYPE_CHECKING:
@@ -544,6 +545,7 @@ SCALE_COLUMNS = [
     ("idle_cpu_pct", "idle CPU % core", "idle CPU"),
     ("rss_mb", "RSS MB", "RSS"),
     ("metadata_ms", "metadata ms", "metadata"),
+    ("scrape_ms", "scrape CPU ms", "scrape"),
     ("spread_mb_s", "spread MB/s", "spread"),
     (RATIO, f"spread/{BASELINE_PARTITIONS}-partition", "spread ratio"),
     ("failover_s", "failover s", "failover"),
@@ -681,7 +683,8 @@ def scale_notes(settings: dict, scale: dict) -> list[str]:
         f"over {s['idle_seconds']:g} s, {s['settle_seconds']:g} s after the create, no "
         f"clients; RSS: the largest node after that. metadata: median of "
         f"{METADATA_SAMPLES} AdminClient.list_topics(topic) after one warm-up, librdkafka's "
-        f"decoding included. spread: {s['scale_records']:,} records of {s['record_bytes']} "
+        f"decoding included. scrape CPU: the CPU one GET /metrics costs the busiest node (mean of "
+        f"{SCRAPE_SAMPLES} in a row, its idle CPU taken off). spread: {s['scale_records']:,} records of {s['record_bytes']} "
         f"bytes, acks=all, round-robin over all partitions; ratio to the same produce over "
         f"{BASELINE_PARTITIONS} partitions on the first count's cluster in the same run "
         f"({six} MB/s). failover: kill -9 of the node leading the most partitions, until a "

@@ -164,7 +164,15 @@ def settings_from(args: argparse.Namespace) -> wl.Settings:
 
 def _brief(result: dict) -> str:
     keys = ("mb_s", "records_s", "p50_ms", "p99_ms", "max_ms", "seconds", "lost_records")
-    keys += ("rss_mb", "cpu_pct", "create_s", "idle_cpu_pct", "metadata_ms", "six_mb_s")
+    keys += (
+        "rss_mb",
+        "cpu_pct",
+        "create_s",
+        "idle_cpu_pct",
+        "metadata_ms",
+        "scrape_ms",
+        "six_mb_s",
+    )
     keys += ("spread_mb_s", "failover_s", "first_s", "redelivered")
     return ", ".join(f"{k}={result[k]:.4g}" for k in keys if result.get(k) is not None)
 

@@ -12,6 +12,7 @@ import signal
 import statistics
 import struct
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -63,6 +64,7 @@ PROBE = {
 SCALE_CREATE_TIMEOUT = 300.0
 SCALE_FAILOVER_TIMEOUT = 120.0
 METADATA_SAMPLES = 5
+SCRAPE_SAMPLES = 3  # /metrics scrapes per node for scrape_ms
 BASELINE_PARTITIONS = 6  # what the spread over many partitions is compared with
 # queue: share groups (KIP-932) and the HTTP consume proxy over one pre-produced topic.
 QUEUE_TOPIC = "queue"
@@ -498,6 +500,11 @@ def scale(
         }
         return max(v or 0 for v in per_node.values())
 
+    def scrape_ms() -> float:
+        idle = result["per_node"].get("idle_cpu_pct", {})
+        result["per_node"]["scrape_ms"], result["series"] = _scrape_ms(system, idle)
+        return max(result["per_node"]["scrape_ms"].values())
+
     def over_six() -> float:
         system.create_topic("scale-six", BASELINE_PARTITIONS)
         return produce(system, "scale-six", settings.scale_records, "none", values)["mb_s"]
@@ -514,11 +521,28 @@ def scale(
     measure("idle_cpu_pct", idle_cpu_pct)
     measure("rss_mb", rss)
     measure("metadata_ms", lambda: _metadata_ms(admin, topic))
+    measure("scrape_ms", scrape_ms)
     if baseline:
         measure("six_mb_s", over_six)
     measure("spread_mb_s", spread, needs="create_s")
     measure("failover_s", failover, needs="create_s")
     return result
+
+
+def _scrape_ms(system: Raftlog, idle_pct: dict[str, float]) -> tuple[dict[str, float], int]:
+    """Per node, the CPU milliseconds one GET /metrics costs it (the mean of
+    SCRAPE_SAMPLES scrapes in a row, less its idle CPU meanwhile), and the series the busiest
+    one listed."""
+    pids, cost, series = system.pids(), {}, 0
+    for label, url in system.metrics_urls().items():
+        before, start = cpu_seconds(pids[label]), time.monotonic()
+        for _ in range(SCRAPE_SAMPLES):
+            with urllib.request.urlopen(url, timeout=30) as answer:  # noqa: S310 - loopback
+                listing = answer.read()
+        idle_s = idle_pct.get(label, 0.0) / 100 * (time.monotonic() - start)
+        cost[label] = 1000 * max(0.0, cpu_seconds(pids[label]) - before - idle_s) / SCRAPE_SAMPLES
+        series = max(series, sum(1 for line in listing.splitlines() if not line.startswith(b"#")))
+    return cost, series
 
 
 def _metadata_leaders(
