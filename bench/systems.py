@@ -39,9 +39,10 @@ TLS_SUFFIX = "-tls"
 # second listener: TLS_OFFSET)
 RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET, TLS_OFFSET = 1000, 2000, 3000, 4000
 # Every raftlog node's /metrics is read this often while it is measured, as the Prometheus
-# of deploy/prometheus/prometheus.yml does. At 5 s, a scrape of a node holding 3,000 replicas
-# (34,000 series, 0.5 s of CPU) took a sixth of a core per node, and creating a 3,000-partition
-# topic took 253 s instead of 50 s: the scale workload measures that cost (scrape_ms) instead.
+# of deploy/prometheus/prometheus.yml does. At 5 s, scraping a node holding 3,000 replicas
+# (34,000 series, 0.5 s of CPU each time) took a tenth of a core per node, and creating a
+# 3,000-partition topic took 253 s instead of about 55 s; the scale workload measures a
+# scrape's cost itself (scrape_ms).
 SCRAPE_INTERVAL_S = 15.0
 VENV_BIN = Path(sys.executable).parent
 

@@ -531,8 +531,8 @@ def scale(
 
 def _scrape_ms(system: Raftlog, idle_pct: dict[str, float]) -> tuple[dict[str, float], int]:
     """Per node, the CPU milliseconds one GET /metrics costs it (the mean of
-    SCRAPE_SAMPLES scrapes in a row, less its idle CPU meanwhile), and the series the busiest
-    one listed."""
+    SCRAPE_SAMPLES scrapes in a row, less its idle CPU meanwhile), and the most series a node
+    listed."""
     pids, cost, series = system.pids(), {}, 0
     for label, url in system.metrics_urls().items():
         before, start = cpu_seconds(pids[label]), time.monotonic()
