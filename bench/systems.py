@@ -156,18 +156,34 @@ class Scraper:
     def __init__(self, admins: list[str]) -> None:
         self.scrapes = self.failures = 0
         self._stop = threading.Event()
+        self._paused = threading.Event()
+        self._round = threading.Lock()  # held while a round of scrapes is under way
         self._thread = threading.Thread(target=self._run, args=(admins,), daemon=True)
         self._thread.start()
 
     def _run(self, admins: list[str]) -> None:
         while not self._stop.wait(SCRAPE_INTERVAL_S):
-            for admin in admins:
-                try:
-                    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=2) as r:  # noqa: S310
-                        r.read()
-                    self.scrapes += 1
-                except OSError:
-                    self.failures += 1  # a node being restarted by the workload
+            with self._round:
+                if self._paused.is_set():
+                    continue
+                for admin in admins:
+                    try:
+                        with urllib.request.urlopen(f"http://{admin}/metrics", timeout=2) as r:  # noqa: S310
+                            r.read()
+                        self.scrapes += 1
+                    except OSError:
+                        self.failures += 1  # a node being restarted by the workload
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No scrapes until the block ends; one under way finishes first."""
+        self._paused.set()
+        with self._round:
+            pass
+        try:
+            yield
+        finally:
+            self._paused.clear()
 
     def stop(self) -> None:
         self._stop.set()
@@ -226,6 +242,15 @@ class Raftlog(System):
 
     def pids(self) -> dict[str, int]:
         return {f"node-{i}": int(n["pid"]) for i, n in sorted(self.node_info.items())}
+
+    @contextlib.contextmanager
+    def scraper_paused(self) -> Iterator[None]:
+        """No scrapes by the bench's scraper meanwhile."""
+        if self.scraper is None:
+            yield
+            return
+        with self.scraper.paused():
+            yield
 
     def metrics_urls(self) -> dict[str, str]:
         """Each node's /metrics, labelled as in pids()."""

@@ -24,6 +24,7 @@ from raftlog.groups.results import CommitOffset
 from raftlog.metrics import (
     ERROR_CODES_PER_API,
     GROUP_LAG_SERIES,
+    SCRAPE_REUSE_FACTOR,
     ApiStats,
     Histogram,
     KafkaMetrics,
@@ -228,8 +229,39 @@ async def test_scrapes_that_come_while_one_is_formatted_share_its_listing(
     reads: list[int] = []
     read = NodeCollector.read
     monkeypatch.setattr(NodeCollector, "read", lambda self: reads.append(1) or read(self))
-    metrics = NodeMetrics(ReplicaNode(replicas, IDS[0]), KafkaMetrics())  # type: ignore[arg-type]
+    node = ReplicaNode(replicas, IDS[0])
+    # A clock that stands still: each listing took no time, so none is given again later.
+    metrics = NodeMetrics(node, KafkaMetrics(), monotonic=lambda: 0.0)  # type: ignore[arg-type]
     first, second = await asyncio.gather(metrics.exposition(""), metrics.exposition(""))
     assert first == second and len(reads) == 1
     await metrics.exposition("")
     assert len(reads) == 2
+
+
+async def test_a_scrape_soon_after_the_last_gets_its_listing(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However often /metrics is asked for, making listings takes at most a tenth of the
+    node's time: a scrape within SCRAPE_REUSE_FACTOR times the last one's duration after it
+    gets that listing again."""
+    now = [100.0]
+    reads: list[int] = []
+    read = NodeCollector.read
+
+    def slow_read(self: NodeCollector) -> None:
+        reads.append(1)
+        now[0] += 0.5  # this listing takes half a second to make
+        read(self)
+
+    monkeypatch.setattr(NodeCollector, "read", slow_read)
+    node = ReplicaNode(replicas, IDS[0])
+    metrics = NodeMetrics(node, KafkaMetrics(), monotonic=lambda: now[0])  # type: ignore[arg-type]
+    first, _ = await metrics.exposition("")
+    now[0] += SCRAPE_REUSE_FACTOR * 0.5 - 0.1
+    again, _ = await metrics.exposition("")
+    assert again == first and len(reads) == 1
+    _, content_type = await metrics.exposition("application/openmetrics-text")
+    assert content_type.startswith("application/openmetrics-text") and len(reads) == 2
+    now[0] += 0.2
+    await metrics.exposition("")
+    assert len(reads) == 3
