@@ -153,22 +153,22 @@ class Scraper:
     """Reads every node's /metrics each SCRAPE_INTERVAL_S on a thread of its own, so what is
     measured includes the cost of being monitored."""
 
-    def __init__(self, admins: list[str]) -> None:
+    def __init__(self, urls: list[str]) -> None:
         self.scrapes = self.failures = 0
         self._stop = threading.Event()
         self._paused = threading.Event()
         self._round = threading.Lock()  # held while a round of scrapes is under way
-        self._thread = threading.Thread(target=self._run, args=(admins,), daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(urls,), daemon=True)
         self._thread.start()
 
-    def _run(self, admins: list[str]) -> None:
+    def _run(self, urls: list[str]) -> None:
         while not self._stop.wait(SCRAPE_INTERVAL_S):
             with self._round:
                 if self._paused.is_set():
                     continue
-                for admin in admins:
+                for url in urls:
                     try:
-                        with urllib.request.urlopen(f"http://{admin}/metrics", timeout=2) as r:  # noqa: S310
+                        with urllib.request.urlopen(url, timeout=2) as r:  # noqa: S310 - loopback
                             r.read()
                         self.scrapes += 1
                     except OSError:
@@ -235,7 +235,7 @@ class Raftlog(System):
         self.node_info = {int(n["node_id"]): n for n in state["nodes"]}
         if tls:
             self.bootstrap = ",".join(n["listeners"]["SSL"] for n in state["nodes"])
-        self.scraper = Scraper([n["admin"] for n in state["nodes"]])
+        self.scraper = Scraper(list(self.metrics_urls().values()))
 
     def _cli(self, *args: str) -> list[str]:
         return [str(VENV_BIN / "raftlog"), *args, "--data", str(self.workdir)]
@@ -243,14 +243,9 @@ class Raftlog(System):
     def pids(self) -> dict[str, int]:
         return {f"node-{i}": int(n["pid"]) for i, n in sorted(self.node_info.items())}
 
-    @contextlib.contextmanager
-    def scraper_paused(self) -> Iterator[None]:
+    def scraper_paused(self) -> contextlib.AbstractContextManager[None]:
         """No scrapes by the bench's scraper meanwhile."""
-        if self.scraper is None:
-            yield
-            return
-        with self.scraper.paused():
-            yield
+        return self.scraper.paused() if self.scraper else contextlib.nullcontext()
 
     def metrics_urls(self) -> dict[str, str]:
         """Each node's /metrics, labelled as in pids()."""
