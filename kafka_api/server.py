@@ -1,9 +1,12 @@
 """The asyncio Kafka listener: framing, per-connection ordering, limits.
 
 Each connection is a BufferedProtocol, so the socket is read straight into a buffer we own and
-reuse. It grows only as a frame's bytes arrive (doubling, never past the frame's size), so a
-size prefix alone reserves nothing; it is kept for reuse up to MAX_READ_BUFFER_BYTES and
-dropped back to READ_BUFFER_BYTES after a larger frame. Frames are decoded in place from
+reuse, made when the connection is (after its TLS handshake). It grows only as a frame's bytes
+arrive (doubling, never past the frame's size), so a size prefix alone reserves nothing, and
+only while the node's request memory has room (kafka_api/request_memory.py: what it grew counts
+there until it is dropped); it is kept for reuse up to MAX_READ_BUFFER_BYTES and dropped back
+to READ_BUFFER_BYTES after a larger frame. Before a SASL connection has authenticated, no frame
+may be larger than sasl.server.max.receive.size (Kafka's bound, 512 KiB). Frames are decoded in place from
 read-only views: kio copies what it keeps,
 so a request's bytes are copied once, into the decoded request. Requests start in arrival order
 (a task each, and the loop runs new tasks FIFO, so Produce proposals keep the connection's
@@ -32,6 +35,7 @@ from kafka_api.handlers import (
     sasl_authenticate,
     sasl_handshake,
 )
+from kafka_api.request_memory import Refused, RequestMemory
 from raftlog.broker import Broker
 from raftlog.metrics import ApiStats, KafkaMetrics
 from raftlog.security.principal import ANONYMOUS
@@ -41,15 +45,15 @@ from raftlog.security.tls import certificate_principal
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-READ_BUFFER_BYTES = 256 * 1024
-MAX_READ_BUFFER_BYTES = 16 * 1024 * 1024
+# Each connection's base buffer: small, since a thousand idle clients hold a thousand of them.
+READ_BUFFER_BYTES = 16 * 1024
+MAX_READ_BUFFER_BYTES = 4 * 1024 * 1024
 WRITE_SLICE_BYTES = 256 * 1024
 # Stop reading from a client whose unfinished requests hold this much (or are this many)...
 MAX_PENDING_REQUESTS = 512
 MAX_PENDING_BYTES = 64 * 1024 * 1024
-# ...and stop reading from every client while all of them together hold this much (Kafka's
-# queued.max.request.bytes idea): a thousand connections at their own bound would be 64 GB.
-MAX_QUEUED_BYTES = 256 * 1024 * 1024
+# Kafka's sasl.server.max.receive.size: the largest frame before SASL authentication.
+SASL_MAX_RECEIVE_BYTES = 512 * 1024
 # ...and give up on cancelled handlers that do not finish within this at server close.
 CLOSE_GRACE_SECONDS = 5.0
 # A TLS client that has not finished its handshake by then is dropped.
@@ -72,23 +76,26 @@ class KafkaServer:
         *,
         max_request_bytes: int = 100 * 1024 * 1024,
         max_idle_seconds: float = 600.0,
-        max_queued_bytes: int = MAX_QUEUED_BYTES,
+        memory: RequestMemory | None = None,
         clock: Callable[[], float] = time.monotonic,
         tls: ssl.SSLContext | None = None,
         sasl_mechanisms: tuple[str, ...] | None = None,
+        sasl_max_receive_bytes: int = SASL_MAX_RECEIVE_BYTES,
         metrics: KafkaMetrics | None = None,
     ) -> None:
         """`tls`: serve TLS (SSL, SASL_SSL listeners); `sasl_mechanisms`: require SASL
-        authentication with one of them (SASL_PLAINTEXT, SASL_SSL)."""
+        authentication with one of them (SASL_PLAINTEXT, SASL_SSL); `memory`: the node's
+        request memory, shared by its listeners (a budget of this listener's own if None)."""
         self.broker = broker
         self.host = host
         self.tls = tls
         self.sasl_mechanisms = sasl_mechanisms
+        self.sasl_max_receive_bytes = sasl_max_receive_bytes
         self.auth_failures = _FailureLog(clock)
         self.max_request_bytes = max_request_bytes
         self.max_idle_seconds = max_idle_seconds
-        self.max_queued_bytes = max_queued_bytes
-        self.queued_bytes = 0  # request bytes held by every connection's unfinished requests
+        self.memory = memory or RequestMemory()
+        self.memory.watch(self._memory_changed)
         self.clock = clock
         self.metrics = metrics or KafkaMetrics()  # served by the node's /metrics
         self._requested_port = port
@@ -117,12 +124,9 @@ class KafkaServer:
             if idle > self.max_idle_seconds:
                 conn.drop(f"idle for {idle:.0f}s (connections.max.idle.ms)")
 
-    def _hold(self, size: int) -> None:
-        was_full = self.queued_bytes >= self.max_queued_bytes
-        self.queued_bytes += size
-        if was_full != (self.queued_bytes >= self.max_queued_bytes):
-            for conn in list(self._connections):
-                conn.update_reading()
+    def _memory_changed(self) -> None:
+        for conn in list(self._connections):
+            conn.update_reading()
 
     def _schedule_sweep(self) -> None:
         def sweep() -> None:
@@ -161,7 +165,12 @@ class _Connection(asyncio.BufferedProtocol):
         self._host = ""
         self._start = 0  # first unconsumed byte in the read buffer
         self._end = 0  # end of received data in the read buffer
-        self._use_buffer(bytearray(READ_BUFFER_BYTES))
+        self._use_buffer(bytearray())  # made at connection_made: a TLS handshake holds none
+        # Bytes the buffer grew beyond READ_BUFFER_BYTES, counted in the node's request memory
+        # (as an unauthenticated connection's, or not).
+        self._grown = 0
+        self._grown_unauthenticated = False
+        self._waiting_memory = False
         # Requests to answer, in order, with their frame sizes; a task leaves when written.
         self._pending: collections.deque[tuple[asyncio.Task[Any], int]] = collections.deque()
         self._tasks: set[asyncio.Task[Any]] = set()  # every running handler
@@ -192,6 +201,7 @@ class _Connection(asyncio.BufferedProtocol):
             # SSL listener: a verified client certificate names the principal (Kafka's
             # default); without one (ssl.client.auth none/requested) it is ANONYMOUS.
             self._principal = certificate_principal(tls.getpeercert(binary_form=True)) or ANONYMOUS
+        self._use_buffer(bytearray(READ_BUFFER_BYTES))
         self._server._connections.add(self)
         self._server.metrics.connections_opened += 1
         self.update_reading()  # a node at its request budget reads no new client either
@@ -199,6 +209,8 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._held(-self._held_bytes)
+        self._server.memory.stop_waiting(self)
+        self._give_back_growth()
         self._lost = True
         self._unsent.clear()
         for task in self._tasks:
@@ -208,9 +220,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._end == len(self._view):
-            self._compact()
-            if self._end == len(self._view):
-                self._grow()
+            self._make_room()  # (_process did, unless the transport reads on regardless)
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -249,15 +259,53 @@ class _Connection(asyncio.BufferedProtocol):
         self._view[:length] = self._view[self._start : self._end]
         self._start, self._end = 0, length
 
-    def _grow(self) -> None:
-        """The buffer is full of one unfinished frame (_process checked its size): doubles it,
-        up to the frame's size, as its bytes come in."""
+    def _make_room(self) -> None:
+        """A full buffer is compacted, and if it holds one unfinished frame (_process checked
+        its size), doubled up to the frame's size while the node's request memory has room;
+        without room the connection stops reading until memory is given back, or is closed
+        when waiting would not get it any (kafka_api/request_memory.py)."""
+        if self._closing or self._end < len(self._view):
+            return
+        self._compact()
+        if self._end < len(self._view):
+            return
         (size,) = _SIZE.unpack_from(self._view, 0)
         doubled = 2 * len(self._view)
         # (complete frames may be waiting here while reading is paused: no cap then)
-        buffer = bytearray(doubled if 4 + size <= self._end else min(doubled, 4 + size))
+        length = doubled if 4 + size <= self._end else min(doubled, 4 + size)
+        authenticated = self._authenticated()
+        if self._grown and self._grown_unauthenticated == authenticated:
+            self._give_back_growth()  # (it authenticated meanwhile: counted anew below)
+        memory = self._server.memory
+        try:
+            granted = memory.grow(
+                length - READ_BUFFER_BYTES - self._grown, authenticated=authenticated
+            )
+        except Refused as exc:
+            self.drop(str(exc))
+            return
+        if not granted:
+            self._waiting_memory = True
+            memory.wait(self, self._memory_given_back)
+            self.update_reading()
+            return
+        self._grown = length - READ_BUFFER_BYTES
+        self._grown_unauthenticated = not authenticated
+        buffer = bytearray(length)
         buffer[: self._end] = self._view[: self._end]
         self._use_buffer(buffer)
+
+    def _memory_given_back(self) -> None:
+        self._waiting_memory = False
+        self.update_reading()
+
+    def _give_back_growth(self) -> None:
+        if self._grown:
+            self._server.memory.shrink(self._grown, authenticated=not self._grown_unauthenticated)
+            self._grown = 0
+
+    def _authenticated(self) -> bool:
+        return self._sasl is None or self._sasl.stage is Stage.DONE
 
     def _process(self) -> None:
         """Handles every complete frame in the read buffer, unless paused or closing."""
@@ -269,6 +317,12 @@ class _Connection(asyncio.BufferedProtocol):
             if size < 0 or size > self._server.max_request_bytes:
                 self.drop(f"frame size {size} outside 0..{self._server.max_request_bytes}")
                 return
+            if size > self._server.sasl_max_receive_bytes and not self._authenticated():
+                self.drop(
+                    f"frame size {size} before SASL authentication is larger than "
+                    f"sasl.server.max.receive.size ({self._server.sasl_max_receive_bytes})"
+                )
+                return
             if available - 4 >= size:
                 begin = self._start + 4
                 self._start = begin + size
@@ -277,8 +331,14 @@ class _Connection(asyncio.BufferedProtocol):
             break
         if self._start == self._end:
             self._start = self._end = 0
-            if len(self._view) > MAX_READ_BUFFER_BYTES:
+            memory = self._server.memory
+            if len(self._view) > MAX_READ_BUFFER_BYTES or (
+                self._grown and memory.buffered > memory.limit // 2
+            ):
                 self._use_buffer(bytearray(READ_BUFFER_BYTES))
+                self._give_back_growth()
+        elif not self._reading_paused:
+            self._make_room()
 
     def _handle_frame(self, frame: memoryview) -> None:
         """Decodes one request and starts its handler; the frame's memory is reused after."""
@@ -380,7 +440,7 @@ class _Connection(asyncio.BufferedProtocol):
         if self._lost:
             return
         self._held_bytes += delta
-        self._server._hold(delta)
+        self._server.memory.hold(delta)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
@@ -453,7 +513,8 @@ class _Connection(asyncio.BufferedProtocol):
             or len(self._tasks) >= MAX_PENDING_REQUESTS
             or len(self._pending) >= MAX_PENDING_REQUESTS
             or self._held_bytes >= MAX_PENDING_BYTES
-            or self._server.queued_bytes >= self._server.max_queued_bytes
+            or self._waiting_memory
+            or self._server.memory.full
         )
         if pause and not self._reading_paused:
             self._reading_paused = True

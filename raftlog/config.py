@@ -60,6 +60,10 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # Partition replicas one node may hold; -1: what its file descriptors allow (limits.py).
     "max.partition.replicas.per.node": -1,
     "connections.max.idle.ms": 600000,
+    # What every listener of a node holds of requests, complete and half-read (Kafka's name;
+    # Kafka's default is unbounded), and the largest frame before SASL authentication.
+    "queued.max.request.bytes": 268435456,
+    "sasl.server.max.receive.size": 524288,
     # Listeners (raftlog/security/listeners.py). Empty: kafka_listen is one PLAINTEXT listener.
     "listeners": "",
     "advertised.listeners": "",
@@ -79,6 +83,10 @@ BROKER_DEFAULTS: dict[str, Any] = {
 }
 # Shown by DescribeConfigs as null and sensitive, as Kafka shows passwords.
 SENSITIVE = frozenset({"ssl.key.password"})
+# Byte bounds the Kafka listener enforces, which 0 or less would make refuse everything.
+BROKER_POSITIVE = frozenset(
+    {"socket.request.max.bytes", "queued.max.request.bytes", "sasl.server.max.receive.size"}
+)
 # String settings that take one of a few values.
 BROKER_CHOICES = {"log.format": ("text", "json")}
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).
@@ -136,6 +144,8 @@ def _check_broker(broker: dict[str, Any]) -> None:
                 raise ConfigError(f"[broker] {name}: expected {choices}, got {value!r}")
         else:
             _whole(value, f"[broker] {name}")
+            if name in BROKER_POSITIVE and value < 1:
+                raise ConfigError(f"[broker] {name}: expected a positive number, got {value}")
 
 
 def _peers(

@@ -10,6 +10,7 @@ import ssl
 
 from consume_proxy.http import ProxyServer
 from consume_proxy.service import ConsumeProxy
+from kafka_api.request_memory import RequestMemory
 from kafka_api.server import KafkaServer
 from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
@@ -33,6 +34,7 @@ class NodeProcess:
         cfg = self.config
         await self.node.start()
         kafka_metrics = KafkaMetrics()  # every listener's, served by the node's /metrics
+        memory = RequestMemory(int(cfg.broker_setting("queued.max.request.bytes")))
         for listener in cfg.listeners:
             server = KafkaServer(
                 BrokerFacade(self.node, listener.name),
@@ -40,6 +42,8 @@ class NodeProcess:
                 listener.port,
                 max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
                 max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
+                memory=memory,
+                sasl_max_receive_bytes=int(cfg.broker_setting("sasl.server.max.receive.size")),
                 tls=_listener_tls(cfg, listener),
                 sasl_mechanisms=cfg.sasl_mechanisms if listener.sasl else None,
                 metrics=kafka_metrics,

@@ -18,6 +18,7 @@ from support.aio import until
 from kafka_api import server as server_module
 from kafka_api.codec import build, response_module
 from kafka_api.handlers import HANDLERS, supported_versions
+from kafka_api.request_memory import RequestMemory
 from kafka_api.server import KafkaServer
 from raftlog.errors import ErrorCode
 
@@ -410,15 +411,15 @@ async def test_every_connection_waits_while_the_node_holds_its_request_budget(mo
         )
 
     monkeypatch.setitem(HANDLERS, METADATA, fake_handler(METADATA, handle))
-    server = KafkaServer(None, "127.0.0.1", 0, max_queued_bytes=64 * 1024)
+    server = KafkaServer(None, "127.0.0.1", 0, memory=RequestMemory(64 * 1024))
     await server.start()
     try:
         big = frame(METADATA, 1, 1, metadata_request(*(f"t{i:05d}" for i in range(9000))))
         assert len(big) > 64 * 1024
         heavy_reader, heavy = await connect(server)
         heavy.write(big)
-        await until(lambda: server.queued_bytes, "the request to be queued")
-        assert server.queued_bytes == len(big) - 4
+        await until(lambda: server.memory.queued, "the request to be queued")
+        assert server.memory.queued == len(big) - 4
         other_reader, other = await connect(server)
         await _connections(server, 2)
         assert all(c._reading_paused for c in server._connections)
@@ -426,15 +427,15 @@ async def test_every_connection_waits_while_the_node_holds_its_request_budget(mo
         release.set()
         assert (await read_response(heavy_reader, METADATA, 1))[0] == 1
         assert (await read_response(other_reader, API_VERSIONS, 0))[0] == 2
-        assert server.queued_bytes == 0
+        assert server.memory.queued == 0
         # A client that leaves while the node is over its budget gives its share back.
         release.clear()
         heavy.write(big)
-        await until(lambda: server.queued_bytes, "the request to be queued")
+        await until(lambda: server.memory.queued, "the request to be queued")
         heavy.close()
         release.set()
-        await until(lambda: not server.queued_bytes, "the queued bytes to be given back")
-        assert server.queued_bytes == 0
+        await until(lambda: not server.memory.queued, "the queued bytes to be given back")
+        assert server.memory.queued == 0
         other.write(frame(API_VERSIONS, 0, 3))
         assert (await read_response(other_reader, API_VERSIONS, 0))[0] == 3
         other.close()
@@ -550,6 +551,108 @@ async def test_sasl_apis_on_a_plaintext_listener_say_illegal_state(kafka):
     _, shook = await read_response(reader, SASL_HANDSHAKE, 1)
     assert shook.error_code == ErrorCode.illegal_sasl_state
     writer.close()
+
+
+async def test_before_authentication_a_frame_over_sasl_server_max_receive_size_closes(
+    sasl_kafka, caplog
+):
+    """A SASL listener read frames of up to 100 MB from anyone: 29 strangers sending a 100 MB
+    size and 95 MB of zeros took a node to 3 GB. Before authentication Kafka's 512 KiB bound
+    applies, and the connection closes at the size, with one line."""
+    caplog.set_level(logging.WARNING)
+    limit = server_module.SASL_MAX_RECEIVE_BYTES
+    reader, writer = await connect(sasl_kafka)
+    writer.write((limit + 1).to_bytes(4, "big") + b"\0" * 1000)
+    assert await is_closed(reader)
+    assert "larger than sasl.server.max.receive.size (524288)" in caplog.text
+    assert sasl_kafka.memory.buffered == 0
+    # At the bound itself the frame is read (and, being no request, closes the connection).
+    reader, writer = await connect(sasl_kafka)
+    writer.write(frame(API_VERSIONS, 0, 7, body=b"\0" * (limit - 100)))
+    writer.write(frame(API_VERSIONS, 0, 8))
+    await is_closed(reader)
+    # After login the listener's own bound applies.
+    reader, writer, answer = await _login(sasl_kafka, b"\0alice\0pw")
+    assert answer.error_code == ErrorCode.none
+    writer.write(frame(API_VERSIONS, 0, 9, body=b"\0" * (2 * limit)))
+    assert (await read_response(reader, API_VERSIONS, 0))[0] == 9
+    writer.close()
+    await assert_sasl_serving(sasl_kafka)
+
+
+async def test_strangers_hold_at_most_a_quarter_of_the_request_memory(monkeypatch):
+    """Half-read frames were not counted anywhere; now the buffers they grow are, and
+    connections that have not authenticated share a quarter of the budget: past it, the one
+    asking for more is closed and everyone else is still served."""
+    broker = types.SimpleNamespace(users=_Users())
+    server = KafkaServer(
+        broker,
+        "127.0.0.1",
+        0,
+        sasl_mechanisms=("PLAIN",),
+        memory=RequestMemory(4 * 1024 * 1024),
+    )
+    await server.start()
+    try:
+        strangers = []
+        for _ in range(6):  # 6 x ~384 KiB of half frames: over the 1 MiB quarter
+            reader, writer = await connect(server)
+            writer.write((500 * 1024).to_bytes(4, "big") + b"\0" * (380 * 1024))
+            strangers.append(reader)
+            await asyncio.sleep(0.05)
+        closed = [await _closed_within(reader, 0.5) for reader in strangers]
+        assert any(closed) and not all(closed)
+        assert server.memory.unauthenticated <= 1024 * 1024 + 512 * 1024
+        await assert_sasl_serving(server)
+        reader, writer, answer = await _login(server, b"\0alice\0pw")
+        assert answer.error_code == ErrorCode.none
+        writer.write(frame(API_VERSIONS, 0, 4, body=b"\0" * (2 * 1024 * 1024)))
+        assert (await read_response(reader, API_VERSIONS, 0))[0] == 4
+        writer.close()
+    finally:
+        await server.close()
+    await until(lambda: server.memory.buffered == 0, "the buffers to be given back")
+    assert server.memory.unauthenticated == 0
+
+
+async def _closed_within(reader, seconds):
+    try:
+        return await is_closed(reader, seconds)
+    except TimeoutError:
+        return False
+
+
+async def test_half_read_frames_count_against_the_node_budget(kafka):
+    """A frame still arriving holds its buffer's growth in the node's request memory, given back
+    when the frame is done or its client leaves."""
+    reader, writer = await connect(kafka)
+    padded = frame(API_VERSIONS, 0, 3, body=b"\0" * (3 * 1024 * 1024))
+    writer.write(padded[: 2 * 1024 * 1024])
+    await _received(kafka, 2 * 1024 * 1024)
+    assert kafka.memory.buffered >= 2 * 1024 * 1024 - server_module.READ_BUFFER_BYTES
+    writer.write(padded[2 * 1024 * 1024 :])
+    assert (await read_response(reader, API_VERSIONS, 0))[0] == 3
+    writer.write(padded[: 1024 * 1024])
+    await _received(kafka, 1024 * 1024)
+    writer.close()
+    await until(lambda: not kafka._connections, "the connection to close")
+    assert kafka.memory.buffered == 0
+
+
+async def test_half_read_frames_cannot_take_the_whole_budget(kafka):
+    """When half-read frames alone fill the node's request memory, waiting would free nothing:
+    the frame that asks for more is refused (its connection closed) and small requests on
+    other connections are still served."""
+    kafka.memory.limit = 2 * 1024 * 1024
+    first_reader, first = await connect(kafka)
+    first.write((3 * 1024 * 1024).to_bytes(4, "big") + b"\0" * (2 * 1024 * 1024 + 10))
+    second_reader, second = await connect(kafka)
+    await until(lambda: kafka.memory.buffered >= 2 * 1024 * 1024, "the first frame to grow")
+    second.write((3 * 1024 * 1024).to_bytes(4, "big") + b"\0" * (100 * 1024))
+    assert await is_closed(second_reader)
+    await assert_serving(kafka)
+    first.close()
+    second.close()
 
 
 def test_failed_logins_are_logged_at_most_once_per_host_per_interval(caplog):
