@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 # Raft commit latency of produce entries: about a millisecond on loopback, tens under load.
 COMMIT_BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
+# Event-loop stalls (raftlog/loop_stall.py): under 50 ms is scheduling noise; an election
+# timeout is 1-2 s.
+STALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Error codes counted apart per API; any further code of that API counts as OTHER.
 ERROR_CODES_PER_API = 8
 # Consumer group lag series per partition (group, topic, partition) a node exports; past it a
@@ -49,7 +52,8 @@ SHARE_STATES = tuple(s.name for s in RecordState)
 
 # The cardinality budget (docs/metrics.md): series of one node's /metrics.
 PROCESS_SERIES = 6  # prometheus_client's ProcessCollector on Linux
-NODE_SERIES = 2 + 4 + len(COMMIT_BUCKETS) + 3  # replicas, leaders; Raft counters, histogram
+# replicas, leaders; Raft counters, histogram; loop stalls: histogram, longest
+NODE_SERIES = 2 + 4 + len(COMMIT_BUCKETS) + 3 + len(STALL_BUCKETS) + 3 + 1
 KAFKA_SERIES = 3  # connections open and total, authentication failures
 SERIES_PER_API = 1 + len(REQUEST_BUCKETS) + 3 + ERROR_CODES_PER_API + 1
 SERIES_PER_REPLICA = 11  # every hosted replica: offsets, size, epoch, roles, bytes and records
@@ -323,6 +327,7 @@ class NodeCollector:
             *self._kafka.read(),
             *self._replicas(),
             *self._raft(),
+            *self._loop(),
             *self._groups(),
             *self._share(),
         ]
@@ -461,6 +466,22 @@ class NodeCollector:
                 "raftlog_raft_commit_latency_seconds",
                 "Time from proposing a produce entry to its Raft commit, on the leader.",
             ).add([], raft.commit_latency.read()),
+        ]
+
+    def _loop(self) -> list[Family]:
+        stalls = self._node.loop_stalls
+        return [
+            Family(
+                HISTOGRAM,
+                "raftlog_event_loop_stall_seconds",
+                "How much later than asked a 100 ms timer ran on the node's event loop, for "
+                "stalls of 50 ms or more: the loop was held that long.",
+            ).add([], stalls.stalls.read()),
+            Family(
+                GAUGE,
+                "raftlog_event_loop_stall_longest_seconds",
+                "The longest event-loop stall since the node started.",
+            ).add([], stalls.longest),
         ]
 
     def _groups(self) -> list[Family]:

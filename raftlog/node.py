@@ -13,6 +13,7 @@ from pathlib import Path
 
 from epoch.history import HistoryJournal
 from raftlog import group_config, limits, topic_config
+from raftlog.clock import LOOP_CLOCK
 from raftlog.config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable
 from raftlog.errors import ErrorCode
@@ -20,6 +21,7 @@ from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.heap import HeapFreezer
 from raftlog.leadership import LeadershipDirectory
+from raftlog.loop_stall import LoopStallMonitor
 from raftlog.offsets_partition import OffsetsPartition
 from raftlog.partition import NodeContext, Partition
 from raftlog.raft.group import RaftTimings
@@ -35,7 +37,6 @@ GOSSIP_INTERVAL = 1.0
 # Replicas opened in one event-loop turn (a few ms each): a thousand-partition topic opened in
 # one turn stalled the loop for 5 s, and the elections of every group with it (issue 12).
 OPEN_PER_TURN = 16
-STALL_WARNING = 0.3
 
 
 class Node:
@@ -53,6 +54,7 @@ class Node:
         self._reconcile_pending = False
         self._changed = asyncio.Event()
         self._coordinating: set[int] = set()  # __consumer_offsets partitions attached to groups
+        self.loop_stalls = LoopStallMonitor(LOOP_CLOCK)
         # Judges requests by the controller's ACLs; None without authorizer.class.name. Made
         # here so a bad setting stops the node before it starts anything.
         self.authorizer = authorizer_for(config.broker_setting, lambda: self.controller.state.acls)
@@ -105,13 +107,13 @@ class Node:
             self.timings,
             self._controller_changed,
         )
+        self.loop_stalls.start()
         self._reconcile()
         self._tasks = [
             asyncio.create_task(self._register()),
             asyncio.create_task(self._gossip()),
             asyncio.create_task(self._retention()),
             asyncio.create_task(self._compaction()),
-            asyncio.create_task(self._lag_monitor()),
         ]
 
     def _share_incarnation(self, group_id: str) -> int:
@@ -127,6 +129,7 @@ class Node:
         return ErrorCode.none
 
     async def stop(self) -> None:
+        self.loop_stalls.stop()
         for task in self._tasks:
             task.cancel()
         self.groups.close()
@@ -378,19 +381,6 @@ class Node:
                     await partition.compact()
                 except Exception:
                     log.exception("compaction of %s-%d failed", partition.topic, partition.index)
-
-    async def _lag_monitor(self) -> None:
-        """Warns when the event loop stalls: everything here shares it, and a stall near the
-        election timeout costs leaderships."""
-        loop = asyncio.get_running_loop()
-        last_warning = 0.0
-        while True:
-            start = loop.time()
-            await asyncio.sleep(0.1)
-            lag = loop.time() - start - 0.1
-            if lag > STALL_WARNING and loop.time() - last_warning > 10:
-                last_warning = loop.time()
-                log.warning("event loop stalled for %.2fs", lag)
 
     async def wait_changed(self, timeout: float) -> None:
         self._changed.clear()

@@ -63,11 +63,16 @@ class ManualClock:
         loop runs what it set off before the next one, as a real loop would."""
         await self._advance_to(self._now + seconds)
 
+    def hold(self, seconds: float) -> None:
+        """The loop is held for `seconds` (a callback that ran that long): time moves on and
+        no timer fires until the next advance, which fires those due late, at once."""
+        self._now += seconds
+
     async def _advance_to(self, until: float) -> None:
         await settle()
         while (due := self.next_due()) is not None and due <= until:
             _, _, timer = heapq.heappop(self._timers)
-            self._now = due
+            self._now = max(self._now, due)
             timer.callback(*timer.args)
             await settle()
         self._now = until

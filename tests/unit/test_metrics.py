@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.clock import ManualClock
 from support.raftnet import Clock
 from support.replicas import IDS, Replicas
 from support.wire import make_batch
@@ -21,6 +22,7 @@ from raftlog import group_config
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset
+from raftlog.loop_stall import LoopStallMonitor
 from raftlog.metrics import (
     ERROR_CODES_PER_API,
     GROUP_LAG_SERIES,
@@ -153,6 +155,7 @@ class ReplicaNode:
         self.ctx = replicas.contexts[node_id]
         self.groups = GroupCoordinator(self.node_id, GroupConfig(num_partitions=1))
         self.share = ShareManager(lambda _g: group_config.values({}))
+        self.loop_stalls = LoopStallMonitor(ManualClock())
 
 
 @pytest.fixture
@@ -207,6 +210,7 @@ async def test_a_scrape_shows_what_the_leader_appended_and_its_followers_lag(
     assert value(found, "raftlog_kafka_authentication_failures_total") == 1
     assert value(found, "raftlog_raft_leader_elections_total") == 1
     assert value(found, "raftlog_raft_commit_latency_seconds_count") >= 2
+    assert value(found, "raftlog_event_loop_stall_seconds_count") == 0
     assert value(found, "process_resident_memory_bytes") > 0
     # the budget holds with the lag series it allows for, and is exact without them
     budget = series_budget(apis=1, replicas=1, follower_replicas_led=2, groups=1)
