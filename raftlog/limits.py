@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 # Redpanda's topic_fds_per_partition default; raftlog's replicas use about four.
 FDS_PER_REPLICA = 5
-# Descriptors kept for everything else: client and peer connections, the controller, logs.
+# Descriptors kept for everything else: client and peer connections, the controller, logs, and
+# the past segments open for reads (raftlog/storage/cache.py, 256 at most).
 RESERVED_FDS = 1024
 # What the multi-Raft layer holds well on a 2-core node: a 1,000-partition topic at RF 3
 # (plus the internal topics' replicas) is led in 6-20 s, idles at about 2 % of a core, takes

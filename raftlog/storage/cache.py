@@ -39,7 +39,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_INDEX_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_OPEN_FILES = 1024
+# Descriptors of past segments opened for reads: part of the node's RESERVED_FDS
+# (raftlog/limits.py), not of the few each replica is budgeted.
+DEFAULT_MAX_OPEN_FILES = 256
 
 
 class Lru:
@@ -96,8 +98,8 @@ def _release_file(segment: Any) -> None:
 
 
 def _default_max_open_files() -> int:
-    """1024, or half the soft RLIMIT_NOFILE when that is lower: the active segments, sockets
-    and index files opened for loading need descriptors too."""
+    """DEFAULT_MAX_OPEN_FILES, or half the soft RLIMIT_NOFILE when that is lower: the active
+    segments, sockets and index files opened for loading need descriptors too."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return DEFAULT_MAX_OPEN_FILES
@@ -137,7 +139,7 @@ def stats() -> CacheStats:
 
 
 def configure(max_index_bytes: int | None = None, max_open_files: int | None = None) -> None:
-    """Sets the process-wide budgets (the defaults: 64 MiB, 1024 files); takes effect at once."""
+    """Sets the process-wide budgets (the defaults: 64 MiB, 256 files); takes effect at once."""
     if max_index_bytes is not None:
         if max_index_bytes < 0:
             raise ValueError(f"max_index_bytes must be >= 0, got {max_index_bytes}")

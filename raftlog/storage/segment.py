@@ -357,14 +357,17 @@ class Segment:
         self._active = True
 
     def deactivate(self) -> None:
-        """The Log rolled past it: flushed, its indexes and descriptor go under the budgets."""
+        """The Log rolled past it: flushed, its descriptor closed until a read opens it again
+        (under the file budget), its indexes under theirs. Kept open, every past term's
+        segment held a descriptor: repeated elections took a node from 37 to 382, past the
+        few per replica that the partition budget (raftlog/limits.py) counts on."""
         if not self._active:
             return
         self.flush()
         self._active = False
         self._charge_indexes()
         if self._fd >= 0:
-            cache.files.add(self, 1)
+            self._release_file()
 
     # -- writes --------------------------------------------------------------------------------
 

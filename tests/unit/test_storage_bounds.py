@@ -189,6 +189,25 @@ def test_writing_a_long_log_keeps_descriptors_bounded(tmp_path: Path, budget: No
     log.close()
 
 
+def test_past_terms_hold_no_descriptor_until_read(tmp_path: Path) -> None:
+    """Each election rolls a segment; kept open, every past term's segment held a descriptor
+    (a node went from 37 to 382 after repeated elections) whatever the budget had room for.
+    Now only the active segment holds one, and a read of an old one opens it, under the
+    budget."""
+    cache.configure(**UNBOUNDED)
+    log = open_log(tmp_path / "p")
+    fds = len(os.listdir("/proc/self/fd"))
+    for term in range(1, 101):
+        log.append(make_batch(1_000 * term), term=term)
+    assert len(log.segments()) == 100
+    assert len(os.listdir("/proc/self/fd")) <= fds + 1
+    assert cache.stats().open_files == 0
+    assert log.read(0, 1, log.log_end_offset, True)
+    assert cache.stats().open_files == 1
+    log.close()
+    cache.configure(max_open_files=cache.DEFAULT_MAX_OPEN_FILES)
+
+
 def test_truncation_into_an_evicted_segment_matches_an_unbounded_log(
     tmp_path: Path, budget: None
 ) -> None:
