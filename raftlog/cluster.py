@@ -224,6 +224,9 @@ def kafka_answers(port: int, timeout: float = 1.0) -> bool:
 
 
 def _port_free(port: int) -> bool:
+    """Whether a node could listen there: bound as its listeners bind (SO_REUSEADDR), so a
+    closed server's TIME-WAIT does not count; one left by a client connection whose local
+    port this was does, since it stops the node's bind as well."""
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -231,6 +234,33 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _busy(ports: list[int]) -> str | None:
+    """The ports no node could listen on, each a port in TIME-WAIT only so marked."""
+    busy = [p for p in ports if not _port_free(p)]
+    if not busy:
+        return None
+    waiting = _time_wait_only(busy)
+    return ", ".join(
+        f"{p} (a closed connection's TIME-WAIT: free within 60 s)" if p in waiting else str(p)
+        for p in busy
+    )
+
+
+def _time_wait_only(ports: list[int]) -> set[int]:
+    """Of `ports`, those whose only TCP sockets (from /proc/net/tcp) are in TIME-WAIT."""
+    states: dict[int, set[str]] = {}
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    for line in lines:
+        fields = line.split()
+        port = int(fields[1].rsplit(":", 1)[1], 16)
+        if port in ports:
+            states.setdefault(port, set()).add(fields[3])
+    return {port for port, seen in states.items() if seen == {"06"}}  # 06: TCP_TIME_WAIT
 
 
 def read_state(data: Path) -> dict:
@@ -262,14 +292,15 @@ def up(
                 f"{', '.join(str(n['pid']) for n in running)}); `raftlog cluster down --data {data}` first"
             )
     specs = node_specs(data, nodes, kafka_port, listeners)
-    busy = [
-        p
-        for s in specs
-        for p in (*s.listener_ports().values(), s.raft_port, s.admin_port)
-        if not _port_free(p)
-    ]
+    busy = _busy(
+        [
+            p
+            for s in specs
+            for p in (*s.listener_ports().values(), s.raft_port, s.admin_port, s.proxy_port)
+        ]
+    )
     if busy:
-        raise ClusterError(f"ports in use: {', '.join(map(str, busy))}; pick another --kafka-port")
+        raise ClusterError(f"ports in use: {busy}; pick another --kafka-port")
     secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
     for spec in specs:
         if not spec.config_path.exists():
@@ -297,9 +328,9 @@ def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
     listeners = tuple(x.name for x in first.listeners)
     spec = node_specs(data, node_id, base, listeners)[-1]
     ports = (*spec.listener_ports().values(), spec.raft_port, spec.admin_port, spec.proxy_port)
-    busy = [p for p in ports if not _port_free(p)]
+    busy = _busy(list(ports))
     if busy:
-        raise ClusterError(f"ports in use for node {node_id}: {', '.join(map(str, busy))}")
+        raise ClusterError(f"ports in use for node {node_id}: {busy}")
     existing = []
     for n in state["nodes"]:
         kafka, raft, admin, proxy = (

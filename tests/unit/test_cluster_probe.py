@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -59,3 +60,28 @@ def test_nothing_listening_does_not() -> None:
     with socket.create_server((cluster.HOST, 0)) as s:
         port = s.getsockname()[1]
     assert not cluster.kafka_answers(port)
+
+
+def test_a_port_held_by_time_wait_only_is_named_so() -> None:
+    """`cluster up` refused such a port without saying why. A server's own TIME-WAIT does not
+    stop a node's bind (SO_REUSEADDR), and is not refused; one a client connection left on its
+    local port does stop it, and the refusal says it clears by itself."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    client = socket.create_connection(server.getsockname())
+    port = client.getsockname()[1]
+    accepted, _ = server.accept()
+    client.close()  # the client closes first: its side, this port, goes to TIME-WAIT
+    time.sleep(0.05)
+    accepted.close()
+    server.close()
+    assert cluster._busy([port]) == f"{port} (a closed connection's TIME-WAIT: free within 60 s)"
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    taken = listening.getsockname()[1]
+    assert cluster._busy([taken]) == str(taken)
+    listening.close()
+    assert cluster._busy([taken]) is None
