@@ -20,13 +20,13 @@ _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # Kafka's bounds on the iteration count (ScramMechanism.minIterations / maxIterations).
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
-SALT_BYTES = 32  # what raftlog salts with (Kafka's ScramFormatter: about 26)
+SALT_BYTES = 32  # what raftlog salts with
 # What `raftlog user create` and the admin API make, and what PLAIN salts for an unknown user.
 DEFAULT_MECHANISM = "SCRAM-SHA-512"
 
 # Bounds Kafka leaves open. A salt goes back to anyone who sends a client-first message,
-# before any proof: unbounded, 18 bytes fetched 14 MB. Clients salt with 32 (Kafka's
-# AdminClient about 26, librdkafka and confluent-kafka 64), so 128 leaves room.
+# before any proof: unbounded, 18 bytes fetched 14 MB. Clients salt with 26 (Kafka's
+# AdminClient), 32 (raftlog) or 64 bytes (librdkafka, so confluent-kafka): 128 leaves room.
 MAX_SALT_BYTES = 128
 # PLAIN reads a user name of at most 255 bytes (sasl.MAX_PLAIN_FIELD): longer could never
 # log in with it; and a name travels in every controller command and listing.
