@@ -18,12 +18,14 @@ from typing import Any
 
 from pysyncobj.config import FAIL_REASON
 
+from raftlog.errors import ErrorCode
 from raftlog.raft.group import RaftGroup, RaftTimings, failure_name
 from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.syncobj_fork import SyncObj, replicated
 from raftlog.raft.ticker import Ticker
 from raftlog.security.acl import AclBinding, AclBindingFilter
+from raftlog.security.scram import MAX_USERS
 from raftlog.storage.log import TruncateResult
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,7 @@ class ControllerMachine(SyncObj):
         # under an older count belong to a deleted group and are dropped (raftlog/share).
         self.share_incarnations: dict[str, int] = {}
         # User -> mechanism -> ScramCredential.to_record() (raftlog/security/scram.py): salted
-        # keys only, never a password.
+        # keys only, never a password. A user's mapping is replaced on change, never changed.
         self.scram_users: dict[str, dict[str, list]] = {}
 
         # The ACL bindings (raftlog.security.acl.AclBinding as plain tuples), in creation order.
@@ -172,25 +174,45 @@ class ControllerMachine(SyncObj):
     @replicated
     def store_user_scram_credentials(
         self, deletions: list[list[str]], upsertions: list[list]
-    ) -> dict[str, str]:
+    ) -> dict[str, tuple[ErrorCode, str]]:
         """Deletions ([user, mechanism]) and upsertions ([user, credential record]) checked by
-        the handler; a user whose deletion finds nothing is answered in the result (user ->
-        message) and none of that user's changes apply, as in Kafka."""
-        missing = {
-            name: f"Attempt to delete a user credential that does not exist: {mechanism}"
+        the handler. Returns the users refused (user -> error, message), none of whose changes
+        apply, as in Kafka: a user whose deletion finds nothing (RESOURCE_NOT_FOUND), and
+        every user of a command that would take the cluster past scram.MAX_USERS
+        (POLICY_VIOLATION), which then applies nothing. Judged here, on every node alike, so
+        two concurrent requests cannot both squeeze in. A command costs what it changes: each
+        user's mapping is replaced, never changed in place, so a shallow copy of scram_users
+        can be read in a thread (raftlog/security/users.py)."""
+        refused = {
+            name: (
+                ErrorCode.resource_not_found,
+                f"Attempt to delete a user credential that does not exist: {mechanism}",
+            )
             for name, mechanism in deletions
             if mechanism not in self.scram_users.get(name, {})
         }
+        changed: dict[str, dict[str, list]] = {}
         for name, mechanism in deletions:
-            if name not in missing:
-                credentials = self.scram_users.get(name, {})
-                credentials.pop(mechanism, None)
-                if not credentials:
-                    self.scram_users.pop(name, None)
+            if name not in refused:
+                changed.setdefault(name, dict(self.scram_users.get(name, {}))).pop(mechanism, None)
         for name, record in upsertions:
-            if name not in missing:
-                self.scram_users.setdefault(name, {})[record[0]] = list(record)
-        return missing
+            if name not in refused:
+                credentials = changed.setdefault(name, dict(self.scram_users.get(name, {})))
+                credentials[record[0]] = list(record)
+        added = sum(bool(creds) - (name in self.scram_users) for name, creds in changed.items())
+        if added > 0 and len(self.scram_users) + added > MAX_USERS:
+            full = (
+                ErrorCode.policy_violation,
+                f"The cluster holds at most {MAX_USERS} SCRAM users: it has "
+                f"{len(self.scram_users)} and this request adds {added}",
+            )
+            return {**refused, **dict.fromkeys(changed, full)}
+        for name, credentials in changed.items():
+            if credentials:
+                self.scram_users[name] = credentials
+            else:
+                del self.scram_users[name]
+        return refused
 
     # (ACL changes leave replicas alone: no _on_apply, no reconcile pass.)
     @replicated

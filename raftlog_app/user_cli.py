@@ -18,7 +18,7 @@ from typing import Any
 
 from raftlog import cluster
 from raftlog.config import ConfigError, NodeConfig
-from raftlog.security.scram import MECHANISMS, MIN_ITERATIONS
+from raftlog.security.scram import DEFAULT_MECHANISM, MECHANISMS, MIN_ITERATIONS
 
 TIMEOUT_S = 30.0
 
@@ -31,7 +31,7 @@ def add_parser(sub: Any, default_data: Path) -> None:
     secret = create.add_mutually_exclusive_group()
     secret.add_argument("--password", help="visible to other local users in ps; prefer stdin")
     secret.add_argument("--password-stdin", action="store_true", help="read it from stdin")
-    create.add_argument("--mechanism", choices=sorted(MECHANISMS), default="SCRAM-SHA-512")
+    create.add_argument("--mechanism", choices=sorted(MECHANISMS), default=DEFAULT_MECHANISM)
     create.add_argument("--iterations", type=int, default=MIN_ITERATIONS)
     create.set_defaults(run=_create)
     delete = actions.add_parser("delete", help="delete a user (or one mechanism of it)")
@@ -111,7 +111,18 @@ def _call(args: argparse.Namespace, method: str, path: str, body: Any = None) ->
         with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as answer:
             return json.load(answer)
     except urllib.error.HTTPError as e:
-        text = e.read().decode(errors="replace").strip()
-        raise ConfigError(f"{method} {path}: {e.code} {text}") from None
+        raise ConfigError(f"{method} {path}: {e.code} {_refusal(e.read())}") from None
     except (urllib.error.URLError, OSError) as e:
         raise ConfigError(f"cannot reach the admin API at {base}: {e}") from None
+
+
+def _refusal(body: bytes) -> str:
+    """An error answer as one line: the node's {"error", "message"}, or its text."""
+    text = body.decode(errors="replace")
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and "error" in answer:
+        text = f"{answer['error']}: {answer.get('message') or ''}"
+    return " ".join(text.split())

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from raftlog.security.principal import user
 from raftlog.security.scram import (
+    DEFAULT_MECHANISM,
     MECHANISMS,
+    MIN_ITERATIONS,
     ClientFirst,
     ScramCredential,
+    from_salted_password,
+    new_salt,
+    salted_password,
     server_final,
     server_first,
 )
@@ -29,6 +35,17 @@ SUPPORTED = (PLAIN, *MECHANISMS)
 # from a wrong password (Kafka's message for SCRAM; PLAIN says the same).
 FAILED = "Authentication failed: Invalid username or password"
 MAX_PLAIN_FIELD = 255  # Kafka's PlainSaslServer bound on each of authzid, user, password
+# PLAIN checks the default mechanism first: most users have it, and the stand-in below for
+# a user that does not exist costs what it costs (a user made with other settings, more or
+# less: Kafka's own PLAIN does not salt at all).
+_PLAIN_ORDER = (DEFAULT_MECHANISM, *(m for m in MECHANISMS if m != DEFAULT_MECHANISM))
+_NOBODY_SALT = new_salt()
+_NOBODY = from_salted_password(
+    DEFAULT_MECHANISM,
+    _NOBODY_SALT,
+    salted_password(DEFAULT_MECHANISM, secrets.token_urlsafe(32), _NOBODY_SALT, MIN_ITERATIONS),
+    MIN_ITERATIONS,
+)  # a password nobody knows
 
 # (user, mechanism) -> the user's credential for that mechanism, or None.
 CredentialLookup = Callable[[str, str], ScramCredential | None]
@@ -123,8 +140,9 @@ class SaslSession:
         self.attempted_user = name
         if not name or (authzid and authzid != name):
             return None  # Kafka: an authorization id other than the user is not supported
-        for mechanism in MECHANISMS:
-            credential = self._credentials(name, mechanism)
-            if credential is not None:
-                return name if credential.matches_password(password) else None
-        return None
+        found = (self._credentials(name, mechanism) for mechanism in _PLAIN_ORDER)
+        credential = next((c for c in found if c is not None), None)
+        # An unknown user is salted too, against a credential of the default's cost: the
+        # answer takes as long as a wrong password's, so it does not tell who exists.
+        matches = (credential or _NOBODY).matches_password(password)
+        return name if matches and credential is not None else None

@@ -20,7 +20,27 @@ _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # Kafka's bounds on the iteration count (ScramMechanism.minIterations / maxIterations).
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
-SALT_BYTES = 32
+SALT_BYTES = 32  # what raftlog salts with
+# What `raftlog user create` and the admin API make, and what PLAIN salts for an unknown user.
+DEFAULT_MECHANISM = "SCRAM-SHA-512"
+
+# Bounds Kafka leaves open. A salt goes back to anyone who sends a client-first message,
+# before any proof: unbounded, 18 bytes fetched 14 MB. Clients salt with 26 (Kafka's
+# AdminClient), 32 (raftlog) or 64 bytes (librdkafka, so confluent-kafka): 128 leaves room.
+MAX_SALT_BYTES = 128
+# PLAIN reads a user name of at most 255 bytes (sasl.MAX_PLAIN_FIELD): longer could never
+# log in with it; and a name travels in every controller command and listing.
+MAX_NAME_BYTES = 255
+# What one AlterUserScramCredentials may change (deletions + upsertions; Kafka bounds a
+# controller operation at 10,000 records). An upsertion costs two HMACs and a hash (about
+# 8 us) and 220 bytes in the controller command, so 1,000 make 8 ms of key derivation and a
+# command of about 220 KB; past it, a request is refused whole (POLICY_VIOLATION).
+MAX_CHANGES_PER_REQUEST = 1000
+# SCRAM users per cluster, checked where the controller applies a change. Each costs every
+# node up to about 1 KB (a name, two credentials); at 10,000 the controller's dump, which it
+# pickles on the event loop when it compacts, is about 4 MB (25 ms), and a full listing
+# 10,000 entries. Kafka sets none; deployments have a user per service, tens to hundreds.
+MAX_USERS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +92,35 @@ def new_salt() -> bytes:
     return os.urandom(SALT_BYTES)
 
 
-def check_upsertion(mechanism: str, iterations: int, salt: bytes, salted: bytes) -> str | None:
-    """Why Kafka would refuse this credential (UNACCEPTABLE_CREDENTIAL), or None."""
+def check_user_name(name: str) -> str | None:
+    """Why a user name is refused (UNACCEPTABLE_CREDENTIAL, Kafka's code for an empty one)."""
+    if not name:
+        return "Username must not be empty"
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        return f"Username of {size} bytes is longer than the {MAX_NAME_BYTES} allowed"
+    return None
+
+
+def check_iterations(mechanism: str, iterations: int) -> str | None:
+    """Kafka's bounds (UNACCEPTABLE_CREDENTIAL), checked before any hashing."""
     if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
         return (
             f"Iterations {iterations} must be between {MIN_ITERATIONS} and {MAX_ITERATIONS} "
             f"for {mechanism}"
         )
+    return None
+
+
+def check_upsertion(mechanism: str, iterations: int, salt: bytes, salted: bytes) -> str | None:
+    """Why Kafka would refuse this credential (UNACCEPTABLE_CREDENTIAL), or None."""
+    problem = check_iterations(mechanism, iterations)
+    if problem is not None:
+        return problem
     if not salt:
         return "Credential salt must not be empty"
+    if len(salt) > MAX_SALT_BYTES:
+        return f"Credential salt of {len(salt)} bytes is longer than the {MAX_SALT_BYTES} allowed"
     if len(salted) != hashlib.new(_HASHES[mechanism]).digest_size:
         return f"Salted password of {len(salted)} bytes is not a {mechanism} digest"
     return None

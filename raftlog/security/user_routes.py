@@ -5,17 +5,19 @@ the port. A password is salted here and dropped; only the derived keys go to the
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from raftlog.errors import ErrorCode
-from raftlog.security.scram import MECHANISMS, MIN_ITERATIONS
-from raftlog.security.users import UserAdmin, upsertion_from_password
+from raftlog.security import scram
+from raftlog.security.scram import DEFAULT_MECHANISM, MECHANISMS, MIN_ITERATIONS
+from raftlog.security.users import Removal, UserAdmin, upsertion_from_password
 
 MAX_BODY_BYTES = 64 * 1024
-DEFAULT_MECHANISM = "SCRAM-SHA-512"
 
 
 def add_routes(
@@ -23,9 +25,15 @@ def add_routes(
 ) -> None:
     async def listing(request: web.Request) -> web.Response:
         check_token(request)
-        return web.json_response({"users": users.describe()})
+        described = await users.describe()
+        text = await asyncio.to_thread(
+            lambda: json.dumps({"users": {d.name: d.mechanisms for d in described}})
+        )
+        return web.Response(text=text, content_type="application/json")
 
     async def upsert(request: web.Request) -> web.Response:
+        """Checked as AlterUserScramCredentials checks (Kafka's bounds) before any hashing;
+        the password is salted in a thread: PBKDF2 of up to 16384 rounds is milliseconds."""
         check_token(request)
         body = await _body(request)
         name, password = body.get("name"), body.get("password")
@@ -37,22 +45,26 @@ def add_routes(
             raise web.HTTPBadRequest(text=f"mechanism must be one of {', '.join(MECHANISMS)}\n")
         if isinstance(iterations, bool) or not isinstance(iterations, int):
             raise web.HTTPBadRequest(text="iterations must be a whole number\n")
-        [result] = await users.alter(
-            [], [upsertion_from_password(name, mechanism, password, iterations)]
+        problem = scram.check_user_name(name) or scram.check_iterations(mechanism, iterations)
+        if problem is not None:
+            return _answer(ErrorCode.unacceptable_credential, problem, {})
+        upsertion = await asyncio.to_thread(
+            upsertion_from_password, name, mechanism, password, iterations
         )
+        [result] = await users.alter([], [upsertion])
         return _answer(result.error, result.message, {"name": name, "mechanism": mechanism})
 
     async def delete(request: web.Request) -> web.Response:
         check_token(request)
         name = request.match_info["name"]
-        have = users.describe().get(name)
+        have = users.mechanisms(name)
         if have is None:
             raise web.HTTPNotFound(text=f"no user {name}\n")
         wanted = request.query.getall("mechanism", list(have))
         unknown = [m for m in wanted if m not in MECHANISMS]
         if unknown:
             raise web.HTTPBadRequest(text=f"unknown mechanism {', '.join(unknown)}\n")
-        [result] = await users.alter([(name, MECHANISMS[m]) for m in wanted], [])
+        [result] = await users.alter([Removal(name, MECHANISMS[m]) for m in wanted], [])
         return _answer(result.error, result.message, {"name": name, "deleted": wanted})
 
     app.router.add_get("/v1/users", listing)

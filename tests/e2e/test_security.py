@@ -8,6 +8,8 @@ AlterUserScramCredentials through confluent-kafka's AdminClient."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import re
 import shutil
 import socket
@@ -15,15 +17,20 @@ import ssl
 import struct
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
+from kio.index import load_request_schema
+from support import wire as W
 from support.authz import join_outcome, produce_error, wait_produce
 from support.cluster import Cluster, wait_for
 
+from raftlog.config import NodeConfig
 from raftlog_app.dev_certs import Authority, Issued
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -32,6 +39,7 @@ LISTENERS = ("PLAINTEXT", "SASL_SSL", "SSL", "SASL_PLAINTEXT")
 PASSWORD = "alice-secret"
 KEY_PASSWORD = "node-key-secret"
 RECORDS = 50
+POLICY_VIOLATION, UNACCEPTABLE_CREDENTIAL, RESOURCE_NOT_FOUND = 44, 93, 91
 
 
 class Pki:
@@ -293,6 +301,103 @@ def test_users_through_kafkas_admin_api(secure: Cluster, pki: Pki) -> None:
     deletion = UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_512)
     admin.alter_user_scram_credentials([deletion])["bob"].result(30)
     assert any("Authentication failed" in e for e in refused(conf))
+
+    # No salt given: librdkafka makes one (64 bytes), which the salt bound leaves room for.
+    # What an unauthenticated client-first fetches stays small (the salt is sent back in it).
+    salted_by_client = UserScramCredentialUpsertion("dan", info, b"dan-pw")
+    admin.alter_user_scram_credentials([salted_by_client])["dan"].result(30)
+    secure.create_topic("dans", partitions=1, replication_factor=3)
+    conf = sasl_conf(secure, pki, "SCRAM-SHA-512", "dan", "dan-pw")
+    assert len(round_trip(conf, "dans")) == RECORDS
+    answer = server_first(secure, "dan")
+    salt = base64.b64decode(dict(p.split(b"=", 1) for p in answer.split(b","))[b"s"])
+    assert 0 < len(salt) <= 128 and len(answer) < 300, (len(salt), answer)
+
+
+ALTER_USERS, DESCRIBE_USERS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 51, 50, 17, 36
+
+
+def kafka_call(
+    c: Cluster, listener: str, api_key: int, version: int, data: dict, node_id: int = 1
+) -> Any:
+    with W.KafkaWire(address(c, listener, node_id), timeout=60) as w:
+        return w.request(W.build(load_request_schema(api_key, version), data))
+
+
+def alter_users(c: Cluster, upsertions: list[tuple[str, bytes]]) -> dict[str, int]:
+    """Raw AlterUserScramCredentials of (name, salt) SCRAM-SHA-512 upsertions: user -> error."""
+    answer = kafka_call(c, "PLAINTEXT", ALTER_USERS, 0, {
+        "deletions": [],
+        "upsertions": [
+            {"name": name, "mechanism": 2, "iterations": 4096, "salt": salt,
+             "salted_password": bytes(64)}
+            for name, salt in upsertions
+        ],
+    })  # fmt: skip
+    return {r.user: W.code(r.error_code) for r in answer.results}
+
+
+def described(c: Cluster, names: list[str], node_id: int = 1) -> dict[str, int]:
+    answer = kafka_call(
+        c, "PLAINTEXT", DESCRIBE_USERS, 0, {"users": [{"name": n} for n in names]}, node_id
+    )
+    return {r.user: W.code(r.error_code) for r in answer.results}
+
+
+def server_first(c: Cluster, user: str) -> bytes:
+    """What an unauthenticated client gets for a SCRAM-SHA-512 client-first naming `user`."""
+    with W.KafkaWire(address(c, "SASL_PLAINTEXT"), timeout=30) as w:
+        w.request(W.build(load_request_schema(SASL_HANDSHAKE, 1), {"mechanism": "SCRAM-SHA-512"}))
+        first = f"n,,n={user},r=abcdefgh".encode()
+        answer = w.request(
+            W.build(load_request_schema(SASL_AUTHENTICATE, 1), {"auth_bytes": first})
+        )
+        assert W.code(answer.error_code) == 0, answer
+        return bytes(answer.auth_bytes)
+
+
+def test_oversized_user_changes_are_refused_whole_and_store_nothing(
+    secure: Cluster, pki: Pki
+) -> None:
+    """1,001 changes in one request (the bound is 1,000): every user POLICY_VIOLATION, promptly.
+    A 10 MiB salt and a 300-byte name: UNACCEPTABLE_CREDENTIAL. None of them is stored."""
+    bulk = [(f"bulk-{i}", b"salt") for i in range(1001)]
+    started = time.monotonic()
+    assert set(alter_users(secure, bulk).values()) == {POLICY_VIOLATION}
+    assert time.monotonic() - started < 10
+    refused = alter_users(secure, [("salty", bytes(10 * 1024 * 1024)), ("n" * 300, b"salt")])
+    assert refused == {"salty": UNACCEPTABLE_CREDENTIAL, "n" * 300: UNACCEPTABLE_CREDENTIAL}
+    names = ["bulk-0", "bulk-1000", "salty", "n" * 300]
+    for node in secure.node_ids:
+        assert set(described(secure, names, node).values()) == {RESOURCE_NOT_FOUND}, node
+    assert_healthy(secure, pki)
+
+
+def test_the_admin_api_refuses_absurd_iterations_at_once(secure: Cluster, pki: Pki) -> None:
+    """POST /v1/users with a billion iterations ran PBKDF2 on the event loop for minutes; now
+    it is a 400 before any hashing, the node keeps serving, and the CLI says so in one line."""
+    node = secure.node(1)
+    request = urllib.request.Request(
+        f"http://{node.admin}/v1/users",
+        method="POST",
+        data=json.dumps({"name": "eve", "password": "pw", "iterations": 10**9}).encode(),
+        headers={"Authorization": f"Bearer {NodeConfig.load(node.config).admin_token}"},
+    )
+    started = time.monotonic()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)  # noqa: S310 - loopback only
+    assert time.monotonic() - started < 5
+    assert refused.value.code == 400
+    assert "between 4096 and 16384" in json.loads(refused.value.read())["message"]
+    cli = secure.cli(
+        "user", "create", "eve", "--password", "pw", "--iterations", str(10**9),
+        "--data", str(secure.data_root), check=False,
+    )  # fmt: skip
+    assert cli.returncode == 1 and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+    assert "unacceptable_credential: Iterations 1000000000 must be between" in cli.stderr
+    assert "eve" not in secure.cli("user", "list", "--data", str(secure.data_root)).stdout
+    assert described(secure, ["eve"]) == {"eve": RESOURCE_NOT_FOUND}
+    assert_healthy(secure, pki)
 
 
 def test_the_key_password_is_not_shown(secure: Cluster) -> None:

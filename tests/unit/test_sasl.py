@@ -134,6 +134,8 @@ def test_upsertions_are_checked_as_kafka_checks_them() -> None:
     assert "between" in (scram.check_upsertion("SCRAM-SHA-512", 16385, b"s", salted) or "")
     assert scram.check_upsertion("SCRAM-SHA-512", 4096, b"", salted) is not None
     assert scram.check_upsertion("SCRAM-SHA-256", 4096, b"s", salted) is not None  # 64 != 32
+    assert scram.check_upsertion("SCRAM-SHA-512", 4096, bytes(128), salted) is None
+    assert "longer" in (scram.check_upsertion("SCRAM-SHA-512", 4096, bytes(129), salted) or "")
 
 
 def _client_final(
@@ -214,3 +216,24 @@ def test_client_first_messages_raftlog_does_not_serve_fail(client_first: str) ->
     s = session()
     s.handshake("SCRAM-SHA-256")
     assert asyncio.run(s.authenticate(client_first.encode())).error == FAILED
+
+
+def test_plain_salts_an_unknown_user_as_it_salts_a_known_one(monkeypatch) -> None:
+    """A wrong password and a user that does not exist cost the same PBKDF2 (the default
+    mechanism at the default iteration count) and get the same answer: the time an answer
+    takes does not tell which users exist."""
+    salted: list[tuple[str, int]] = []
+    salt = scram.salted_password
+
+    def recording(mechanism: str, password: str, salt_: bytes, iterations: int) -> bytes:
+        salted.append((mechanism, iterations))
+        return salt(mechanism, password, salt_, iterations)
+
+    monkeypatch.setattr(scram, "salted_password", recording)
+    answers = []
+    for token in (b"\0alice\0wrong", b"\0mallory\0wrong"):
+        s = session()
+        s.handshake("PLAIN")
+        answers.append(asyncio.run(s.authenticate(token)).error)
+    assert answers == [FAILED, FAILED]
+    assert salted == [("SCRAM-SHA-512", scram.MIN_ITERATIONS)] * 2
