@@ -52,6 +52,8 @@ WRITE_SLICE_BYTES = 256 * 1024
 # Stop reading from a client whose unfinished requests hold this much (or are this many)...
 MAX_PENDING_REQUESTS = 512
 MAX_PENDING_BYTES = 64 * 1024 * 1024
+# Frames larger than this are decoded in a thread (their handlers still start in order).
+DECODE_OFF_LOOP_BYTES = 1024 * 1024
 # Kafka's sasl.server.max.receive.size: the largest frame before SASL authentication.
 SASL_MAX_RECEIVE_BYTES = 512 * 1024
 # ...and give up on cancelled handlers that do not finish within this at server close.
@@ -171,6 +173,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._grown = 0
         self._grown_unauthenticated = False
         self._waiting_memory = False
+        self._decoding = False  # a large frame is being decoded in a thread
         # Requests to answer, in order, with their frame sizes; a task leaves when written.
         self._pending: collections.deque[tuple[asyncio.Task[Any], int]] = collections.deque()
         self._tasks: set[asyncio.Task[Any]] = set()  # every running handler
@@ -297,6 +300,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _memory_given_back(self) -> None:
         self._waiting_memory = False
+        self._decoding = False  # a large frame is being decoded in a thread
         self.update_reading()
 
     def _give_back_growth(self) -> None:
@@ -309,7 +313,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _process(self) -> None:
         """Handles every complete frame in the read buffer, unless paused or closing."""
-        while not self._reading_paused and not self._closing:
+        while not self._reading_paused and not self._closing and not self._decoding:
             available = self._end - self._start
             if available < 4:
                 break
@@ -371,11 +375,23 @@ class _Connection(asyncio.BufferedProtocol):
                 len(frame),
             )
             return
+        if len(frame) > DECODE_OFF_LOOP_BYTES:
+            self._decoding = True  # later frames wait: handlers start in arrival order
+            self._start_task(self._decode_off_loop(header, bytes(frame)), len(frame))
+            return
         try:
             request = codec.decode_request(header, frame)
         except codec.MalformedRequest as exc:
             self.drop(str(exc))
             return
+        work = self._handle(header, request)
+        if expects_response(header.api_key, request):
+            self._start_task(work, len(frame))
+        else:
+            self._start_task(work, 0, answered=False)
+
+    def _handle(self, header: codec.RequestHeader, request: Any) -> Any:
+        sasl = self._sasl
         if sasl is not None and sasl.principal is not None:
             self._principal = sasl.principal
         ctx = RequestContext(
@@ -386,12 +402,25 @@ class _Connection(asyncio.BufferedProtocol):
             self._principal,
             sasl,
         )
+        handler = HANDLERS[header.api_key]
         stats = self._server.metrics.api(header.api_key)
-        work = self._run(handler.handle(ctx, request), header.correlation_id, stats)
-        if expects_response(header.api_key, request):
-            self._start_task(work, len(frame))
-        else:
-            self._start_task(work, 0, answered=False)
+        return self._run(handler.handle(ctx, request), header.correlation_id, stats)
+
+    async def _decode_off_loop(
+        self, header: codec.RequestHeader, frame: bytes
+    ) -> list[bytes | bytearray] | None:
+        """A large request decoded in a thread: checking its lengths and kio's decode cost one
+        step per field, and a 27 MB CreateAcls held the loop for seconds. The frames after it
+        start once it is decoded, before its handler's first step."""
+        try:
+            request = await asyncio.to_thread(codec.decode_request, header, frame)
+        except codec.MalformedRequest as exc:
+            raise CloseConnection(str(exc)) from None
+        finally:
+            self._decoding = False
+        self._process()
+        answer = await self._handle(header, request)
+        return answer if expects_response(header.api_key, request) else None
 
     # request lifecycle
 

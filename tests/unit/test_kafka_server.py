@@ -6,6 +6,7 @@ import asyncio
 import io
 import logging
 import struct
+import threading
 import types
 from datetime import timedelta
 
@@ -287,6 +288,42 @@ async def test_large_frames_in_small_pieces(kafka, monkeypatch, reusable_limit):
             i,
             size,
         )
+    writer.close()
+
+
+async def test_a_large_frame_is_decoded_off_the_loop_and_handlers_start_in_order(
+    kafka, monkeypatch
+):
+    """Decoding a large request (a walk of every field, then kio's) held the loop in
+    proportion to what the client sent; it now runs in a thread, and the frames behind it
+    wait, so handlers still start in the order requests came."""
+    started = []
+    decoded_in = []
+    real_decode = server_module.codec.decode_request
+
+    def decode(header, frame):
+        decoded_in.append(threading.current_thread() is threading.main_thread())
+        return real_decode(header, frame)
+
+    async def produce(ctx, request):
+        started.append(len(request.topic_data[0].partition_data[0].records))
+        return produce_response(started[-1])
+
+    monkeypatch.setattr(server_module.codec, "decode_request", decode)
+    monkeypatch.setitem(HANDLERS, PRODUCE, fake_handler(PRODUCE, produce))
+    reader, writer = await connect(kafka)
+    sizes = [server_module.DECODE_OFF_LOOP_BYTES + 10, 5, 7, 2 * 1024 * 1024, 9]
+    writer.write(
+        b"".join(frame(PRODUCE, 3, i, produce_request(1, b"x" * n)) for i, n in enumerate(sizes))
+    )
+    for i, size in enumerate(sizes):
+        correlation_id, response = await read_response(reader, PRODUCE, 3)
+        assert (correlation_id, response.responses[0].partition_responses[0].base_offset) == (
+            i,
+            size,
+        )
+    assert started == sizes
+    assert decoded_in == [False, True, True, False, True]
     writer.close()
 
 
