@@ -55,7 +55,9 @@ class Node:
         self._coordinating: set[int] = set()  # __consumer_offsets partitions attached to groups
         # Judges requests by the controller's ACLs; None without authorizer.class.name. Made
         # here so a bad setting stops the node before it starts anything.
-        self.authorizer = authorizer_for(config.broker_setting, lambda: self.controller.state.acls)
+        self.authorizer = authorizer_for(
+            config.broker_setting, lambda: self.controller.state.acl_index()
+        )
 
     # --- lifecycle ---------------------------------------------------------------------------
 

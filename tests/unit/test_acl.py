@@ -16,6 +16,7 @@ from raftlog.security.acl import (
     CACHE_ENTRIES,
     AclBinding,
     AclBindingFilter,
+    AclIndex,
     AclOperation,
     Authorizer,
     PatternType,
@@ -23,6 +24,7 @@ from raftlog.security.acl import (
     ResourceType,
     authorizer_for,
     creation_error,
+    select,
     unknown_codes,
 )
 
@@ -32,7 +34,8 @@ HOST = "10.0.0.1"
 
 
 class Bindings:
-    """The controller's `acls` as the authorizer reads it: a mapping replaced on change."""
+    """The controller's `acls` as the index reads it; `set` replaces the mapping, as loading a
+    snapshot does."""
 
     def __init__(self, *bindings: AclBinding) -> None:
         self.current: dict[tuple[Any, ...], None] = {tuple(b): None for b in bindings}
@@ -57,7 +60,7 @@ def acl(
 
 
 def authorizer(*bindings: AclBinding, allow_if_no_acl: bool = False, supers=()) -> Authorizer:
-    return Authorizer(supers, allow_if_no_acl, Bindings(*bindings))
+    return Authorizer(supers, allow_if_no_acl, AclIndex(Bindings(*bindings)).synced)
 
 
 def may(auth: Authorizer, operation: Op, name: str = "t", principal: str = ALICE, **kw) -> bool:
@@ -148,7 +151,7 @@ BINDINGS = st.builds(
     ),
 )
 def test_decisions_follow_kafkas_rules(bindings, supers, allow_if_no_acl, questions) -> None:
-    auth = Authorizer(supers, allow_if_no_acl, Bindings(*bindings))
+    auth = authorizer(*bindings, allow_if_no_acl=allow_if_no_acl, supers=supers)
     for _ in range(2):  # the second round answers from the cache
         for principal, host, operation, resource_type, name in questions:
             expected = model(
@@ -178,7 +181,7 @@ def test_a_match_filter_selects_the_bindings_that_apply(bindings, resource_type,
             or (b.pattern_type == Pat.PREFIXED and name.startswith(b.name))
         )
     }
-    assert set(authorizer(*bindings).bindings(selected)) == applying
+    assert set(select(authorizer(*bindings).bindings(), selected)) == applying
 
 
 # --- the rules by name ------------------------------------------------------------------
@@ -283,7 +286,7 @@ def test_authorize_by_resource_type(bindings, allow_if_no_acl, allowed) -> None:
 
 def test_the_cache_forgets_when_the_bindings_change() -> None:
     bindings = Bindings(acl(operation=Op.WRITE))
-    auth = Authorizer((), False, bindings)
+    auth = Authorizer((), False, AclIndex(bindings).synced)
     assert may(auth, Op.WRITE)
     assert auth.authorize_by_resource_type(ALICE, HOST, Op.WRITE, Res.TOPIC)
     bindings.set(acl(operation=Op.WRITE), acl(operation=Op.WRITE, permission=Perm.DENY))
@@ -315,7 +318,7 @@ def test_filters_as_kafka_matches_them() -> None:
     auth = authorizer(literal, prefixed, wildcard, group)
 
     def selected(*fields: Any) -> list[AclBinding]:
-        return auth.bindings(AclBindingFilter(*fields))
+        return select(auth.bindings(), AclBindingFilter(*fields))
 
     everything = (Res.ANY, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)
     assert selected(*everything) == [literal, prefixed, wildcard, group]

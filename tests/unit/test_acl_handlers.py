@@ -13,7 +13,7 @@ from kio.serial import entity_reader
 from kio.static.constants import EntityType
 from support.broker_stub import BrokerStub
 
-from kafka_api.codec import build, encode_response
+from kafka_api.codec import Encoded, build, encode_response
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, create_acls, delete_acls, describe_acls
@@ -22,7 +22,9 @@ from raftlog.errors import ErrorCode
 from raftlog.security.acl import (
     AclBinding,
     AclBindingFilter,
+    AclIndex,
     AclOperation,
+    AclRefused,
     Authorizer,
     PatternType,
     PermissionType,
@@ -35,26 +37,29 @@ ADMIN, ALICE = "User:admin", "User:alice"
 
 
 class AclBroker(BrokerStub):
-    """Keeps bindings as the controller does: a mapping replaced on every change."""
+    """Keeps bindings as the controller does: its mapping, changed through an AclIndex."""
 
     def __init__(self, *, authorizer: bool = True, super_users: tuple[str, ...] = (ADMIN,)):
         self.acls: dict[tuple[Any, ...], None] = {}
-        self.authorizer = Authorizer(super_users, False, lambda: self.acls) if authorizer else None
+        self.index = AclIndex(lambda: self.acls)
+        self.authorizer = Authorizer(super_users, False, self.index.synced) if authorizer else None
         self.controller_calls = 0
 
     async def create_acls(self, bindings: list[AclBinding]) -> AclChange:
         self.controller_calls += 1
-        self.acls = {**self.acls, **{tuple(b): None for b in bindings}}
+        try:
+            self.index.create(bindings)
+        except AclRefused as refused:
+            return AclChange(refused.error, refused.message)
         return AclChange()
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> AclChange:
         self.controller_calls += 1
-        matched = tuple(
-            tuple(AclBinding(*b) for b in self.acls if f.matches(AclBinding(*b))) for f in filters
-        )
-        gone = {b for found in matched for b in found}
-        self.acls = {b: None for b in self.acls if AclBinding(*b) not in gone}
-        return AclChange(deleted=matched)
+        try:
+            matched = self.index.delete(filters)
+        except AclRefused as refused:
+            return AclChange(refused.error, refused.message)
+        return AclChange(deleted=tuple(tuple(found) for found in matched))
 
 
 def _conforms(broker: AclBroker) -> Broker:
@@ -70,12 +75,18 @@ def request(api_key: int, version: int, name: str, **values: Any) -> Any:
     return build(getattr(m, name), **values)
 
 
-def roundtrip(response: Any) -> Any:
-    """The answer as a client reads it: encoded, then decoded with kio."""
+def roundtrip(response: Any, api_key: int, version: int) -> Any:
+    """The answer as a client reads it: framed, then decoded with kio."""
+    m = load_payload_module(api_key, version, EntityType.response)
+    response_type = next(
+        t for t in vars(m).values() if isinstance(t, type) and t.__name__.endswith("AclsResponse")
+    )
     frame = b"".join(encode_response(7, response))
-    header_size = 4 + 4 + (1 if type(response).__header_schema__.__flexible__ else 0)
-    decoded, _ = entity_reader(type(response))(frame, header_size)
-    assert decoded == response
+    header_size = 4 + 4 + (1 if response_type.__header_schema__.__flexible__ else 0)
+    decoded, size = entity_reader(response_type)(frame, header_size)
+    assert header_size + size == len(frame)
+    if not isinstance(response, Encoded):
+        assert decoded == response
     return decoded
 
 
@@ -103,7 +114,10 @@ async def create(broker: AclBroker, version: int, *bindings: tuple, principal: s
             creations=tuple(creation(version, *b) for b in bindings),
         ),
     )
-    return [(r.error_code, r.error_message) for r in roundtrip(response).results]
+    return [
+        (r.error_code, r.error_message)
+        for r in roundtrip(response, create_acls.API_KEY, version).results
+    ]
 
 
 def filter_fields(*fields: Any) -> dict[str, Any]:
@@ -124,7 +138,7 @@ async def describe(broker: AclBroker, version: int, *fields: Any, principal: str
         ctx(broker, version, principal),
         request(describe_acls.API_KEY, version, "DescribeAclsRequest", **filter_fields(*fields)),
     )
-    return roundtrip(response)
+    return roundtrip(response, describe_acls.API_KEY, version)
 
 
 async def delete(broker: AclBroker, version: int, *filters: tuple, principal: str = ADMIN):
@@ -136,7 +150,7 @@ async def delete(broker: AclBroker, version: int, *filters: tuple, principal: st
             filters=tuple(m.DeleteAclsFilter(**filter_fields(*f)) for f in filters),
         ),
     )
-    return roundtrip(response).filter_results
+    return roundtrip(response, delete_acls.API_KEY, version).filter_results
 
 
 EVERYTHING = (Res.ANY, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)
