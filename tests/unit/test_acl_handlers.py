@@ -19,7 +19,9 @@ from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, create_acls, delete_acls, describe_acls
 from raftlog.broker import AclChange, Broker
 from raftlog.errors import ErrorCode
+from raftlog.security import acl as acl_module
 from raftlog.security.acl import (
+    MAX_PER_REQUEST,
     AclBinding,
     AclBindingFilter,
     AclIndex,
@@ -280,3 +282,106 @@ async def test_an_unknown_code_closes_the_connection_as_kafka_fails_to_parse_it(
     with pytest.raises(CloseConnection):
         await delete(broker, 3, bad)
     assert broker.controller_calls == 0
+
+
+def topic_acl(i: int) -> tuple:
+    return (Res.TOPIC, f"t{i}", Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW)
+
+
+async def test_a_create_of_more_than_ten_thousand_acls_is_refused_whole() -> None:
+    """Kafka's controller bound (10,000 records per operation), before anything is proposed:
+    every creation gets POLICY_VIOLATION; the message rides on the first only, so the answer
+    stays a few bytes per creation however many there are."""
+    broker = AclBroker()
+    results = await create(broker, 3, *(topic_acl(i) for i in range(MAX_PER_REQUEST + 1)))
+    assert len(results) == MAX_PER_REQUEST + 1
+    assert {error for error, _ in results} == {E.policy_violation}
+    assert results[0][1] == (
+        "Unable to perform excessively large batch operation: 10001 ACL creations in one "
+        "request, at most 10000"
+    )
+    assert {message for _, message in results[1:]} == {None}
+    assert broker.controller_calls == 0 and broker.acls == {}
+    results = await create(broker, 3, *(topic_acl(i) for i in range(MAX_PER_REQUEST)))
+    assert results == [(E.none, None)] * MAX_PER_REQUEST
+    assert len(broker.acls) == MAX_PER_REQUEST
+
+
+async def test_the_clusters_bound_answers_every_creation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(acl_module, "MAX_ACLS", 2)
+    broker = AclBroker()
+    bad_host = (Res.TOPIC, "t", Pat.LITERAL, ALICE, "h" * 256, Op.READ, Perm.ALLOW)
+    results = await create(broker, 3, topic_acl(0), bad_host, topic_acl(1), topic_acl(2))
+    assert [error for error, _ in results] == [
+        E.policy_violation,
+        E.invalid_request,
+        E.policy_violation,
+        E.policy_violation,
+    ]
+    assert results[1][1] == "Host of 256 characters is longer than the maximum of 255"
+    assert results[0][1] is not None and "may hold at most 2" in results[0][1]
+    assert broker.acls == {}
+
+
+async def test_a_delete_of_more_than_ten_thousand_filters_or_matches_deletes_nothing() -> None:
+    broker = AclBroker()
+    for start in range(0, MAX_PER_REQUEST + 1, MAX_PER_REQUEST):
+        broker.index.create(topic_acl(i) for i in range(start, start + MAX_PER_REQUEST))
+    stored = dict(broker.acls)
+    every_topic = (Res.TOPIC, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)
+    results = await delete(broker, 3, *[every_topic] * (MAX_PER_REQUEST + 1))
+    assert len(results) == MAX_PER_REQUEST + 1
+    assert {(r.error_code, len(r.matching_acls)) for r in results} == {(E.policy_violation, 0)}
+    assert results[0].error_message == (
+        "Unable to perform excessively large batch operation: 10001 DeleteAcls filters in one "
+        "request, at most 10000"
+    )
+    assert broker.controller_calls == 0
+    # one filter matching 20,000: Kafka's answer, for every filter, and nothing deleted
+    first = (Res.TOPIC, "t0", Pat.LITERAL, None, None, Op.ANY, Perm.ANY)
+    results = await delete(broker, 3, first, every_topic)
+    assert [(r.error_code, r.error_message) for r in results] == [
+        (E.invalid_request, "Cannot remove more than 10000 acls in a single delete operation.")
+    ] * 2
+    assert broker.acls == stored
+
+
+async def test_strings_past_their_bounds_get_invalid_request_and_the_rest_go_on() -> None:
+    broker = AclBroker()
+    huge_name = (Res.TOPIC, "t" * 20_000, Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW)
+    huge_principal = (Res.GROUP, "g", Pat.LITERAL, "User:" + "p" * 5000, "*", Op.READ, Perm.ALLOW)
+    results = await create(broker, 3, huge_name, huge_principal, READ_T, GROUP_G)
+    assert [error for error, _ in results] == [E.invalid_request] * 2 + [E.none] * 2
+    assert (
+        results[0][1] == "TOPIC resource name of 20000 characters is longer than the maximum of 249"
+    )
+    assert list(broker.acls) == [tuple(READ_T), tuple(GROUP_G)]
+
+    long_filter = (Res.ANY, "n" * 1025, Pat.ANY, None, None, Op.ANY, Perm.ANY)
+    described = await describe(broker, 3, *long_filter)
+    assert (described.error_code, described.resources) == (E.invalid_request, ())
+    assert described.error_message == (
+        "Resource name filter of 1025 characters is longer than the maximum of 1024"
+    )
+    results = await delete(broker, 3, long_filter, (Res.GROUP, None, Pat.ANY, None, None, 1, 1))
+    assert [r.error_code for r in results] == [E.invalid_request, E.none]
+    assert [len(r.matching_acls) for r in results] == [0, 1]
+    assert list(broker.acls) == [tuple(READ_T)]
+
+
+async def test_a_describe_of_many_acls_groups_them_by_pattern() -> None:
+    """Matched, built and encoded in a thread: the answer is what a client reads."""
+    broker = AclBroker()
+    bob = [
+        (Res.TOPIC, f"t{i}", Pat.LITERAL, "User:bob", "*", Op.WRITE, Perm.DENY) for i in range(5000)
+    ]
+    broker.index.create(
+        b for pair in zip(map(topic_acl, range(5000)), bob, strict=True) for b in pair
+    )
+    described = await describe(broker, 3, *EVERYTHING)
+    assert described.error_code is E.none
+    assert [
+        (r.resource_name, [(a.principal, a.operation) for a in r.acls]) for r in described.resources
+    ] == [(f"t{i}", [(ALICE, Op.READ), ("User:bob", Op.WRITE)]) for i in range(5000)]
+    bobs = await describe(broker, 3, Res.TOPIC, None, Pat.ANY, "User:bob", None, Op.ANY, Perm.DENY)
+    assert sum(len(r.acls) for r in bobs.resources) == 5000
