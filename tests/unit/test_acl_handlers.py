@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kio.index import load_payload_module
+from kio.index import load_payload_module, load_response_schema
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
 from support.broker_stub import BrokerStub
@@ -79,12 +79,10 @@ def request(api_key: int, version: int, name: str, **values: Any) -> Any:
 
 def roundtrip(response: Any, api_key: int, version: int) -> Any:
     """The answer as a client reads it: framed, then decoded with kio."""
-    m = load_payload_module(api_key, version, EntityType.response)
-    response_type = next(
-        t for t in vars(m).values() if isinstance(t, type) and t.__name__.endswith("AclsResponse")
-    )
+    response_type: Any = load_response_schema(api_key, version)
     frame = b"".join(encode_response(7, response))
     header_size = 4 + 4 + (1 if response_type.__header_schema__.__flexible__ else 0)
+    decoded: Any
     decoded, size = entity_reader(response_type)(frame, header_size)
     assert header_size + size == len(frame)
     if not isinstance(response, Encoded):
