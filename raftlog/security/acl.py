@@ -128,11 +128,11 @@ CACHE_ENTRIES = 20_000
 # MAX_RECORDS_PER_USER_OP): the most creations one CreateAcls holds, filters one DeleteAcls
 # holds, and ACLs one DeleteAcls removes.
 MAX_PER_REQUEST = 10_000
-# The ACLs a cluster holds (Kafka sets none). Every node keeps them all in memory, indexed, and
-# in the controller's snapshot; at 1.1 million a node's loop stalled for seconds on any change.
-# A hundred thousand is ten full CreateAcls, far more than per-principal, per-resource ACLs
-# need (prefixes and wildcards cover the rest), and at most ~250 MB per node even with every
-# string at its bound below (~30 MB with names of typical length).
+# The ACLs a cluster holds (Kafka sets none). Every node keeps them all in memory, with their
+# index, and in the controller's snapshot: 100,000 take about 65 MB per node with names of
+# typical length, about 300 MB with every string at its bound below. That is ten full
+# CreateAcls, far more than per-principal, per-resource ACLs need (prefixes and wildcards
+# cover the rest); at 1.1 million, nodes stalled for seconds on every change and listing.
 MAX_ACLS = 100_000
 # The stored ACLs one DeleteAcls's filters may look at together, when the controller applies
 # it on every node: a filter naming its resource looks only at the ACLs of that name (and, for
