@@ -136,7 +136,8 @@ MAX_PER_REQUEST = 10_000
 MAX_ACLS = 100_000
 # The stored ACLs one DeleteAcls's filters may look at together, when the controller applies
 # it on every node: a filter naming its resource looks only at the ACLs of that name (and, for
-# MATCH, of its prefixes and "*"), one without a name at every ACL of its resource type.
+# MATCH, of its prefixes and "*", each prefix length looked up counting as one), one without a
+# name at every ACL of its resource type.
 MAX_EXAMINED = MAX_ACLS
 # String bounds. No topic name is longer than 249 characters in Kafka, so no longer TOPIC
 # pattern could apply to one. Other resource names (groups, transactional ids, users) and
@@ -377,9 +378,6 @@ class AclIndex:
             self.version += 1
         return self
 
-    def __len__(self) -> int:
-        return len(self._mapping())
-
     def bindings(self) -> list[tuple[Any, ...]]:
         """Every binding, in the order they were created: a copy (about 1 ms per 100,000), to
         be filtered off the loop."""
@@ -411,31 +409,34 @@ class AclIndex:
         matches, all judged against the bindings before this command: a binding two filters
         match is reported by both, as in Kafka. Raises AclRefused, deleting nothing, when the
         filters match more than MAX_PER_REQUEST bindings (Kafka's INVALID_REQUEST) or would
-        look at more than MAX_EXAMINED."""
+        look at more than MAX_EXAMINED bindings and prefix lengths."""
         self.synced()
         matched: list[list[AclBinding]] = []
         gone: dict[AclBinding, None] = {}
         examined = 0
         for selected in filters:
             found = []
-            for named in self._selected_by(selected):
-                examined += len(named)
-                if examined > MAX_EXAMINED:
-                    raise AclRefused(
-                        ErrorCode.policy_violation,
-                        f"Excessively broad DeleteAcls: its filters would look at more than "
-                        f"{MAX_EXAMINED} ACLs; name the resources",
-                    )
-                for binding in named:
-                    if selected.matches(binding):
-                        found.append(binding)
-                        gone[binding] = None
-                if len(gone) > MAX_PER_REQUEST:
-                    raise AclRefused(
-                        ErrorCode.invalid_request,
-                        f"Cannot remove more than {MAX_PER_REQUEST} acls in a single delete "
-                        "operation.",
-                    )
+            for section in self._sections_for(selected.resource_type):
+                if selected.name is not None and selected.pattern_type == PatternType.MATCH:
+                    examined += len(section.prefix_lengths)
+                for named in section.selected_by(selected):
+                    examined += len(named)
+                    if examined > MAX_EXAMINED:
+                        raise AclRefused(
+                            ErrorCode.policy_violation,
+                            "Excessively broad DeleteAcls: its filters would look at more than "
+                            f"{MAX_EXAMINED} ACLs; name the resources",
+                        )
+                    for binding in named:
+                        if selected.matches(binding):
+                            found.append(binding)
+                            gone[binding] = None
+                    if len(gone) > MAX_PER_REQUEST:
+                        raise AclRefused(
+                            ErrorCode.invalid_request,
+                            f"Cannot remove more than {MAX_PER_REQUEST} acls in a single delete "
+                            "operation.",
+                        )
             matched.append(found)
         acls = self._mapping()
         for binding in gone:
@@ -450,14 +451,11 @@ class AclIndex:
         assert self._indexed is not None
         return self._indexed
 
-    def _selected_by(self, selected: AclBindingFilter) -> Iterator[dict[AclBinding, None]]:
-        if selected.resource_type == ResourceType.ANY:
-            sections = list(self._sections.values())
-        else:
-            section = self._sections.get(selected.resource_type)
-            sections = [section] if section is not None else []
-        for section in sections:
-            yield from section.selected_by(selected)
+    def _sections_for(self, resource_type: int) -> list[_Section]:
+        if resource_type == ResourceType.ANY:
+            return list(self._sections.values())
+        section = self._sections.get(resource_type)
+        return [section] if section is not None else []
 
     def _add(self, binding: AclBinding) -> None:
         section = self._sections.get(binding.resource_type)

@@ -436,6 +436,23 @@ def test_a_delete_over_its_bounds_deletes_nothing(monkeypatch: pytest.MonkeyPatc
     assert list(acls) == [tuple(b) for b in stored[3:]]
 
 
+def test_match_filters_pay_for_the_prefix_lengths_they_look_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A MATCH filter looks its name up at every prefix length some PREFIXED binding has: each
+    lookup counts against MAX_EXAMINED with the bindings found, so many such filters cannot
+    make the controller's apply long either."""
+    monkeypatch.setattr(acl_module, "MAX_EXAMINED", 12)
+    prefixes = [acl("abcde"[:size], pattern=Pat.PREFIXED) for size in range(1, 6)]
+    acls = {tuple(b): None for b in prefixes}
+    index = AclIndex(lambda: acls)
+    match = AclBindingFilter(Res.TOPIC, "abcdefg", Pat.MATCH, BOB, None, Op.ANY, Perm.ANY)
+    assert index.delete([match]) == [[]]  # 5 lengths and 5 bindings looked at
+    with pytest.raises(AclRefused):
+        index.delete([match, match])
+    assert len(acls) == 5
+
+
 # --- filters ----------------------------------------------------------------------------
 
 
