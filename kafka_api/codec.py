@@ -7,12 +7,14 @@ and writers are cached per type because kio builds them by walking the dataclass
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from types import ModuleType
-from typing import Any
+from typing import Any, ParamSpec
 
 from kio.index import load_payload_module, load_request_schema
 from kio.serial import entity_reader, entity_writer
@@ -22,6 +24,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kafka_api.bounds import check_body
 from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
+from raftlog.metrics import response_error
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _INT32 = struct.Struct(">i")
@@ -128,10 +131,48 @@ def _writer(entity_type: type) -> Any:
     return entity_writer(entity_type)
 
 
-def encode_response(correlation_id: int, response: ResponsePayload) -> list[bytes | bytearray]:
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A response a handler encoded itself, off the loop (`encode_off_loop`), because building
+    and encoding it costs in proportion to what the cluster holds; encode_response only puts
+    the header before it. error_code: the response's (raftlog.metrics.response_error), for
+    the request metrics."""
+
+    body: bytes
+    flexible_header: bool
+    error_code: int
+
+
+P = ParamSpec("P")
+
+
+async def encode_off_loop(
+    build: Callable[P, ResponsePayload], *args: P.args, **kwargs: P.kwargs
+) -> Encoded:
+    """build(*args, **kwargs), and its encoding, in a thread (kio's writers keep no state)."""
+
+    def work() -> Encoded:
+        response = build(*args, **kwargs)
+        buffer = io.BytesIO()
+        _writer(type(response))(buffer, response)
+        return Encoded(
+            buffer.getvalue(),
+            type(response).__header_schema__.__flexible__,
+            response_error(response),
+        )
+
+    return await asyncio.to_thread(work)
+
+
+def encode_response(
+    correlation_id: int, response: ResponsePayload | Encoded
+) -> list[bytes | bytearray]:
     """One response frame (size, header, body) as buffers to write in order. The header version
     comes from the kio model: flexible responses carry an empty tagged-field section, except
     ApiVersions, which always uses header v0 so any client can read it."""
+    if isinstance(response, Encoded):
+        head = _INT32.pack(correlation_id) + (b"\x00" if response.flexible_header else b"")
+        return [_INT32.pack(len(head) + len(response.body)) + head, response.body]
     response_type = type(response)
     head = _SIZE_PLACEHOLDER + _INT32.pack(correlation_id)
     if response_type.__header_schema__.__flexible__:

@@ -339,7 +339,10 @@ class Broker(Protocol):
         None while authorizer.class.name is empty, and then every request is allowed."""
 
     async def create_acls(self, bindings: list[AclBinding]) -> AclChange:
-        """Stores valid bindings through the controller (CreateAcls); one error for all."""
+        """Stores valid bindings through the controller (CreateAcls): all of them, or none and
+        one error for all (the cluster's bound on ACLs, checked where the controller applies
+        the command)."""
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> AclChange:
-        """Deletes what the filters match through the controller (DeleteAcls)."""
+        """Deletes what the filters match through the controller (DeleteAcls), or nothing and
+        one error for every filter (more matches than one request may delete)."""

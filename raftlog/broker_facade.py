@@ -140,19 +140,21 @@ class BrokerFacade:
 
     async def create_acls(self, bindings: list[AclBinding]) -> AclChange:
         try:
-            await self._node.controller.call("update_acls_create", [_plain(b) for b in bindings])
+            change: AclChange = await self._node.controller.call(
+                "update_acls_create", [_plain(b) for b in bindings]
+            )
         except ControllerUnavailable as e:
             return AclChange(ErrorCode.request_timed_out, str(e))
-        return AclChange()
+        return change
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> AclChange:
         try:
-            matched = await self._node.controller.call(
+            change: AclChange = await self._node.controller.call(
                 "update_acls_delete", [_plain(f) for f in filters]
             )
         except ControllerUnavailable as e:
             return AclChange(ErrorCode.request_timed_out, str(e))
-        return AclChange(deleted=tuple(tuple(AclBinding(*b) for b in found) for found in matched))
+        return change
 
     async def init_producer_id(
         self, transactional_id: str | None, producer_id: int, producer_epoch: int

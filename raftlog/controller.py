@@ -18,13 +18,14 @@ from typing import Any
 
 from pysyncobj.config import FAIL_REASON
 
+from raftlog.broker import AclChange
 from raftlog.errors import ErrorCode
 from raftlog.raft.group import RaftGroup, RaftTimings, failure_name
 from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.syncobj_fork import SyncObj, replicated
 from raftlog.raft.ticker import Ticker
-from raftlog.security.acl import AclBinding, AclBindingFilter
+from raftlog.security.acl import AclBindingFilter, AclIndex, AclRefused, Acls
 from raftlog.security.scram import MAX_USERS
 from raftlog.storage.log import TruncateResult
 
@@ -47,6 +48,8 @@ class ControllerMachine(SyncObj):
         self, self_node: Any, other_nodes: Any, *, on_apply: Callable[[], None], **kwargs: Any
     ) -> None:
         self._on_apply = on_apply
+        # Not state (set before SyncObj.__init__): the ACLs by resource, kept with `acls`.
+        self._acl_index = AclIndex(lambda: self.acls)
         super().__init__(self_node, other_nodes, **kwargs)
         self.cluster_id = ""
         self.next_producer_id = 0
@@ -62,10 +65,9 @@ class ControllerMachine(SyncObj):
         # keys only, never a password. A user's mapping is replaced on change, never changed.
         self.scram_users: dict[str, dict[str, list]] = {}
 
-        # The ACL bindings (raftlog.security.acl.AclBinding as plain tuples), in creation order.
-        # Replaced on every change, never changed in place: a node's authorizer tells a change
-        # by the mapping it finds here. A dump from before ACLs lacks the key: none.
-        self.acls: dict[tuple[Any, ...], None] = {}
+        # The ACL bindings (raftlog.security.acl.AclBinding as plain tuples), in creation order,
+        # changed in place through _acl_index. A dump from before ACLs lacks the key: none.
+        self.acls: Acls = {}
 
     @replicated
     def init_cluster(self, cluster_id: str) -> str:
@@ -216,23 +218,29 @@ class ControllerMachine(SyncObj):
 
     # (ACL changes leave replicas alone: no _on_apply, no reconcile pass.)
     @replicated
-    def update_acls_create(self, bindings: list[tuple[Any, ...]]) -> None:
-        """Adds ACL bindings (CreateAcls); one that exists already stays as it is, as in Kafka."""
-        if any(tuple(binding) not in self.acls for binding in bindings):
-            self.acls = {**self.acls, **{tuple(binding): None for binding in bindings}}
+    def update_acls_create(self, bindings: list[tuple[Any, ...]]) -> AclChange:
+        """Adds ACL bindings (CreateAcls; raftlog.security.acl.AclIndex.create): all, or none
+        if the cluster would hold more than its bound."""
+        try:
+            self._acl_index.create(bindings)
+        except AclRefused as refused:
+            return AclChange(refused.error, refused.message)
+        return AclChange()
 
     @replicated
-    def update_acls_delete(self, filters: list[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
-        """Deletes the bindings any filter matches (DeleteAcls) and returns each filter's
-        matches, all judged against the bindings before this command: a binding two filters
-        match is reported by both, as in Kafka."""
-        matched = [
-            [b for b in self.acls if AclBindingFilter(*f).matches(AclBinding(*b))] for f in filters
-        ]
-        gone = {binding for found in matched for binding in found}
-        if gone:
-            self.acls = {binding: None for binding in self.acls if binding not in gone}
-        return matched
+    def update_acls_delete(self, filters: list[tuple[Any, ...]]) -> AclChange:
+        """Deletes the bindings the filters match (DeleteAcls; AclIndex.delete), each filter's
+        matches in the result; none if they match more than the bound."""
+        try:
+            matched = self._acl_index.delete(AclBindingFilter(*f) for f in filters)
+        except AclRefused as refused:
+            return AclChange(refused.error, refused.message)
+        return AclChange(deleted=tuple(tuple(found) for found in matched))
+
+    def acl_index(self) -> AclIndex:
+        """The ACLs by resource, for this node's authorizer (rebuilt if a snapshot replaced
+        them)."""
+        return self._acl_index.synced()
 
 
 class _NoLog:

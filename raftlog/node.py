@@ -57,7 +57,9 @@ class Node:
         self.loop_stalls = LoopStallMonitor(LOOP_CLOCK)
         # Judges requests by the controller's ACLs; None without authorizer.class.name. Made
         # here so a bad setting stops the node before it starts anything.
-        self.authorizer = authorizer_for(config.broker_setting, lambda: self.controller.state.acls)
+        self.authorizer = authorizer_for(
+            config.broker_setting, lambda: self.controller.state.acl_index()
+        )
 
     # --- lifecycle ---------------------------------------------------------------------------
 

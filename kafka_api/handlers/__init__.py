@@ -53,7 +53,8 @@ class ApiHandler(Protocol):
     MAX_VERSION: int
 
     async def handle(self, ctx: RequestContext, request: Any) -> Any:
-        """The kio response entity, or None when the request gets no response."""
+        """The kio response entity, or one the handler encoded off the loop (codec.Encoded),
+        or None when the request gets no response."""
 
 
 # A list typed ApiHandler, so mypy checks each module against the protocol (its constants

@@ -1,14 +1,17 @@
 """What the three ACL APIs share: their wire fields read into raftlog's bindings and filters,
-and Kafka's answer while no authorizer is configured."""
+Kafka's answer while no authorizer is configured, and the bound on entries per request."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from kafka_api.errors import CloseConnection
-from raftlog.security.acl import AclBinding, AclBindingFilter, unknown_codes
+from raftlog.security.acl import MAX_PER_REQUEST, AclBinding, AclBindingFilter, unknown_codes
 
 NO_AUTHORIZER = "No Authorizer is configured."
+
+T = TypeVar("T")
 
 
 def binding(creation: Any) -> AclBinding:
@@ -47,6 +50,29 @@ def binding_filter(entry: Any) -> AclBindingFilter:
         int(entry.operation),
         int(entry.permission_type),
     )
+
+
+def too_many(entries: Sequence[Any], what: str) -> str | None:
+    """Why a request is refused whole before its entries are read (POLICY_VIOLATION): more
+    than Kafka's controller writes for one operation."""
+    if len(entries) <= MAX_PER_REQUEST:
+        return None
+    return (
+        f"Unable to perform excessively large batch operation: {len(entries)} {what} in one "
+        f"request, at most {MAX_PER_REQUEST}"
+    )
+
+
+def refused_alike(
+    count: int, message: str | None, make: Callable[[str | None], T]
+) -> tuple[T, ...]:
+    """The results of `count` entries refused alike, make(message) each: the message on every
+    one, as Kafka answers; past MAX_PER_REQUEST entries (a request refused for its size) on
+    the first only, so the answer stays a few bytes per entry whatever the request's size."""
+    first = make(message)
+    if count <= MAX_PER_REQUEST:
+        return (first,) * count
+    return (first,) + (make(None),) * (count - 1)
 
 
 def _check_codes(resource_type: int, pattern_type: int, operation: int, permission: int) -> None:

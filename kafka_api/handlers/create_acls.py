@@ -1,53 +1,78 @@
 """CreateAcls (30): new ACL bindings, stored by the controller. Needs ALTER on the cluster;
 answers SECURITY_DISABLED while no authorizer is configured; each binding Kafka would refuse
-gets INVALID_REQUEST and the others are created."""
+gets INVALID_REQUEST and the others are created. A request of more than MAX_PER_REQUEST
+creations is refused whole (POLICY_VIOLATION) before any is read, and the controller refuses
+the whole command (POLICY_VIOLATION) if the cluster would hold more than MAX_ACLS. Reading,
+checking and answering are proportional to the request: they run in a thread."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
-from kafka_api.codec import build, response_module
+from kafka_api.codec import Encoded, build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.handlers.acl_wire import NO_AUTHORIZER, binding
+from kafka_api.handlers.acl_wire import NO_AUTHORIZER, binding, refused_alike, too_many
 from raftlog.broker import AclChange
 from raftlog.errors import ErrorCode
-from raftlog.security.acl import creation_error
+from raftlog.security.acl import AclBinding, creation_error
 
 API_KEY = 30
 MIN_VERSION = 1  # Kafka 4's baseline, the first with pattern types
 MAX_VERSION = 3
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Encoded:
     m = response_module(API_KEY, ctx.api_version)
-    bindings = [binding(creation) for creation in request.creations]
+    creations = request.creations
+    oversized = too_many(creations, "ACL creations")
+    checked = None if oversized else await asyncio.to_thread(_checked, creations)
     if not authorize_cluster(ctx, Op.ALTER):
         error = ErrorCode.cluster_authorization_failed
-        return _answer(m, [(error, DENIED_MESSAGES[error])] * len(bindings))
+        return await _refused(m, len(creations), error, DENIED_MESSAGES[error])
     if ctx.broker.authorizer is None:
-        return _answer(m, [(ErrorCode.security_disabled, NO_AUTHORIZER)] * len(bindings))
-    problems = [creation_error(b) for b in bindings]
-    valid = [b for b, problem in zip(bindings, problems, strict=True) if problem is None]
+        return await _refused(m, len(creations), ErrorCode.security_disabled, NO_AUTHORIZER)
+    if checked is None:
+        return await _refused(m, len(creations), ErrorCode.policy_violation, oversized)
+    valid = [b for b, problem in checked if problem is None]
     change = await ctx.broker.create_acls(valid) if valid else AclChange()
-    return _answer(
-        m,
-        [
-            (change.error, change.message)
-            if problem is None
-            else (ErrorCode.invalid_request, problem)
-            for problem in problems
-        ],
-    )
+    results = [
+        (change.error, change.message) if problem is None else (ErrorCode.invalid_request, problem)
+        for _, problem in checked
+    ]
+    return await encode_off_loop(_answer, m, results)
+
+
+def _checked(creations: Any) -> list[tuple[AclBinding, str | None]]:
+    """Each creation as a binding, with why Kafka refuses it (None if it may be created)."""
+    return [(b, creation_error(b)) for b in map(binding, creations)]
+
+
+async def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Encoded:
+    def results() -> Any:
+        return _response(
+            m,
+            refused_alike(
+                count,
+                message,
+                lambda text: build(m.AclCreationResult, error_code=error, error_message=text),
+            ),
+        )
+
+    return await encode_off_loop(results)
 
 
 def _answer(m: Any, results: list[tuple[ErrorCode, str | None]]) -> Any:
-    return build(
-        m.CreateAclsResponse,
-        throttle_time=NO_THROTTLE,
-        results=tuple(
+    return _response(
+        m,
+        tuple(
             build(m.AclCreationResult, error_code=error, error_message=message)
             for error, message in results
         ),
     )
+
+
+def _response(m: Any, results: tuple[Any, ...]) -> Any:
+    return build(m.CreateAclsResponse, throttle_time=NO_THROTTLE, results=results)

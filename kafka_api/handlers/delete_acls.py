@@ -1,47 +1,93 @@
 """DeleteAcls (31): removes the ACL bindings each filter matches, through the controller, and
 names them per filter. Needs ALTER on the cluster; answers SECURITY_DISABLED while no
-authorizer is configured."""
+authorizer is configured. A request of more than MAX_PER_REQUEST filters is refused whole
+(POLICY_VIOLATION) before any is read; a filter with a string longer than any binding holds
+gets INVALID_REQUEST; the controller deletes nothing, and every filter gets its error, when
+the filters match more than MAX_PER_REQUEST bindings (INVALID_REQUEST, as Kafka) or would
+look at more than MAX_EXAMINED. Reading the filters and answering run in a thread."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
-from kafka_api.codec import build, response_module
+from kafka_api.codec import Encoded, build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.handlers.acl_wire import NO_AUTHORIZER, binding_filter
+from kafka_api.handlers.acl_wire import NO_AUTHORIZER, binding_filter, refused_alike, too_many
+from raftlog.broker import AclChange
 from raftlog.errors import ErrorCode
-from raftlog.security.acl import AclBinding
+from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error
 
 API_KEY = 31
 MIN_VERSION = 1  # Kafka 4's baseline, the first with pattern types
 MAX_VERSION = 3
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Encoded:
     m = response_module(API_KEY, ctx.api_version)
-    filters = [binding_filter(entry) for entry in request.filters]
+    entries = request.filters
+    oversized = too_many(entries, "DeleteAcls filters")
+    checked = None if oversized else await asyncio.to_thread(_checked, entries)
     if not authorize_cluster(ctx, Op.ALTER):
         error = ErrorCode.cluster_authorization_failed
-        return _refused(m, len(filters), error, DENIED_MESSAGES[error])
+        return await _refused(m, len(entries), error, DENIED_MESSAGES[error])
     if ctx.broker.authorizer is None:
-        return _refused(m, len(filters), ErrorCode.security_disabled, NO_AUTHORIZER)
-    if not filters:
-        return _answer(m, ())
-    change = await ctx.broker.delete_acls(filters)
-    if change.error is not ErrorCode.none:
-        return _refused(m, len(filters), change.error, change.message)
-    return _answer(
+        return await _refused(m, len(entries), ErrorCode.security_disabled, NO_AUTHORIZER)
+    if checked is None:
+        return await _refused(m, len(entries), ErrorCode.policy_violation, oversized)
+    valid = [f for f, problem in checked if problem is None]
+    change = await ctx.broker.delete_acls(valid) if valid else AclChange()
+    found = iter(change.deleted)
+    results: list[tuple[ErrorCode, str | None, tuple[AclBinding, ...]]] = []
+    for _, problem in checked:
+        if problem is not None:
+            results.append((ErrorCode.invalid_request, problem, ()))
+        elif change.error is not ErrorCode.none:
+            results.append((change.error, change.message, ()))
+        else:
+            results.append((ErrorCode.none, None, next(found)))
+    return await encode_off_loop(_answer, m, results)
+
+
+def _checked(entries: Any) -> list[tuple[AclBindingFilter, str | None]]:
+    """Each entry as a filter, with why it is refused (None if it is not)."""
+    return [(f, filter_error(f)) for f in map(binding_filter, entries)]
+
+
+async def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Encoded:
+    """Every filter answered with the same error and no matches (Kafka's error response)."""
+
+    def results() -> Any:
+        return _response(
+            m,
+            refused_alike(
+                count,
+                message,
+                lambda text: build(
+                    m.DeleteAclsFilterResult,
+                    error_code=error,
+                    error_message=text,
+                    matching_acls=(),
+                ),
+            ),
+        )
+
+    return await encode_off_loop(results)
+
+
+def _answer(m: Any, results: list[tuple[ErrorCode, str | None, tuple[AclBinding, ...]]]) -> Any:
+    return _response(
         m,
         tuple(
             build(
                 m.DeleteAclsFilterResult,
-                error_code=ErrorCode.none,
-                error_message=None,
+                error_code=error,
+                error_message=message,
                 matching_acls=tuple(_matching(m, b) for b in found),
             )
-            for found in change.deleted
+            for error, message, found in results
         ),
     )
 
@@ -61,13 +107,5 @@ def _matching(m: Any, found: AclBinding) -> Any:
     )
 
 
-def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Any:
-    """Every filter answered with the same error and no matches (Kafka's error response)."""
-    result = build(
-        m.DeleteAclsFilterResult, error_code=error, error_message=message, matching_acls=()
-    )
-    return _answer(m, (result,) * count)
-
-
-def _answer(m: Any, results: tuple[Any, ...]) -> Any:
+def _response(m: Any, results: tuple[Any, ...]) -> Any:
     return build(m.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=results)

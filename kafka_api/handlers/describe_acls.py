@@ -1,17 +1,20 @@
 """DescribeAcls (29): the ACL bindings a filter matches, grouped by resource pattern. Needs
-DESCRIBE on the cluster; answers SECURITY_DISABLED while no authorizer is configured."""
+DESCRIBE on the cluster; answers SECURITY_DISABLED while no authorizer is configured, and
+INVALID_REQUEST to a filter with a string longer than any binding holds. The bindings are
+copied on the loop (about 1 ms per 100,000: a consistent listing); matching them, building
+the answer and encoding it, all in proportion to what the cluster holds, run in a thread."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
-from kafka_api.codec import build, response_module
+from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from kafka_api.handlers.acl_wire import binding_filter
 from raftlog.errors import ErrorCode
-from raftlog.security.acl import AclBinding
+from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error, select
 
 API_KEY = 29
 MIN_VERSION = 1  # Kafka 4's baseline, the first with pattern types
@@ -29,29 +32,38 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _answer(
             m, ErrorCode.security_disabled, "No Authorizer is configured on the broker", ()
         )
+    problem = filter_error(selected)
+    if problem is not None:
+        return _answer(m, ErrorCode.invalid_request, problem, ())
+    return await encode_off_loop(_described, m, selected, authorizer.bindings())
+
+
+def _described(m: Any, selected: AclBindingFilter, bindings: list[tuple[Any, ...]]) -> Any:
+    """The matching bindings grouped by pattern; the entities are made with their own
+    constructors (their fields are the same at every version served), five times faster than
+    `build`'s per-version selection for a hundred thousand of them."""
     by_pattern: dict[tuple[int, str, int], list[AclBinding]] = {}
-    for found in authorizer.bindings(selected):
+    for found in select(bindings, selected):
         by_pattern.setdefault((found.resource_type, found.name, found.pattern_type), []).append(
             found
         )
+    description, resource = m.AclDescription, m.DescribeAclsResource
     resources = tuple(
-        build(
-            m.DescribeAclsResource,
+        resource(
             resource_type=resource_type,
             resource_name=name,
             pattern_type=pattern_type,
             acls=tuple(
-                build(
-                    m.AclDescription,
+                description(
                     principal=b.principal,
                     host=b.host,
                     operation=b.operation,
                     permission_type=b.permission,
                 )
-                for b in bindings
+                for b in found
             ),
         )
-        for (resource_type, name, pattern_type), bindings in by_pattern.items()
+        for (resource_type, name, pattern_type), found in by_pattern.items()
     )
     return _answer(m, ErrorCode.none, None, resources)
 

@@ -11,7 +11,13 @@ allow.everyone.if.no.acl.found, ACLs managed with `raftlog acl`, obeyed by real 
 - `raftlog acl list` shows what `add` made and `remove` took away, and every node describes the
   same ACLs (they are controller state);
 - ACLs survive a full restart of the cluster and a kill -9 of the controller's leader, and a
-  node that was down when an ACL was added learns it.
+  node that was down when an ACL was added learns it;
+- a raw CreateAcls over the per-request bound (10,000) is answered POLICY_VIOLATION and stores
+  nothing, and one with a 1 MiB resource name, principal or host gets INVALID_REQUEST for it;
+  the node answers on;
+- 30,000 ACLs made by confluent-kafka's AdminClient in three requests are described whole by
+  it and by every node, a DeleteAcls matching all of them deletes none (Kafka's bound), and
+  three that match 10,000 each delete them.
 
 Each ACL that denies is paired with an ALLOW of ALL for User:* on the same resource, so the
 client gets past Metadata and FindCoordinator and the API under test is the one refusing; on
@@ -27,8 +33,16 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from support import groups as G
 from support import wire as W
 from support.authz import join_outcome, produce_error, wait_produce
@@ -43,7 +57,8 @@ BROKER = {
     **G.FAST_GROUPS,
 }
 ANON = "User:ANONYMOUS"
-DESCRIBE_ACLS = 29
+DESCRIBE_ACLS, CREATE_ACLS = 29, 30
+POLICY_VIOLATION, INVALID_REQUEST = 44, 42
 # Kafka's codes: resource type, pattern type, operation, permission
 TOPIC, GROUP, LITERAL = 2, 3, 3
 ALL, READ, WRITE, DESCRIBE = 2, 3, 4, 8
@@ -196,6 +211,109 @@ def test_a_topic_that_may_not_be_described_is_not_listed(cluster: Cluster) -> No
     wait_for(
         lambda: hidden in listed_by_admin(cluster.bootstrap), 60, what=f"{hidden} to come back"
     )
+
+
+def create_raw(addr: tuple[str, int], creations: list[tuple[Any, ...]]) -> list[tuple[int, Any]]:
+    """One raw CreateAcls v3 of these bindings: each creation's (error code, message)."""
+    fields = ("resource_type", "resource_name", "resource_pattern_type", "principal", "host")
+    entries = [
+        {**dict(zip(fields, c[:5], strict=True)), "operation": c[5], "permission_type": c[6]}
+        for c in creations
+    ]
+    with W.KafkaWire(addr) as conn:
+        response = conn.call(CREATE_ACLS, 3, {"creations": entries}, timeout=120)
+    return [(W.code(r.error_code), r.error_message) for r in response.results]
+
+
+def test_hostile_creations_are_refused_and_store_nothing(cluster: Cluster) -> None:
+    """10,001 creations: refused whole before anything is proposed. A 1 MiB resource name,
+    principal or host: INVALID_REQUEST for that creation; the valid one beside them is made.
+    A later change reaching every node shows nothing else was stored, and the node answers."""
+    addr = cluster.node(cluster.node_ids[0]).kafka_addr
+    flood = [(TOPIC, f"flood-{i}", LITERAL, ANON, "*", READ, ALLOW) for i in range(10_001)]
+    results = create_raw(addr, flood)
+    assert len(results) == 10_001 and {c for c, _ in results} == {POLICY_VIOLATION}
+    assert "at most 10000" in results[0][1], results[0]
+
+    huge = "x" * (1 << 20)
+    valid = (TOPIC, "acl-bounded", LITERAL, ANON, "*", READ, ALLOW)
+    results = create_raw(
+        addr,
+        [
+            (TOPIC, huge, LITERAL, ANON, "*", READ, ALLOW),
+            (GROUP, "g", LITERAL, "User:" + huge, "*", READ, ALLOW),
+            (GROUP, "g", LITERAL, ANON, huge, READ, ALLOW),
+            valid,
+        ],
+    )
+    assert [c for c, _ in results] == [INVALID_REQUEST] * 3 + [0], results
+    assert [message.split(" of ")[0] for _, message in results[:3]] == [
+        "TOPIC resource name",
+        "Principal",
+        "Host",
+    ]
+    wait_described(cluster, {valid})  # on every node: nothing else was stored
+    assert cluster.live_nodes() == cluster.node_ids
+    acl(cluster, "remove", "--topic", "acl-bounded")
+    wait_described(cluster, set())
+
+
+def test_many_acls_are_made_in_bounded_requests_and_described_whole(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    chunks, per_request = 3, 10_000
+    wanted = set()
+    for chunk in range(chunks):
+        bindings = [
+            AclBinding(
+                ResourceType.TOPIC,
+                f"bulk-{chunk}-{i}",
+                ResourcePatternType.LITERAL,
+                f"User:bulk-{chunk}",
+                "*",
+                AclOperation.READ,
+                AclPermissionType.ALLOW,
+            )
+            for i in range(per_request)
+        ]
+        for future in admin.create_acls(bindings, request_timeout=120).values():
+            future.result()
+        wanted |= {
+            (TOPIC, f"bulk-{chunk}-{i}", LITERAL, f"User:bulk-{chunk}", "*", READ, ALLOW)
+            for i in range(per_request)
+        }
+    everything = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    described = admin.describe_acls(everything, request_timeout=120).result()
+    assert len(described) == chunks * per_request
+    assert {(b.name, b.principal) for b in described} == {(w[1], w[3]) for w in wanted}
+    wait_described(cluster, wanted, timeout=120)
+
+    with pytest.raises(KafkaException) as refused:
+        admin.delete_acls([everything], request_timeout=120)[everything].result()
+    assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert "Cannot remove more than 10000 acls" in refused.value.args[0].str()
+    assert len(described_by(cluster.node(cluster.node_ids[-1]).kafka_addr)) == len(wanted)
+
+    for chunk in range(chunks):
+        of_chunk = AclBindingFilter(
+            ResourceType.TOPIC,
+            None,
+            ResourcePatternType.ANY,
+            f"User:bulk-{chunk}",
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        deleted = admin.delete_acls([of_chunk], request_timeout=120)[of_chunk].result()
+        assert len(deleted) == per_request
+    wait_described(cluster, set())
 
 
 def test_acls_survive_a_full_restart_and_a_controller_failover(cluster: Cluster) -> None:

@@ -12,17 +12,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftlog.config import BROKER_DEFAULTS, ConfigError
+from raftlog.errors import ErrorCode
+from raftlog.security import acl as acl_module
 from raftlog.security.acl import (
     CACHE_ENTRIES,
     AclBinding,
     AclBindingFilter,
+    AclIndex,
     AclOperation,
+    AclRefused,
     Authorizer,
     PatternType,
     PermissionType,
     ResourceType,
     authorizer_for,
     creation_error,
+    filter_error,
+    select,
     unknown_codes,
 )
 
@@ -32,7 +38,8 @@ HOST = "10.0.0.1"
 
 
 class Bindings:
-    """The controller's `acls` as the authorizer reads it: a mapping replaced on change."""
+    """The controller's `acls` as the index reads it; `set` replaces the mapping, as loading a
+    snapshot does."""
 
     def __init__(self, *bindings: AclBinding) -> None:
         self.current: dict[tuple[Any, ...], None] = {tuple(b): None for b in bindings}
@@ -57,7 +64,7 @@ def acl(
 
 
 def authorizer(*bindings: AclBinding, allow_if_no_acl: bool = False, supers=()) -> Authorizer:
-    return Authorizer(supers, allow_if_no_acl, Bindings(*bindings))
+    return Authorizer(supers, allow_if_no_acl, AclIndex(Bindings(*bindings)).synced)
 
 
 def may(auth: Authorizer, operation: Op, name: str = "t", principal: str = ALICE, **kw) -> bool:
@@ -148,7 +155,7 @@ BINDINGS = st.builds(
     ),
 )
 def test_decisions_follow_kafkas_rules(bindings, supers, allow_if_no_acl, questions) -> None:
-    auth = Authorizer(supers, allow_if_no_acl, Bindings(*bindings))
+    auth = authorizer(*bindings, allow_if_no_acl=allow_if_no_acl, supers=supers)
     for _ in range(2):  # the second round answers from the cache
         for principal, host, operation, resource_type, name in questions:
             expected = model(
@@ -178,7 +185,7 @@ def test_a_match_filter_selects_the_bindings_that_apply(bindings, resource_type,
             or (b.pattern_type == Pat.PREFIXED and name.startswith(b.name))
         )
     }
-    assert set(authorizer(*bindings).bindings(selected)) == applying
+    assert set(select(authorizer(*bindings).bindings(), selected)) == applying
 
 
 # --- the rules by name ------------------------------------------------------------------
@@ -283,7 +290,7 @@ def test_authorize_by_resource_type(bindings, allow_if_no_acl, allowed) -> None:
 
 def test_the_cache_forgets_when_the_bindings_change() -> None:
     bindings = Bindings(acl(operation=Op.WRITE))
-    auth = Authorizer((), False, bindings)
+    auth = Authorizer((), False, AclIndex(bindings).synced)
     assert may(auth, Op.WRITE)
     assert auth.authorize_by_resource_type(ALICE, HOST, Op.WRITE, Res.TOPIC)
     bindings.set(acl(operation=Op.WRITE), acl(operation=Op.WRITE, permission=Perm.DENY))
@@ -302,6 +309,150 @@ def test_the_cache_is_bounded() -> None:
     assert may(auth, Op.READ, "t")
 
 
+# --- the index, changed in place ----------------------------------------------------------
+
+FILTERS = st.builds(
+    AclBindingFilter,
+    st.sampled_from([Res.ANY, Res.TOPIC, Res.GROUP]),
+    st.one_of(st.none(), NAMES),
+    st.sampled_from([Pat.ANY, Pat.MATCH, Pat.LITERAL, Pat.PREFIXED]),
+    st.one_of(st.none(), PRINCIPALS),
+    st.one_of(st.none(), HOSTS),
+    st.sampled_from([Op.ANY, Op.READ, Op.WRITE, Op.ALL]),
+    st.sampled_from([Perm.ANY, Perm.ALLOW, Perm.DENY]),
+)
+CHANGES = st.lists(
+    st.one_of(
+        st.tuples(st.just("create"), st.lists(BINDINGS, max_size=5)),
+        st.tuples(st.just("delete"), st.lists(FILTERS, min_size=1, max_size=3)),
+    ),
+    max_size=12,
+)
+
+
+def layout(index: AclIndex) -> dict[int, tuple[Any, ...]]:
+    """What the index holds per resource type, comparable across two indexes."""
+    found = {}
+    for kind in (Res.TOPIC, Res.GROUP):
+        section = index.section(kind)
+        if section is not None and (section.literal or section.prefixed):
+            found[kind] = (
+                {name: list(named) for name, named in section.literal.items()},
+                {name: list(named) for name, named in section.prefixed.items()},
+                dict(section.prefix_lengths),
+            )
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=CHANGES, questions=st.lists(st.tuples(PRINCIPALS, OPERATIONS, TYPES, NAMES)))
+def test_the_index_changed_in_place_is_the_one_built_from_scratch(changes, questions) -> None:
+    """Each change costs what it adds or removes; after any run of them the index, the
+    mapping, DeleteAcls's matches and the authorizer's decisions are what a from-scratch
+    index and Kafka's rules, over the same bindings, give."""
+    acls: dict[tuple[Any, ...], None] = {}
+    index = AclIndex(lambda: acls)
+    auth = Authorizer((), False, index.synced)
+    model: list[AclBinding] = []  # the bindings, in creation order
+    for kind, entries in changes:
+        if kind == "create":
+            index.create(entries)
+            model += [b for b in dict.fromkeys(entries) if b not in model]
+        else:
+            matched = index.delete(entries)
+            assert [sorted(found) for found in matched] == [
+                sorted(b for b in model if f.matches(b)) for f in entries
+            ]
+            model = [b for b in model if not any(f.matches(b) for f in entries)]
+        assert list(acls) == [tuple(b) for b in model] == index.bindings()
+        scratch = AclIndex(lambda: dict(acls)).synced()
+        assert layout(index) == layout(scratch)
+        for principal, operation, resource_type, name in questions:
+            expected = model_decision(model, principal, operation, resource_type, name)
+            assert auth.authorize(principal, HOST, operation, resource_type, name) == expected
+
+
+def model_decision(
+    bindings: list[AclBinding], principal: str, op: Op, kind: Res, name: str
+) -> bool:
+    return model(bindings, set(), False, principal, HOST, op, kind, name)
+
+
+def test_a_change_in_place_and_a_replaced_mapping_both_reach_the_decisions() -> None:
+    bindings = Bindings()
+    index = AclIndex(bindings)
+    auth = Authorizer((), False, index.synced)
+    assert not may(auth, Op.READ)
+    index.create([acl()])
+    assert may(auth, Op.READ)
+    index.delete([AclBindingFilter(Res.TOPIC, "t", Pat.LITERAL, None, None, Op.ANY, Perm.ANY)])
+    assert not may(auth, Op.READ) and bindings() == {}
+    bindings.set(acl())  # as a snapshot loaded by pysyncobj: rebuilt from it
+    assert may(auth, Op.READ) and index.bindings() == [tuple(acl())]
+
+
+def test_the_cluster_holds_at_most_max_acls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checked when the command applies: over the bound, none of its bindings is stored."""
+    monkeypatch.setattr(acl_module, "MAX_ACLS", 3)
+    acls: dict[tuple[Any, ...], None] = {}
+    index = AclIndex(lambda: acls)
+    index.create([acl("a"), acl("b")])
+    with pytest.raises(AclRefused) as refused:
+        index.create([acl("c"), acl("d")])
+    assert refused.value.error is ErrorCode.policy_violation
+    assert "may hold at most 3" in refused.value.message
+    assert list(acls) == [acl("a"), acl("b")]
+    index.create([acl("a"), acl("c"), acl("c")])  # one new: a is there, c twice
+    assert list(acls) == [acl("a"), acl("b"), acl("c")]
+
+
+def test_a_delete_over_its_bounds_deletes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More matches than MAX_PER_REQUEST: Kafka's INVALID_REQUEST and message. Filters that
+    would look at more than MAX_EXAMINED stored ACLs together: POLICY_VIOLATION. A filter
+    naming its resource looks only at that name's ACLs."""
+    monkeypatch.setattr(acl_module, "MAX_PER_REQUEST", 3)
+    monkeypatch.setattr(acl_module, "MAX_EXAMINED", 8)
+    stored = [acl(f"t{i}") for i in range(6)]
+    acls = {tuple(b): None for b in stored}
+    index = AclIndex(lambda: acls)
+
+    def named(name: str | None, principal: str | None = None) -> AclBindingFilter:
+        return AclBindingFilter(Res.TOPIC, name, Pat.ANY, principal, None, Op.ANY, Perm.ANY)
+
+    with pytest.raises(AclRefused) as refused:
+        index.delete([named("t0"), named("t1"), named("t2"), named("t3")])
+    assert (refused.value.error, refused.value.message) == (
+        ErrorCode.invalid_request,
+        "Cannot remove more than 3 acls in a single delete operation.",
+    )
+    with pytest.raises(AclRefused) as refused:
+        index.delete([named(None, BOB), named(None, BOB)])  # 12 looked at, none matched
+    assert refused.value.error is ErrorCode.policy_violation
+    assert "more than 8 ACLs" in refused.value.message
+    assert list(acls) == [tuple(b) for b in stored]
+    assert (
+        index.delete([named(f"t{i}") for i in range(3)] * 2) == [[stored[i]] for i in range(3)] * 2
+    )
+    assert list(acls) == [tuple(b) for b in stored[3:]]
+
+
+def test_match_filters_pay_for_the_prefix_lengths_they_look_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A MATCH filter looks its name up at every prefix length some PREFIXED binding has: each
+    lookup counts against MAX_EXAMINED with the bindings found, so many such filters cannot
+    make the controller's apply long either."""
+    monkeypatch.setattr(acl_module, "MAX_EXAMINED", 12)
+    prefixes = [acl("abcde"[:size], pattern=Pat.PREFIXED) for size in range(1, 6)]
+    acls = {tuple(b): None for b in prefixes}
+    index = AclIndex(lambda: acls)
+    match = AclBindingFilter(Res.TOPIC, "abcdefg", Pat.MATCH, BOB, None, Op.ANY, Perm.ANY)
+    assert index.delete([match]) == [[]]  # 5 lengths and 5 bindings looked at
+    with pytest.raises(AclRefused):
+        index.delete([match, match])
+    assert len(acls) == 5
+
+
 # --- filters ----------------------------------------------------------------------------
 
 
@@ -315,7 +466,7 @@ def test_filters_as_kafka_matches_them() -> None:
     auth = authorizer(literal, prefixed, wildcard, group)
 
     def selected(*fields: Any) -> list[AclBinding]:
-        return auth.bindings(AclBindingFilter(*fields))
+        return select(auth.bindings(), AclBindingFilter(*fields))
 
     everything = (Res.ANY, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)
     assert selected(*everything) == [literal, prefixed, wildcard, group]
@@ -353,6 +504,45 @@ def test_unknown_codes_and_refused_bindings() -> None:
     for binding, message in refused.items():
         problem = creation_error(binding)
         assert problem is not None and problem.startswith(message), binding
+
+
+def test_every_string_of_a_binding_or_filter_is_bounded() -> None:
+    """INVALID_REQUEST past the bound: 249 characters for a topic name (Kafka's longest topic
+    name: no longer pattern could apply to one), 1,024 for other names and principals, 255 for
+    a host; an empty host too."""
+    assert creation_error(acl("t" * 249)) is None
+    assert creation_error(acl("t" * 249, pattern=Pat.PREFIXED)) is None
+    assert creation_error(acl("t" * 250)) == (
+        "TOPIC resource name of 250 characters is longer than the maximum of 249"
+    )
+    assert creation_error(acl("g" * 1024, resource_type=Res.GROUP)) is None
+    assert creation_error(acl("g" * 1025, resource_type=Res.TRANSACTIONAL_ID)) == (
+        "TRANSACTIONAL_ID resource name of 1025 characters is longer than the maximum of 1024"
+    )
+    assert creation_error(acl(principal="User:" + "p" * 1019)) is None
+    assert creation_error(acl(principal="User:" + "p" * 1020)) == (
+        "Principal of 1025 characters is longer than the maximum of 1024"
+    )
+    assert creation_error(acl(host="h" * 255)) is None
+    assert creation_error(acl(host="h" * 256)) == (
+        "Host of 256 characters is longer than the maximum of 255"
+    )
+    assert creation_error(acl(host="")) == "Invalid empty host"
+
+    def selecting(name=None, principal=None, host=None) -> AclBindingFilter:
+        return AclBindingFilter(Res.ANY, name, Pat.MATCH, principal, host, Op.ANY, Perm.ANY)
+
+    assert filter_error(selecting("n" * 1024, "p" * 1024, "h" * 255)) is None
+    assert filter_error(selecting()) is None
+    assert filter_error(selecting(name="n" * 1025)) == (
+        "Resource name filter of 1025 characters is longer than the maximum of 1024"
+    )
+    assert filter_error(selecting(principal="p" * 1025)) == (
+        "Principal filter of 1025 characters is longer than the maximum of 1024"
+    )
+    assert filter_error(selecting(host="h" * 256)) == (
+        "Host filter of 256 characters is longer than the maximum of 255"
+    )
 
 
 def test_the_authorizer_is_configured_as_kafkas() -> None:

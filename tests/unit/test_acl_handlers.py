@@ -8,21 +8,25 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kio.index import load_payload_module
+from kio.index import load_payload_module, load_response_schema
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
 from support.broker_stub import BrokerStub
 
-from kafka_api.codec import build, encode_response
+from kafka_api.codec import Encoded, build, encode_response
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, create_acls, delete_acls, describe_acls
 from raftlog.broker import AclChange, Broker
 from raftlog.errors import ErrorCode
+from raftlog.security import acl as acl_module
 from raftlog.security.acl import (
+    MAX_PER_REQUEST,
     AclBinding,
     AclBindingFilter,
+    AclIndex,
     AclOperation,
+    AclRefused,
     Authorizer,
     PatternType,
     PermissionType,
@@ -35,26 +39,29 @@ ADMIN, ALICE = "User:admin", "User:alice"
 
 
 class AclBroker(BrokerStub):
-    """Keeps bindings as the controller does: a mapping replaced on every change."""
+    """Keeps bindings as the controller does: its mapping, changed through an AclIndex."""
 
     def __init__(self, *, authorizer: bool = True, super_users: tuple[str, ...] = (ADMIN,)):
         self.acls: dict[tuple[Any, ...], None] = {}
-        self.authorizer = Authorizer(super_users, False, lambda: self.acls) if authorizer else None
+        self.index = AclIndex(lambda: self.acls)
+        self.authorizer = Authorizer(super_users, False, self.index.synced) if authorizer else None
         self.controller_calls = 0
 
     async def create_acls(self, bindings: list[AclBinding]) -> AclChange:
         self.controller_calls += 1
-        self.acls = {**self.acls, **{tuple(b): None for b in bindings}}
+        try:
+            self.index.create(bindings)
+        except AclRefused as refused:
+            return AclChange(refused.error, refused.message)
         return AclChange()
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> AclChange:
         self.controller_calls += 1
-        matched = tuple(
-            tuple(AclBinding(*b) for b in self.acls if f.matches(AclBinding(*b))) for f in filters
-        )
-        gone = {b for found in matched for b in found}
-        self.acls = {b: None for b in self.acls if AclBinding(*b) not in gone}
-        return AclChange(deleted=matched)
+        try:
+            matched = self.index.delete(filters)
+        except AclRefused as refused:
+            return AclChange(refused.error, refused.message)
+        return AclChange(deleted=tuple(tuple(found) for found in matched))
 
 
 def _conforms(broker: AclBroker) -> Broker:
@@ -70,12 +77,16 @@ def request(api_key: int, version: int, name: str, **values: Any) -> Any:
     return build(getattr(m, name), **values)
 
 
-def roundtrip(response: Any) -> Any:
-    """The answer as a client reads it: encoded, then decoded with kio."""
+def roundtrip(response: Any, api_key: int, version: int) -> Any:
+    """The answer as a client reads it: framed, then decoded with kio."""
+    response_type: Any = load_response_schema(api_key, version)
     frame = b"".join(encode_response(7, response))
-    header_size = 4 + 4 + (1 if type(response).__header_schema__.__flexible__ else 0)
-    decoded, _ = entity_reader(type(response))(frame, header_size)
-    assert decoded == response
+    header_size = 4 + 4 + (1 if response_type.__header_schema__.__flexible__ else 0)
+    decoded: Any
+    decoded, size = entity_reader(response_type)(frame, header_size)
+    assert header_size + size == len(frame)
+    if not isinstance(response, Encoded):
+        assert decoded == response
     return decoded
 
 
@@ -103,7 +114,10 @@ async def create(broker: AclBroker, version: int, *bindings: tuple, principal: s
             creations=tuple(creation(version, *b) for b in bindings),
         ),
     )
-    return [(r.error_code, r.error_message) for r in roundtrip(response).results]
+    return [
+        (r.error_code, r.error_message)
+        for r in roundtrip(response, create_acls.API_KEY, version).results
+    ]
 
 
 def filter_fields(*fields: Any) -> dict[str, Any]:
@@ -124,7 +138,7 @@ async def describe(broker: AclBroker, version: int, *fields: Any, principal: str
         ctx(broker, version, principal),
         request(describe_acls.API_KEY, version, "DescribeAclsRequest", **filter_fields(*fields)),
     )
-    return roundtrip(response)
+    return roundtrip(response, describe_acls.API_KEY, version)
 
 
 async def delete(broker: AclBroker, version: int, *filters: tuple, principal: str = ADMIN):
@@ -136,7 +150,7 @@ async def delete(broker: AclBroker, version: int, *filters: tuple, principal: st
             filters=tuple(m.DeleteAclsFilter(**filter_fields(*f)) for f in filters),
         ),
     )
-    return roundtrip(response).filter_results
+    return roundtrip(response, delete_acls.API_KEY, version).filter_results
 
 
 EVERYTHING = (Res.ANY, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)
@@ -266,3 +280,106 @@ async def test_an_unknown_code_closes_the_connection_as_kafka_fails_to_parse_it(
     with pytest.raises(CloseConnection):
         await delete(broker, 3, bad)
     assert broker.controller_calls == 0
+
+
+def topic_acl(i: int) -> tuple:
+    return (Res.TOPIC, f"t{i}", Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW)
+
+
+async def test_a_create_of_more_than_ten_thousand_acls_is_refused_whole() -> None:
+    """Kafka's controller bound (10,000 records per operation), before anything is proposed:
+    every creation gets POLICY_VIOLATION; the message rides on the first only, so the answer
+    stays a few bytes per creation however many there are."""
+    broker = AclBroker()
+    results = await create(broker, 3, *(topic_acl(i) for i in range(MAX_PER_REQUEST + 1)))
+    assert len(results) == MAX_PER_REQUEST + 1
+    assert {error for error, _ in results} == {E.policy_violation}
+    assert results[0][1] == (
+        "Unable to perform excessively large batch operation: 10001 ACL creations in one "
+        "request, at most 10000"
+    )
+    assert {message for _, message in results[1:]} == {None}
+    assert broker.controller_calls == 0 and broker.acls == {}
+    results = await create(broker, 3, *(topic_acl(i) for i in range(MAX_PER_REQUEST)))
+    assert results == [(E.none, None)] * MAX_PER_REQUEST
+    assert len(broker.acls) == MAX_PER_REQUEST
+
+
+async def test_the_clusters_bound_answers_every_creation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(acl_module, "MAX_ACLS", 2)
+    broker = AclBroker()
+    bad_host = (Res.TOPIC, "t", Pat.LITERAL, ALICE, "h" * 256, Op.READ, Perm.ALLOW)
+    results = await create(broker, 3, topic_acl(0), bad_host, topic_acl(1), topic_acl(2))
+    assert [error for error, _ in results] == [
+        E.policy_violation,
+        E.invalid_request,
+        E.policy_violation,
+        E.policy_violation,
+    ]
+    assert results[1][1] == "Host of 256 characters is longer than the maximum of 255"
+    assert results[0][1] is not None and "may hold at most 2" in results[0][1]
+    assert broker.acls == {}
+
+
+async def test_a_delete_of_more_than_ten_thousand_filters_or_matches_deletes_nothing() -> None:
+    broker = AclBroker()
+    for start in range(0, MAX_PER_REQUEST + 1, MAX_PER_REQUEST):
+        broker.index.create(topic_acl(i) for i in range(start, start + MAX_PER_REQUEST))
+    stored = dict(broker.acls)
+    every_topic = (Res.TOPIC, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)
+    results = await delete(broker, 3, *[every_topic] * (MAX_PER_REQUEST + 1))
+    assert len(results) == MAX_PER_REQUEST + 1
+    assert {(r.error_code, len(r.matching_acls)) for r in results} == {(E.policy_violation, 0)}
+    assert results[0].error_message == (
+        "Unable to perform excessively large batch operation: 10001 DeleteAcls filters in one "
+        "request, at most 10000"
+    )
+    assert broker.controller_calls == 0
+    # one filter matching 20,000: Kafka's answer, for every filter, and nothing deleted
+    first = (Res.TOPIC, "t0", Pat.LITERAL, None, None, Op.ANY, Perm.ANY)
+    results = await delete(broker, 3, first, every_topic)
+    assert [(r.error_code, r.error_message) for r in results] == [
+        (E.invalid_request, "Cannot remove more than 10000 acls in a single delete operation.")
+    ] * 2
+    assert broker.acls == stored
+
+
+async def test_strings_past_their_bounds_get_invalid_request_and_the_rest_go_on() -> None:
+    broker = AclBroker()
+    huge_name = (Res.TOPIC, "t" * 20_000, Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW)
+    huge_principal = (Res.GROUP, "g", Pat.LITERAL, "User:" + "p" * 5000, "*", Op.READ, Perm.ALLOW)
+    results = await create(broker, 3, huge_name, huge_principal, READ_T, GROUP_G)
+    assert [error for error, _ in results] == [E.invalid_request] * 2 + [E.none] * 2
+    assert (
+        results[0][1] == "TOPIC resource name of 20000 characters is longer than the maximum of 249"
+    )
+    assert list(broker.acls) == [tuple(READ_T), tuple(GROUP_G)]
+
+    long_filter = (Res.ANY, "n" * 1025, Pat.ANY, None, None, Op.ANY, Perm.ANY)
+    described = await describe(broker, 3, *long_filter)
+    assert (described.error_code, described.resources) == (E.invalid_request, ())
+    assert described.error_message == (
+        "Resource name filter of 1025 characters is longer than the maximum of 1024"
+    )
+    results = await delete(broker, 3, long_filter, (Res.GROUP, None, Pat.ANY, None, None, 1, 1))
+    assert [r.error_code for r in results] == [E.invalid_request, E.none]
+    assert [len(r.matching_acls) for r in results] == [0, 1]
+    assert list(broker.acls) == [tuple(READ_T)]
+
+
+async def test_a_describe_of_many_acls_groups_them_by_pattern() -> None:
+    """Matched, built and encoded in a thread: the answer is what a client reads."""
+    broker = AclBroker()
+    bob = [
+        (Res.TOPIC, f"t{i}", Pat.LITERAL, "User:bob", "*", Op.WRITE, Perm.DENY) for i in range(5000)
+    ]
+    broker.index.create(
+        b for pair in zip(map(topic_acl, range(5000)), bob, strict=True) for b in pair
+    )
+    described = await describe(broker, 3, *EVERYTHING)
+    assert described.error_code is E.none
+    assert [
+        (r.resource_name, [(a.principal, a.operation) for a in r.acls]) for r in described.resources
+    ] == [(f"t{i}", [(ALICE, Op.READ), ("User:bob", Op.WRITE)]) for i in range(5000)]
+    bobs = await describe(broker, 3, Res.TOPIC, None, Pat.ANY, "User:bob", None, Op.ANY, Perm.DENY)
+    assert sum(len(r.acls) for r in bobs.resources) == 5000

@@ -35,7 +35,7 @@ from raftlog.broker import Coordinator, PartitionInfo, TopicInfo
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset
-from raftlog.security.acl import Authorizer
+from raftlog.security.acl import AclIndex, Authorizer
 
 E = ErrorCode
 
@@ -377,7 +377,7 @@ async def test_admin_apis_every_version():
 def secure(b: Broker, *grants: tuple) -> None:
     """grants: (resource type, name, operation) allowed to ANONYMOUS; nothing else is."""
     bindings = {(kind, name, 3, "User:ANONYMOUS", "*", op, 3): None for kind, name, op in grants}
-    b.authorizer = Authorizer((), False, lambda: bindings)
+    b.authorizer = Authorizer((), False, AclIndex(lambda: bindings).synced)
 
 
 TOPIC, GROUP, CLUSTER = 2, 3, 4

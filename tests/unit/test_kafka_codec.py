@@ -220,6 +220,38 @@ def test_response_framing(api_key, version, header_size):
     assert decoded == response and header_size + size == len(payload)
 
 
+@pytest.mark.parametrize(("api_key", "version"), [(29, 1), (29, 3), (3, 12), (18, 3)])
+async def test_a_response_encoded_off_the_loop_is_framed_as_any_other(api_key, version):
+    """A handler may hand back its answer already encoded in a thread (codec.Encoded): the
+    frame is byte for byte the one encode_response makes of the entity, and the request
+    metrics read its error code."""
+    m = codec.response_module(api_key, version)
+    if api_key == 29:
+        response = codec.build(
+            m.DescribeAclsResponse,
+            throttle_time=timedelta(0),
+            error_code=ErrorCode.security_disabled,
+            error_message="m",
+            resources=(),
+        )
+    elif api_key == 3:
+        response = codec.build(
+            m.MetadataResponse,
+            throttle_time=timedelta(0),
+            brokers=(),
+            cluster_id="c",
+            controller_id=1,
+            topics=(),
+        )
+    else:
+        response = api_versions.response(version, ErrorCode.none)
+    encoded = await codec.encode_off_loop(lambda: response)
+    assert b"".join(codec.encode_response(9, encoded)) == b"".join(
+        codec.encode_response(9, response)
+    )
+    assert encoded.error_code == (ErrorCode.security_disabled if api_key == 29 else 0)
+
+
 def test_unsupported_api_versions_answer_is_v0_with_every_range():
     response = api_versions.unsupported_version_response()
     assert response.__version__ == 0

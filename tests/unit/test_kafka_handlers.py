@@ -45,8 +45,8 @@ from raftlog.broker import (
     TopicResult,
 )
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.security.acl import AclOperation as Op
-from raftlog.security.acl import Authorizer
 from raftlog.security.acl import PatternType as Pat
 from raftlog.security.acl import PermissionType as Perm
 from raftlog.security.acl import ResourceType as Res
@@ -1026,7 +1026,7 @@ def secure(broker: FakeBroker, *grants: tuple, allow_if_no_acl: bool = False) ->
         permission = grant[3] if len(grant) > 3 else Perm.ALLOW
         pattern = grant[4] if len(grant) > 4 else Pat.LITERAL
         bindings[(kind, name, pattern, ANON, "*", op, permission)] = None
-    broker.authorizer = Authorizer((), allow_if_no_acl, lambda: bindings)
+    broker.authorizer = Authorizer((), allow_if_no_acl, AclIndex(lambda: bindings).synced)
 
 
 async def test_produce_needs_write_on_each_topic_before_any_other_check():

@@ -19,9 +19,13 @@ from support.raftnet import Clock, Net, NetTransport
 from support.wire import make_batch
 
 import raftlog.raft.syncobj_fork as core
+from raftlog.broker import AclChange
 from raftlog.controller import ControllerMachine
+from raftlog.errors import ErrorCode
 from raftlog.raft import compat
 from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
+from raftlog.security import acl
+from raftlog.security.acl import AclOperation, Authorizer, ResourceType
 from raftlog.storage.log import Log, LogConfig
 
 compat.install()
@@ -440,43 +444,46 @@ def test_group_configs_survive_compaction_and_a_dump_without_them_loads(
 def test_acls_survive_compaction_and_a_dump_without_them_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """ACL bindings are controller state: in the dump, restored from it, each change a new
-    mapping (the authorizer's sign to forget its decisions). DeleteAcls is judged when applied:
-    each filter reports what it matched before the command, a binding two filters match in
-    both. A dump from before ACLs loads as none."""
+    """ACL bindings are controller state: in the dump, restored from it, changed in place.
+    DeleteAcls is judged when applied: each filter reports what it matched before the command,
+    a binding two filters match in both. An authorizer made before the dump loads (as at
+    start, or when a far follower installs a snapshot) sees the loaded ACLs. A dump from
+    before ACLs loads as none."""
     clock = Clock()
     monkeypatch.setattr(core, "monotonicTime", clock)
     machine, journal = start_controller(tmp_path / "now")
     read = (2, "t", 3, "User:a", "*", 3, 3)
     write = (2, "t", 3, "User:a", "*", 4, 2)
     group = (3, "g", 4, "User:*", "*", 3, 3)
-    seen: list[object] = []
+    mapping = machine.acls
     results: list[object] = []
 
     def remember(result: object, error: object) -> None:
         results.append(result)
 
     for change in (
-        lambda: machine.update_acls_create([read, write, group]),
-        lambda: machine.update_acls_create([read]),  # there already: no change
+        lambda: machine.update_acls_create([read, write, group], callback=remember),
+        lambda: machine.update_acls_create([read], callback=remember),  # there already
         lambda: machine.update_acls_delete(
             [(2, "t", 1, None, None, 1, 1), (1, None, 1, None, None, 4, 1)], callback=remember
         ),
     ):
         change()
         tick(machine, clock, 3)
-        seen.append(machine.acls)
-    assert results == [[[read, write], [write]]]
-    assert seen[0] is seen[1] and seen[1] is not seen[2]
-    assert list(machine.acls) == [group]
+    assert results == [AclChange(), AclChange(), AclChange(deleted=((read, write), (write,)))]
+    assert machine.acls is mapping and list(machine.acls) == [group]
     for _ in range(15):
         machine.allocate_producer_ids(1)
     tick(machine, clock, 20)
     assert (tmp_path / "now" / "dump").is_file() and len(journal) < 15
     journal.close()
+
     restarted, journal = start_controller(tmp_path / "now")
-    tick(restarted, clock, 5)
+    authorizer = Authorizer((), False, restarted.acl_index)
+    assert not authorizer.authorize("User:b", "h", AclOperation.READ, ResourceType.GROUP, "g1")
+    tick(restarted, clock, 5)  # loads the dump: another mapping
     assert list(restarted.acls) == [group]
+    assert authorizer.authorize("User:b", "h", AclOperation.READ, ResourceType.GROUP, "g1")
     journal.close()
 
     old, journal = start_controller(tmp_path / "old")
@@ -488,6 +495,50 @@ def test_acls_survive_compaction_and_a_dump_without_them_loads(
     upgraded, journal = start_controller(tmp_path / "old")
     tick(upgraded, clock, 5)
     assert upgraded.next_producer_id == 15 and upgraded.acls == {}
+    upgraded.update_acls_create([read])
+    tick(upgraded, clock, 2)
+    assert list(upgraded.acls) == [read] and upgraded.acl_index().bindings() == [read]
+    journal.close()
+
+
+def test_acl_commands_over_their_bounds_apply_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cluster's bound on ACLs and the bound on what one DeleteAcls removes are checked
+    where the controller applies the command (so two concurrent requests cannot both pass):
+    a command over one changes nothing and answers one error for all its entries."""
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+    monkeypatch.setattr(acl, "MAX_ACLS", 3)
+    monkeypatch.setattr(acl, "MAX_PER_REQUEST", 2)
+    machine, journal = start_controller(tmp_path)
+    a, b, c, d = ((2, name, 3, "User:a", "*", 3, 3) for name in "abcd")
+    results: list[AclChange] = []
+
+    def run(method: str, *args: object) -> AclChange:
+        getattr(machine, method)(*args, callback=lambda result, error: results.append(result))
+        tick(machine, clock, 3)
+        return results[-1]
+
+    assert run("update_acls_create", [a, b]) == AclChange()
+    over = run("update_acls_create", [c, d, a])
+    assert over.error is ErrorCode.policy_violation
+    assert over.message == (
+        "Excessively large number of ACLs: the cluster holds 2 and may hold at most 3; "
+        "these 2 new ones would exceed it"
+    )
+    assert list(machine.acls) == [a, b]
+    assert run("update_acls_create", [a, c]) == AclChange()  # a is there: one new
+    every = (1, None, 1, None, None, 1, 1)
+    refused = run("update_acls_delete", [every])
+    assert (refused.error, refused.message) == (
+        ErrorCode.invalid_request,
+        "Cannot remove more than 2 acls in a single delete operation.",
+    )
+    assert list(machine.acls) == [a, b, c] and len(machine.acl_index().bindings()) == 3
+    b_only = (2, "b", 3, None, None, 1, 1)
+    assert run("update_acls_delete", [b_only, b_only]).deleted == ((b,), (b,))
+    assert list(machine.acls) == [a, c]
     journal.close()
 
 
