@@ -27,6 +27,7 @@ from raftlog.raft.mesh import Mesh
 from raftlog.raft.ticker import Ticker
 from raftlog.security.acl import authorizer_for
 from raftlog.share.manager import ShareManager
+from raftlog.share.members import ShareMembers
 from raftlog.share.membership import ShareGroupSettings
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,19 @@ class Node:
             share_settings=self._share_settings,
             delete_share_state=self._delete_share_state,
         )
-        self.share = ShareManager(self._group_settings, incarnation=self._share_incarnation)
+        self.share = ShareManager(
+            self._group_settings,
+            is_member=lambda group, member: self.share_members.check(group, member),
+            incarnation=self._share_incarnation,
+        )
+        self.share_members = ShareMembers(
+            self.node_id,
+            self.mesh,
+            self._coordinator_of,
+            self.groups.share_member,
+            self.share.member_left,
+        )
+        self.groups.share_groups.on_member_left.append(self.share_members.left)
         self.controller = Controller(
             self.node_id,
             cfg.node_ids,
@@ -114,6 +127,16 @@ class Node:
             asyncio.create_task(self._lag_monitor()),
         ]
 
+    def _coordinator_of(self, group_id: str) -> int | None:
+        """The node leading the group's `__consumer_offsets` partition, if it is known and up."""
+        topic = self.controller.state.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return None
+        known = self.leadership.lookup(f"{topic['id']}/{self.groups.partition_for(group_id)}")
+        if known is None or not self.leadership.alive(known.leader):
+            return None
+        return known.leader
+
     def _share_incarnation(self, group_id: str) -> int:
         return int(self.controller.state.share_incarnations.get(group_id, 0))
 
@@ -130,6 +153,7 @@ class Node:
         for task in self._tasks:
             task.cancel()
         self.groups.close()
+        self.share_members.close()
         self.share.close()
         for partition in self.partitions.values():
             partition.close()

@@ -10,6 +10,7 @@ import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 from support.broker_stub import BrokerStub
+from support.members import every_member
 from support.wire import make_batch
 
 from kafka_api.codec import build
@@ -974,7 +975,7 @@ async def test_a_share_session_holds_only_partitions_that_exist() -> None:
     is answered UNKNOWN_TOPIC_OR_PARTITION and kept out of it, so no client can grow it."""
     broker = FakeBroker()
     topic = broker.add_topic("a", 1)
-    broker.share = ShareManager(lambda _g: group_config.values({}))
+    broker.share = ShareManager(lambda _g: group_config.values({}), every_member)
     indexes = dict.fromkeys((0, 7, -1, 2**31 - 1), ())
     request = share_fetch_request(1, topic.topic_id, 0, indexes)
     response = await share_fetch.handle(ctx(broker, 1), request)
@@ -993,7 +994,7 @@ async def test_renew_is_an_acknowledgement_type_of_v2_only(version: int) -> None
     broker = FakeBroker()
     topic = broker.add_topic("a", 1)
     broker.share = ShareManager(
-        lambda _g: group_config.values({"share.auto.offset.reset": "earliest"})
+        lambda _g: group_config.values({"share.auto.offset.reset": "earliest"}), every_member
     )
     partition = broker.partitions[("a", 0)]
     partition.append(0, make_batch([(None, b"v")]))
@@ -1421,7 +1422,7 @@ async def test_describe_log_dirs_needs_describe_on_the_cluster_and_describe_clus
 async def test_share_fetch_needs_read_on_the_group_and_each_topic() -> None:
     broker = FakeBroker()
     readable, other = broker.add_topic("a"), broker.add_topic("b")
-    broker.share = ShareManager(lambda _g: group_config.values({}))
+    broker.share = ShareManager(lambda _g: group_config.values({}), every_member)
     secure(broker, (Res.TOPIC, "a", Op.READ))
     request = share_fetch_request(1, readable.topic_id, 0, {0: ()})
     response = await share_fetch.handle(ctx(broker, 1), request)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from kafka.record.memory_records import MemoryRecords
 from support.clock import ManualClock
+from support.members import every_member
 from support.raftnet import Clock
 from support.replicas import IDS, Replicas
 from support.wire import make_batch
@@ -45,7 +46,7 @@ class Rig:
     def share(self) -> ShareManager:
         if self.node not in self.managers:
             self.managers[self.node] = ShareManager(
-                lambda _group: gc.values(self.configs), self.clock
+                lambda _group: gc.values(self.configs), every_member, self.clock
             )
         return self.managers[self.node]
 
@@ -272,7 +273,10 @@ async def test_a_new_leader_hands_out_nothing_before_its_term_is_committed(rig: 
 async def test_a_deleted_groups_state_is_not_taken_up_again(rig: Rig) -> None:
     deletions = {"g": 0}
     rig.managers[rig.node] = ShareManager(
-        lambda _group: gc.values(rig.configs), rig.clock, incarnation=deletions.__getitem__
+        lambda _group: gc.values(rig.configs),
+        every_member,
+        rig.clock,
+        incarnation=deletions.__getitem__,
     )
     assert len(values(await rig.fetch("a"))) == 10
     assert await rig.ack("a", (0, 9, ACCEPT)) == ErrorCode.none
