@@ -46,12 +46,15 @@ from raftlog.broker import (
     TopicResult,
 )
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.raft.mesh import Mesh
 from raftlog.security.acl import AclOperation as Op
 from raftlog.security.acl import Authorizer
 from raftlog.security.acl import PatternType as Pat
 from raftlog.security.acl import PermissionType as Perm
 from raftlog.security.acl import ResourceType as Res
 from raftlog.share.manager import ShareManager
+from raftlog.share.members import ShareMembers
+from raftlog.share.membership import ShareGroups
 from raftlog.share.store import ShareStore, encode
 
 E = ErrorCode
@@ -1009,6 +1012,52 @@ async def test_renew_is_an_acknowledgement_type_of_v2_only(version: int) -> None
     second = await share_fetch.handle(ctx(broker, version), fetch(1, renew))
     expected = E.none if version == 2 else E.invalid_request
     assert second.responses[0].partitions[0].acknowledge_error_code == expected
+
+
+async def test_only_a_member_its_coordinator_knows_opens_a_share_session() -> None:
+    """2,000 made-up member ids used to fill the node's 2,000 share sessions and lock every
+    real consumer out: now each gets UNKNOWN_MEMBER_ID and leaves nothing behind."""
+    broker = FakeBroker()
+    topic = broker.add_topic("a", 1)
+    groups = ShareGroups(lambda _t: 1)
+    mesh = Mesh("1", ("127.0.0.1", 0), {}, b"secret")  # the coordinator is this node
+    known = ShareMembers(
+        1,
+        mesh,
+        lambda _g: 1,
+        lambda g, m: ErrorCode.none if groups.is_member(g, m) else ErrorCode.unknown_member_id,
+        lambda _g, _m: None,
+    )
+    broker.share = ShareManager(lambda _g: group_config.values({}), known.check)
+    for _ in range(2000):
+        request = share_fetch_request(1, topic.topic_id, 0, {0: ()})
+        response = await share_fetch.handle(ctx(broker, 1), request)
+        assert (response.error_code, response.responses) == (E.unknown_member_id, ())
+    assert len(broker.share.sessions) == 0
+    groups.heartbeat("g", "m", 0, None, ["a"], "c", "h")  # m joins
+    response = await share_fetch.handle(
+        ctx(broker, 1), share_fetch_request(1, topic.topic_id, 0, {0: ()})
+    )
+    assert response.error_code == E.none and broker.share.sessions.get("g", "m") is not None
+    groups.close()
+
+
+async def test_an_internal_topic_is_not_shared() -> None:
+    """A share-partition's state is written into that partition's own Raft log: none for
+    __consumer_offsets, whatever partition a client names."""
+    broker = FakeBroker()
+    offsets = broker.add_topic("__consumer_offsets", 2)
+    broker.share = ShareManager(lambda _g: group_config.values({}), every_member)
+    request = share_fetch_request(1, offsets.topic_id, 0, {0: (), 1: ()})
+    response = await share_fetch.handle(ctx(broker, 1), request)
+    assert response.error_code == E.none
+    assert [(p.partition_index, p.error_code) for p in response.responses[0].partitions] == [
+        (0, E.invalid_topic_exception),
+        (1, E.invalid_topic_exception),
+    ]
+    session = broker.share.sessions.get("g", "m")
+    assert session is not None and session.partitions == set()
+    assert broker.share.held() == []
 
 
 # --------------------------------------------------------------------------- Authorization

@@ -136,6 +136,18 @@ async def test_an_expired_lock_and_a_closed_session_hand_records_back(rig: Rig) 
     assert set(counts(await rig.fetch("c")).values()) == {3}
 
 
+async def test_a_member_that_left_hands_its_records_back_at_once(rig: Rig) -> None:
+    """Its coordinator said it left or was fenced (share/members.py): its session here ends
+    and the records it held go to the others before their locks run out."""
+    step = rig.share.sessions.for_fetch("g", "a", 0, [KEY], [], False, False)
+    assert step.error is ErrorCode.none
+    assert await rig.fetch("a") is not None
+    assert await rig.fetch("b") is None
+    rig.share.member_left("g", "a")
+    assert rig.share.sessions.get("g", "a") is None
+    assert set(counts(await rig.fetch("b")).values()) == {2}
+
+
 async def test_a_fetch_waits_for_new_records(rig: Rig) -> None:
     assert await rig.ack("a") == ErrorCode.invalid_record_state  # nothing started yet
     assert await rig.fetch("a") is not None
