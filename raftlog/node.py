@@ -27,7 +27,7 @@ from raftlog.raft.mesh import Mesh
 from raftlog.raft.ticker import Ticker
 from raftlog.security.acl import authorizer_for
 from raftlog.share.manager import ShareManager
-from raftlog.share.members import ShareMembers
+from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings
 
 log = logging.getLogger(__name__)
@@ -128,10 +128,11 @@ class Node:
         ]
 
     def _coordinator_of(self, group_id: str) -> int | None:
-        """The node leading the group's `__consumer_offsets` partition, if it is known and up."""
+        """The node leading the group's `__consumer_offsets` partition, if it is known and up
+        (NO_GROUPS: that topic does not exist yet, so no group has members)."""
         topic = self.controller.state.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            return None
+            return NO_GROUPS
         known = self.leadership.lookup(f"{topic['id']}/{self.groups.partition_for(group_id)}")
         if known is None or not self.leadership.alive(known.leader):
             return None

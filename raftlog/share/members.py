@@ -36,6 +36,10 @@ MAX_ASKING = 1000
 # answered here, not asked.
 MAX_GROUP_ID_BYTES = GroupConfig.max_group_id_bytes
 
+# coordinator_of's answer when no group can have a member yet: `__consumer_offsets`, where
+# every coordinator lives, does not exist.
+NO_GROUPS = -1
+
 Key = tuple[str, str]  # (group id, member id)
 
 
@@ -62,7 +66,8 @@ class ShareMembers:
         on_left: Callable[[str, str], None],
         clock: Clock = LOOP_CLOCK,
     ) -> None:
-        """coordinator_of(group) -> the node coordinating it, None if nobody is known to;
+        """coordinator_of(group) -> the node coordinating it, None if nobody is known to,
+        NO_GROUPS if no group can have members yet;
         known_here(group, member) -> NONE or UNKNOWN_MEMBER_ID for a group this node
         coordinates, or why it cannot say (NOT_COORDINATOR, ...); on_left(group, member):
         the member is gone, drop its share sessions on this node."""
@@ -88,6 +93,8 @@ class ShareMembers:
         ):
             return ErrorCode.unknown_member_id
         coordinator = self._coordinator_of(group_id)
+        if coordinator == NO_GROUPS:
+            return ErrorCode.unknown_member_id
         if coordinator == self._node:
             return _as_answer(self._known_here(group_id, member_id))
         if coordinator is None or not self._mesh.connected(str(coordinator)):

@@ -133,6 +133,7 @@ async def test_a_coordinator_that_cannot_be_asked_refuses_for_now(pair: Pair) ->
 
     assert await node_2(3).check("g", "m") is E.coordinator_not_available  # not connected
     assert await node_2(None).check("g", "m") is E.coordinator_not_available  # no leader known
+    assert await node_2(M.NO_GROUPS).check("g", "m") is E.unknown_member_id  # no group yet
     # a coordinator that does not answer: the open waits ASK_TIMEOUT_S, not longer
     pair.meshes[0].on_control(M.ASK, lambda _p, _payload: None)
     pair.join("m")
