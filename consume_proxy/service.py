@@ -255,16 +255,21 @@ class ConsumeProxy:
             raise ProxyError(503, f"the partition's leader answered Kafka error {error}")
 
     async def _topic_meta(self, topic: str) -> TopicMeta:
+        """The topic's metadata; 403 for an internal one (by its name, existing or not, or as
+        the cluster marks it), 404 for none."""
+        internal = ProxyError(
+            403, f"topic {topic!r} is internal: the proxy serves no internal topic"
+        )
+        if is_internal(topic):
+            raise internal
         try:
             meta = await self.cluster.topic(topic)
         except KafkaUnavailable as e:
             raise ProxyError(503, f"the cluster is not reachable: {e}") from e
         if meta is None:
             raise ProxyError(404, f"topic {topic!r} does not exist")
-        if meta.internal or is_internal(topic):
-            raise ProxyError(
-                403, f"topic {topic!r} is internal: the proxy serves no internal topic"
-            )
+        if meta.internal:
+            raise internal
         return meta
 
     async def _settle(
