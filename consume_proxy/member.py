@@ -244,6 +244,8 @@ class ShareMember:
                     acquired.append((name, p.partition_index, p.records, p.acquired_records))
         if stale:
             await self.cluster.refresh()
+        if not acquired:
+            return []
         # up to FETCH_MAX_BYTES of batches, parsed in Python: not on the event loop
         return await asyncio.to_thread(_all_records, acquired)
 
