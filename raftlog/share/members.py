@@ -67,10 +67,10 @@ class ShareMembers:
         clock: Clock = LOOP_CLOCK,
     ) -> None:
         """coordinator_of(group) -> the node coordinating it, None if nobody is known to,
-        NO_GROUPS if no group can have members yet;
-        known_here(group, member) -> NONE or UNKNOWN_MEMBER_ID for a group this node
-        coordinates, or why it cannot say (NOT_COORDINATOR, ...); on_left(group, member):
-        the member is gone, drop its share sessions on this node."""
+        NO_GROUPS if no group can have members yet; known_here(group, member) -> NONE or
+        UNKNOWN_MEMBER_ID for a group this node coordinates, or why it cannot say
+        (NOT_COORDINATOR, ...); on_left(group, member): the member is gone, drop its share
+        sessions on this node."""
         self._node = node_id
         self._mesh = mesh
         self._coordinator_of = coordinator_of
