@@ -29,6 +29,9 @@ REQUEST_TIMEOUT_S = 30.0
 # max_bytes the proxy asks for (FETCH_MAX_BYTES) plus its framing.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 GROUP_KEY = 0  # FindCoordinator key type of a group
+# A name not in the last Metadata asks for a new one at most this often: every HTTP request
+# naming a made-up topic used to fetch and decode the whole cluster's metadata.
+UNKNOWN_TOPIC_REFRESH_S = 0.5
 
 
 def make(entity: type[_E], **fields: Any) -> _E:
@@ -133,6 +136,7 @@ class TopicMeta:
     name: str
     topic_id: uuid.UUID
     leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader node (-1 none)
+    internal: bool = False  # Metadata's is_internal: the cluster's own state, not data
 
 
 class ClusterClient:
@@ -145,6 +149,7 @@ class ClusterClient:
         self.topics: dict[str, TopicMeta] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
         self._refreshing: asyncio.Task[None] | None = None
+        self._refreshed_at = -UNKNOWN_TOPIC_REFRESH_S  # loop time of the last refresh started
 
     @property
     def brokers(self) -> list[int]:
@@ -179,6 +184,7 @@ class ClusterClient:
     async def refresh(self) -> None:
         """Metadata for every topic; concurrent callers share one request."""
         if self._refreshing is None or self._refreshing.done():
+            self._refreshed_at = asyncio.get_running_loop().time()
             self._refreshing = asyncio.create_task(self._refresh())
         await asyncio.shield(self._refreshing)
 
@@ -196,13 +202,19 @@ class ClusterClient:
             if t.error_code != 0 or t.name is None or t.topic_id is None:
                 continue
             leaders = {p.partition_index: p.leader_id for p in t.partitions}
-            topics[t.name] = TopicMeta(t.name, t.topic_id, leaders)
+            topics[t.name] = TopicMeta(t.name, t.topic_id, leaders, bool(t.is_internal))
         self.topics = topics
         self.topic_names = {t.topic_id: t.name for t in topics.values()}
 
     async def topic(self, name: str) -> TopicMeta | None:
+        """The topic as the last Metadata saw it; one it did not name is looked for again
+        (a topic created since), in a refresh under way or at most every
+        UNKNOWN_TOPIC_REFRESH_S."""
         if name not in self.topics:
-            await self.refresh()
+            since = asyncio.get_running_loop().time() - self._refreshed_at
+            refreshing = self._refreshing is not None and not self._refreshing.done()
+            if refreshing or since >= UNKNOWN_TOPIC_REFRESH_S:
+                await self.refresh()
         return self.topics.get(name)
 
     async def coordinator(self, group_id: str) -> int:

@@ -1,7 +1,8 @@
 """The consume proxy's HTTP face (aiohttp): read, acknowledge and cancel, one record or a
 batch, as JSON. openapi.json beside this module describes it and is served at
 /v1/openapi.json. Every body is bounded and checked before use; a bad one gets a 4xx and
-never reaches the cluster."""
+never reaches the cluster. Bodies are parsed and answers serialized in a worker thread: a
+megabyte of JSON (or 500 records to encode) would hold the event loop for milliseconds."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ class _Handlers:
             records = await self._proxy.read(group, topic, max_records, timeout_ms, pending)
         except ProxyError as e:
             return _error(e)
-        return web.json_response({"records": [_record(r, text) for r in records]})
+        answer = await asyncio.to_thread(_records_json, records, text)
+        return web.Response(body=answer, content_type="application/json")
 
     async def acknowledge(self, request: web.Request) -> web.Response:
         return await self._settle(request, ACCEPT)
@@ -142,11 +144,23 @@ def _group(request: web.Request) -> str:
 
 async def _body(request: web.Request) -> dict[str, Any]:
     try:
-        body = await request.json()
+        raw = await request.read()  # at most MAX_BODY_BYTES (client_max_size)
     except web.HTTPRequestEntityTooLarge as e:
         raise ProxyError(413, f"a body is at most {MAX_BODY_BYTES} bytes") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ProxyError(400, f"the body is not JSON: {e}") from e
+    try:
+        body = await asyncio.to_thread(json.loads, raw)
+    except (ValueError, RecursionError) as e:
+        # ValueError: not JSON or not UTF-8; RecursionError: nested deeper than the
+        # interpreter's recursion limit (100,000 "[" used to escape as a 500 and a traceback)
+        problem = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        log.info(
+            "consume proxy: %s %s from %s: 400, the body is not JSON (%s)",
+            request.method,
+            request.rel_url.raw_path,
+            request.remote,
+            problem,
+        )
+        raise ProxyError(400, f"the body is not JSON: {problem}") from e
     if not isinstance(body, dict):
         raise ProxyError(400, "the body must be a JSON object")
     return body
@@ -174,6 +188,10 @@ def _target(item: object) -> tuple[str, int, int]:
         _int(item, "partition", None, 0, 2**31 - 1),
         _int(item, "offset", None, 0, 2**63 - 1),
     )
+
+
+def _records_json(records: list[Record], text: bool) -> bytes:
+    return json.dumps({"records": [_record(r, text) for r in records]}).encode()
 
 
 def _record(r: Record, text: bool) -> dict[str, Any]:

@@ -5,7 +5,8 @@ an assigned partition, ShareFetch to acquire records and ShareAcknowledge to set
 Its member id starts with PROXY_MEMBER_PREFIX: a partition leader lets any proxy member of a
 group acknowledge what another proxy member holds, which is what lets an HTTP client
 acknowledge a record at any node, not only at the one that handed it out
-(docs/consume_proxy.md)."""
+(docs/consume_proxy.md). A member opens share sessions only once its group's coordinator
+knows it, so every member joins first, the one that only acknowledges too (ACKS_ONLY)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,12 @@ INVALID_SHARE_SESSION_EPOCH = 123
 INVALID_RECORD_STATE = 121
 INVALID_REQUEST = 42
 
+# What a member that only acknowledges subscribes to: a name no topic can have (':' is not a
+# topic name character), so it joins, which lets it open share sessions, and the assignor
+# gives it no partition, taking none from the members that read.
+ACKS_ONLY = "raftlog-proxy:acknowledges-only"
+JOIN_WAIT_S = 10.0  # how long an acknowledgement waits for its member to join
+
 ACCEPT, RELEASE = 1, 2
 RECORD_LIMIT = 1  # ShareFetch v2's share_acquire_mode: max_records exactly
 Key = tuple[str, int]  # (topic, partition)
@@ -74,13 +81,18 @@ class _Ack:
 
 
 class ShareMember:
-    def __init__(self, cluster: ClusterClient, group_id: str) -> None:
+    def __init__(
+        self, cluster: ClusterClient, group_id: str, subscription: str | None = None
+    ) -> None:
+        """subscription: a fixed one (ACKS_ONLY); else the topics read, as subscribe() adds
+        them."""
         self.cluster = cluster
         self.group_id = group_id
         self.member_id = PROXY_MEMBER_PREFIX + uuid.uuid4().hex
         self.lock_timeout_ms = 30_000  # the group's record lock duration, as ShareFetch says
         self._epoch = 0
-        self._topics: set[str] = set()
+        self.joined = asyncio.Event()  # the coordinator knows this member
+        self._topics: set[str] = {subscription} if subscription is not None else set()
         self._subscription_sent: frozenset[str] | None = None
         self.assignment: dict[str, tuple[int, ...]] = {}
         self.assigned = asyncio.Event()
@@ -90,7 +102,7 @@ class ShareMember:
         self._ack_flush: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._closed = False
-        self._heartbeats: asyncio.Task[None] | None = None  # a member that only acks never joins
+        self._heartbeats: asyncio.Task[None] | None = None  # from the first read or acknowledgement
 
     def subscribe(self, topic: str) -> None:
         if topic not in self._topics:
@@ -131,11 +143,14 @@ class ShareMember:
         )
         if answer.error_code in (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH):
             self._epoch, self._subscription_sent = 0, None  # join again
+            self.joined.clear()
             return 0.0
         if answer.error_code != NONE:
             return RETRY_S  # coordinator moving or loading: ask again soon
         self._epoch = answer.member_epoch
         self._subscription_sent = topics
+        if not leaving:
+            self.joined.set()
         if answer.assignment is not None:
             await self._assign(answer.assignment.topic_partitions)
         return float(answer.heartbeat_interval.total_seconds())
@@ -217,7 +232,7 @@ class ShareMember:
                 return []
         if answer.acquisition_lock_timeout:
             self.lock_timeout_ms = int(answer.acquisition_lock_timeout.total_seconds() * 1000)
-        records: list[Record] = []
+        acquired: list[tuple[str, int, bytes, Iterable[object]]] = []
         stale = False
         for topic in answer.responses:
             name = self.cluster.topic_names.get(topic.topic_id)
@@ -226,10 +241,13 @@ class ShareMember:
                     stale = stale or p.error_code in (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID)
                     continue
                 if name is not None and p.acquired_records:
-                    records.extend(_records(name, p.partition_index, p.records, p.acquired_records))
+                    acquired.append((name, p.partition_index, p.records, p.acquired_records))
         if stale:
             await self.cluster.refresh()
-        return records
+        if not acquired:
+            return []
+        # up to FETCH_MAX_BYTES of batches, parsed in Python: not on the event loop
+        return await asyncio.to_thread(_all_records, acquired)
 
     def _fetch_request(
         self, epoch: int, wait_ms: int, max_records: int, topics: tuple[object, ...]
@@ -253,9 +271,15 @@ class ShareMember:
         )
 
     def _session_step(self, node: int, epoch: int, error: int) -> bool:
-        """Moves the node's session epoch on after an answer; a lost session starts over."""
+        """Moves the node's session epoch on after an answer; a lost session starts over,
+        and one the leader would not open for a member it does not know waits for a
+        heartbeat (sent at once) to join it again."""
         if error in (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH):
             self._sessions.pop(node, None)
+            return False
+        if error == UNKNOWN_MEMBER_ID:
+            self.joined.clear()
+            self._wake.set()
             return False
         if error != NONE:
             return False
@@ -310,6 +334,7 @@ class ShareMember:
         async with self._node_locks[node]:
             conn = await self.cluster.connection(node)
             if self._sessions.get(node, 0) == 0:  # a session to acknowledge in, fetching nothing
+                await self._join()
                 opened = await conn.request(self._fetch_request(0, 0, 1, ()))
                 if not self._session_step(node, 0, opened.error_code):
                     return dict.fromkeys(pending, opened.error_code or SHARE_SESSION_NOT_FOUND)
@@ -350,6 +375,16 @@ class ShareMember:
                 errors[(name, p.partition_index)] = int(p.error_code)
         return errors
 
+    async def _join(self) -> None:
+        """Until the group's coordinator knows this member: a partition leader opens a share
+        session for no other."""
+        if self._heartbeats is None:
+            self._heartbeats = asyncio.create_task(self._heartbeat_loop())
+        try:
+            await asyncio.wait_for(self.joined.wait(), JOIN_WAIT_S)
+        except TimeoutError as e:
+            raise KafkaUnavailable(f"{self.group_id}: not joined within {JOIN_WAIT_S:.0f} s") from e
+
     async def close(self) -> None:
         """Leaves the group; what this member still holds comes back when its sessions close
         or, at the latest, when its locks expire."""
@@ -374,6 +409,14 @@ def _batches(acks: list[_Ack]) -> tuple[ack_req.AcknowledgementBatch, ...]:
         make(ack_req.AcknowledgementBatch, first_offset=f, last_offset=last, acknowledge_types=(k,))
         for f, last, k in runs
     )
+
+
+def _all_records(acquired: list[tuple[str, int, bytes, Iterable[object]]]) -> list[Record]:
+    return [
+        r
+        for topic, partition, data, ranges in acquired
+        for r in _records(topic, partition, data, ranges)
+    ]
 
 
 def _records(topic: str, partition: int, data: bytes, acquired: Iterable[object]) -> list[Record]:

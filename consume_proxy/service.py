@@ -6,7 +6,12 @@ the group's start offset only passes records that are done.
 
 One share member per group a client names (member.py); its fetches run only while reads
 wait, and records it fetched beyond what the waiting reads want are kept briefly for the
-next ones, then given back."""
+next ones, then given back.
+
+Any HTTP client may name any group, so a group's entry lasts only while it is busy (reads
+waiting, records pending or kept for the next read) and GROUP_IDLE_S after: a full table
+makes room by leaving its least recently used idle group, and only a table of busy groups
+answers 429. Before, naming 100 groups filled a proxy for 5 minutes."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from consume_proxy.client import ClusterClient, KafkaUnavailable, TopicMeta
 from consume_proxy.member import (
     ACCEPT,
+    ACKS_ONLY,
     INVALID_RECORD_STATE,
     INVALID_REQUEST,
     NONE,
@@ -28,17 +34,18 @@ from consume_proxy.member import (
     Record,
     ShareMember,
 )
+from raftlog.internal_topics import is_internal
 
 log = logging.getLogger(__name__)
 
-MAX_GROUPS = 100  # share groups one proxy serves at once; more answer 429
+MAX_GROUPS = 100  # share groups one proxy serves at once; more answer 429 if all are busy
 MAX_WAITING_READS = 10_000  # reads waiting at once, over all groups
 MAX_RECORDS_PER_READ = 500
 MAX_READ_TIMEOUT_MS = 60_000
 MIN_PENDING_TIMEOUT_MS = 100
 FETCH_WAIT_MS = 500  # one ShareFetch's long poll while reads wait
 BUFFER_HOLD_S = 2.0  # fetched records no read took by then go back to the group
-GROUP_IDLE_S = 300.0  # a group without reads or acks this long is left
+GROUP_IDLE_S = 60.0  # a group with nothing waiting or pending is left after this long
 
 
 class ProxyError(Exception):
@@ -70,14 +77,23 @@ class _Group:
     reads: deque[_Read] = field(default_factory=deque)
     buffer: deque[tuple[float, Record]] = field(default_factory=deque)
     fetching: asyncio.Task[None] | None = None
+    # (topic, partition, offset) handed out by this proxy -> the timer that gives it back
+    pending: dict[tuple[str, int, int], asyncio.TimerHandle] = field(default_factory=dict)
+    settling: int = 0  # acknowledgements and cancels on their way to the cluster
+
+    @property
+    def busy(self) -> bool:
+        """Leaving it now would cost a client something: a read (or its fetch), records it
+        holds, or an acknowledgement under way."""
+        fetching = self.fetching is not None and not self.fetching.done()
+        return bool(self.reads or self.buffer or self.pending or self.settling or fetching)
 
 
 class ConsumeProxy:
     def __init__(self, bootstrap: list[tuple[str, int]]) -> None:
         self._bootstrap = bootstrap
         self.cluster = ClusterClient(bootstrap)  # metadata for checking requests
-        self._groups: OrderedDict[str, _Group] = OrderedDict()
-        self._pending: dict[tuple[str, str, int, int], asyncio.TimerHandle] = {}
+        self._groups: OrderedDict[str, _Group] = OrderedDict()  # least recently used first
         self._waiting = 0
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -122,23 +138,37 @@ class ConsumeProxy:
                     group.reads.remove(read)
         timeout_s = (pending_timeout_ms or member.lock_timeout_ms) / 1000
         for record in read.got:
-            self._make_pending(group_id, record, timeout_s)
+            self._make_pending(group_id, group, record, timeout_s)
         return read.got
 
     def _group(self, group_id: str) -> _Group:
         group = self._groups.get(group_id)
         if group is None:
             if len(self._groups) >= MAX_GROUPS:
-                raise ProxyError(429, f"this proxy serves at most {MAX_GROUPS} share groups")
+                self._make_room()
             group = self._groups[group_id] = _Group(
                 ShareMember(ClusterClient(self._bootstrap), group_id),
-                ShareMember(ClusterClient(self._bootstrap), group_id),
+                ShareMember(ClusterClient(self._bootstrap), group_id, subscription=ACKS_ONLY),
                 time.monotonic(),
             )
             if self._sweeper is None:
                 self._sweeper = asyncio.create_task(self._sweep())
+        self._groups.move_to_end(group_id)
         group.used = time.monotonic()
         return group
+
+    def _make_room(self) -> None:
+        """Leaves the least recently used group that is not busy; 429 if every one is."""
+        idle = next((g for g, group in self._groups.items() if not group.busy), None)
+        if idle is None:
+            raise ProxyError(
+                429, f"this proxy serves at most {MAX_GROUPS} share groups, all of them busy"
+            )
+        self._leave(idle)
+
+    def _leave(self, group_id: str) -> None:
+        group = self._groups.pop(group_id)
+        asyncio.create_task(self._close_group(group))
 
     def _take_buffered(self, group: _Group, read: _Read) -> None:
         kept: deque[tuple[float, Record]] = deque()
@@ -183,19 +213,20 @@ class ConsumeProxy:
 
     # --- pending ---------------------------------------------------------------------------
 
-    def _make_pending(self, group_id: str, record: Record, timeout_s: float) -> None:
-        key = (group_id, record.topic, record.partition, record.offset)
-        old = self._pending.pop(key, None)
+    def _make_pending(self, group_id: str, group: _Group, record: Record, timeout_s: float) -> None:
+        key = (record.topic, record.partition, record.offset)
+        old = group.pending.pop(key, None)
         if old is not None:
             old.cancel()
-        self._pending[key] = asyncio.get_running_loop().call_later(timeout_s, self._expired, key)
+        group.pending[key] = asyncio.get_running_loop().call_later(
+            timeout_s, self._expired, group_id, group, key
+        )
 
-    def _expired(self, key: tuple[str, str, int, int]) -> None:
+    def _expired(self, group_id: str, group: _Group, key: tuple[str, int, int]) -> None:
         """Not settled in time: given back, so the record is served again."""
-        self._pending.pop(key, None)
-        group = self._groups.get(key[0])
-        if group is not None:
-            asyncio.create_task(self._settle(group.acker, key[1], key[2], key[3], RELEASE))
+        group.pending.pop(key, None)
+        if self._groups.get(group_id) is group:
+            asyncio.create_task(self._settle(group, *key, RELEASE))
 
     # --- acknowledge / cancel --------------------------------------------------------------
 
@@ -207,10 +238,11 @@ class ConsumeProxy:
         meta = await self._topic_meta(topic)
         if partition not in meta.leaders:
             raise ProxyError(404, f"topic {topic!r} has no partition {partition}")
-        timer = self._pending.pop((group_id, topic, partition, offset), None)
+        group = self._group(group_id)
+        timer = group.pending.pop((topic, partition, offset), None)
         if timer is not None:
             timer.cancel()
-        error = await self._settle(self._group(group_id).acker, topic, partition, offset, kind)
+        error = await self._settle(group, topic, partition, offset, kind)
         if error in (INVALID_RECORD_STATE, INVALID_REQUEST):  # past what was ever read
             raise ProxyError(
                 409,
@@ -223,22 +255,34 @@ class ConsumeProxy:
             raise ProxyError(503, f"the partition's leader answered Kafka error {error}")
 
     async def _topic_meta(self, topic: str) -> TopicMeta:
+        """The topic's metadata; 403 for an internal one (by its name, existing or not, or as
+        the cluster marks it), 404 for none."""
+        internal = ProxyError(
+            403, f"topic {topic!r} is internal: the proxy serves no internal topic"
+        )
+        if is_internal(topic):
+            raise internal
         try:
             meta = await self.cluster.topic(topic)
         except KafkaUnavailable as e:
             raise ProxyError(503, f"the cluster is not reachable: {e}") from e
         if meta is None:
             raise ProxyError(404, f"topic {topic!r} does not exist")
+        if meta.internal:
+            raise internal
         return meta
 
     async def _settle(
-        self, member: ShareMember, topic: str, partition: int, offset: int, kind: int
+        self, group: _Group, topic: str, partition: int, offset: int, kind: int
     ) -> int:
+        group.settling += 1
         try:
-            return await member.acknowledge(topic, partition, offset, kind)
+            return await group.acker.acknowledge(topic, partition, offset, kind)
         except KafkaUnavailable as e:
-            log.info("share group %s: acknowledge failed: %s", member.group_id, e)
+            log.info("share group %s: acknowledge failed: %s", group.acker.group_id, e)
             return -1
+        finally:
+            group.settling -= 1
 
     # --- housekeeping ----------------------------------------------------------------------
 
@@ -251,26 +295,21 @@ class ConsumeProxy:
                 while group.buffer and now - group.buffer[0][0] >= BUFFER_HOLD_S:
                     _, record = group.buffer.popleft()
                     asyncio.create_task(
-                        self._settle(
-                            group.acker, record.topic, record.partition, record.offset, RELEASE
-                        )
+                        self._settle(group, record.topic, record.partition, record.offset, RELEASE)
                     )
-                if not group.reads and not group.buffer and now - group.used > GROUP_IDLE_S:
-                    del self._groups[group_id]
-                    asyncio.create_task(self._close_group(group))
+                if not group.busy and now - group.used > GROUP_IDLE_S:
+                    self._leave(group_id)
 
     async def close(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
-        for timer in self._pending.values():
-            timer.cancel()
-        self._pending.clear()
         groups, self._groups = list(self._groups.values()), OrderedDict()
         for group in groups:
+            for timer in group.pending.values():
+                timer.cancel()
+            group.pending.clear()
             for _, record in group.buffer:
-                await self._settle(
-                    group.acker, record.topic, record.partition, record.offset, RELEASE
-                )
+                await self._settle(group, record.topic, record.partition, record.offset, RELEASE)
             await self._close_group(group)
         self.cluster.close()
 

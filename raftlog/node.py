@@ -29,6 +29,7 @@ from raftlog.raft.mesh import Mesh
 from raftlog.raft.ticker import Ticker
 from raftlog.security.acl import authorizer_for
 from raftlog.share.manager import ShareManager
+from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,19 @@ class Node:
             share_settings=self._share_settings,
             delete_share_state=self._delete_share_state,
         )
-        self.share = ShareManager(self._group_settings, incarnation=self._share_incarnation)
+        self.share = ShareManager(
+            self._group_settings,
+            is_member=lambda group, member: self.share_members.check(group, member),
+            incarnation=self._share_incarnation,
+        )
+        self.share_members = ShareMembers(
+            self.node_id,
+            self.mesh,
+            self._coordinator_of,
+            self.groups.share_member,
+            self.share.member_left,
+        )
+        self.groups.share_groups.on_member_left.append(self.share_members.left)
         self.controller = Controller(
             self.node_id,
             cfg.node_ids,
@@ -118,6 +131,17 @@ class Node:
             asyncio.create_task(self._compaction()),
         ]
 
+    def _coordinator_of(self, group_id: str) -> int | None:
+        """The node leading the group's `__consumer_offsets` partition, if it is known and up
+        (NO_GROUPS: that topic does not exist yet, so no group has members)."""
+        topic = self.controller.state.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return NO_GROUPS
+        known = self.leadership.lookup(f"{topic['id']}/{self.groups.partition_for(group_id)}")
+        if known is None or not self.leadership.alive(known.leader):
+            return None
+        return known.leader
+
     def _share_incarnation(self, group_id: str) -> int:
         return int(self.controller.state.share_incarnations.get(group_id, 0))
 
@@ -135,6 +159,7 @@ class Node:
         for task in self._tasks:
             task.cancel()
         self.groups.close()
+        self.share_members.close()
         self.share.close()
         for partition in self.partitions.values():
             partition.close()

@@ -1,6 +1,9 @@
 """What ShareFetch and ShareAcknowledge share: their acknowledgement batches checked and
 applied on this node's partition leaders, and the per-partition answer. A partition of a topic
-the principal may not READ is TOPIC_AUTHORIZATION_FAILED, and so are its acknowledgements."""
+the principal may not READ is TOPIC_AUTHORIZATION_FAILED, and so are its acknowledgements; one
+of an internal topic (`__consumer_offsets`) is INVALID_TOPIC_EXCEPTION, as Kafka answers a
+produce to one: it holds no data to share, and its share state would go into its own Raft
+log."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from kafka_api.common import current_leader, leader_partition
 from kafka_api.context import RequestContext
 from raftlog.broker import Broker, Partition, TopicInfo
 from raftlog.errors import ErrorCode
+from raftlog.internal_topics import is_internal
 from raftlog.share.partition_state import AckBatch, AckType
 
 NO_LEADER = (-1, NO_EPOCH)
@@ -78,6 +82,8 @@ def resolve(ctx: RequestContext, target: Target) -> None:
         target.error = ErrorCode.unknown_topic_id
     elif not authorize(ctx, Op.READ, Resource.TOPIC, topic.name):
         target.error = ErrorCode.topic_authorization_failed
+    elif is_internal(topic.name):
+        target.error = ErrorCode.invalid_topic_exception
     else:
         target.partition, target.error = leader_partition(ctx.broker, topic, target.index, NO_EPOCH)
 

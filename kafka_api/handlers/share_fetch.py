@@ -1,8 +1,10 @@
 """ShareFetch (78, KIP-932): a share consumer's fetch. It acknowledges what the member says it
 is done with, then hands it records of the partitions in its share session that this node
 leads: each offset to one member at a time, under a lock that expires (records come back) and
-with a delivery count. A session epoch orders the member's requests (raftlog/share/sessions).
-Needs READ on the group (else the whole request is refused) and on each topic."""
+with a delivery count. A session epoch orders the member's requests (raftlog/share/sessions);
+only a member that joined the group by ShareGroupHeartbeat opens one (epoch 0), else the
+request gets UNKNOWN_MEMBER_ID (raftlog/share/members). Needs READ on the group (else the
+whole request is refused) and on each topic."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from kafka_api.handlers.share_ack import (
 from raftlog.broker import Broker, Partition
 from raftlog.errors import ErrorCode
 from raftlog.share.manager import Fetched
-from raftlog.share.sessions import Key
+from raftlog.share.sessions import INITIAL_EPOCH, Key
 
 API_KEY = 78
 MIN_VERSION = 1
@@ -40,6 +42,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _refused(m, ErrorCode.group_authorization_failed, None)
     if not group_id or not member_id:
         return _refused(m, ErrorCode.invalid_request, "group id and member id are required")
+    if request.share_session_epoch == INITIAL_EPOCH:
+        refused = await broker.share.is_member(group_id, member_id)
+        if refused is not ErrorCode.none:
+            return _refused(m, refused, _why_not_opened(refused))
     found = targets(ctx, request.topics, renew_allowed=ctx.api_version >= 2)
     forgotten: list[Key] = []
     for topic in request.forgotten_topics_data:
@@ -55,7 +61,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         [
             t.key
             for t in found.values()
-            if t.topic is not None and 0 <= t.index < len(t.topic.partitions)
+            if t.topic is not None
+            and 0 <= t.index < len(t.topic.partitions)
+            and t.error is not ErrorCode.invalid_topic_exception
         ],
         forgotten,
         has_acks=any(t.acked for t in found.values()),
@@ -143,6 +151,14 @@ def _response(
             for b in endpoints(broker, leaders)
         ),
     )
+
+
+def _why_not_opened(error: ErrorCode) -> str:
+    if error is ErrorCode.unknown_member_id:
+        return "not a member of the share group: a session opens once it joins by heartbeat"
+    if error is ErrorCode.share_session_limit_reached:
+        return "too many share sessions are being opened on this node at once"
+    return "the share group's coordinator cannot be asked about the member now"
 
 
 def _refused(m: Any, error: ErrorCode, message: str | None) -> Any:

@@ -212,6 +212,17 @@ class GroupCoordinator:
             client_host,
         )
 
+    def share_member(self, group_id: str, member_id: str) -> ErrorCode:
+        """Whether the member has joined the share group here (NONE or UNKNOWN_MEMBER_ID), or
+        why this node cannot say (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...): what a
+        partition leader asks before it opens a share session (raftlog/share/members.py)."""
+        shard = self._manager.lookup(group_id)
+        if isinstance(shard, ErrorCode):
+            return shard
+        if self.share_groups.is_member(group_id, member_id):
+            return E.none
+        return E.unknown_member_id
+
     # ------------------------------------------------------------------ JoinGroup
 
     async def join_group(

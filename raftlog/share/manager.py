@@ -76,13 +76,17 @@ class ShareManager:
     def __init__(
         self,
         group_config: Callable[[str], Mapping[str, str]],
+        is_member: Callable[[str, str], Awaitable[ErrorCode]],
         clock: Clock = LOOP_CLOCK,
         incarnation: Callable[[str], int] = lambda _group: 0,
     ) -> None:
         """group_config(group id) -> every group setting's effective value
-        (raftlog.group_config.values); incarnation(group id) -> how often it was deleted
+        (raftlog.group_config.values); is_member(group id, member id) -> NONE if the group's
+        coordinator knows the member, else the error that refuses it a share session
+        (members.ShareMembers.check); incarnation(group id) -> how often it was deleted
         (the controller's count): a state of an older incarnation is not taken up."""
         self._group_config = group_config
+        self.is_member = is_member
         self._clock = clock
         self._incarnation = incarnation
         self.sessions = ShareSessions(
@@ -240,6 +244,12 @@ class ShareManager:
         self._relock(group_id, held)
         self._wake()  # a release makes records available to the others
         return self._persist(group_id, held)
+
+    def member_left(self, group_id: str, member_id: str) -> None:
+        """The member left its group or was fenced: its session here ends, and what it held
+        goes back to the group at once."""
+        self.sessions.drop(group_id, member_id)
+        self.release(group_id, member_id)
 
     def release(self, group_id: str, member_id: str) -> None:
         """The member's session ended: what it still holds goes back to the group."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from raftlog.clock import LOOP_CLOCK, Clock, Timer
 from raftlog.errors import ErrorCode
+from raftlog.internal_topics import is_internal
 from raftlog.share.assignor import assign
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,9 @@ STATE_STABLE = "Stable"
 # Share groups one coordinator holds (Kafka's group.share.max.groups bounds them per
 # coordinator too); each costs its members, their assignments and a session timer each.
 MAX_GROUPS = 1000
+# The client makes its member id up (a UUID: 22 characters in librdkafka and Kafka's client);
+# a longer one would be kept per member and sent between nodes with every session opened.
+MAX_MEMBER_ID_BYTES = 255
 
 Assignment = dict[str, frozenset[int]]  # topic name -> partitions
 
@@ -245,9 +249,12 @@ class ShareGroups:
         subscribed_topic_names: Sequence[str] | None,
     ) -> str | None:
         """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid. The client makes up its member
-        id, so an empty one is refused too."""
+        id, so an empty or overlong one is refused too; and an internal topic (its share
+        state would be written into that topic's own Raft log, and it holds no data)."""
         if _is_blank(member_id):
             return "MemberId can't be empty."
+        if len(member_id.encode()) > MAX_MEMBER_ID_BYTES:
+            return f"MemberId can't be longer than {MAX_MEMBER_ID_BYTES} bytes."
         if _is_blank(group_id):
             return "GroupId can't be empty."
         if _is_blank(rack_id):
@@ -256,6 +263,9 @@ class ShareGroups:
             return "SubscribedTopicNames must be set in first request."
         if member_epoch < LEAVE_EPOCH:
             return "MemberEpoch is invalid."
+        internal = sorted(t for t in subscribed_topic_names or () if is_internal(t))
+        if internal:
+            return f"Share groups cannot subscribe to internal topics: {', '.join(internal)}."
         return None
 
     def _leave(self, group_id: str, member_id: str) -> HeartbeatResult:

@@ -1,7 +1,8 @@
 """Share sessions (KIP-932): the partitions a share consumer fetches from this node, and the
 epoch that orders its requests. One per (group, member) on each node, as in Kafka's
 ShareSessionCache; a request out of step is refused so the client starts a new session
-rather than acknowledging against a state it no longer sees."""
+rather than acknowledging against a state it no longer sees. Only a member its group's
+coordinator knows opens one (members.py), and it ends when the member leaves."""
 
 from __future__ import annotations
 
@@ -70,6 +71,11 @@ class ShareSessions:
 
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
+
+    def drop(self, group_id: str, member_id: str) -> ShareSession | None:
+        """The member left its group: its session ends (its next request gets
+        SHARE_SESSION_NOT_FOUND)."""
+        return self._sessions.pop((group_id, member_id), None)
 
     def for_fetch(
         self,

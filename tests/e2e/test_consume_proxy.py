@@ -6,7 +6,9 @@ of real processes, driven over HTTP as its users would (aiohttp's client):
   cancelled one at once; at the delivery limit a record is archived and never served again;
 - what is not pending, unknown or malformed gets a clear 4xx;
 - a native share consumer (confluent-kafka) and the proxy share one group;
-- `raftlog proxy` runs alone, and `raftlog share list|describe` show the group."""
+- `raftlog proxy` runs alone, and `raftlog share list|describe` show the group;
+- a body nested 100,000 deep is a 400 (one log line, no traceback), internal topics a 403,
+  and 100 groups named once by somebody do not keep a new group out."""
 
 from __future__ import annotations
 
@@ -27,8 +29,10 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
-from support.cluster import raftlog_argv
+from support.cluster import raftlog_argv, tail
 from support.share import share_consumer, share_group, share_topic
+
+from consume_proxy.service import MAX_GROUPS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -258,3 +262,44 @@ async def test_a_standalone_proxy_serves_and_the_cli_describes_the_group(
     finally:
         proc.terminate()
         assert proc.wait(30) == 0  # a clean stop on SIGTERM
+
+
+async def test_hostile_bodies_and_internal_topics_get_a_4xx_and_the_proxy_serves_on(
+    module_cluster, proxies
+) -> None:
+    """Before, 100,000 nested "[" escaped as a 500 with an ERROR traceback, and the proxy
+    served `__consumer_offsets` to anyone."""
+    share_topic(module_cluster, "proxy-hostile", 1, 1)
+    group = share_group(module_cluster)
+    url = proxies.urls[0] + f"/v1/share/{group}/read"
+    async with proxies.session.post(url, data=b"[" * 100_000) as answer:
+        assert answer.status == 400
+        assert (await answer.json())["error"] == "the body is not JSON: nested too deeply"
+    log = tail(module_cluster.nodes[1].log, lines=400)
+    assert "Traceback" not in log and "Error handling request" not in log
+    assert [line for line in log.splitlines() if "nested too deeply" in line] != []
+    for verb, body in [
+        ("read", {"topic": "__consumer_offsets", "timeout_ms": 0}),
+        ("acknowledge", {"topic": "__consumer_offsets", "partition": 0, "offset": 0}),
+        ("cancel", {"records": [{"topic": "__consumer_offsets", "partition": 0, "offset": 0}]}),
+    ]:
+        status, answer = await proxies.post(0, f"/v1/share/{group}/{verb}", body)
+        assert status == 403, (verb, answer)
+    (record,) = await proxies.read(group, "proxy-hostile", 0, timeout_ms=5000)
+    assert (await proxies.settle("acknowledge", group, record, 0))[0] == 200
+
+
+async def test_groups_named_once_do_not_keep_a_new_group_out(module_cluster, proxies) -> None:
+    """Before, any client naming 100 groups filled a proxy's table for 5 minutes: every
+    other group got 429. A group nothing waits on or holds now makes room at once."""
+    share_topic(module_cluster, "proxy-crowd", 1, 3)
+    for i in range(MAX_GROUPS):
+        status, body = await proxies.post(
+            1, f"/v1/share/crowd-{i}/read", {"topic": "proxy-crowd", "timeout_ms": 0}
+        )
+        assert (status, body) == (200, {"records": []})
+    group = share_group(module_cluster)
+    records = await proxies.read(group, "proxy-crowd", 1, max_records=3, timeout_ms=10_000)
+    assert [r["offset"] for r in records] == [0, 1, 2]
+    for record in records:
+        assert (await proxies.settle("acknowledge", group, record, 1))[0] == 200

@@ -4,7 +4,10 @@ unchanged, against a 3-node cluster:
 - explicit: a RELEASEd record comes back with delivery count 2, a REJECTed one never does;
 - three consumers on ONE partition (more members than partitions) split its records: each
   record goes to exactly one of them;
-- a consumer that closes with records unacknowledged hands them back at once.
+- a consumer that closes with records unacknowledged hands them back at once;
+- 2,000 ShareFetches from member ids that never joined open no share session on the
+  partition leader (UNKNOWN_MEMBER_ID), and a consumer reads from that node right after;
+- a share group cannot subscribe to an internal topic.
 The group starts at the earliest offset (share.auto.offset.reset, a group config set with
 IncrementalAlterConfigs, as Kafka's users do it)."""
 
@@ -12,9 +15,13 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
+from support import groups as G
+from support import share as S
+from support import wire as W
 from support.share import share_consumer, share_group, share_topic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -132,3 +139,43 @@ def test_records_a_consumer_held_when_it_closed_go_to_the_next(module_cluster) -
         second.close()
     assert sorted(m.value() for m in got) == values
     assert {m.delivery_count() for m in got if m.offset() in {h.offset() for h in held}} == {2}
+
+
+def test_strangers_open_no_share_session_and_a_consumer_reads_right_after(module_cluster) -> None:
+    """Before, 2,000 ShareFetches with made-up member ids (no heartbeat ever sent) filled the
+    partition leader's share sessions: every share consumer of any group on that node got
+    SHARE_SESSION_LIMIT_REACHED until half a minute after the flood."""
+    values = share_topic(module_cluster, "share-strangers", 1, 50)
+    partition, leader = W.find_partition_leader(module_cluster.bootstrap, "share-strangers", 0)
+    # a group coordinated elsewhere: the leader asks the coordinator over the mesh
+    group = next(
+        name
+        for name in (f"share-strangers-{i}" for i in range(100))
+        if G.coordinator_address(module_cluster.bootstrap, name).node_id != partition.leader
+    )
+    share_group(module_cluster, name=group)
+    with W.KafkaWire(leader, timeout=30) as w:
+        topic = S.topic_id(w, "share-strangers")
+        flood = [S.share_fetch(group, uuid.uuid4().hex, 0, topic, 0) for _ in range(2000)]
+        answers = S.pipelined(w, flood)
+        assert {(W.code(a.error_code), a.responses) for a in answers} == {(S.UNKNOWN_MEMBER_ID, ())}
+        # nor can a stranger acknowledge: it has no session to do it in
+        ack = w.request(S.share_acknowledge(group, "stranger", 1))
+        assert W.code(ack.error_code) == S.SHARE_SESSION_NOT_FOUND
+    consumer = share_consumer(module_cluster, group)
+    consumer.subscribe(["share-strangers"])
+    try:
+        got = _read(consumer, len(values))
+    finally:
+        consumer.close()
+    assert sorted(m.value() for m in got) == values
+
+
+def test_a_share_group_cannot_subscribe_to_an_internal_topic(module_cluster) -> None:
+    group = share_group(module_cluster, earliest=False)
+    coordinator = G.coordinator_address(module_cluster.bootstrap, group)
+    with W.KafkaWire(coordinator.address) as w:
+        joining = S.share_heartbeat(group, uuid.uuid4().hex, 0, ["__consumer_offsets"])
+        answer = w.request(joining)
+    assert W.code(answer.error_code) == S.INVALID_REQUEST
+    assert "internal" in answer.error_message

@@ -885,3 +885,17 @@ async def test_a_share_group_with_members_is_not_deleted(clock) -> None:
         E.group_id_not_found,
         "Group nope not found.",
     )
+
+
+async def test_a_share_member_is_known_only_where_its_group_is_coordinated(clock) -> None:
+    """What a partition leader asks before it opens a share session (share/members.py)."""
+    coord, _ = await coordinator(clock, num_partitions=2)
+    here = next(g for g in (f"s{i}" for i in range(100)) if coord.partition_for(g) == 0)
+    elsewhere = next(g for g in (f"s{i}" for i in range(100)) if coord.partition_for(g) == 1)
+    assert coord.share_member(here, "m1") is E.unknown_member_id  # never joined
+    share_join(coord, here)
+    assert coord.share_member(here, "m1") is E.none
+    assert coord.share_member(here, "m2") is E.unknown_member_id
+    assert coord.share_member(elsewhere, "m1") is E.not_coordinator
+    coord.share_heartbeat(here, "m1", -1, None, None, "c", HOST)  # it leaves
+    assert coord.share_member(here, "m1") is E.unknown_member_id

@@ -10,6 +10,7 @@ import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 from support.broker_stub import BrokerStub
+from support.members import every_member
 from support.wire import make_batch
 
 from kafka_api.codec import build
@@ -45,12 +46,15 @@ from raftlog.broker import (
     TopicResult,
 )
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.raft.mesh import Mesh
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.security.acl import AclOperation as Op
 from raftlog.security.acl import PatternType as Pat
 from raftlog.security.acl import PermissionType as Perm
 from raftlog.security.acl import ResourceType as Res
 from raftlog.share.manager import ShareManager
+from raftlog.share.members import ShareMembers
+from raftlog.share.membership import ShareGroups
 from raftlog.share.store import ShareStore, encode
 
 E = ErrorCode
@@ -974,7 +978,7 @@ async def test_a_share_session_holds_only_partitions_that_exist() -> None:
     is answered UNKNOWN_TOPIC_OR_PARTITION and kept out of it, so no client can grow it."""
     broker = FakeBroker()
     topic = broker.add_topic("a", 1)
-    broker.share = ShareManager(lambda _g: group_config.values({}))
+    broker.share = ShareManager(lambda _g: group_config.values({}), every_member)
     indexes = dict.fromkeys((0, 7, -1, 2**31 - 1), ())
     request = share_fetch_request(1, topic.topic_id, 0, indexes)
     response = await share_fetch.handle(ctx(broker, 1), request)
@@ -993,7 +997,7 @@ async def test_renew_is_an_acknowledgement_type_of_v2_only(version: int) -> None
     broker = FakeBroker()
     topic = broker.add_topic("a", 1)
     broker.share = ShareManager(
-        lambda _g: group_config.values({"share.auto.offset.reset": "earliest"})
+        lambda _g: group_config.values({"share.auto.offset.reset": "earliest"}), every_member
     )
     partition = broker.partitions[("a", 0)]
     partition.append(0, make_batch([(None, b"v")]))
@@ -1008,6 +1012,52 @@ async def test_renew_is_an_acknowledgement_type_of_v2_only(version: int) -> None
     second = await share_fetch.handle(ctx(broker, version), fetch(1, renew))
     expected = E.none if version == 2 else E.invalid_request
     assert second.responses[0].partitions[0].acknowledge_error_code == expected
+
+
+async def test_only_a_member_its_coordinator_knows_opens_a_share_session() -> None:
+    """2,000 made-up member ids used to fill the node's 2,000 share sessions and lock every
+    real consumer out: now each gets UNKNOWN_MEMBER_ID and leaves nothing behind."""
+    broker = FakeBroker()
+    topic = broker.add_topic("a", 1)
+    groups = ShareGroups(lambda _t: 1)
+    mesh = Mesh("1", ("127.0.0.1", 0), {}, b"secret")  # the coordinator is this node
+    known = ShareMembers(
+        1,
+        mesh,
+        lambda _g: 1,
+        lambda g, m: ErrorCode.none if groups.is_member(g, m) else ErrorCode.unknown_member_id,
+        lambda _g, _m: None,
+    )
+    broker.share = ShareManager(lambda _g: group_config.values({}), known.check)
+    for _ in range(2000):
+        request = share_fetch_request(1, topic.topic_id, 0, {0: ()})
+        response = await share_fetch.handle(ctx(broker, 1), request)
+        assert (response.error_code, response.responses) == (E.unknown_member_id, ())
+    assert len(broker.share.sessions) == 0
+    groups.heartbeat("g", "m", 0, None, ["a"], "c", "h")  # m joins
+    response = await share_fetch.handle(
+        ctx(broker, 1), share_fetch_request(1, topic.topic_id, 0, {0: ()})
+    )
+    assert response.error_code == E.none and broker.share.sessions.get("g", "m") is not None
+    groups.close()
+
+
+async def test_an_internal_topic_is_not_shared() -> None:
+    """A share-partition's state is written into that partition's own Raft log: none for
+    __consumer_offsets, whatever partition a client names."""
+    broker = FakeBroker()
+    offsets = broker.add_topic("__consumer_offsets", 2)
+    broker.share = ShareManager(lambda _g: group_config.values({}), every_member)
+    request = share_fetch_request(1, offsets.topic_id, 0, {0: (), 1: ()})
+    response = await share_fetch.handle(ctx(broker, 1), request)
+    assert response.error_code == E.none
+    assert [(p.partition_index, p.error_code) for p in response.responses[0].partitions] == [
+        (0, E.invalid_topic_exception),
+        (1, E.invalid_topic_exception),
+    ]
+    session = broker.share.sessions.get("g", "m")
+    assert session is not None and session.partitions == set()
+    assert broker.share.held() == []
 
 
 # --------------------------------------------------------------------------- Authorization
@@ -1421,7 +1471,7 @@ async def test_describe_log_dirs_needs_describe_on_the_cluster_and_describe_clus
 async def test_share_fetch_needs_read_on_the_group_and_each_topic() -> None:
     broker = FakeBroker()
     readable, other = broker.add_topic("a"), broker.add_topic("b")
-    broker.share = ShareManager(lambda _g: group_config.values({}))
+    broker.share = ShareManager(lambda _g: group_config.values({}), every_member)
     secure(broker, (Res.TOPIC, "a", Op.READ))
     request = share_fetch_request(1, readable.topic_id, 0, {0: ()})
     response = await share_fetch.handle(ctx(broker, 1), request)

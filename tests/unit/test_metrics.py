@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.clock import ManualClock
+from support.members import every_member
 from support.raftnet import Clock
 from support.replicas import IDS, Replicas
 from support.wire import make_batch
@@ -154,7 +155,7 @@ class ReplicaNode:
         self.partitions = {("t", 0): replicas.partitions[node_id]}
         self.ctx = replicas.contexts[node_id]
         self.groups = GroupCoordinator(self.node_id, GroupConfig(num_partitions=1))
-        self.share = ShareManager(lambda _g: group_config.values({}))
+        self.share = ShareManager(lambda _g: group_config.values({}), every_member)
         self.loop_stalls = LoopStallMonitor(ManualClock())
 
 

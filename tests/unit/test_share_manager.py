@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from kafka.record.memory_records import MemoryRecords
 from support.clock import ManualClock
+from support.members import every_member
 from support.raftnet import Clock
 from support.replicas import IDS, Replicas
 from support.wire import make_batch
@@ -45,7 +46,7 @@ class Rig:
     def share(self) -> ShareManager:
         if self.node not in self.managers:
             self.managers[self.node] = ShareManager(
-                lambda _group: gc.values(self.configs), self.clock
+                lambda _group: gc.values(self.configs), every_member, self.clock
             )
         return self.managers[self.node]
 
@@ -133,6 +134,18 @@ async def test_an_expired_lock_and_a_closed_session_hand_records_back(rig: Rig) 
     assert len(values(await rig.fetch("b"))) == 10
     rig.share.release("g", "b")  # b's session closed (ShareAcknowledge epoch -1)
     assert set(counts(await rig.fetch("c")).values()) == {3}
+
+
+async def test_a_member_that_left_hands_its_records_back_at_once(rig: Rig) -> None:
+    """Its coordinator said it left or was fenced (share/members.py): its session here ends
+    and the records it held go to the others before their locks run out."""
+    step = rig.share.sessions.for_fetch("g", "a", 0, [KEY], [], False, False)
+    assert step.error is ErrorCode.none
+    assert await rig.fetch("a") is not None
+    assert await rig.fetch("b") is None
+    rig.share.member_left("g", "a")
+    assert rig.share.sessions.get("g", "a") is None
+    assert set(counts(await rig.fetch("b")).values()) == {2}
 
 
 async def test_a_fetch_waits_for_new_records(rig: Rig) -> None:
@@ -272,7 +285,10 @@ async def test_a_new_leader_hands_out_nothing_before_its_term_is_committed(rig: 
 async def test_a_deleted_groups_state_is_not_taken_up_again(rig: Rig) -> None:
     deletions = {"g": 0}
     rig.managers[rig.node] = ShareManager(
-        lambda _group: gc.values(rig.configs), rig.clock, incarnation=deletions.__getitem__
+        lambda _group: gc.values(rig.configs),
+        every_member,
+        rig.clock,
+        incarnation=deletions.__getitem__,
     )
     assert len(values(await rig.fetch("a"))) == 10
     assert await rig.ack("a", (0, 9, ACCEPT)) == ErrorCode.none

@@ -174,6 +174,16 @@ def test_unknown_members_and_groups() -> None:
         ("g", "a", 0, None, None, "SubscribedTopicNames must be set in first request."),
         ("g", "a", 0, None, [], "SubscribedTopicNames must be set in first request."),
         ("g", "a", -2, None, None, "MemberEpoch is invalid."),
+        ("g", "a" * 256, 0, None, ["t"], "MemberId can't be longer than 255 bytes."),
+        (
+            "g",
+            "a",
+            0,
+            None,
+            ["t", "__consumer_offsets", "__share_group_state"],
+            "Share groups cannot subscribe to internal topics: "
+            "__consumer_offsets, __share_group_state.",
+        ),
     ],
 )
 def test_invalid_requests(group, member, epoch, rack, topics, message) -> None:
@@ -181,6 +191,14 @@ def test_invalid_requests(group, member, epoch, rack, topics, message) -> None:
     r = sg.heartbeat(group, member, epoch, rack, topics, "c", HOST)
     assert (r.error, r.message) == (E.invalid_request, message)
     assert sg.group_ids() == []
+
+
+def test_a_member_cannot_change_its_subscription_to_an_internal_topic() -> None:
+    sg, _ = groups()
+    assert join(sg, "a").error is E.none
+    r = beat(sg, "a", 1, topics=["__consumer_offsets"])
+    assert r.error is E.invalid_request
+    assert sg.describe("g").members[0].subscribed_topic_names == ("t",)  # type: ignore[union-attr]
 
 
 def test_a_classic_group_id_is_refused() -> None:
