@@ -390,7 +390,7 @@ class _Connection(asyncio.BufferedProtocol):
         else:
             self._start_task(work, 0, answered=False)
 
-    def _handle(self, header: codec.RequestHeader, request: Any) -> Any:
+    def _handle(self, header: codec.RequestHeader, request: Any, off_loop: bool = False) -> Any:
         sasl = self._sasl
         if sasl is not None and sasl.principal is not None:
             self._principal = sasl.principal
@@ -404,14 +404,17 @@ class _Connection(asyncio.BufferedProtocol):
         )
         handler = HANDLERS[header.api_key]
         stats = self._server.metrics.api(header.api_key)
-        return self._run(handler.handle(ctx, request), header.correlation_id, stats)
+        return self._run(
+            handler.handle(ctx, request), header.correlation_id, stats, off_loop=off_loop
+        )
 
     async def _decode_off_loop(
         self, header: codec.RequestHeader, frame: bytes
     ) -> list[bytes | bytearray] | None:
-        """A large request decoded in a thread: checking its lengths and kio's decode cost one
-        step per field, and a 27 MB CreateAcls held the loop for seconds. The frames after it
-        start once it is decoded, before its handler's first step."""
+        """A large request decoded in a thread, and its answer encoded in one: checking its
+        lengths and kio's decode cost one step per field, and a 27 MB CreateAcls held the loop
+        for seconds. The frames after it start once it is decoded, before its handler's first
+        step."""
         try:
             request = await asyncio.to_thread(codec.decode_request, header, frame)
         except codec.MalformedRequest as exc:
@@ -419,17 +422,21 @@ class _Connection(asyncio.BufferedProtocol):
         finally:
             self._decoding = False
         self._process()
-        answer = await self._handle(header, request)
+        answer = await self._handle(header, request, off_loop=True)
         return answer if expects_response(header.api_key, request) else None
 
     # request lifecycle
 
     async def _run(
-        self, handling: Any, correlation_id: int, stats: ApiStats
+        self, handling: Any, correlation_id: int, stats: ApiStats, *, off_loop: bool = False
     ) -> list[bytes | bytearray] | None:
+        """`off_loop`: the answer to a large request may be as large, so it is encoded (and
+        its error code found) in a thread."""
         started = time.perf_counter()
         try:
             response = await handling
+            if off_loop and response is not None and not isinstance(response, codec.Encoded):
+                response = await codec.encode_off_loop(lambda: response)
             encoded = None if response is None else codec.encode_response(correlation_id, response)
         except Exception:
             stats.failed(time.perf_counter() - started)
