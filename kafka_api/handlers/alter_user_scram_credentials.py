@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 from kafka_api.authz import Op, authorize_cluster
-from kafka_api.codec import build, response_module
+from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         # kio's deletions and upsertions have the fields users.Deletion and Upsertion name.
         results = await ctx.broker.users.alter(request.deletions, request.upsertions)
-    return await asyncio.to_thread(_response, m, results)
+    return await encode_off_loop(_response, m, results)
 
 
 def _response(m: Any, results: list[UserResult]) -> Any:

@@ -5,11 +5,10 @@ POLICY_VIOLATION; the listing and the answer are built in a thread."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kafka_api.authz import Op, authorize_cluster
-from kafka_api.codec import build, response_module
+from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
@@ -34,7 +33,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     names = None if request.users is None else (user.name for user in request.users)
     described = await ctx.broker.users.describe(names)
-    return await asyncio.to_thread(_response, m, described)
+    return await encode_off_loop(_response, m, described)
 
 
 def _refused(m: Any, error: ErrorCode, message: str | None) -> Any:

@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kio.index import load_payload_module, load_response_schema
-from kio.serial import entity_reader
+from kio.index import load_payload_module
 from kio.static.constants import EntityType
+from support.answers import client_reads
 from support.broker_stub import BrokerStub
 
-from kafka_api.codec import Encoded, build, encode_response
+from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, create_acls, delete_acls, describe_acls
@@ -77,19 +77,6 @@ def request(api_key: int, version: int, name: str, **values: Any) -> Any:
     return build(getattr(m, name), **values)
 
 
-def roundtrip(response: Any, api_key: int, version: int) -> Any:
-    """The answer as a client reads it: framed, then decoded with kio."""
-    response_type: Any = load_response_schema(api_key, version)
-    frame = b"".join(encode_response(7, response))
-    header_size = 4 + 4 + (1 if response_type.__header_schema__.__flexible__ else 0)
-    decoded: Any
-    decoded, size = entity_reader(response_type)(frame, header_size)
-    assert header_size + size == len(frame)
-    if not isinstance(response, Encoded):
-        assert decoded == response
-    return decoded
-
-
 def creation(version: int, *fields: Any) -> Any:
     resource_type, name, pattern, principal, host, operation, permission = fields
     m = load_payload_module(create_acls.API_KEY, version, EntityType.request)
@@ -116,7 +103,7 @@ async def create(broker: AclBroker, version: int, *bindings: tuple, principal: s
     )
     return [
         (r.error_code, r.error_message)
-        for r in roundtrip(response, create_acls.API_KEY, version).results
+        for r in client_reads(response, create_acls.API_KEY, version).results
     ]
 
 
@@ -138,7 +125,7 @@ async def describe(broker: AclBroker, version: int, *fields: Any, principal: str
         ctx(broker, version, principal),
         request(describe_acls.API_KEY, version, "DescribeAclsRequest", **filter_fields(*fields)),
     )
-    return roundtrip(response, describe_acls.API_KEY, version)
+    return client_reads(response, describe_acls.API_KEY, version)
 
 
 async def delete(broker: AclBroker, version: int, *filters: tuple, principal: str = ADMIN):
@@ -150,7 +137,7 @@ async def delete(broker: AclBroker, version: int, *filters: tuple, principal: st
             filters=tuple(m.DeleteAclsFilter(**filter_fields(*f)) for f in filters),
         ),
     )
-    return roundtrip(response, delete_acls.API_KEY, version).filter_results
+    return client_reads(response, delete_acls.API_KEY, version).filter_results
 
 
 EVERYTHING = (Res.ANY, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)

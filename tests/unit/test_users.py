@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 from kio.index import load_payload_module
-from kio.serial import entity_reader
 from kio.static.constants import EntityType
 from pysyncobj import SyncObjConf
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import Node
+from support.answers import client_reads
 from support.broker_stub import BrokerStub
 from support.journal import RecordingListener
 from support.raftnet import Clock, Net, NetTransport
 
 import raftlog.raft.syncobj_fork as core
-from kafka_api.codec import build, encode_response
+from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.handlers import alter_user_scram_credentials, describe_user_scram_credentials
 from raftlog.admin import AdminServer
@@ -37,6 +37,8 @@ from raftlog.raft.journal import SegmentJournal
 from raftlog.security import scram
 from raftlog.security.scram import MAX_CHANGES_PER_REQUEST, MAX_USERS
 from raftlog.security.users import Removal, Upsertion, UserAdmin
+
+DESCRIBE = describe_user_scram_credentials.API_KEY
 
 compat.install()
 E = ErrorCode
@@ -228,13 +230,6 @@ def request(api_key: int, name: str, **values: Any) -> Any:
     return build(getattr(m, name), **values)
 
 
-def roundtrip(response: Any) -> Any:
-    frame = b"".join(encode_response(7, response))
-    decoded, _ = entity_reader(type(response))(frame, 4 + 4 + 1)
-    assert decoded == response
-    return decoded
-
-
 def alter_request(names: list[str]) -> Any:
     m = load_payload_module(alter_user_scram_credentials.API_KEY, 0, EntityType.request)
     return m.AlterUserScramCredentialsRequest(
@@ -258,11 +253,19 @@ async def test_alter_answers_every_user_of_a_request_over_the_bound(
     users: UserAdmin, controller: Controller
 ) -> None:
     names = [f"u{i}" for i in range(MAX_CHANGES_PER_REQUEST + 1)]
-    answer = roundtrip(await alter_user_scram_credentials.handle(ctx(users), alter_request(names)))
+    answer = client_reads(
+        await alter_user_scram_credentials.handle(ctx(users), alter_request(names)),
+        alter_user_scram_credentials.API_KEY,
+        0,
+    )
     assert [r.user for r in answer.results] == names
     assert {r.error_code for r in answer.results} == {E.policy_violation}
     assert controller.calls == 0
-    answer = await alter_user_scram_credentials.handle(ctx(users), alter_request(["alice"]))
+    answer = client_reads(
+        await alter_user_scram_credentials.handle(ctx(users), alter_request(["alice"])),
+        alter_user_scram_credentials.API_KEY,
+        0,
+    )
     assert [(r.user, r.error_code) for r in answer.results] == [("alice", E.none)]
 
 
@@ -270,14 +273,14 @@ async def test_describe_answers_as_kafka(users: UserAdmin) -> None:
     await users.alter([], [upsertion("bob"), upsertion("alice"), upsertion("bob", mechanism=1)])
     handle = describe_user_scram_credentials.handle
     for everyone in (None, []):
-        answer = roundtrip(await handle(ctx(users), describe_request(everyone)))
+        answer = client_reads(await handle(ctx(users), describe_request(everyone)), DESCRIBE, 0)
         assert [r.user for r in answer.results] == ["alice", "bob"]
         assert [(i.mechanism, i.iterations) for i in answer.results[1].credential_infos] == [
             (SHA256, 4096),
             (SHA512, 4096),
         ]
-    answer = roundtrip(
-        await handle(ctx(users), describe_request(["nobody", "bob", "alice", "bob"]))
+    answer = client_reads(
+        await handle(ctx(users), describe_request(["nobody", "bob", "alice", "bob"])), DESCRIBE, 0
     )
     assert [(r.user, r.error_code) for r in answer.results] == [
         ("nobody", E.resource_not_found),
@@ -287,8 +290,10 @@ async def test_describe_answers_as_kafka(users: UserAdmin) -> None:
     assert answer.results[1].error_message == (
         "Cannot describe SCRAM credentials for the same user twice in a single request: bob"
     )
-    answer = roundtrip(
-        await handle(ctx(users), describe_request([f"u{i}" for i in range(MAX_USERS + 1)]))
+    answer = client_reads(
+        await handle(ctx(users), describe_request([f"u{i}" for i in range(MAX_USERS + 1)])),
+        DESCRIBE,
+        0,
     )
     assert answer.error_code == E.policy_violation and answer.results == ()
     assert str(MAX_USERS) in (answer.error_message or "")

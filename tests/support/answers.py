@@ -1,0 +1,23 @@
+"""A handler's answer as a client reads it: framed by the server's encoder (an answer encoded
+off the loop too), then decoded with kio."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.serial import entity_reader
+
+from kafka_api.codec import Encoded, encode_response
+
+
+def client_reads(response: Any, api_key: int, version: int) -> Any:
+    response_type: Any = load_response_schema(api_key, version)
+    frame = b"".join(encode_response(7, response))
+    header_size = 4 + 4 + (1 if response_type.__header_schema__.__flexible__ else 0)
+    decoded: Any
+    decoded, size = entity_reader(response_type)(frame, header_size)
+    assert header_size + size == len(frame)
+    if not isinstance(response, Encoded):
+        assert decoded == response
+    return decoded
