@@ -38,28 +38,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     include_documentation = getattr(request, "include_documentation", False)
     resources = request.resources
     outcomes = _refused(ctx.broker, resources)
+    refusals: dict[tuple[int, str], Any] = {}  # one answer for every copy refused alike
     results = []
     for resource, refused in zip(resources, outcomes, strict=True):
-        error, message, entries = refused or _described(
-            ctx, resource.resource_type, resource.resource_name
-        )
+        kind, name = resource.resource_type, resource.resource_name
+        if refused is not None:
+            if (kind, name) not in refusals:
+                refusals[kind, name] = _result(m, kind, name, refused[0], refused[1], ())
+            results.append(refusals[kind, name])
+            continue
+        error, message, entries = _described(ctx, kind, name)
         # Kafka: a null or empty key list means every key.
-        keys = set(resource.configuration_keys or ()) if entries else set()
+        keys = set(resource.configuration_keys or ())
         configs = tuple(
             _config(m, entry, request.include_synonyms, include_documentation)
             for entry in entries
             if not keys or entry.name in keys
         )
-        results.append(
-            build(
-                m.DescribeConfigsResult,
-                error_code=error,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-                configs=configs,
-            )
-        )
+        results.append(_result(m, kind, name, error, message, configs))
     return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
@@ -139,6 +135,19 @@ def _lookup(broker: Broker, resource_type: int, name: str) -> Outcome:
             return ErrorCode.invalid_request, "Group name must not be empty", []
         return ErrorCode.none, None, broker.group_configs(name)
     return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
+
+
+def _result(
+    m: Any, kind: int, name: str, error: ErrorCode, message: str | None, configs: tuple[Any, ...]
+) -> Any:
+    return build(
+        m.DescribeConfigsResult,
+        error_code=error,
+        error_message=message,
+        resource_type=kind,
+        resource_name=name,
+        configs=configs,
+    )
 
 
 def _config(m: Any, entry: ConfigEntry, synonyms: bool, documentation: bool) -> Any:
