@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from datetime import timedelta
+from typing import TypeVar
 
 from epoch.fencing import check_leader_epoch
 from raftlog.broker import Broker, BrokerInfo, Partition, TopicInfo
@@ -15,6 +16,8 @@ from raftlog.errors import ErrorCode
 NO_THROTTLE = timedelta(0)
 # Kafka's "authorized operations not requested / not known" marker (INT32_MIN).
 UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)
+
+K = TypeVar("K", bound=Hashable)
 
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -41,9 +44,16 @@ def topic_name_error(name: str | None) -> str | None:
     return None
 
 
-def duplicates(names: Iterable[str | None]) -> set[str]:
-    """Names given more than once in one admin request; Kafka answers each with INVALID_REQUEST."""
+def duplicates(names: Iterable[K | None]) -> set[K]:
+    """Names given more than once in one request. Every copy is answered INVALID_REQUEST and
+    nothing is done for it, as Kafka does for admin requests and ListOffsets: an answer is
+    never bigger than what the distinct names in the request justify."""
     return {name for name, count in Counter(names).items() if count > 1 and name is not None}
+
+
+def named_twice(what: str) -> str:
+    """The message for each copy of a name given twice (the name is in the answer already)."""
+    return f"The request names this {what} more than once"
 
 
 def resolve_topic(

@@ -20,6 +20,7 @@ from pysyncobj.config import FAIL_REASON
 
 from raftlog.broker import AclChange
 from raftlog.errors import ErrorCode
+from raftlog.limits import MAX_CONFIGURED_GROUPS
 from raftlog.raft.group import RaftGroup, RaftTimings, failure_name
 from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
@@ -155,14 +156,19 @@ class ControllerMachine(SyncObj):
     # so a new one must sort after every older one: a journal written before it was added
     # would otherwise replay as the wrong commands (tests/unit/test_group_config.py pins it).
     @replicated
-    def store_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+    def store_group_configs(self, group_id: str, configs: dict[str, str]) -> str | None:
         """Replaces a group's explicit configs; none left removes the group's entry. The group
-        need not exist: as in Kafka, its configs are kept apart from it."""
+        need not exist: as in Kafka, its configs are kept apart from it. A new group past the
+        cluster's cap stores nothing; the answer says why (None when stored)."""
+        refusal = group_configs_refusal(self.group_configs, group_id, configs)
+        if refusal is not None:
+            return refusal
         if configs:
             self.group_configs[group_id] = dict(configs)
         else:
             self.group_configs.pop(group_id, None)
         self._on_apply()
+        return None
 
     @replicated
     def store_share_group_deletion(self, group_id: str) -> int:
@@ -241,6 +247,19 @@ class ControllerMachine(SyncObj):
         """The ACLs by resource, for this node's authorizer (rebuilt if a snapshot replaced
         them)."""
         return self._acl_index.synced()
+
+
+def group_configs_refusal(
+    stored: dict[str, dict[str, str]], group_id: str, configs: dict[str, str]
+) -> str | None:
+    """Why `configs` may not be stored for `group_id`: a group not configured yet, when
+    MAX_CONFIGURED_GROUPS are. Changing or clearing a configured group is always allowed."""
+    if not configs or group_id in stored or len(stored) < MAX_CONFIGURED_GROUPS:
+        return None
+    return (
+        f"Too many groups with configs: the cluster holds the configs of at most "
+        f"{MAX_CONFIGURED_GROUPS} groups"
+    )
 
 
 class _NoLog:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from raftlog import group_config
 from raftlog.broker import TopicResult
-from raftlog.controller import ControllerUnavailable
+from raftlog.controller import ControllerUnavailable, group_configs_refusal
 from raftlog.errors import ErrorCode
 from raftlog.topic_config import altered
 
@@ -29,21 +29,24 @@ class GroupAdmin:
     ) -> TopicResult:
         """incremental=False: `changes` replaces every explicit config; True: only `changes`,
         a None value deleting the setting. The whole result is validated, as Kafka does."""
-        if not group_id:
-            # Kafka's ControllerConfigurationValidator: no cluster-wide default group.
-            return TopicResult(
-                group_id, ErrorCode.invalid_request, "Default group resources are not allowed."
-            )
+        problem = group_config.name_error(group_id)
+        if problem:
+            return TopicResult(group_id, ErrorCode.invalid_request, problem)
         configs = altered(self.explicit(group_id), changes, incremental)
         problem = group_config.validate(configs)
         if problem:
             return TopicResult(group_id, ErrorCode.invalid_config, problem)
-        if validate_only:
-            return TopicResult(group_id)
         # validate() refused every None
         stored = group_config.canonical({k: v for k, v in configs.items() if v is not None})
-        try:
-            await self._node.controller.call("store_group_configs", group_id, stored)
-        except ControllerUnavailable as e:
-            return TopicResult(group_id, ErrorCode.request_timed_out, str(e))
+        state = self._node.controller.state
+        problem = group_configs_refusal(state.group_configs, group_id, stored)
+        if problem is None and not validate_only:
+            try:
+                # The controller judges the cap again where it applies the command: two
+                # requests for new groups at once cannot both pass it.
+                problem = await self._node.controller.call("store_group_configs", group_id, stored)
+            except ControllerUnavailable as e:
+                return TopicResult(group_id, ErrorCode.request_timed_out, str(e))
+        if problem is not None:
+            return TopicResult(group_id, ErrorCode.policy_violation, problem)
         return TopicResult(group_id)

@@ -12,7 +12,17 @@ from __future__ import annotations
 import re
 
 from raftlog.broker import ConfigEntry
-from raftlog.topic_config import BOOLEAN, DEFAULT, INT, STRING, Setting
+from raftlog.config_def import (
+    BOOLEAN,
+    INT,
+    STRING,
+    Setting,
+    boolean_error,
+    invalid,
+    length_error,
+    parse_number,
+)
+from raftlog.topic_config import DEFAULT
 
 # Kafka's ConfigSource GROUP_CONFIG (DescribeConfigsResponse.ConfigSource): a group's own value.
 DYNAMIC_GROUP = 8
@@ -31,7 +41,10 @@ CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 LATEST, EARLIEST, BY_DURATION = "latest", "earliest", "by_duration"
 READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
 
-_INT32_MAX = 2**31 - 1
+# Group config resource names are stored by every node (as topic names are; Kafka bounds
+# those at 249 characters). Group ids themselves may be longer (up to 32,767 bytes, the
+# coordinator's bound): such a group can be described but not configured.
+MAX_NAME_BYTES = 255
 
 GROUP_SETTINGS: dict[str, Setting] = {
     s.name: s
@@ -131,7 +144,20 @@ _DURATION = re.compile(
     r"(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
     re.IGNORECASE,
 )
-_INTEGER = re.compile(r"[-+]?[0-9]+")
+
+
+def name_error(group_id: str) -> str | None:
+    """Why configs cannot be stored under this group name (INVALID_REQUEST), None if they can."""
+    if not group_id:
+        # Kafka's ControllerConfigurationValidator: no cluster-wide default group.
+        return "Default group resources are not allowed."
+    size = len(group_id.encode())
+    if size > MAX_NAME_BYTES:
+        return (
+            f"Group name of {size} bytes is longer than the maximum of {MAX_NAME_BYTES} bytes "
+            "for a group with configs"
+        )
+    return None
 
 
 def validate(configs: dict[str, str | None]) -> str | None:
@@ -151,21 +177,19 @@ def validate(configs: dict[str, str | None]) -> str | None:
 
 def _check(setting: Setting, value: str) -> str | None:
     name = setting.name
+    problem = length_error(setting, value)
+    if problem is not None:
+        return problem
     if setting.type == INT:
-        text = value.strip()
-        if not _INTEGER.fullmatch(text) or abs(int(text)) > _INT32_MAX:
-            return f"Invalid value {value} for configuration {name}: Not a number of type INT"
+        number = parse_number(setting, value)
+        if isinstance(number, str):
+            return number
         low, high = int(setting.minimum or 0), int(setting.maximum or 0)
-        if not low <= int(text) <= high:
+        if not low <= number <= high:
             return f"{name} must be in the range {low} to {high} inclusive."
         return None
     if setting.type == BOOLEAN:
-        if value.strip().lower() not in ("true", "false"):
-            return (
-                f"Invalid value {value} for configuration {name}: "
-                "Expected value to be either true or false"
-            )
-        return None
+        return boolean_error(setting, value)
     if name == AUTO_OFFSET_RESET:
         if parse_auto_offset_reset(value) is None:
             return (
@@ -174,10 +198,7 @@ def _check(setting: Setting, value: str) -> str | None:
             )
         return None
     if setting.choices and value not in setting.choices:
-        return (
-            f"Invalid value {value} for configuration {name}: "
-            f"String must be one of: {', '.join(setting.choices)}"
-        )
+        return invalid(name, value, f"String must be one of: {', '.join(setting.choices)}")
     return None
 
 

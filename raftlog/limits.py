@@ -1,4 +1,5 @@
-"""What one node can hold: partition replicas against its file-descriptor budget.
+"""What one node can hold: partition replicas against its file-descriptor budget; and what
+one admin request and the cluster's metadata may hold.
 
 A partition replica keeps a few files open (its active segment, the Raft window and commit
 files, the producer-state and history writes in passing); without a budget, a 100,000
@@ -25,6 +26,26 @@ RESERVED_FDS = 1024
 # tests/e2e/test_many_partitions). 3,000 work with max.partition.replicas.per.node raised,
 # but a leader's kill -9 then takes about 11 s to heal.
 CAPACITY_REPLICAS = 1100
+
+# Kafka's controller bounds one user operation at 10,000 metadata records
+# (QuorumController.MAX_RECORDS_PER_USER_OP): partitions created, topics deleted, configs
+# changed. A request over it is refused whole (POLICY_VIOLATION) before anything is proposed.
+MAX_RECORDS_PER_USER_OP = 10_000
+# Groups with configs of their own, per cluster; every node keeps them all in the controller's
+# state. Share groups are what needs them, and a node coordinates at most 1,000
+# (share.membership.MAX_GROUPS). At the bounds on names and values that is a few MB at most.
+MAX_CONFIGURED_GROUPS = 10_000
+
+
+def excessive(count: int, what: str, limit: int = MAX_RECORDS_PER_USER_OP) -> str | None:
+    """The POLICY_VIOLATION message of a request over a per-request bound (Kafka's words for
+    a controller operation over MAX_RECORDS_PER_USER_OP, and the numbers)."""
+    if count <= limit:
+        return None
+    return (
+        f"Unable to perform excessively large batch operation: {count} {what} in one "
+        f"request, at most {limit}."
+    )
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
 from raftlog.controller import EXISTS, ControllerUnavailable
 from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
+from raftlog.limits import MAX_RECORDS_PER_USER_OP
 
 if TYPE_CHECKING:
     from raftlog.cluster_view import ClusterView
@@ -31,6 +32,16 @@ class TopicAdmin:
     async def create_topics(
         self, specs: list[TopicSpec], validate_only: bool, timeout_ms: int
     ) -> list[TopicResult]:
+        """Kafka's controller refuses a request for more than MAX_RECORDS_PER_USER_OP
+        partitions in all, whole (ReplicationControlManager.validateTotalNumberOfPartitions);
+        so does this, before anything is proposed."""
+        partitions = sum(map(self._partition_count, specs))
+        if partitions > MAX_RECORDS_PER_USER_OP:
+            message = (
+                f"Excessively large number of partitions per request: {partitions}, at most "
+                f"{MAX_RECORDS_PER_USER_OP}."
+            )
+            return [TopicResult(s.name, ErrorCode.policy_violation, message) for s in specs]
         results = []
         for spec in specs:
             results.append(await self.create_topic(spec, validate_only, timeout_ms))
@@ -94,6 +105,14 @@ class TopicAdmin:
             )
         await self._wait_for_leaders(name, min(timeout_ms / 1000, LEADER_WAIT))
         return TopicResult(name, topic=self._view.topic(name))
+
+    def _partition_count(self, spec: TopicSpec) -> int:
+        if spec.assignments:
+            return len(spec.assignments)
+        if spec.num_partitions != -1:
+            return spec.num_partitions
+        setting = "offsets.topic.num.partitions" if spec.name == OFFSETS_TOPIC else "num.partitions"
+        return int(self._node.config.broker_setting(setting))
 
     def _offsets_topic_spec(self, spec: TopicSpec) -> TopicSpec:
         """__consumer_offsets gets Kafka's settings unless the request names its own, and is

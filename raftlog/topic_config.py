@@ -6,30 +6,26 @@ expect. A topic config falls back to the broker default of the same setting.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 from raftlog.broker import ConfigEntry
+from raftlog.config_def import (
+    DOUBLE,
+    INT,
+    LIST,
+    LONG,
+    STRING,
+    Setting,
+    choice_error,
+    length_error,
+    list_error,
+    parse_number,
+    range_error,
+    split_list,
+)
 
-# Kafka's ConfigType (DescribeConfigs v3+) and ConfigSource codes.
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+# Kafka's ConfigSource codes (DescribeConfigs).
 DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
 
 COMPACT, DELETE = "compact", "delete"
-
-
-@dataclass(frozen=True)
-class Setting:
-    """`choices` limit a STRING's value, or each item of a LIST's; `minimum`/`maximum` bound
-    numbers."""
-
-    name: str
-    type: int
-    default: str
-    doc: str
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-    maximum: float | None = None
 
 
 TOPIC_SETTINGS: dict[str, Setting] = {
@@ -105,60 +101,29 @@ def altered(
 
 
 def validate(configs: dict[str, str | None]) -> str | None:
-    """The first problem with a set of topic configs, as a message for INVALID_CONFIG."""
+    """The first problem with a set of topic configs, as Kafka words it for INVALID_CONFIG:
+    CreateTopics, AlterConfigs and IncrementalAlterConfigs all check here."""
     for name, value in configs.items():
         setting = TOPIC_SETTINGS.get(name)
         if setting is None:
             return f"Unknown topic config name: {name}"
         if value is None:
             return f"Null value not supported for topic config {name}"
-        problem = _check(setting, value)
+        problem = length_error(setting, value) or _check(setting, value)
         if problem is not None:
-            return f"Invalid value {value!r} for {name}: {problem}"
+            return problem
     return None
 
 
 def _check(setting: Setting, value: str) -> str | None:
     if setting.type == LIST:
-        items = split_list(value)
-        if not items:
-            return "the list must not be empty"
-        unknown = [repr(item) for item in items if item not in setting.choices]
-        if unknown:
-            return f"{', '.join(unknown)} not supported; supported: {', '.join(setting.choices)}"
-        return None
-    if setting.choices and value not in setting.choices:
-        return f"supported: {', '.join(setting.choices)}"
-    number: float
-    if setting.type in (INT, LONG):
-        try:
-            number = int(value)
-        except ValueError:
-            return "not a number"
-    elif setting.type == DOUBLE:
-        try:
-            number = float(value)
-        except ValueError:
-            return "not a number"
-        if not math.isfinite(number):
-            return "not a finite number"
-    else:
-        return None
-    if setting.minimum is not None and number < setting.minimum:
-        return f"must be at least {_plain(setting.minimum)}"
-    if setting.maximum is not None and number > setting.maximum:
-        return f"must be at most {_plain(setting.maximum)}"
-    return None
-
-
-def _plain(number: float) -> str:
-    return str(int(number)) if number == int(number) else str(number)
-
-
-def split_list(value: str) -> list[str]:
-    """A LIST value's items as Kafka parses them: comma-separated, blanks around items
-    trimmed, a blank value is the empty list (and "a,,b" has an empty item)."""
-    return [item.strip() for item in value.split(",")] if value.strip() else []
+        return list_error(setting, value)
+    if setting.type == STRING:
+        return choice_error(setting, value) if setting.choices else None
+    number = parse_number(setting, value)
+    if isinstance(number, str):
+        return number
+    return range_error(setting, number)
 
 
 def cleanup_policies(value: str) -> frozenset[str]:

@@ -6,7 +6,7 @@ request's own checks (Kafka's preprocessing) and before the resource's name and 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from kafka_api.authz import DENIED_MESSAGES, Op, Resource, authorize
@@ -14,6 +14,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, topic_name_error
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
+from raftlog.limits import excessive
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -39,14 +40,17 @@ async def alter_each(
     alter: Callable[[RequestContext, Any, bool], Awaitable[Outcome]],
     response_type: type,
 ) -> tuple[Any, ...]:
-    """One answer per resource, in request order: the shared checks and `null_values` first,
-    then authorization, then the resource's name, then `alter`. AlterConfigs and
+    """One answer per resource, in request order: a request over Kafka's bound on one
+    controller operation refused whole, else the shared checks and `null_values` first, then
+    authorization, then the resource's name, then `alter`. AlterConfigs and
     IncrementalAlterConfigs differ only in which null values they refuse and how they alter."""
-    repeated = repeated_resources(request.resources)
+    too_large = _too_large(request.resources)
+    repeated = set() if too_large else repeated_resources(request.resources)
     responses = []
     for resource in request.resources:
         error, message = (
-            resource_error(resource, repeated)
+            too_large
+            or resource_error(resource, repeated)
             or null_values(resource)
             or _denied(ctx, resource)
             or _name_error(resource)
@@ -62,6 +66,15 @@ async def alter_each(
             )
         )
     return tuple(responses)
+
+
+def _too_large(resources: Sequence[Any]) -> Outcome | None:
+    """Kafka's controller writes a record per config changed, at most MAX_RECORDS_PER_USER_OP
+    per request; here each resource is a controller command of its own, so both count."""
+    problem = excessive(len(resources), "resources") or excessive(
+        sum(len(resource.configs) for resource in resources), "configs"
+    )
+    return None if problem is None else (ErrorCode.policy_violation, problem)
 
 
 def _null_values(resource: Any) -> Outcome | None:

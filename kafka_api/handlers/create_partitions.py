@@ -1,5 +1,6 @@
 """CreatePartitions (37): grows a topic's partition count through the controller; needs ALTER
-on the topic, asked after the duplicate check and before anything else."""
+on the topic, asked after the duplicate check and before anything else. More new partitions
+in all than Kafka's controller writes for one operation refuses the request whole."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
-from raftlog.broker import TopicResult
+from raftlog.broker import Broker, TopicResult
 from raftlog.errors import ErrorCode
+from raftlog.limits import excessive
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -23,9 +25,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ctx, Op.ALTER, Resource.TOPIC, (t.name for t in request.topics if t.name not in repeated)
     )
     timeout_ms = millis(request.timeout)
+    too_large = excessive(
+        sum(_new_partitions(ctx.broker, t) for t in request.topics if t.name in alterable),
+        "new partitions",
+    )
     results = []
     for topic in request.topics:
-        if topic.name in repeated:
+        if too_large is not None:
+            result = TopicResult(topic.name, ErrorCode.policy_violation, too_large)
+        elif topic.name in repeated:
             result = TopicResult(
                 topic.name,
                 ErrorCode.invalid_request,
@@ -57,3 +65,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for result in results
         ),
     )
+
+
+def _new_partitions(broker: Broker, topic: Any) -> int:
+    """The partitions a topic's entry asks to add (Kafka's controller writes a record each)."""
+    if topic.assignments is not None:
+        return len(topic.assignments)
+    info = broker.topic(topic.name)
+    return max(0, topic.count - len(info.partitions)) if info is not None else 0

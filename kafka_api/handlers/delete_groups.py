@@ -1,6 +1,7 @@
 """DeleteGroups (42): removes groups without members and their committed offsets
 (NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups); each needs
-DELETE on the group."""
+DELETE on the group. Every copy of a group named twice is INVALID_REQUEST and none is
+deleted."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, response_module
-from kafka_api.common import NO_THROTTLE
+from kafka_api.common import NO_THROTTLE, duplicates
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
 
@@ -20,12 +21,17 @@ MAX_VERSION = 2
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     names = request.groups_names
-    deletable = authorized(ctx, Op.DELETE, Resource.GROUP, names)
+    repeated = duplicates(names)
+    deletable = authorized(ctx, Op.DELETE, Resource.GROUP, (g for g in names if g not in repeated))
     deleted = iter(await ctx.broker.groups.delete_groups([g for g in names if g in deletable]))
-    errors = [
-        next(deleted).error if g in deletable else ErrorCode.group_authorization_failed
-        for g in names
-    ]
+    errors = []
+    for g in names:
+        if g in repeated:
+            errors.append(ErrorCode.invalid_request)
+        elif g in deletable:
+            errors.append(next(deleted).error)
+        else:
+            errors.append(ErrorCode.group_authorization_failed)
     return build(
         m.DeleteGroupsResponse,
         throttle_time=NO_THROTTLE,

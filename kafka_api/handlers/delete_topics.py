@@ -1,7 +1,8 @@
 """DeleteTopics (20): by name, or (v6+) by topic id. Authorization as Kafka's controller:
 DELETE on the cluster, or else on each topic, and DESCRIBE to learn anything about one named
 by name (an unknown name may be reported only to who may describe it); a topic named by id
-that may not be deleted is refused, and its name kept back unless it may be described."""
+that may not be deleted is refused, and its name kept back unless it may be described.
+More topics than Kafka's controller deletes in one operation refuses the request whole."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
 from raftlog.broker import TopicResult
 from raftlog.errors import ErrorCode
+from raftlog.limits import excessive
 
 API_KEY = 20
 MIN_VERSION = 1  # Kafka 4's baseline
@@ -29,9 +31,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # Ids become names first, so a topic named twice is caught however it was named.
     names: list[str | None] = []
     rejected: dict[int, TopicResult] = {}
+    too_large = excessive(len(wanted), "topics")
     for position, (name, topic_id) in enumerate(wanted):
+        if too_large is not None:
+            rejected[position] = TopicResult(name or "", ErrorCode.policy_violation, too_large)
         # kio reads the all-zero id, which means "no id", as None
-        if (name is None) == (topic_id is None):
+        elif (name is None) == (topic_id is None):
             rejected[position] = TopicResult(
                 name or "", ErrorCode.invalid_request, "Name a topic by its name or by its id"
             )

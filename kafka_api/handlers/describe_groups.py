@@ -2,7 +2,9 @@
 v4 adds the members' instance ids; v6 reports an unknown group as GROUP_ID_NOT_FOUND where
 earlier versions describe it as a "Dead" group without error (KIP-1043). Each group needs
 DESCRIBE (else GROUP_AUTHORIZATION_FAILED, and nothing of it); v3+ may ask what else the
-principal may do with each group described."""
+principal may do with each group described. Every copy of a group named twice is
+INVALID_REQUEST and not described (Kafka describes each copy: members' metadata and
+assignments, again and again)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,12 @@ from typing import Any
 
 from kafka_api.authz import Op, Resource, authorized, authorized_operations
 from kafka_api.codec import build, response_module
-from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS
+from kafka_api.common import (
+    NO_THROTTLE,
+    UNKNOWN_AUTHORIZED_OPERATIONS,
+    duplicates,
+    named_twice,
+)
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
 from raftlog.groups.results import DescribedGroup
@@ -26,18 +33,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     m = response_module(API_KEY, version)
     include_operations = getattr(request, "include_authorized_operations", False)
-    allowed = authorized(ctx, Op.DESCRIBE, Resource.GROUP, request.groups)
+    repeated = duplicates(request.groups)
+    allowed = authorized(
+        ctx, Op.DESCRIBE, Resource.GROUP, (g for g in request.groups if g not in repeated)
+    )
     found = iter(
         await ctx.broker.groups.describe_groups([g for g in request.groups if g in allowed])
     )
     described = []
     for group_id in request.groups:
-        group = (
-            next(found)
-            if group_id in allowed
-            else DescribedGroup(group_id, ErrorCode.group_authorization_failed, state="")
-        )
-        error, message = group.error, None
+        if group_id in repeated:
+            group = DescribedGroup(
+                group_id, ErrorCode.invalid_request, "", error_message=named_twice("group")
+            )
+        elif group_id in allowed:
+            group = next(found)
+        else:
+            group = DescribedGroup(group_id, ErrorCode.group_authorization_failed, state="")
+        error, message = group.error, group.error_message
         if error is ErrorCode.group_id_not_found:
             if version < GROUP_ID_NOT_FOUND_VERSION:
                 error = ErrorCode.none

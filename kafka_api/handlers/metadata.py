@@ -104,13 +104,20 @@ async def _requested_topics(
     *,
     by_id: bool,
 ) -> list[Any]:
-    """Answers in request order; unknown valid names are auto-created in one controller call."""
+    """Answers in request order, a topic named again answered once (Kafka reads the names
+    into a set: 20,000 copies of a 1,000-partition topic would be 20,000 listings of it);
+    unknown valid names are auto-created in one controller call."""
     broker = ctx.broker
     answers: list[Any] = []
-    to_create: dict[str, list[int]] = {}  # name -> its positions in answers
+    to_create: dict[str, int] = {}  # name -> its position in answers
     may_create_any: bool | None = None  # CREATE on the cluster, asked once when needed
+    seen: set[object] = set()
     for entry in requested:
         name = entry.name
+        key = name if name is not None else entry.topic_id
+        if key in seen:
+            continue
+        seen.add(key)
         if name is None:
             # v10+ make the name nullable, but only v12+ may name a topic by id instead.
             topic_id = entry.topic_id
@@ -148,7 +155,7 @@ async def _requested_topics(
         elif allow_create or name == OFFSETS_TOPIC:
             # Kafka creates its internal topic on Metadata whatever the client allows, and
             # answers INVALID_REPLICATION_FACTOR while too few brokers live (KIP-115).
-            to_create.setdefault(name, []).append(len(answers))
+            to_create[name] = len(answers)
             answers.append(None)
         else:
             answers.append(
@@ -159,16 +166,14 @@ async def _requested_topics(
             [TopicSpec(name=name) for name in to_create], False, AUTO_CREATE_TIMEOUT_MS
         )
         errors = {result.name: result.error for result in results}
-        for name, positions in to_create.items():
+        for name, position in to_create.items():
             error = errors.get(name, ErrorCode.unknown_topic_or_partition)
-            answer = _error_topic(
+            answers[position] = _error_topic(
                 m,
                 ErrorCode.leader_not_available if error in _BEING_CREATED else error,
                 name,
                 ops=operations(name),
             )
-            for position in positions:
-                answers[position] = answer
     return answers
 
 

@@ -3,7 +3,9 @@ names partitions, v2+ may ask for all of them (null topics) and reports coordina
 the top, v5 returns the committed leader epoch, v7 adds require_stable (nothing is ever unstable
 without transactions), v8 asks for several groups at once. v10 names topics by id only and is
 not served. A group needs DESCRIBE; so does each topic, whose offsets are otherwise left out
-of an answer for every topic and refused (TOPIC_AUTHORIZATION_FAILED) when asked for."""
+of an answer for every topic and refused (TOPIC_AUTHORIZATION_FAILED) when asked for. Every
+copy of a group named twice in one v8+ request is INVALID_REQUEST and not read (Kafka reads
+each copy: all of a group's offsets, again and again)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 
 from kafka_api.authz import Op, Resource, authorize, authorized
 from kafka_api.codec import build, response_module
-from kafka_api.common import NO_THROTTLE
+from kafka_api.common import NO_THROTTLE, duplicates
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
 from raftlog.groups.results import FetchedOffset, OffsetFetchResult
@@ -29,8 +31,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     m = response_module(API_KEY, version)
     if version >= MULTI_GROUP_VERSION:
+        repeated = duplicates(g.group_id for g in request.groups)
         results = await asyncio.gather(
-            *(_fetch(ctx, g.group_id, _partitions(g.topics)) for g in request.groups)
+            *(
+                _fetch(ctx, g.group_id, _partitions(g.topics))
+                if g.group_id not in repeated
+                else _refused(ErrorCode.invalid_request)
+                for g in request.groups
+            )
         )
         answers = tuple(
             build(
@@ -82,6 +90,10 @@ async def _fetch(
         if t not in shown
     )
     return OffsetFetchResult(result.error, result.offsets + refused)
+
+
+async def _refused(error: ErrorCode) -> OffsetFetchResult:
+    return OffsetFetchResult(error)
 
 
 def _partitions(topics: Any) -> list[tuple[str, int]] | None:

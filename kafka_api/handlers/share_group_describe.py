@@ -3,7 +3,8 @@ their subscriptions and assigned partitions, answered by the group's coordinator
 clients send it there after FindCoordinator, as for DescribeGroups). Each group needs
 DESCRIBE, else GROUP_AUTHORIZATION_FAILED and nothing of it; a group with a topic (subscribed
 or assigned) the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED, and nothing of it
-either (KAFKA-18817, Kafka 4.1)."""
+either (KAFKA-18817, Kafka 4.1). Every copy of a group named twice is INVALID_REQUEST and
+not described."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from kafka_api.authz import Op, Resource, authorized, authorized_operations
 from kafka_api.codec import build, response_module
-from kafka_api.common import NO_THROTTLE
+from kafka_api.common import NO_THROTTLE, duplicates, named_twice
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
 from raftlog.share.membership import ShareGroupDescription
@@ -26,17 +27,23 @@ HIDDEN_TOPICS = "The group has described topic(s) that the client is not authori
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     include_operations = getattr(request, "include_authorized_operations", False)
-    allowed = authorized(ctx, Op.DESCRIBE, Resource.GROUP, request.group_ids)
+    repeated = duplicates(request.group_ids)
+    allowed = authorized(
+        ctx, Op.DESCRIBE, Resource.GROUP, (g for g in request.group_ids if g not in repeated)
+    )
     described = iter(
         ctx.broker.groups.describe_share_groups([g for g in request.group_ids if g in allowed])
     )
     groups = []
     for requested in request.group_ids:
-        group_id, error, message, found = (
-            next(described)
-            if requested in allowed
-            else (requested, ErrorCode.group_authorization_failed, None, None)
-        )
+        outcome: tuple[str, ErrorCode, str | None, ShareGroupDescription | None]
+        if requested in repeated:
+            outcome = (requested, ErrorCode.invalid_request, named_twice("group"), None)
+        elif requested in allowed:
+            outcome = next(described)
+        else:
+            outcome = (requested, ErrorCode.group_authorization_failed, None, None)
+        group_id, error, message, found = outcome
         if found is not None and not _topics_describable(ctx, found):
             error, message, found = ErrorCode.topic_authorization_failed, HIDDEN_TOPICS, None
         members = ()

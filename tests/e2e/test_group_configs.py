@@ -35,6 +35,7 @@ DEFAULTS = {
     "share.session.timeout.ms": "45000",
 }
 DESCRIBE_CONFIGS = 32
+INCREMENTAL_ALTER_CONFIGS = 44
 GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP on the wire
 
 
@@ -135,6 +136,52 @@ def test_alter_configs_replaces_every_group_setting(module_cluster) -> None:
     after = describe(admin, "whole")
     assert after["share.isolation.level"] == ("read_committed", ConfigSource.GROUP_CONFIG)
     assert after["share.delivery.count.limit"] == ("5", ConfigSource.DEFAULT_CONFIG)
+
+
+def test_a_group_config_name_of_a_mebibyte_is_refused_and_nothing_stored(module_cluster) -> None:
+    """Every node keeps every configured group's name: one of 1 MiB was accepted and
+    replicated. Now a name over 255 bytes is INVALID_REQUEST; the node keeps serving and the
+    group describes as never configured, on every node."""
+    cluster = module_cluster
+    name = "g" * 2**20
+    with W.KafkaWire(cluster.node(1).kafka) as conn:
+        response = conn.call(
+            INCREMENTAL_ALTER_CONFIGS,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": GROUP_RESOURCE,
+                        "resource_name": name,
+                        "configs": [
+                            {
+                                "name": "share.delivery.count.limit",
+                                "config_operation": 0,
+                                "value": "3",
+                            }
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            },
+            timeout=30,
+        )
+    (result,) = response.responses
+    assert (W.code(result.error_code), result.error_message) == (
+        W.INVALID_REQUEST,
+        "Group name of 1048576 bytes is longer than the maximum of 255 bytes for a group "
+        "with configs",
+    )
+    for node_id in cluster.node_ids:
+        assert cluster.is_alive(node_id), cluster.log_tails([node_id])
+        seen = described_by(cluster.node(node_id).kafka_addr, name)
+        assert {source for _value, source in seen.values()} == {5}  # DEFAULT_CONFIG only
+    admin = admin_for(cluster)
+    incremental(admin, "g" * 255, ("share.delivery.count.limit", "3", AlterConfigOpType.SET))
+    assert describe(admin, "g" * 255)["share.delivery.count.limit"] == (
+        "3",
+        ConfigSource.GROUP_CONFIG,
+    )
 
 
 def test_every_node_sees_the_configs_and_they_survive_a_full_restart(module_cluster) -> None:

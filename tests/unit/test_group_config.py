@@ -5,21 +5,25 @@ from types import SimpleNamespace
 
 import pytest
 
+import raftlog.controller as controller_module
 from raftlog.broker_facade import BrokerFacade
+from raftlog.config_def import BOOLEAN, INT, MAX_VALUE_LENGTH, STRING
 from raftlog.controller import ControllerUnavailable
 from raftlog.errors import ErrorCode
 from raftlog.group_config import (
     BY_DURATION,
     DYNAMIC_GROUP,
     GROUP_SETTINGS,
+    MAX_NAME_BYTES,
     canonical,
     effective,
+    name_error,
     parse_auto_offset_reset,
     parse_duration,
     validate,
     values,
 )
-from raftlog.topic_config import BOOLEAN, DEFAULT, INT, STRING
+from raftlog.topic_config import DEFAULT
 
 KAFKA_DEFAULTS = {
     "consumer.heartbeat.interval.ms": "5000",
@@ -208,17 +212,21 @@ class FakeController:
         self.state = SimpleNamespace(group_configs={})
         self.calls: list[tuple] = []
         self.up = up
+        self.refusal: str | None = None  # what the command answers where it is applied
 
-    async def call(self, method: str, *args: object) -> None:
+    async def call(self, method: str, *args: object) -> str | None:
         self.calls.append((method, *args))
         if not self.up:
             raise ControllerUnavailable(f"{method}: no controller commit within 10.0s")
         assert method == "store_group_configs"
+        if self.refusal is not None:
+            return self.refusal
         group_id, configs = args
         if configs:
             self.state.group_configs[group_id] = dict(configs)
         else:
             self.state.group_configs.pop(group_id, None)
+        return None
 
 
 def facade(controller: FakeController) -> BrokerFacade:
@@ -287,3 +295,55 @@ async def test_no_controller_commit_is_a_timeout() -> None:
         "g", {"share.delivery.count.limit": "3"}, incremental=True, validate_only=False
     )
     assert result.error == ErrorCode.request_timed_out and "no controller commit" in result.message
+
+
+async def test_a_group_config_name_is_bounded_before_anything_is_stored() -> None:
+    """Every node keeps every configured group's name: 255 bytes at most (INVALID_REQUEST,
+    like Kafka's refusal of the empty name); a 1 MiB name is refused, nothing proposed."""
+    controller = FakeController()
+    broker = facade(controller)
+    change = {"share.delivery.count.limit": "3"}
+    for name in ("g" * MAX_NAME_BYTES, "é" * (MAX_NAME_BYTES // 2)):
+        assert (await broker.alter_group_configs(name, change, True, False)).error == ErrorCode.none
+    for name in ("g" * (MAX_NAME_BYTES + 1), "é" * 128, "g" * 2**20):
+        result = await broker.alter_group_configs(name, change, True, False)
+        assert result.error == ErrorCode.invalid_request
+        assert result.message == (
+            f"Group name of {len(name.encode())} bytes is longer than the maximum of 255 "
+            "bytes for a group with configs"
+        )
+    assert len(controller.calls) == 2 and len(controller.state.group_configs) == 2
+    assert name_error("") == "Default group resources are not allowed."
+
+
+def test_a_group_config_value_is_bounded_in_length() -> None:
+    value = "by_duration:PT" + "0" * MAX_VALUE_LENGTH + "1S"
+    assert validate({"share.auto.offset.reset": value}) == (
+        f"Invalid value of {len(value)} characters for configuration share.auto.offset.reset: "
+        f"longer than the maximum of {MAX_VALUE_LENGTH}"
+    )
+    assert validate({"share.delivery.count.limit": " " * 2000 + "3"}) is not None
+
+
+async def test_configuring_a_group_past_the_clusters_cap_is_a_policy_violation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Checked on the state the node has (validate_only too) and again where the controller
+    applies the command (its answer); a group already configured may always change."""
+    monkeypatch.setattr(controller_module, "MAX_CONFIGURED_GROUPS", 2)
+    controller = FakeController()
+    controller.state.group_configs.update({"a": {"share.delivery.count.limit": "3"}, "b": {}})
+    broker = facade(controller)
+    full = "Too many groups with configs: the cluster holds the configs of at most 2 groups"
+    for validate_only in (True, False):
+        result = await broker.alter_group_configs(
+            "c", {"share.delivery.count.limit": "3"}, True, validate_only
+        )
+        assert (result.error, result.message) == (ErrorCode.policy_violation, full)
+    assert controller.calls == []
+    ok = await broker.alter_group_configs("a", {"share.delivery.count.limit": "4"}, True, False)
+    assert ok.error == ErrorCode.none
+    controller.state.group_configs.pop("b")
+    controller.refusal = full  # another node's new group took the last place meanwhile
+    result = await broker.alter_group_configs("c", {"share.delivery.count.limit": "3"}, True, False)
+    assert (result.error, result.message) == (ErrorCode.policy_violation, full)

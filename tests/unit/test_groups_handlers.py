@@ -371,6 +371,50 @@ async def test_admin_apis_every_version():
         assert [x.error_code for x in r.results] == expected
 
 
+async def test_a_group_named_twice_is_refused_each_time_and_read_never():
+    """DescribeGroups, ShareGroupDescribe, DeleteGroups and OffsetFetch v8+ answer every copy
+    of a group named twice INVALID_REQUEST and do nothing for it: one described group (its
+    members' metadata and assignments, or all its offsets) named 20,000 times would otherwise
+    be 20,000 answers. The other groups are answered as ever."""
+    b = await broker()
+    first = await join(b, 3, "busy")
+    await b.groups.sync_group("busy", 1, first.member_id, assignments={first.member_id: b"a"})
+    await b.groups.offset_commit("idle", -1, "", None, [CommitOffset("t", 0, 1)])
+    twice = "The request names this group more than once"
+    r = await call(
+        b, describe_groups, 6, groups=("busy", "idle", "busy"), include_authorized_operations=False
+    )
+    assert [(g.group_id, g.error_code, g.error_message, g.members) for g in r.groups] == [
+        ("busy", E.invalid_request, twice, ()),
+        ("idle", E.none, None, ()),
+        ("busy", E.invalid_request, twice, ()),
+    ]
+    r = await call(
+        b, share_group_describe, 1, group_ids=("s", "s"), include_authorized_operations=False
+    )
+    assert [(g.group_id, g.error_code, g.error_message) for g in r.groups] == [
+        ("s", E.invalid_request, twice)
+    ] * 2
+    m = req(offset_fetch, 9)
+    groups = tuple(
+        build(m.OffsetFetchRequestGroup, group_id=g, member_id=None, member_epoch=-1, topics=None)
+        for g in ("idle", "busy", "idle")
+    )
+    r = await call(b, offset_fetch, 9, groups=groups, require_stable=False)
+    assert [(g.group_id, g.error_code, g.topics) for g in r.groups] == [
+        ("idle", E.invalid_request, ()),
+        ("busy", E.none, ()),
+        ("idle", E.invalid_request, ()),
+    ]
+    r = await call(b, delete_groups, 2, groups_names=("idle", "missing", "idle"))
+    assert [(x.group_id, x.error_code) for x in r.results] == [
+        ("idle", E.invalid_request),
+        ("missing", E.group_id_not_found),
+        ("idle", E.invalid_request),
+    ]
+    assert sorted(g.group_id for g in (await b.groups.list_groups()).groups) == ["busy", "idle"]
+
+
 # --------------------------------------------------------------------------- Authorization
 
 

@@ -637,11 +637,13 @@ async def test_list_offsets_answers_a_partition_named_twice_invalid_request_unre
 
 
 async def test_metadata_auto_creates_valid_unknown_names_only():
+    """A topic named again is answered once, as Kafka reads the names into a set."""
     broker = FakeBroker()
     broker.add_topic("known", 2, leader=-1)
     m = request_module(metadata.API_KEY, 9)
+    names = ("known", "new", "bad/name", "new", "known")
     request = m.MetadataRequest(
-        topics=tuple(m.MetadataRequestTopic(name=n) for n in ("known", "new", "bad/name", "new")),
+        topics=tuple(m.MetadataRequestTopic(name=n) for n in names),
         allow_auto_topic_creation=True,
         include_cluster_authorized_operations=False,
         include_topic_authorized_operations=False,
@@ -651,7 +653,6 @@ async def test_metadata_auto_creates_valid_unknown_names_only():
         ("known", E.none),
         ("new", E.leader_not_available),
         ("bad/name", E.invalid_topic_exception),
-        ("new", E.leader_not_available),
     ]
     assert [spec.name for spec in broker.created] == ["new"]
     partitions = response.topics[0].partitions
@@ -760,16 +761,110 @@ async def test_delete_topics_by_name_and_id():
     assert broker.deleted == ["a"]
 
 
+LIMIT = 10_000  # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP
+
+
+async def test_control_plane_requests_over_kafkas_bound_are_refused_whole():
+    """More records than Kafka's controller writes for one user operation: every entry gets
+    POLICY_VIOLATION and nothing reaches the broker, validate_only or not."""
+    broker = FakeBroker()
+    broker.add_topic("a", count=2)
+    created: list[str] = []
+
+    async def create_partitions_(name, count, assignments, validate_only, timeout_ms):
+        created.append(name)
+        return TopicResult(name)
+
+    broker.create_partitions = create_partitions_  # type: ignore[method-assign]
+    m = request_module(create_partitions.API_KEY, 3)
+
+    def grow(count, assignments=None):
+        return m.CreatePartitionsRequest(
+            topics=(m.CreatePartitionsTopic(name="a", count=count, assignments=assignments),),
+            timeout=timedelta(seconds=1),
+            validate_only=True,
+        )
+
+    response = await create_partitions.handle(ctx(broker, 3), grow(2 + LIMIT + 1))
+    assert [(r.error_code, r.error_message) for r in response.results] == [
+        (
+            E.policy_violation,
+            "Unable to perform excessively large batch operation: 10001 new partitions in one "
+            "request, at most 10000.",
+        )
+    ]
+    response = await create_partitions.handle(ctx(broker, 3), grow(2**31 - 1))
+    assert response.results[0].error_code == E.policy_violation
+    assert created == []
+    response = await create_partitions.handle(ctx(broker, 3), grow(2 + LIMIT))
+    assert response.results[0].error_code == E.none and created == ["a"]
+
+    m = request_module(delete_topics.API_KEY, 5)
+    names = tuple(f"t{i}" for i in range(LIMIT + 1))
+    response = await delete_topics.handle(
+        ctx(broker, 5), m.DeleteTopicsRequest(topic_names=names, timeout=timedelta(seconds=1))
+    )
+    assert {(r.error_code, r.error_message) for r in response.responses} == {
+        (
+            E.policy_violation,
+            "Unable to perform excessively large batch operation: 10001 topics in one "
+            "request, at most 10000.",
+        )
+    }
+    assert [r.name for r in response.responses] == list(names) and broker.deleted == []
+
+    for module in (alter_configs, incremental_alter_configs):
+        version = 1
+        m = request_module(module.API_KEY, version)
+        config = (
+            m.AlterableConfig(name="retention.ms", config_operation=0, value="1")
+            if module is incremental_alter_configs
+            else m.AlterableConfig(name="retention.ms", value="1")
+        )
+        many_configs = tuple(
+            m.AlterableConfig(name=f"c{i}", config_operation=0, value="1")
+            if module is incremental_alter_configs
+            else m.AlterableConfig(name=f"c{i}", value="1")
+            for i in range(LIMIT + 1)
+        )
+        many_resources = tuple(
+            m.AlterConfigsResource(resource_type=2, resource_name=f"t{i}", configs=(config,))
+            for i in range(LIMIT + 1)
+        )
+        one_big = (
+            m.AlterConfigsResource(resource_type=2, resource_name="a", configs=many_configs),
+        )
+        request_type = (
+            m.IncrementalAlterConfigsRequest
+            if module is incremental_alter_configs
+            else m.AlterConfigsRequest
+        )
+        for resources, what in ((many_resources, "resources"), (one_big, "configs")):
+            response = await module.handle(
+                ctx(broker, version), request_type(resources=resources, validate_only=False)
+            )
+            assert len(response.responses) == len(resources)
+            assert {(r.error_code, r.error_message) for r in response.responses} == {
+                (
+                    E.policy_violation,
+                    f"Unable to perform excessively large batch operation: 10001 {what} in "
+                    "one request, at most 10000.",
+                )
+            }
+    assert broker.altered == []
+
+
 async def test_describe_configs():
     broker = FakeBroker()
     broker.add_topic("a")
+    broker.add_topic("b")
     m = request_module(describe_configs.API_KEY, 3)
     request = m.DescribeConfigsRequest(
         resources=(
             m.DescribeConfigsResource(
                 resource_type=2, resource_name="a", configuration_keys=("retention.ms",)
             ),
-            m.DescribeConfigsResource(resource_type=2, resource_name="a", configuration_keys=()),
+            m.DescribeConfigsResource(resource_type=2, resource_name="b", configuration_keys=()),
             m.DescribeConfigsResource(
                 resource_type=2, resource_name="nope", configuration_keys=None
             ),
@@ -797,6 +892,48 @@ async def test_describe_configs():
     assert [(s.name, s.value, s.source) for s in only[0].synonyms] == [("retention.ms", "1000", 1)]
     assert [c.name for c in results[1].configs] == ["retention.ms", "cleanup.policy"]
     assert [(c.name, c.value) for c in results[3].configs] == [("broker.id", "1")]
+
+
+async def test_describe_configs_answers_no_resource_twice_and_at_most_a_thousand():
+    """Every copy of a resource named twice is INVALID_REQUEST without configs (a broker by
+    any of its names: "", "1", "01" on node 1); more than 1,000 resources, all of them."""
+    broker = FakeBroker()
+    broker.add_topic("a")
+    m = request_module(describe_configs.API_KEY, 4)
+
+    def request(*resources: tuple[int, str]) -> object:
+        return m.DescribeConfigsRequest(
+            resources=tuple(
+                m.DescribeConfigsResource(
+                    resource_type=kind, resource_name=name, configuration_keys=None
+                )
+                for kind, name in resources
+            ),
+            include_synonyms=False,
+            include_documentation=True,
+        )
+
+    named = [(2, "a"), (32, "g"), (2, "a"), (4, ""), (4, "01"), (32, "h"), (32, "g"), (4, "2")]
+    response = await describe_configs.handle(ctx(broker, 4), request(*named))
+    assert [(r.resource_name, r.error_code, len(r.configs)) for r in response.results] == [
+        ("a", E.invalid_request, 0),
+        ("g", E.invalid_request, 0),
+        ("a", E.invalid_request, 0),
+        ("", E.invalid_request, 0),
+        ("01", E.invalid_request, 0),
+        ("h", E.none, 2),
+        ("g", E.invalid_request, 0),
+        ("2", E.none, 1),
+    ]
+    assert response.results[0].error_message == "The request names this resource more than once"
+    distinct = [(32, f"g{i}") for i in range(describe_configs.MAX_RESOURCES)]
+    response = await describe_configs.handle(ctx(broker, 4), request(*distinct))
+    assert {(r.error_code, len(r.configs)) for r in response.results} == {(E.none, 2)}
+    response = await describe_configs.handle(ctx(broker, 4), request(*distinct, (2, "a")))
+    assert len(response.results) == 1001
+    assert {(r.error_code, r.error_message, r.configs) for r in response.results} == {
+        (E.invalid_request, "DescribeConfigs names 1001 resources, at most 1000 per request", ())
+    }
 
 
 # --------------------------------------------------------------------------- group configs

@@ -18,6 +18,7 @@ from support.journal import RecordingListener
 from support.raftnet import Clock, Net, NetTransport
 from support.wire import make_batch
 
+import raftlog.controller as controller_module
 import raftlog.raft.syncobj_fork as core
 from raftlog.broker import AclChange
 from raftlog.controller import ControllerMachine
@@ -438,6 +439,45 @@ def test_group_configs_survive_compaction_and_a_dump_without_them_loads(
     upgraded.store_group_configs("g", {"share.delivery.count.limit": "3"})
     tick(upgraded, clock, 2)
     assert upgraded.group_configs == {"g": {"share.delivery.count.limit": "3"}}
+    journal.close()
+
+
+def test_the_cap_on_configured_groups_is_judged_where_the_command_applies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that would configure one group more than the cap stores nothing and answers
+    why, on every node alike (it is judged on the replicated state, not by the proposer);
+    changing or clearing a configured group always applies, and clearing makes room."""
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+    monkeypatch.setattr(controller_module, "MAX_CONFIGURED_GROUPS", 2)
+    machine, journal = start_controller(tmp_path)
+    answers: list[object] = []
+
+    def store(group: str, configs: dict[str, str]) -> None:
+        machine.store_group_configs(
+            group, configs, callback=lambda result, _e: answers.append(result)
+        )
+        tick(machine, clock, 3)
+
+    store("a", {"share.delivery.count.limit": "3"})
+    store("b", {"share.delivery.count.limit": "4"})
+    store("c", {"share.delivery.count.limit": "5"})
+    store("a", {"share.delivery.count.limit": "6"})
+    assert answers == [
+        None,
+        None,
+        "Too many groups with configs: the cluster holds the configs of at most 2 groups",
+        None,
+    ]
+    assert machine.group_configs == {
+        "a": {"share.delivery.count.limit": "6"},
+        "b": {"share.delivery.count.limit": "4"},
+    }
+    store("b", {})
+    store("c", {"share.delivery.count.limit": "5"})
+    assert answers[-2:] == [None, None]
+    assert set(machine.group_configs) == {"a", "c"}
     journal.close()
 
 
