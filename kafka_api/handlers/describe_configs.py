@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafka_api.authz import CLUSTER, DENIED_MESSAGES, Op, Resource, authorize
-from kafka_api.codec import build, response_module
+from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, named_twice, topic_name_error
 from kafka_api.context import RequestContext
 from raftlog.broker import Broker, ConfigEntry
@@ -38,20 +38,31 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     include_documentation = getattr(request, "include_documentation", False)
     resources = request.resources
     outcomes = _refused(ctx.broker, resources)
-    refusals: dict[tuple[int, str], Any] = {}  # one answer for every copy refused alike
+    # The configs are read here, on the loop, as the node has them now; the answer, up to
+    # MAX_RESOURCES resources of every config, is built and encoded in a thread.
+    found = [
+        (resource, refused or _described(ctx, resource.resource_type, resource.resource_name))
+        for resource, refused in zip(resources, outcomes, strict=True)
+    ]
+    return await encode_off_loop(
+        _response, m, found, request.include_synonyms, include_documentation
+    )
+
+
+def _response(m: Any, found: list[tuple[Any, Outcome]], synonyms: bool, documentation: bool) -> Any:
     results = []
-    for resource, refused in zip(resources, outcomes, strict=True):
+    alike: dict[tuple[int, str, ErrorCode], Any] = {}  # one answer for every copy refused alike
+    for resource, (error, message, entries) in found:
         kind, name = resource.resource_type, resource.resource_name
-        if refused is not None:
-            if (kind, name) not in refusals:
-                refusals[kind, name] = _result(m, kind, name, refused[0], refused[1], ())
-            results.append(refusals[kind, name])
+        if error is not ErrorCode.none and not entries:
+            if (kind, name, error) not in alike:
+                alike[kind, name, error] = _result(m, kind, name, error, message, ())
+            results.append(alike[kind, name, error])
             continue
-        error, message, entries = _described(ctx, kind, name)
         # Kafka: a null or empty key list means every key.
         keys = set(resource.configuration_keys or ())
         configs = tuple(
-            _config(m, entry, request.include_synonyms, include_documentation)
+            _config(m, entry, synonyms, documentation)
             for entry in entries
             if not keys or entry.name in keys
         )

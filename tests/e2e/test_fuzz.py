@@ -29,6 +29,7 @@ from kio.serial import entity_writer
 from kio.static.primitive import Records
 from support import records as R
 from support import wire as W
+from support.cluster import Cluster
 
 from kafka_api.handlers import HANDLERS
 
@@ -49,9 +50,9 @@ st.register_type_strategy(Records, st.binary(max_size=300).map(Records))
 
 
 @st.composite
-def requests(draw: Any) -> tuple[int, int, bytes]:
+def requests(draw: Any, served: list[tuple[int, int]] = SERVED) -> tuple[int, int, bytes]:
     """(api key, version, framed request), generated from the schema, then maybe mutated."""
-    key, version = draw(st.sampled_from(SERVED))
+    key, version = draw(st.sampled_from(served))
     request_type = load_request_schema(key, version)
     body = io.BytesIO()
     entity_writer(request_type)(body, draw(st.from_type(request_type)))
@@ -137,3 +138,98 @@ def _all_serving(cluster: Any, when: str) -> None:
         assert cluster.is_alive(n), f"node {n} died {when}\n{cluster.log_tails([n])}"
         with W.KafkaWire(cluster.node(n).kafka, timeout=10) as w:
             assert W.PRODUCE in w.api_versions(), f"node {n} stopped answering {when}"
+
+
+# --------------------------------------------------------------------------- the secured surfaces
+
+# The APIs added with security and queues, served to anyone on a PLAINTEXT listener of a
+# cluster whose authorizer allows what no ACL covers (so requests reach their handlers), and a
+# SASL listener's pre-authentication exchange.
+SECURED_APIS = frozenset({17, 29, 30, 31, 36, 50, 51, 76, 77, 78, 79})
+SECURED = [(key, version) for key, version in SERVED if key in SECURED_APIS]
+BEFORE_AUTHENTICATION = [(key, version) for key, version in SERVED if key in {17, 18, 36}]
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    cluster = Cluster(
+        tmp_path_factory.mktemp("fuzz-secured"),
+        nodes=3,
+        name="fuzz-secured",
+        listeners=("PLAINTEXT", "SASL_PLAINTEXT"),
+        broker={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": True,
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        },
+    )
+    try:
+        cluster.start()
+        cluster.create_topic(TOPIC, partitions=3, replication_factor=3)
+        cluster.cli(
+            "user", "create", "alice", "--password", "secret", "--data", str(cluster.data_root)
+        )
+        for n in cluster.node_ids:
+            resource.prlimit(
+                cluster.node(n).pid, resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE)
+            )
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_the_secured_apis_and_the_sasl_listener_keep_every_node_serving(secured) -> None:
+    """ACLs, SCRAM users, share groups and SASL, generated and mutated, on the listener that
+    lets them through and, before authentication, on the SASL listener (where a frame may
+    also announce any size)."""
+    cluster = secured
+    outcomes: Counter[str] = Counter()
+    rng = random.Random(EXAMPLES + 1)
+
+    @st.composite
+    def traffic(draw: Any) -> tuple[str, bytes]:
+        if draw(st.booleans()):
+            return "PLAINTEXT", draw(requests(SECURED))[2]
+        frame = draw(requests(BEFORE_AUTHENTICATION))[2]
+        if draw(st.integers(0, 5)) == 0:  # a size announcing more than it sends
+            frame = draw(st.sampled_from(EXTREMES + [b"\x00\x08\x00\x01"])) + frame[4:]
+        return "SASL_PLAINTEXT", frame
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    @given(traffic())
+    def send(sent: tuple[str, bytes]) -> None:
+        listener, frame = sent
+        node = rng.choice(cluster.node_ids)
+        with W.KafkaWire(cluster.node(node).listeners[listener], timeout=5) as w:
+            w.send_bytes(frame)
+            try:
+                w.recv_frame(timeout=1.0)
+                outcome = "answered"
+            except TimeoutError:
+                outcome = "waiting"
+            except (W.ConnectionClosed, W.WireError, OSError):
+                outcome = "closed"
+        outcomes[f"{listener} {outcome}"] += 1
+        total = sum(outcomes.values())
+        if total % CHECK_EVERY == 0:
+            _all_serving(cluster, f"after request {total} ({listener}: {frame!r:.300})")
+
+    send()
+    _all_serving(cluster, "after the run")
+    print(f"\nfuzz, secured surfaces: {dict(outcomes)}; nodes lost: 0")
+    # A real client still logs in and round-trips through the SASL listener.
+    bootstrap = ",".join(cluster.node(n).listeners["SASL_PLAINTEXT"] for n in cluster.node_ids)
+    login = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": "secret",
+    }
+    produced = R.produce_confluent(bootstrap, TOPIC, R.make_records("secured", 20, 3), extra=login)
+    assert len(produced.acked) == 20, produced.failed[:3]

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
+from support.answers import client_reads
 from support.broker_stub import BrokerStub
 from support.members import every_member
 from support.wire import make_batch
@@ -875,7 +876,11 @@ async def test_describe_configs():
         include_synonyms=True,
         include_documentation=True,
     )
-    response = await describe_configs.handle(ctx(broker, 3), request)
+    response = client_reads(
+        await describe_configs.handle(ctx(broker, 3), request),
+        describe_configs.API_KEY,
+        3,
+    )
     results = response.results
     assert [r.error_code for r in results] == [
         E.none,
@@ -914,7 +919,11 @@ async def test_describe_configs_answers_no_resource_twice_and_at_most_a_thousand
         )
 
     named = [(2, "a"), (32, "g"), (2, "a"), (4, ""), (4, "01"), (32, "h"), (32, "g"), (4, "2")]
-    response = await describe_configs.handle(ctx(broker, 4), request(*named))
+    response = client_reads(
+        await describe_configs.handle(ctx(broker, 4), request(*named)),
+        describe_configs.API_KEY,
+        4,
+    )
     assert [(r.resource_name, r.error_code, len(r.configs)) for r in response.results] == [
         ("a", E.invalid_request, 0),
         ("g", E.invalid_request, 0),
@@ -927,9 +936,17 @@ async def test_describe_configs_answers_no_resource_twice_and_at_most_a_thousand
     ]
     assert response.results[0].error_message == "The request names this resource more than once"
     distinct = [(32, f"g{i}") for i in range(describe_configs.MAX_RESOURCES)]
-    response = await describe_configs.handle(ctx(broker, 4), request(*distinct))
+    response = client_reads(
+        await describe_configs.handle(ctx(broker, 4), request(*distinct)),
+        describe_configs.API_KEY,
+        4,
+    )
     assert {(r.error_code, len(r.configs)) for r in response.results} == {(E.none, 2)}
-    response = await describe_configs.handle(ctx(broker, 4), request(*distinct, (2, "a")))
+    response = client_reads(
+        await describe_configs.handle(ctx(broker, 4), request(*distinct, (2, "a"))),
+        describe_configs.API_KEY,
+        4,
+    )
     assert len(response.results) == 1001
     assert {(r.error_code, r.error_message, r.configs) for r in response.results} == {
         (E.invalid_request, "DescribeConfigs names 1001 resources, at most 1000 per request", ())
@@ -1061,7 +1078,11 @@ async def test_describe_configs_of_a_group():
         include_synonyms=False,
         include_documentation=True,
     )
-    response = await describe_configs.handle(ctx(broker, 4), request)
+    response = client_reads(
+        await describe_configs.handle(ctx(broker, 4), request),
+        describe_configs.API_KEY,
+        4,
+    )
     results = response.results
     assert [(r.resource_type, r.error_code) for r in results] == [
         (GROUP, E.none),
@@ -1519,7 +1540,11 @@ async def test_configs_need_describe_configs_and_alter_configs():
         include_synonyms=False,
         include_documentation=False,
     )
-    response = await describe_configs.handle(ctx(broker, 4), request)
+    response = client_reads(
+        await describe_configs.handle(ctx(broker, 4), request),
+        describe_configs.API_KEY,
+        4,
+    )
     assert [(r.error_code, r.error_message, len(r.configs)) for r in response.results] == [
         (E.none, None, 2),
         (E.topic_authorization_failed, "Topic authorization failed.", 0),
