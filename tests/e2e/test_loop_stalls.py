@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support import wire as W
 from support.cluster import Cluster, wait_for
 
+from kafka_api.fetch_encoding import uvarint
 from kafka_api.handlers import (
     alter_user_scram_credentials,
     create_acls,
@@ -112,20 +113,8 @@ def judged(cluster: Cluster, what: str) -> Iterator[None]:
     print(f"\n{what}: worst loop stall per node {worst}")
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _compact(data: bytes) -> bytes:
-    return _uvarint(len(data) + 1) + data
+    return uvarint(len(data) + 1) + data
 
 
 def _creation(name: str, principal: str = "User:bulk") -> bytes:
@@ -145,9 +134,9 @@ def _create_acls_frame(entries: list[bytes] | tuple[bytes, int]) -> bytes:
     """A CreateAcls v3 frame of the given entries (or one entry repeated n times)."""
     if isinstance(entries, tuple):
         one, count = entries
-        body = _uvarint(count + 1) + one * count + b"\x00"
+        body = uvarint(count + 1) + one * count + b"\x00"
     else:
-        body = _uvarint(len(entries) + 1) + b"".join(entries) + b"\x00"
+        body = uvarint(len(entries) + 1) + b"".join(entries) + b"\x00"
     return W.encode_raw_request(create_acls.API_KEY, 3, 1, body, flexible_header=True)
 
 
@@ -182,7 +171,7 @@ def test_a_hundred_thousand_user_changes_are_refused_with_the_loops_free(
         + b"\x00"
         for i in range(count)
     )
-    body = _uvarint(1) + _uvarint(count + 1) + upsertions + b"\x00"
+    body = uvarint(1) + uvarint(count + 1) + upsertions + b"\x00"
     frame = W.encode_raw_request(
         alter_user_scram_credentials.API_KEY, 0, 1, body, flexible_header=True
     )
@@ -211,7 +200,7 @@ def _describe_everything() -> bytes:
 
 
 def _delete_one(name: str) -> bytes:
-    body = _uvarint(2) + _filter(name) + b"\x00"
+    body = uvarint(2) + _filter(name) + b"\x00"
     return W.encode_raw_request(delete_acls.API_KEY, 3, 1, body, flexible_header=True)
 
 
