@@ -23,7 +23,8 @@ from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kafka_api.bounds import check_body
-from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
+from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response, uvarint
+from raftlog.heap import collection_paused
 from raftlog.metrics import response_error
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
@@ -152,9 +153,10 @@ async def encode_off_loop(
     """build(*args, **kwargs), and its encoding, in a thread (kio's writers keep no state)."""
 
     def work() -> Encoded:
-        response = build(*args, **kwargs)
-        buffer = io.BytesIO()
-        _writer(type(response))(buffer, response)
+        with collection_paused():
+            response = build(*args, **kwargs)
+            buffer = io.BytesIO()
+            _writer(type(response))(buffer, response)
         return Encoded(
             buffer.getvalue(),
             type(response).__header_schema__.__flexible__,
@@ -162,6 +164,42 @@ async def encode_off_loop(
         )
 
     return await asyncio.to_thread(work)
+
+
+def encode_alike(response_type: type, first: Any, rest: Any, count: int) -> Encoded:
+    """A response of a throttle time and one list of results (CreateAcls, DeleteAcls) holding
+    `first`, then `rest` count - 1 times, made of each one's bytes rather than of one entity
+    per entry: the answer to a request refused for its size, a million-entry CreateAcls,
+    costs the bytes it is and no step per entry."""
+    throttle, results = (f.name for f in fields(response_type))
+    assert throttle == "throttle_time", response_type
+    flexible = bool(response_type.__flexible__)
+    head, one, other = io.BytesIO(), io.BytesIO(), io.BytesIO()
+    _writer(type(first))(one, first)
+    _writer(type(rest))(other, rest)
+    head.write(_INT32.pack(0))  # no throttling
+    head.write(uvarint(count + 1) if flexible else _INT32.pack(count))
+    body = head.getvalue() + one.getvalue() + other.getvalue() * (count - 1)
+    return Encoded(
+        body + (b"\x00" if flexible else b""),  # no tagged fields
+        response_type.__header_schema__.__flexible__,
+        int(first.error_code),
+    )
+
+
+def leading_count(header: RequestHeader, frame: Frame) -> int | None:
+    """How many entries the list a request body starts with claims (CreateAcls' creations,
+    DeleteAcls' filters), read before the body is decoded; None if it cannot be read."""
+    request_type, _ = _request_reader(header.api_key, header.api_version)
+    view = memoryview(frame)
+    try:
+        if not request_type.__flexible__:
+            (count,) = _INT32.unpack_from(view, header.size)
+            return int(count)
+        raw, _ = read_unsigned_varint(view, _skip_tagged_fields(frame, header.size))
+    except Exception:  # struct.error, kio's BufferUnderflow: the decode will say what
+        return None
+    return int(raw) - 1
 
 
 def encode_response(

@@ -30,6 +30,7 @@ from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import (
     HANDLERS,
+    REFUSAL_UNREAD,
     api_versions,
     expects_response,
     sasl_authenticate,
@@ -37,6 +38,7 @@ from kafka_api.handlers import (
 )
 from kafka_api.request_memory import Refused, RequestMemory
 from raftlog.broker import Broker
+from raftlog.heap import collection_paused
 from raftlog.metrics import ApiStats, KafkaMetrics
 from raftlog.security.principal import ANONYMOUS
 from raftlog.security.sasl import SaslSession, Stage
@@ -375,6 +377,14 @@ class _Connection(asyncio.BufferedProtocol):
                 len(frame),
             )
             return
+        unread = REFUSAL_UNREAD.get(header.api_key)
+        if unread is not None:
+            count = codec.leading_count(header, frame)
+            refusal = None if count is None else unread(self._context(header), count)
+            if refusal is not None:
+                stats = self._server.metrics.api(header.api_key)
+                self._start_task(self._run(refusal, header.correlation_id, stats), len(frame))
+                return
         if len(frame) > DECODE_OFF_LOOP_BYTES:
             self._decoding = True  # later frames wait: handlers start in arrival order
             self._start_task(self._decode_off_loop(header, bytes(frame)), len(frame))
@@ -391,10 +401,18 @@ class _Connection(asyncio.BufferedProtocol):
             self._start_task(work, 0, answered=False)
 
     def _handle(self, header: codec.RequestHeader, request: Any, off_loop: bool = False) -> Any:
+        ctx = self._context(header)
+        handler = HANDLERS[header.api_key]
+        stats = self._server.metrics.api(header.api_key)
+        return self._run(
+            handler.handle(ctx, request), header.correlation_id, stats, off_loop=off_loop
+        )
+
+    def _context(self, header: codec.RequestHeader) -> RequestContext:
         sasl = self._sasl
         if sasl is not None and sasl.principal is not None:
             self._principal = sasl.principal
-        ctx = RequestContext(
+        return RequestContext(
             self._server.broker,
             header.api_version,
             header.client_id,
@@ -402,28 +420,25 @@ class _Connection(asyncio.BufferedProtocol):
             self._principal,
             sasl,
         )
-        handler = HANDLERS[header.api_key]
-        stats = self._server.metrics.api(header.api_key)
-        return self._run(
-            handler.handle(ctx, request), header.correlation_id, stats, off_loop=off_loop
-        )
 
     async def _decode_off_loop(
         self, header: codec.RequestHeader, frame: bytes
     ) -> list[bytes | bytearray] | None:
-        """A large request decoded in a thread, and its answer encoded in one: checking its
-        lengths and kio's decode cost one step per field, and a 27 MB CreateAcls held the loop
-        for seconds. The frames after it start once it is decoded, before its handler's first
-        step."""
+        """A large request decoded in a thread, its answer encoded in one, and its objects
+        freed in one: checking its lengths, kio's decode and freeing cost one step per field,
+        and a 22 MB CreateAcls held the loop for seconds. The frames after it start once it is
+        decoded, before its handler's first step."""
         try:
-            request = await asyncio.to_thread(codec.decode_request, header, frame)
+            decoded = [await asyncio.to_thread(_decode_paused, header, frame)]
         except codec.MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
         finally:
             self._decoding = False
         self._process()
-        answer = await self._handle(header, request, off_loop=True)
-        return answer if expects_response(header.api_key, request) else None
+        answer = await self._handle(header, decoded[0], off_loop=True)
+        answered = expects_response(header.api_key, decoded[0])
+        await asyncio.to_thread(decoded.clear)  # the last reference, dropped there
+        return answer if answered else None
 
     # request lifecycle
 
@@ -579,6 +594,11 @@ class _Connection(asyncio.BufferedProtocol):
         for task in tasks:
             task.cancel()
         return tasks
+
+
+def _decode_paused(header: codec.RequestHeader, frame: bytes) -> Any:
+    with collection_paused():
+        return codec.decode_request(header, frame)
 
 
 class _FailureLog:

@@ -4,6 +4,7 @@ the ranges registered here, so a version is served if and only if it is listed."
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from kafka_api.context import RequestContext
@@ -100,6 +101,15 @@ _MODULES: list[ApiHandler] = [
 ]
 
 HANDLERS: dict[int, ApiHandler] = {module.API_KEY: module for module in _MODULES}
+
+# APIs whose request starts with a list that a request may be refused for the length of,
+# whole: the server asks these with that length before decoding the request, and answers
+# with what they return instead (a million-entry CreateAcls is never decoded).
+RefusalUnread = Callable[[RequestContext, int], Awaitable[Any] | None]
+REFUSAL_UNREAD: dict[int, RefusalUnread] = {
+    create_acls.API_KEY: create_acls.refusal_unread,
+    delete_acls.API_KEY: delete_acls.refusal_unread,
+}
 
 
 def supported_versions() -> list[tuple[int, int, int]]:

@@ -1,17 +1,22 @@
 """What the three ACL APIs share: their wire fields read into raftlog's bindings and filters,
-Kafka's answer while no authorizer is configured, and the bound on entries per request."""
+what refuses a change whole, and the bound on entries per request, with the answer to a request
+over it made from its entry count alone (the server asks before decoding such a request:
+`refusal_unread` in create_acls and delete_acls)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
+from kafka_api import codec
+from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
+from kafka_api.codec import Encoded
+from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
+from raftlog.errors import ErrorCode
 from raftlog.security.acl import MAX_PER_REQUEST, AclBinding, AclBindingFilter, unknown_codes
 
 NO_AUTHORIZER = "No Authorizer is configured."
-
-T = TypeVar("T")
 
 
 def binding(creation: Any) -> AclBinding:
@@ -52,27 +57,40 @@ def binding_filter(entry: Any) -> AclBindingFilter:
     )
 
 
-def too_many(entries: Sequence[Any], what: str) -> str | None:
+def too_many(count: int, what: str) -> str | None:
     """Why a request is refused whole before its entries are read (POLICY_VIOLATION): more
     than Kafka's controller writes for one operation."""
-    if len(entries) <= MAX_PER_REQUEST:
+    if count <= MAX_PER_REQUEST:
         return None
     return (
-        f"Unable to perform excessively large batch operation: {len(entries)} {what} in one "
+        f"Unable to perform excessively large batch operation: {count} {what} in one "
         f"request, at most {MAX_PER_REQUEST}"
     )
 
 
+def refusal(ctx: RequestContext, oversized: str | None) -> tuple[ErrorCode, str | None] | None:
+    """What a change of ACLs is refused for as a whole, in Kafka's order: who asks, then no
+    authorizer, then its size; None if nothing refuses it whole."""
+    if not authorize_cluster(ctx, Op.ALTER):
+        error = ErrorCode.cluster_authorization_failed
+        return error, DENIED_MESSAGES[error]
+    if ctx.broker.authorizer is None:
+        return ErrorCode.security_disabled, NO_AUTHORIZER
+    if oversized is not None:
+        return ErrorCode.policy_violation, oversized
+    return None
+
+
 def refused_alike(
-    count: int, message: str | None, make: Callable[[str | None], T]
-) -> tuple[T, ...]:
-    """The results of `count` entries refused alike, make(message) each: the message on every
+    response_type: type, count: int, message: str | None, make: Callable[[str | None], Any]
+) -> Encoded:
+    """The answer to `count` entries refused alike, make(message) each: the message on every
     one, as Kafka answers; past MAX_PER_REQUEST entries (a request refused for its size) on
     the first only, so the answer stays a few bytes per entry whatever the request's size."""
     first = make(message)
-    if count <= MAX_PER_REQUEST:
-        return (first,) * count
-    return (first,) + (make(None),) * (count - 1)
+    return codec.encode_alike(
+        response_type, first, first if count <= MAX_PER_REQUEST else make(None), count
+    )
 
 
 def _check_codes(resource_type: int, pattern_type: int, operation: int, permission: int) -> None:

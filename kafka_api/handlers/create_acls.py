@@ -8,13 +8,13 @@ checking and answering are proportional to the request: they run in a thread."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
-from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
 from kafka_api.codec import Encoded, build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.handlers.acl_wire import NO_AUTHORIZER, binding, refused_alike, too_many
+from kafka_api.handlers.acl_wire import binding, refusal, refused_alike, too_many
 from raftlog.broker import AclChange
 from raftlog.errors import ErrorCode
 from raftlog.security.acl import AclBinding, creation_error
@@ -22,20 +22,18 @@ from raftlog.security.acl import AclBinding, creation_error
 API_KEY = 30
 MIN_VERSION = 1  # Kafka 4's baseline, the first with pattern types
 MAX_VERSION = 3
+WHAT = "ACL creations"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Encoded:
     m = response_module(API_KEY, ctx.api_version)
     creations = request.creations
-    oversized = too_many(creations, "ACL creations")
+    oversized = too_many(len(creations), WHAT)
     checked = None if oversized else await asyncio.to_thread(_checked, creations)
-    if not authorize_cluster(ctx, Op.ALTER):
-        error = ErrorCode.cluster_authorization_failed
-        return await _refused(m, len(creations), error, DENIED_MESSAGES[error])
-    if ctx.broker.authorizer is None:
-        return await _refused(m, len(creations), ErrorCode.security_disabled, NO_AUTHORIZER)
-    if checked is None:
-        return await _refused(m, len(creations), ErrorCode.policy_violation, oversized)
+    refused = refusal(ctx, oversized)
+    if refused is not None:
+        return _refused(m, len(creations), *refused)
+    assert checked is not None
     valid = [b for b, problem in checked if problem is None]
     change = await ctx.broker.create_acls(valid) if valid else AclChange()
     results = [
@@ -45,23 +43,31 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     return await encode_off_loop(_answer, m, results)
 
 
+def refusal_unread(ctx: RequestContext, count: int) -> Coroutine[Any, Any, Encoded] | None:
+    """The answer to a request of `count` creations that is refused whole for its size, made
+    without reading them; None when the request must be read."""
+    oversized = too_many(count, WHAT)
+    return None if oversized is None else _refused_unread(ctx, count, oversized)
+
+
+async def _refused_unread(ctx: RequestContext, count: int, oversized: str) -> Encoded:
+    refused = refusal(ctx, oversized)
+    assert refused is not None
+    return _refused(response_module(API_KEY, ctx.api_version), count, *refused)
+
+
 def _checked(creations: Any) -> list[tuple[AclBinding, str | None]]:
     """Each creation as a binding, with why Kafka refuses it (None if it may be created)."""
     return [(b, creation_error(b)) for b in map(binding, creations)]
 
 
-async def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Encoded:
-    def results() -> Any:
-        return _response(
-            m,
-            refused_alike(
-                count,
-                message,
-                lambda text: build(m.AclCreationResult, error_code=error, error_message=text),
-            ),
-        )
-
-    return await encode_off_loop(results)
+def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Encoded:
+    return refused_alike(
+        m.CreateAclsResponse,
+        count,
+        message,
+        lambda text: build(m.AclCreationResult, error_code=error, error_message=text),
+    )
 
 
 def _answer(m: Any, results: list[tuple[ErrorCode, str | None]]) -> Any:

@@ -9,13 +9,13 @@ look at more than MAX_EXAMINED. Reading the filters and answering run in a threa
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
-from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
 from kafka_api.codec import Encoded, build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.handlers.acl_wire import NO_AUTHORIZER, binding_filter, refused_alike, too_many
+from kafka_api.handlers.acl_wire import binding_filter, refusal, refused_alike, too_many
 from raftlog.broker import AclChange
 from raftlog.errors import ErrorCode
 from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error
@@ -23,20 +23,18 @@ from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error
 API_KEY = 31
 MIN_VERSION = 1  # Kafka 4's baseline, the first with pattern types
 MAX_VERSION = 3
+WHAT = "DeleteAcls filters"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Encoded:
     m = response_module(API_KEY, ctx.api_version)
     entries = request.filters
-    oversized = too_many(entries, "DeleteAcls filters")
+    oversized = too_many(len(entries), WHAT)
     checked = None if oversized else await asyncio.to_thread(_checked, entries)
-    if not authorize_cluster(ctx, Op.ALTER):
-        error = ErrorCode.cluster_authorization_failed
-        return await _refused(m, len(entries), error, DENIED_MESSAGES[error])
-    if ctx.broker.authorizer is None:
-        return await _refused(m, len(entries), ErrorCode.security_disabled, NO_AUTHORIZER)
-    if checked is None:
-        return await _refused(m, len(entries), ErrorCode.policy_violation, oversized)
+    refused = refusal(ctx, oversized)
+    if refused is not None:
+        return _refused(m, len(entries), *refused)
+    assert checked is not None
     valid = [f for f, problem in checked if problem is None]
     change = await ctx.broker.delete_acls(valid) if valid else AclChange()
     found = iter(change.deleted)
@@ -56,25 +54,29 @@ def _checked(entries: Any) -> list[tuple[AclBindingFilter, str | None]]:
     return [(f, filter_error(f)) for f in map(binding_filter, entries)]
 
 
-async def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Encoded:
+def refusal_unread(ctx: RequestContext, count: int) -> Coroutine[Any, Any, Encoded] | None:
+    """The answer to a request of `count` filters that is refused whole for its size, made
+    without reading them; None when the request must be read."""
+    oversized = too_many(count, WHAT)
+    return None if oversized is None else _refused_unread(ctx, count, oversized)
+
+
+async def _refused_unread(ctx: RequestContext, count: int, oversized: str) -> Encoded:
+    refused = refusal(ctx, oversized)
+    assert refused is not None
+    return _refused(response_module(API_KEY, ctx.api_version), count, *refused)
+
+
+def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Encoded:
     """Every filter answered with the same error and no matches (Kafka's error response)."""
-
-    def results() -> Any:
-        return _response(
-            m,
-            refused_alike(
-                count,
-                message,
-                lambda text: build(
-                    m.DeleteAclsFilterResult,
-                    error_code=error,
-                    error_message=text,
-                    matching_acls=(),
-                ),
-            ),
-        )
-
-    return await encode_off_loop(results)
+    return refused_alike(
+        m.DeleteAclsResponse,
+        count,
+        message,
+        lambda text: build(
+            m.DeleteAclsFilterResult, error_code=error, error_message=text, matching_acls=()
+        ),
+    )
 
 
 def _answer(m: Any, results: list[tuple[ErrorCode, str | None, tuple[AclBinding, ...]]]) -> Any:

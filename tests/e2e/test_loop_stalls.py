@@ -96,13 +96,14 @@ def judged(cluster: Cluster, what: str) -> Iterator[None]:
     after = {n: _node_figures(cluster, n) for n in cluster.node_ids}
     worst = {}
     for n in cluster.node_ids:
-        grew = [
-            key
-            for key in after[n]
-            if key.startswith("le ") and after[n][key] > before[n].get(key, 0.0)
+        new = {key: after[n][key] - before[n].get(key, 0.0) for key in after[n]}
+        # the worst stall is under the least bound that holds every new one
+        holding = [
+            float(k[3:]) for k, v in new.items() if k.startswith("le ") and v == new["le +Inf"]
         ]
-        bounds = sorted(float(key[3:]) for key in grew)
-        worst[n] = f"<= {bounds[0]} s" if bounds else "none over 50 ms"
+        worst[n] = f"<= {min(holding)} s" if new["le +Inf"] else "none over 50 ms"
+    print(f"\n{what}: worst loop stall per node {worst}")
+    for n in cluster.node_ids:
         over = (after[n]["le +Inf"] - after[n][f"le {STALL_LIMIT}"]) - (
             before[n]["le +Inf"] - before[n][f"le {STALL_LIMIT}"]
         )
@@ -110,7 +111,6 @@ def judged(cluster: Cluster, what: str) -> Iterator[None]:
         assert after[n]["leader changes"] == before[n]["leader changes"], (
             f"{what}: node {n} saw leaderships change"
         )
-    print(f"\n{what}: worst loop stall per node {worst}")
 
 
 def _compact(data: bytes) -> bytes:
@@ -247,8 +247,10 @@ def test_strangers_on_a_sasl_listener_are_cut_off_at_the_size(cluster: Cluster) 
                     for _ in range(16):
                         s.sendall(b"\x00" * (64 * 1024))
                 s.settimeout(10)
-                with contextlib.suppress(ConnectionResetError):
+                try:
                     closed += s.recv(1) == b""
+                except ConnectionResetError:  # closed with our bytes unread
+                    closed += 1
     assert closed == 29
     after = cluster.rss()[3]
     assert after is not None and after - before < 64 * 1024, (before, after)

@@ -309,3 +309,62 @@ def raw_request(api_key, version, body, flexible):
 def test_a_length_beyond_the_frame_is_refused_before_kio_decodes(frame, claim):
     with pytest.raises(codec.MalformedRequest, match=claim):
         decode(frame)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize(
+    ("api_key", "response", "result", "extra"),
+    [
+        (30, "CreateAclsResponse", "AclCreationResult", {}),
+        (31, "DeleteAclsResponse", "DeleteAclsFilterResult", {"matching_acls": ()}),
+    ],
+)
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_an_answer_of_results_alike_is_the_one_kio_writes(
+    api_key, response, result, extra, version, count
+):
+    """A request refused for its size is answered from repeated bytes, not one entity per
+    entry; a client reads exactly what kio would have written for the same results."""
+    m = codec.response_module(api_key, version)
+    first = codec.build(
+        getattr(m, result), error_code=ErrorCode.policy_violation, error_message="x", **extra
+    )
+    rest = codec.build(
+        getattr(m, result), error_code=ErrorCode.policy_violation, error_message=None, **extra
+    )
+    whole = codec.build(
+        getattr(m, response),
+        throttle_time=timedelta(0),
+        **{"results" if api_key == 30 else "filter_results": (first,) + (rest,) * (count - 1)},
+    )
+    alike = codec.encode_alike(getattr(m, response), first, rest, count)
+    assert b"".join(codec.encode_response(5, alike)) == b"".join(codec.encode_response(5, whole))
+    assert alike.error_code == ErrorCode.policy_violation
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_the_length_a_request_starts_with_is_read_before_it_is_decoded(version):
+    m = load_payload_module(30, version, EntityType.request)
+    creation = codec.build(
+        m.AclCreation,
+        resource_type=2,
+        resource_name="t",
+        resource_pattern_type=3,
+        principal="User:a",
+        host="*",
+        operation=3,
+        permission_type=3,
+    )
+    request = m.CreateAclsRequest(creations=(creation,) * 7)
+    body = io.BytesIO()
+    entity_writer(type(request))(body, request)
+    header = request.__header_schema__
+    head = io.BytesIO()
+    entity_writer(header)(
+        head,
+        header(request_api_key=30, request_api_version=version, correlation_id=1, client_id="c"),
+    )
+    frame = head.getvalue() + body.getvalue()
+    decoded = codec.decode_header(frame)
+    assert codec.leading_count(decoded, frame) == 7
+    assert codec.leading_count(decoded, frame[: decoded.size]) is None

@@ -728,3 +728,40 @@ async def test_sasl_handshake_v0_then_bare_tokens(sasl_kafka, password, ok):
     writer.write(frame(API_VERSIONS, 0, 9))
     assert (await read_response(reader, API_VERSIONS, 0))[0] == 9
     writer.close()
+
+
+async def test_a_create_acls_over_its_bound_is_answered_without_being_decoded(monkeypatch):
+    """A million-entry CreateAcls was decoded (seconds, in a thread, against the loop) only to
+    be refused for its size: the server reads the count first and the handler answers from
+    it."""
+    from kafka_api.handlers import create_acls
+    from raftlog.security.acl import MAX_PER_REQUEST
+
+    def never(header, frame):
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(server_module.codec, "decode_request", never)
+    server = KafkaServer(types.SimpleNamespace(authorizer=None), "127.0.0.1", 0)
+    await server.start()
+    try:
+        m = load_payload_module(create_acls.API_KEY, 1, EntityType.request)
+        creation = m.AclCreation(
+            resource_type=2,
+            resource_name="t",
+            resource_pattern_type=3,
+            principal="User:a",
+            host="*",
+            operation=3,
+            permission_type=3,
+        )
+        count = MAX_PER_REQUEST + 1
+        reader, writer = await connect(server)
+        writer.write(
+            frame(create_acls.API_KEY, 1, 9, m.CreateAclsRequest(creations=(creation,) * count))
+        )
+        correlation_id, answer = await read_response(reader, create_acls.API_KEY, 1)
+        assert correlation_id == 9 and len(answer.results) == count
+        assert {r.error_code for r in answer.results} == {ErrorCode.security_disabled}
+        writer.close()
+    finally:
+        await server.close()
