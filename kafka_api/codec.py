@@ -166,7 +166,9 @@ async def encode_off_loop(
     return await asyncio.to_thread(work)
 
 
-def encode_alike(response_type: type, first: Any, rest: Any, count: int) -> Encoded:
+def encode_alike(
+    response_type: type[ResponsePayload], first: Any, rest: Any, count: int
+) -> Encoded:
     """A response of a throttle time and one list of results (CreateAcls, DeleteAcls) holding
     `first`, then `rest` count - 1 times, made of each one's bytes rather than of one entity
     per entry: the answer to a request refused for its size, a million-entry CreateAcls,
@@ -175,8 +177,9 @@ def encode_alike(response_type: type, first: Any, rest: Any, count: int) -> Enco
     assert throttle == "throttle_time", response_type
     flexible = bool(response_type.__flexible__)
     head, one, other = io.BytesIO(), io.BytesIO(), io.BytesIO()
-    _writer(type(first))(one, first)
-    _writer(type(rest))(other, rest)
+    element: type = type(first)
+    _writer(element)(one, first)
+    _writer(element)(other, rest)
     head.write(_INT32.pack(0))  # no throttling
     head.write(uvarint(count + 1) if flexible else _INT32.pack(count))
     body = head.getvalue() + one.getvalue() + other.getvalue() * (count - 1)

@@ -14,6 +14,7 @@ from kafka_api.codec import Encoded
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from raftlog.errors import ErrorCode
+from raftlog.limits import excessive
 from raftlog.security.acl import MAX_PER_REQUEST, AclBinding, AclBindingFilter, unknown_codes
 
 NO_AUTHORIZER = "No Authorizer is configured."
@@ -60,12 +61,7 @@ def binding_filter(entry: Any) -> AclBindingFilter:
 def too_many(count: int, what: str) -> str | None:
     """Why a request is refused whole before its entries are read (POLICY_VIOLATION): more
     than Kafka's controller writes for one operation."""
-    if count <= MAX_PER_REQUEST:
-        return None
-    return (
-        f"Unable to perform excessively large batch operation: {count} {what} in one "
-        f"request, at most {MAX_PER_REQUEST}"
-    )
+    return excessive(count, what, MAX_PER_REQUEST)
 
 
 def refusal(ctx: RequestContext, oversized: str | None) -> tuple[ErrorCode, str | None] | None:

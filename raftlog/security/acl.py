@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from raftlog.config import ConfigError
 from raftlog.errors import ErrorCode
+from raftlog.limits import MAX_RECORDS_PER_USER_OP
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ CACHE_ENTRIES = 20_000
 # Kafka's controller writes at most 10,000 records for one user operation (QuorumController's
 # MAX_RECORDS_PER_USER_OP): the most creations one CreateAcls holds, filters one DeleteAcls
 # holds, and ACLs one DeleteAcls removes.
-MAX_PER_REQUEST = 10_000
+MAX_PER_REQUEST = MAX_RECORDS_PER_USER_OP
 # The ACLs a cluster holds (Kafka sets none). Every node keeps them all in memory, with their
 # index, and in the controller's snapshot: 100,000 take about 65 MB per node with names of
 # typical length, about 300 MB with every string at its bound below. That is ten full

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from raftlog.controller import ControllerUnavailable
 from raftlog.errors import ErrorCode
+from raftlog.limits import excessive
 from raftlog.security import scram
 from raftlog.security.scram import MAX_CHANGES_PER_REQUEST, MECHANISM_NAMES, ScramCredential
 
@@ -124,11 +125,12 @@ class UserAdmin:
         gets none of its changes, as in Kafka. A request of more than MAX_CHANGES_PER_REQUEST
         changes is refused whole (POLICY_VIOLATION; Kafka's controller answers an operation
         over its record bound with nothing more specific) before anything is proposed."""
-        if len(deletions) + len(upsertions) > MAX_CHANGES_PER_REQUEST:
-            message = (
-                f"At most {MAX_CHANGES_PER_REQUEST} credential deletions and upsertions per "
-                f"request; this one has {len(deletions) + len(upsertions)}"
-            )
+        message = excessive(
+            len(deletions) + len(upsertions),
+            "credential deletions and upsertions",
+            MAX_CHANGES_PER_REQUEST,
+        )
+        if message is not None:
             return await asyncio.to_thread(
                 refuse_all, deletions, upsertions, ErrorCode.policy_violation, message
             )

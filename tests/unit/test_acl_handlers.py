@@ -283,7 +283,7 @@ async def test_a_create_of_more_than_ten_thousand_acls_is_refused_whole() -> Non
     assert {error for error, _ in results} == {E.policy_violation}
     assert results[0][1] == (
         "Unable to perform excessively large batch operation: 10001 ACL creations in one "
-        "request, at most 10000"
+        "request, at most 10000."
     )
     assert {message for _, message in results[1:]} == {None}
     assert broker.controller_calls == 0 and broker.acls == {}
@@ -319,7 +319,7 @@ async def test_a_delete_of_more_than_ten_thousand_filters_or_matches_deletes_not
     assert {(r.error_code, len(r.matching_acls)) for r in results} == {(E.policy_violation, 0)}
     assert results[0].error_message == (
         "Unable to perform excessively large batch operation: 10001 DeleteAcls filters in one "
-        "request, at most 10000"
+        "request, at most 10000."
     )
     assert broker.controller_calls == 0
     # one filter matching 20,000: Kafka's answer, for every filter, and nothing deleted
