@@ -1,0 +1,703 @@
+"""A pure Raft state machine for one group, in the shape of etcd's raft (issue 27, step 1).
+
+No I/O, no clock, no threads: `tick()` is one logical time unit, `step(message)` takes a peer's
+message, `propose(data)` appends on the leader. Each only changes state; `ready()` then says
+what to do (hard state and entries to persist, messages to send, committed entries to apply)
+and `advance(ready)` tells the core they were made durable. The caller's one rule: a Ready's
+messages leave only after its hard state and entries are durable.
+
+Every rule of raftlog/raft/FORK.md that belongs to a core is a named method here, and each can
+be switched off through `Rules` so the tests can show what breaks without it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from raftlog.raft.quorum import VoteResult, committed_index, has_quorum, vote_result
+
+NONE = 0
+"""Node ids are positive; 0 means "nobody" (no vote, no known leader)."""
+
+
+class Role(Enum):
+    FOLLOWER = "follower"
+    PRE_CANDIDATE = "pre-candidate"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+
+
+class MsgType(Enum):
+    APP = "app"  # append entries; with none it is the heartbeat
+    APP_RESP = "app-resp"
+    VOTE = "vote"
+    VOTE_RESP = "vote-resp"
+    PREVOTE = "prevote"
+    PREVOTE_RESP = "prevote-resp"
+    TIMEOUT_NOW = "timeout-now"  # leadership transfer: the target stands at once
+    PROP = "prop"  # a forwarded proposal: only sent when Rules.no_forwarding is off
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    term: int
+    index: int
+    data: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message between replicas of a group. Field meanings follow etcd's raftpb.Message:
+
+    APP: index/log_term = the entry just before `entries`, commit = leader's commit.
+    APP_RESP: index = last index matched (success) or the rejected prev index (reject);
+    reject_hint/log_term = the follower's conflict hint (index, term there).
+    VOTE/PREVOTE: index/log_term = the candidate's last entry.
+    """
+
+    type: MsgType
+    src: int
+    dst: int
+    term: int
+    index: int = 0
+    log_term: int = 0
+    entries: tuple[Entry, ...] = ()
+    commit: int = 0
+    reject: bool = False
+    reject_hint: int = 0
+    transfer: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HardState:
+    """What must be durable before any message that depends on it leaves."""
+
+    term: int = 0
+    vote: int = NONE
+    commit: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SoftState:
+    """Volatile, for the caller: who leads (to redirect clients) and this replica's role."""
+
+    leader: int
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """What the caller does, in order: cut the durable log after `truncate_after` (if not
+    None), append `entries`, persist `hard_state` (if not None), sync; then send `messages`,
+    apply `committed`, and call `advance(ready)`."""
+
+    hard_state: HardState | None
+    truncate_after: int | None
+    entries: tuple[Entry, ...]
+    messages: tuple[Message, ...]
+    committed: tuple[Entry, ...]
+    soft_state: SoftState
+
+
+@dataclass(frozen=True, slots=True)
+class NotLeader:
+    """A proposal refused: the caller redirects its client to `leader` (NONE if unknown)."""
+
+    leader: int
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """A proposal sent on to the leader (only with Rules.no_forwarding off): its index is
+    unknown to the caller, which is exactly why partitions refuse instead."""
+
+    leader: int
+
+
+ProposeResult = int | NotLeader | Forwarded
+
+
+class RaftLog(Protocol):
+    """The narrow seam to the log the core reads and extends. Indexes start at 1; entries
+    before `first_index()` are compacted (snapshot install is not in this step)."""
+
+    def first_index(self) -> int: ...
+
+    def last_index(self) -> int: ...
+
+    def term_at(self, index: int) -> int | None:
+        """The term at `index`; 0 for index 0; None when outside the log."""
+
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        """Entries with lo <= index < hi."""
+
+    def truncate_and_append(self, after: int, entries: Sequence[Entry]) -> None:
+        """Drop every entry after `after`, then append `entries` (starting at after + 1)."""
+
+
+class MemoryLog:
+    """An in-memory RaftLog: the simulation's and the unit tests' log."""
+
+    def __init__(self, entries: Sequence[Entry] = ()) -> None:
+        self._entries: list[Entry] = list(entries)
+
+    def first_index(self) -> int:
+        return 1
+
+    def last_index(self) -> int:
+        return len(self._entries)
+
+    def term_at(self, index: int) -> int | None:
+        if index == 0:
+            return 0
+        if 1 <= index <= len(self._entries):
+            return self._entries[index - 1].term
+        return None
+
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        return self._entries[max(lo, 1) - 1 : max(hi, 1) - 1]
+
+    def truncate_and_append(self, after: int, entries: Sequence[Entry]) -> None:
+        del self._entries[after:]
+        for i, e in enumerate(entries):
+            if e.index != after + 1 + i:
+                raise ValueError(f"entry {e.index} appended at {after + 1 + i}")
+        self._entries.extend(entries)
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """raftlog's rules (FORK.md numbers), all on by default. Switches exist only so the tests
+    can show what each rule prevents; production never turns one off."""
+
+    follower_commit_rule: bool = True  # 1: commit to min(leaderCommit, last new entry)
+    keep_matching_entries: bool = True  # 2: only a conflicting entry and after it are cut
+    pre_vote: bool = True  # 3
+    leader_stickiness: bool = True  # 3: no (pre)vote while a leader was heard lately
+    stale_term_answer: bool = True  # 4
+    check_quorum: bool = True  # 5: a leader without a majority's answers steps down
+    no_forwarding: bool = True  # 6
+    conflict_hint: bool = True  # 8: a refused append names and cuts what is divergent
+    leader_commit_own_term: bool = True  # Raft 5.4.2: count replicas only in own term
+    transfer_skips_lease: bool = True  # 3: a transfer's vote request passes stickiness
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    id: int
+    peers: tuple[int, ...]  # every voter, this replica included
+    election_tick: int = 10  # minimum election timeout, in ticks
+    heartbeat_tick: int = 1
+    max_append: int = 64  # entries per append message
+    applied: int = 0  # the caller's state machine holds entries up to here
+    rules: Rules = field(default_factory=Rules)
+
+
+@dataclass(slots=True)
+class Progress:
+    """The leader's view of one follower. In probe it sends one append per heartbeat until
+    one matches; in replicate it sends optimistically and moves `next` on at once."""
+
+    match: int = 0
+    next: int = 1
+    replicate: bool = False
+    paused: bool = False
+
+
+class Raft:
+    """One replica of one Raft group."""
+
+    def __init__(
+        self, config: Config, log: RaftLog, hard_state: HardState, rng: random.Random
+    ) -> None:
+        if config.id not in config.peers:
+            raise ValueError("a replica must be one of the group's voters")
+        self.id = config.id
+        self.peers = config.peers
+        self.cfg = config
+        self.rules = config.rules
+        self.log = log
+        self.rng = rng
+        self.term = hard_state.term
+        self.vote = hard_state.vote
+        self.commit = hard_state.commit
+        self.role = Role.FOLLOWER
+        self.leader = NONE
+        self.applied = config.applied
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_timeout = 0
+        self.progress: dict[int, Progress] = {}
+        self.recent_active: set[int] = set()
+        self.votes: dict[int, bool] = {}
+        self.lead_transferee = NONE
+        self.outbox: list[Message] = []
+        # Persistence bookkeeping: entries from `unsent_from` on were not yet handed out in a
+        # Ready; `truncated_to` is a cut not yet handed out; `stable` is the durable prefix.
+        last = log.last_index()
+        self.unsent_from = last + 1
+        self.truncated_to: int | None = None
+        self.stable = last
+        self.prev_hs = hard_state
+        self.prev_soft = SoftState(NONE, Role.FOLLOWER)
+        self._reset_timeout()
+
+    # ---- small helpers -------------------------------------------------------------------
+
+    def hard_state(self) -> HardState:
+        return HardState(self.term, self.vote, self.commit)
+
+    def soft_state(self) -> SoftState:
+        return SoftState(self.leader, self.role)
+
+    def last_index(self) -> int:
+        return self.log.last_index()
+
+    def last_term(self) -> int:
+        t = self.log.term_at(self.log.last_index())
+        return 0 if t is None else t
+
+    def _term(self, index: int) -> int:
+        t = self.log.term_at(index)
+        if t is None:
+            raise IndexError(
+                f"no entry {index} (log {self.log.first_index()}..{self.last_index()})"
+            )
+        return t
+
+    def _send(self, m: Message) -> None:
+        self.outbox.append(m)
+
+    def _reset_timeout(self) -> None:
+        """An election timeout drawn from [election_tick, 2 * election_tick): staggers elections."""
+        self.randomized_timeout = self.cfg.election_tick + self.rng.randrange(
+            self.cfg.election_tick
+        )
+
+    def _cut(self, after: int, entries: Sequence[Entry] = ()) -> None:
+        """Change the log, never below the commit index, and note what the caller must persist."""
+        if after < self.commit:
+            raise AssertionError(f"replica {self.id} would cut committed entry {after + 1}")
+        if after < self.last_index():
+            self.truncated_to = (
+                after if self.truncated_to is None else min(self.truncated_to, after)
+            )
+            self.stable = min(self.stable, after)
+        self.unsent_from = min(self.unsent_from, after + 1)
+        self.log.truncate_and_append(after, entries)
+
+    # ---- roles -----------------------------------------------------------------------------
+
+    def become_follower(self, term: int, leader: int) -> None:
+        if term != self.term:
+            self.term = term
+            self.vote = NONE
+        self.role = Role.FOLLOWER
+        self.leader = leader
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.lead_transferee = NONE
+        self.progress = {}
+        self.votes = {}
+        self._reset_timeout()
+
+    def campaign(self, pre: bool, transfer: bool = False) -> None:
+        """Stand for election. With PreVote first ask, without raising the term, whether a
+        majority would vote: an isolated node cannot inflate terms and depose a live leader.
+        `transfer` (TimeoutNow) marks the vote requests so voters skip leader stickiness."""
+        if self.role == Role.LEADER:
+            return
+        self.election_elapsed = 0
+        self._reset_timeout()
+        if pre:
+            self.role = Role.PRE_CANDIDATE
+            self.leader = NONE
+            term = self.term + 1
+            kind = MsgType.PREVOTE
+        else:
+            self.become_follower(self.term + 1, NONE)
+            self.role = Role.CANDIDATE
+            self.vote = self.id
+            term = self.term
+            kind = MsgType.VOTE
+        self.votes = {self.id: True}
+        if vote_result(self.peers, self.votes) == VoteResult.WON:
+            self._won(pre)
+            return
+        for p in self.peers:
+            if p != self.id:
+                self._send(
+                    Message(
+                        kind,
+                        self.id,
+                        p,
+                        term,
+                        self.last_index(),
+                        self.last_term(),
+                        transfer=transfer,
+                    )
+                )
+
+    def _won(self, pre: bool) -> None:
+        if pre:
+            self.campaign(pre=False)  # the real election, PreVote passed
+        else:
+            self.become_leader()
+
+    def become_leader(self) -> None:
+        self.role = Role.LEADER
+        self.leader = self.id
+        self.lead_transferee = NONE
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        last = self.last_index()
+        self.progress = {p: Progress(match=0, next=last + 1) for p in self.peers if p != self.id}
+        self.recent_active = set()
+        # An empty entry of the new term: it lets earlier terms' entries commit (Raft 5.4.2).
+        self._cut(last, [Entry(self.term, last + 1)])
+        self.broadcast_append()
+        self.leader_commit()
+
+    # ---- time ------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        self.election_elapsed += 1
+        if self.role == Role.LEADER:
+            self.heartbeat_elapsed += 1
+            if self.election_elapsed >= self.cfg.election_tick:
+                self.election_elapsed = 0
+                self.lead_transferee = NONE  # a transfer that did not happen in time is off
+                if self.rules.check_quorum and not self.check_quorum():
+                    self.become_follower(self.term, NONE)
+                    return
+                self.recent_active = set()
+            if self.heartbeat_elapsed >= self.cfg.heartbeat_tick:
+                self.heartbeat_elapsed = 0
+                for pr in self.progress.values():
+                    pr.paused = False
+                self.broadcast_append()
+        elif self.election_elapsed >= self.randomized_timeout:
+            self.campaign(pre=self.rules.pre_vote)
+
+    def check_quorum(self) -> bool:
+        """FORK 5 (CheckQuorum): a leader keeps leading only if a majority answered it within
+        the last election timeout; otherwise a cut-off leader would accept proposals forever."""
+        return has_quorum(self.peers, self.recent_active | {self.id})
+
+    def in_lease(self) -> bool:
+        """FORK 3 (leader stickiness): a leader was heard within the minimum election timeout."""
+        return (
+            self.rules.leader_stickiness
+            and self.leader != NONE
+            and self.election_elapsed < self.cfg.election_tick
+        )
+
+    # ---- proposals ---------------------------------------------------------------------------
+
+    def propose(self, data: bytes) -> ProposeResult:
+        """Append `data` if this replica leads. FORK 6: a follower refuses and the caller
+        redirects: a forwarded proposal's index is unknown to whoever judged it."""
+        if self.role != Role.LEADER or self.lead_transferee != NONE:
+            if self.rules.no_forwarding or self.leader in (NONE, self.id):
+                return NotLeader(self.leader if self.role != Role.LEADER else NONE)
+            self._send(
+                Message(MsgType.PROP, self.id, self.leader, self.term, entries=(Entry(0, 0, data),))
+            )
+            return Forwarded(self.leader)
+        index = self.last_index() + 1
+        self._cut(index - 1, [Entry(self.term, index, data)])
+        self.broadcast_append()
+        self.leader_commit()
+        return index
+
+    def transfer_leadership(self, target: int) -> bool:
+        """Hand leadership to `target` once it holds the whole log (TimeoutNow)."""
+        if self.role != Role.LEADER or target == self.id or target not in self.progress:
+            return False
+        self.lead_transferee = target
+        self.election_elapsed = 0
+        if self.progress[target].match == self.last_index():
+            self._send(Message(MsgType.TIMEOUT_NOW, self.id, target, self.term))
+        else:
+            self.send_append(target)
+        return True
+
+    # ---- messages ----------------------------------------------------------------------------
+
+    def step(self, m: Message) -> None:
+        if m.dst != self.id:
+            raise ValueError(f"message for {m.dst} stepped into {self.id}")
+        if m.term > self.term:
+            if m.type in (MsgType.VOTE, MsgType.PREVOTE):
+                force = m.transfer and self.rules.transfer_skips_lease
+                if self.in_lease() and not force:
+                    return  # FORK 3: a live leader was heard; do not even take the term
+            if m.type == MsgType.PREVOTE or (m.type == MsgType.PREVOTE_RESP and not m.reject):
+                pass  # a pre-vote never changes terms
+            else:
+                self.become_follower(m.term, m.src if m.type == MsgType.APP else NONE)
+        elif m.term < self.term:
+            self.stale_term_answer(m)
+            return
+        if m.type in (MsgType.VOTE, MsgType.PREVOTE):
+            self.handle_vote(m)
+        elif self.role == Role.LEADER:
+            self._step_leader(m)
+        elif self.role in (Role.CANDIDATE, Role.PRE_CANDIDATE):
+            self._step_candidate(m)
+        else:
+            self._step_follower(m)
+
+    def stale_term_answer(self, m: Message) -> None:
+        """FORK 4: answer a lower-term append or pre-vote with our term so a stale leader or
+        candidate steps up to it. Without it a replica whose term ran ahead ignores the leader
+        forever (PreVote keeps the others from following it)."""
+        if not self.rules.stale_term_answer:
+            return
+        if m.type == MsgType.APP:
+            self._send(Message(MsgType.APP_RESP, self.id, m.src, self.term))
+        elif m.type == MsgType.PREVOTE:
+            self._send(Message(MsgType.PREVOTE_RESP, self.id, m.src, self.term, reject=True))
+
+    def log_up_to_date(self, index: int, term: int) -> bool:
+        """Raft 5.4.1: vote only for a log at least as up to date as ours."""
+        return term > self.last_term() or (term == self.last_term() and index >= self.last_index())
+
+    def handle_vote(self, m: Message) -> None:
+        pre = m.type == MsgType.PREVOTE
+        resp = MsgType.PREVOTE_RESP if pre else MsgType.VOTE_RESP
+        can_vote = (
+            self.vote == m.src
+            or (self.vote == NONE and self.leader == NONE)
+            or (pre and m.term > self.term)
+        )
+        if self.role == Role.LEADER and not m.transfer:
+            can_vote = can_vote and m.term > self.term and not self.rules.leader_stickiness
+        if can_vote and self.log_up_to_date(m.index, m.log_term):
+            self._send(Message(resp, self.id, m.src, m.term))
+            if not pre:
+                self.election_elapsed = 0
+                self.vote = m.src
+        else:
+            self._send(Message(resp, self.id, m.src, self.term, reject=True))
+
+    def _step_candidate(self, m: Message) -> None:
+        mine = MsgType.PREVOTE_RESP if self.role == Role.PRE_CANDIDATE else MsgType.VOTE_RESP
+        if m.type == MsgType.APP:
+            self.become_follower(m.term, m.src)
+            self.handle_append(m)
+        elif m.type == mine:
+            self.votes[m.src] = not m.reject
+            result = vote_result(self.peers, self.votes)
+            if result == VoteResult.WON:
+                self._won(self.role == Role.PRE_CANDIDATE)
+            elif result == VoteResult.LOST:
+                self.become_follower(self.term, NONE)
+
+    def _step_follower(self, m: Message) -> None:
+        if m.type == MsgType.APP:
+            self.election_elapsed = 0
+            self.leader = m.src
+            self.handle_append(m)
+        elif m.type == MsgType.TIMEOUT_NOW:
+            self.campaign(pre=False, transfer=True)
+
+    # ---- the follower's side of appends -------------------------------------------------------
+
+    def handle_append(self, m: Message) -> None:
+        if m.index < self.commit:
+            # Everything up to our commit matches any leader's log: say so, the leader moves on.
+            self._send(Message(MsgType.APP_RESP, self.id, m.src, self.term, index=self.commit))
+            return
+        if self.log.term_at(m.index) == m.log_term:
+            last_new = self.append_matching(m.index, m.entries)
+            self.commit_to(self.follower_commit(m.commit, last_new))
+            self._send(Message(MsgType.APP_RESP, self.id, m.src, self.term, index=last_new))
+            return
+        hint, hint_term = self.reject_hint(m.index, m.log_term)
+        self._send(
+            Message(
+                MsgType.APP_RESP,
+                self.id,
+                m.src,
+                self.term,
+                index=m.index,
+                log_term=hint_term,
+                reject=True,
+                reject_hint=hint,
+            )
+        )
+
+    def append_matching(self, prev: int, entries: Sequence[Entry]) -> int:
+        """FORK 2: after a matching prev entry, keep entries whose index and term match (log
+        matching says they are the same) and cut only from the first conflicting one. Cutting
+        after prev on every append let a late, reordered append remove entries this replica
+        had already acknowledged (and the leader counted). Returns the last new entry's index."""
+        last_new = prev + len(entries)
+        if not self.rules.keep_matching_entries:
+            self._cut(prev, entries)  # upstream pysyncobj: delete everything after prev
+            return last_new
+        for i, e in enumerate(entries):
+            if self.log.term_at(e.index) != e.term:
+                self._cut(e.index - 1, entries[i:])
+                break
+        return last_new
+
+    def follower_commit(self, leader_commit: int, last_new: int) -> int:
+        """FORK 1: min(leaderCommit, the last entry this message showed to match the leader's).
+        Our own last index may be a deposed leader's divergent tail: never count it."""
+        if not self.rules.follower_commit_rule:
+            return min(leader_commit, self.last_index())
+        return min(leader_commit, last_new)
+
+    def commit_to(self, index: int) -> None:
+        if index > self.commit:
+            self.commit = index
+
+    def reject_hint(self, prev: int, prev_term: int) -> tuple[int, int]:
+        """FORK 8: a refused append proves divergent the entry at prev (when we have one) and
+        all after it, and every entry before it of a term above prev_term (the leader's terms
+        there are at most prev_term). Cut exactly those (never at or below commit) and name
+        where the leader should probe next: (index, term there), as etcd's findConflictByTerm."""
+        last = self.last_index()
+        if not self.rules.conflict_hint:
+            return min(prev - 1, last), 0  # upstream: back off one entry per round trip
+        j = min(prev - 1, last)
+        while j > self.commit and self._term(j) > prev_term:
+            j -= 1
+        if max(j, self.commit) < last:
+            self._cut(max(j, self.commit))
+        return j, self._term(j)
+
+    # ---- the leader's side -----------------------------------------------------------------
+
+    def send_append(self, peer: int) -> None:
+        pr = self.progress[peer]
+        if pr.paused:
+            return
+        prev = pr.next - 1
+        prev_term = self._term(prev)
+        entries = tuple(
+            self.log.entries(pr.next, min(self.last_index() + 1, pr.next + self.cfg.max_append))
+        )
+        self._send(
+            Message(MsgType.APP, self.id, peer, self.term, prev, prev_term, entries, self.commit)
+        )
+        if pr.replicate:
+            pr.next += len(entries)
+        else:
+            pr.paused = True  # probing: one append per heartbeat until one matches
+
+    def broadcast_append(self) -> None:
+        for p in self.progress:
+            self.send_append(p)
+
+    def _step_leader(self, m: Message) -> None:
+        if m.type == MsgType.PROP:
+            if self.rules.no_forwarding or self.lead_transferee != NONE:
+                return  # FORK 6: forwarded proposals are refused
+            for e in m.entries:
+                self.propose(e.data)
+            return
+        if m.type != MsgType.APP_RESP or m.src not in self.progress:
+            return
+        pr = self.progress[m.src]
+        self.recent_active.add(m.src)
+        if m.reject:
+            self.handle_reject(pr, m)
+            return
+        pr.paused = False
+        if m.index > pr.match:
+            pr.match = m.index
+            pr.next = max(pr.next, m.index + 1)
+            if not pr.replicate:
+                pr.replicate = True
+                pr.next = m.index + 1
+            self.leader_commit()
+        if pr.next <= self.last_index():
+            self.send_append(m.src)
+        if m.src == self.lead_transferee and pr.match == self.last_index():
+            self._send(Message(MsgType.TIMEOUT_NOW, self.id, m.src, self.term))
+
+    def handle_reject(self, pr: Progress, m: Message) -> None:
+        """Move `next` back as far as the hint proves, ignoring stale refusals (an answer to an
+        append sent before a newer one matched) so they cannot pull `next` back past it."""
+        if m.index <= pr.match:
+            return
+        if not pr.replicate and m.index != pr.next - 1:
+            return
+        probe = m.reject_hint
+        if self.rules.conflict_hint and m.log_term > 0:
+            probe = self.find_conflict_by_term(m.reject_hint, m.log_term)
+        pr.replicate = False
+        pr.paused = False
+        pr.next = max(pr.match + 1, min(m.index, probe + 1))
+        self.send_append(m.src)
+
+    def find_conflict_by_term(self, index: int, term: int) -> int:
+        """The last index <= `index` whose term here is <= `term`: where both logs may agree."""
+        index = min(index, self.last_index())
+        while index > 0 and self._term(index) > term:
+            index -= 1
+        return index
+
+    def leader_commit(self) -> None:
+        """Raft's leader commit: the index a majority holds (the leader counts only what it has
+        made durable), and only if that entry is of the leader's own term (Raft 5.4.2: counting
+        replicas of an older term's entry can commit what a later leader overwrites)."""
+        match = {p: pr.match for p, pr in self.progress.items()}
+        match[self.id] = self.stable
+        index = committed_index(self.peers, match)
+        if index <= self.commit:
+            return
+        if self.rules.leader_commit_own_term and self._term(index) != self.term:
+            return
+        self.commit_to(index)
+        self.broadcast_append()
+
+    # ---- the caller's loop -------------------------------------------------------------------
+
+    def has_ready(self) -> bool:
+        return bool(
+            self.outbox
+            or self.unsent_from <= self.last_index()
+            or self.truncated_to is not None
+            or self.hard_state() != self.prev_hs
+            or self.soft_state() != self.prev_soft
+            or self._apply_hi() > self.applied
+        )
+
+    def _apply_hi(self) -> int:
+        return min(self.commit, self.last_index())
+
+    def ready(self) -> Ready:
+        hs = self.hard_state()
+        hi = self._apply_hi()
+        rd = Ready(
+            hard_state=hs if hs != self.prev_hs else None,
+            truncate_after=None if self.truncated_to is None else self.unsent_from - 1,
+            entries=tuple(self.log.entries(self.unsent_from, self.last_index() + 1)),
+            messages=tuple(self.outbox),
+            committed=tuple(self.log.entries(self.applied + 1, hi + 1)),
+            soft_state=self.soft_state(),
+        )
+        self.outbox = []
+        self.prev_hs = hs
+        self.prev_soft = rd.soft_state
+        self.truncated_to = None
+        self.unsent_from = self.last_index() + 1
+        self.applied = max(self.applied, hi)
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        """The caller made `rd` durable: its entries now count as this replica's own match."""
+        if rd.entries:
+            last = rd.entries[-1]
+            if self.log.term_at(last.index) == last.term:
+                self.stable = max(self.stable, last.index)
+        if self.role == Role.LEADER:
+            self.leader_commit()
