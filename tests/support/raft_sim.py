@@ -1,0 +1,422 @@
+"""A seeded, deterministic simulation of a Raft group built from raftlog.raft.core (issue 27).
+
+N replicas of the core in one process; a network that drops, duplicates, delays (so reorders)
+messages and cuts directed links; crashes that lose whatever a replica had not synced (a Ready
+is handed out, then synced later: the hard state and entries it asked for are only durable
+then, and its messages only leave then); restarts from the durable state alone. After every
+Ready and every sync it checks Raft's safety properties, and after each heal that a leader is
+elected and a proposal commits everywhere within a bound of ticks.
+
+A failure raises SimFailure naming the seed and how to replay it: `run_seed(seed)` or
+`RAFTLOG_SIM_REPLAY=<seed> pytest tests/unit/test_raft_sim.py -k replay`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from raftlog.raft.core import (
+    NONE,
+    Config,
+    Entry,
+    HardState,
+    MemoryLog,
+    Message,
+    Raft,
+    Ready,
+    Role,
+    Rules,
+)
+
+
+class SimFailure(AssertionError):
+    pass
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    nodes: tuple[int, ...] = (3, 5)  # one is drawn per seed
+    rounds: int = 2  # chaos then heal, this many times
+    chaos_ticks: int = 60
+    heal_bound: int = 150  # ticks after a heal by which a proposal must commit everywhere
+    drop: float = 0.1
+    dup: float = 0.05
+    max_delay: int = 3
+    crash: float = 0.02
+    restart: float = 0.1
+    cut: float = 0.04
+    mend: float = 0.1
+    propose: float = 0.5
+    transfer: float = 0.01
+    sync: float = 0.6  # chance a pending Ready is synced at each turn
+    election_tick: int = 10
+    heartbeat_tick: int = 2
+    max_append: tuple[int, ...] = (1, 3, 64)  # entries per append, one drawn per seed
+    rules: Rules = field(default_factory=Rules)
+
+
+def replay_hint(seed: int) -> str:
+    return (
+        f"seed={seed}; replay: RAFTLOG_SIM_REPLAY={seed} pytest tests/unit/test_raft_sim.py "
+        f"-k replay (or support.raft_sim.run_seed({seed}))"
+    )
+
+
+class Replica:
+    def __init__(self, node: int) -> None:
+        self.id = node
+        self.core: Raft | None = None
+        self.durable_log: list[Entry] = []
+        self.durable_hs = HardState()
+        self.pending: Ready | None = None
+        self.applied: list[Entry] = []  # this incarnation's state machine
+        self.seen_commit = 0
+        self.was_leader_term = 0
+
+
+class Sim:
+    def __init__(self, seed: int, cfg: SimConfig | None = None) -> None:
+        self.seed = seed
+        self.cfg = cfg or SimConfig()
+        self.rng = random.Random(seed)
+        n = self.rng.choice(self.cfg.nodes)
+        self.ids = tuple(range(1, n + 1))
+        self.max_append = self.rng.choice(self.cfg.max_append)
+        self.replicas = {i: Replica(i) for i in self.ids}
+        self.time = 0
+        self.seq = 0
+        self.net: list[tuple[int, int, Message]] = []
+        self.cut: set[tuple[int, int]] = set()
+        self.drop = self.cfg.drop
+        self.dup = self.cfg.dup
+        self.entry_at: dict[
+            tuple[int, int], tuple[bytes, int]
+        ] = {}  # (index, term) -> (data, prev term)
+        self.committed: dict[int, Entry] = {}
+        self.leaders: dict[int, int] = {}
+        self.proposed = 0
+        self.trace: list[str] = []
+        for i in self.ids:
+            self.start(i)
+
+    # ---- failures ----------------------------------------------------------------------------
+
+    def fail(self, what: str) -> None:
+        tail = "\n".join(self.trace[-15:])
+        raise SimFailure(f"{what} (t={self.time}, {replay_hint(self.seed)})\nlast events:\n{tail}")
+
+    def note(self, what: str) -> None:
+        self.trace.append(f"t={self.time} {what}")
+
+    # ---- replicas ----------------------------------------------------------------------------
+
+    def start(self, i: int) -> None:
+        r = self.replicas[i]
+        config = Config(
+            id=i,
+            peers=self.ids,
+            election_tick=self.cfg.election_tick,
+            heartbeat_tick=self.cfg.heartbeat_tick,
+            max_append=self.max_append,
+            rules=self.cfg.rules,
+        )
+        rng = random.Random(self.rng.getrandbits(32))
+        r.core = Raft(config, MemoryLog(r.durable_log), r.durable_hs, rng)
+        r.applied = []
+        r.seen_commit = r.durable_hs.commit
+        r.pending = None
+
+    def crash(self, i: int) -> None:
+        r = self.replicas[i]
+        r.core = None
+        r.pending = None  # whatever was not synced is lost
+        self.note(f"crash {i}")
+
+    def live(self) -> list[int]:
+        return [i for i in self.ids if self.replicas[i].core is not None]
+
+    def idle(self, i: int) -> Raft | None:
+        """The core of a live replica with no Ready in flight (one may step it), else None."""
+        r = self.replicas[i]
+        return r.core if r.pending is None else None
+
+    def process(self, i: int) -> None:
+        """Take a Ready if there is one; sync it now or leave it pending for a later turn."""
+        r = self.replicas[i]
+        core = r.core
+        if core is None or r.pending is not None or not core.has_ready():
+            return
+        rd = core.ready()
+        self.check_ready(r, core, rd)
+        r.pending = rd
+        if self.rng.random() < self.cfg.sync:
+            self.sync(i)
+
+    def sync(self, i: int) -> None:
+        r = self.replicas[i]
+        rd, core = r.pending, r.core
+        if rd is None or core is None:
+            return
+        r.pending = None
+        self.persist(r, rd)
+        for m in rd.messages:
+            self.send(m)
+        self.apply(r, rd)
+        core.advance(rd)
+        self.process(i)
+
+    # ---- the checks ----------------------------------------------------------------------------
+
+    def check_ready(self, r: Replica, core: Raft, rd: Ready) -> None:
+        # commit indexes never go back (within an incarnation; durable ones are checked in persist)
+        if core.commit < r.seen_commit:
+            self.fail(f"replica {r.id}'s commit went back from {r.seen_commit} to {core.commit}")
+        for index in range(r.seen_commit + 1, core.commit + 1):
+            e = core.log.entries(index, index + 1)
+            if not e:
+                self.fail(f"replica {r.id} committed {index} beyond its log")
+            self.record_commit(r.id, e[0])
+        r.seen_commit = core.commit
+        if rd.soft_state.role == Role.LEADER and r.was_leader_term != core.term:
+            r.was_leader_term = core.term
+            other = self.leaders.setdefault(core.term, r.id)
+            if other != r.id:
+                self.fail(f"two leaders in term {core.term}: {other} and {r.id}")
+            self.note(f"{r.id} leads term {core.term}")
+            # leader completeness: a new leader holds every committed entry
+            for index, e in self.committed.items():
+                mine = core.log.entries(index, index + 1)
+                if not mine or mine[0] != e:
+                    self.fail(f"leader {r.id} of term {core.term} lacks committed entry {e}")
+
+    def record_commit(self, node: int, e: Entry) -> None:
+        known = self.committed.setdefault(e.index, e)
+        if known != e:
+            self.fail(f"committed entry {e.index} changed: {known} then {e} (at {node})")
+
+    def persist(self, r: Replica, rd: Ready) -> None:
+        log = r.durable_log
+        if rd.truncate_after is not None:
+            if rd.truncate_after < r.durable_hs.commit:
+                self.fail(f"replica {r.id} cut its durable log below its commit")
+            del log[rd.truncate_after :]
+        for e in rd.entries:
+            if e.index != len(log) + 1:
+                self.fail(f"replica {r.id} appended {e.index} after {len(log)} without a cut")
+            prev = log[-1].term if log else 0
+            data, prev_term = self.entry_at.setdefault((e.index, e.term), (e.data, prev))
+            if (data, prev_term) != (e.data, prev):
+                self.fail(f"log matching: two entries at index {e.index} term {e.term}")
+            log.append(e)
+        hs = rd.hard_state
+        if hs is not None:
+            old = r.durable_hs
+            if hs.term < old.term or (hs.term == old.term and old.vote not in (NONE, hs.vote)):
+                self.fail(f"replica {r.id}'s durable term/vote went from {old} to {hs}")
+            if hs.commit < old.commit:
+                self.fail(f"replica {r.id}'s durable commit went back: {old} to {hs}")
+            r.durable_hs = hs
+        for index in range(1, r.durable_hs.commit + 1):
+            e = self.committed.get(index)
+            if index > len(log) or (e is not None and log[index - 1] != e):
+                self.fail(f"replica {r.id}'s durable log lost or changed committed entry {index}")
+
+    def apply(self, r: Replica, rd: Ready) -> None:
+        for e in rd.committed:
+            if e.index != len(r.applied) + 1:
+                self.fail(f"replica {r.id} applied {e.index} after {len(r.applied)}")
+            if self.committed.get(e.index) != e:
+                self.fail(
+                    f"replica {r.id} applied {e} but {self.committed.get(e.index)} is committed"
+                )
+            r.applied.append(e)
+
+    # ---- the network -------------------------------------------------------------------------
+
+    def send(self, m: Message) -> None:
+        if (m.src, m.dst) in self.cut or self.rng.random() < self.drop:
+            return
+        copies = 2 if self.rng.random() < self.dup else 1
+        for _ in range(copies):
+            self.seq += 1
+            at = self.time + 1 + self.rng.randrange(self.cfg.max_delay)
+            heapq.heappush(self.net, (at, self.seq, m))
+
+    def deliver_due(self) -> None:
+        due: list[Message] = []
+        while self.net and self.net[0][0] <= self.time:
+            due.append(heapq.heappop(self.net)[2])
+        self.rng.shuffle(due)
+        for m in due:
+            r = self.replicas[m.dst]
+            if r.core is None:
+                continue
+            if r.pending is not None:  # its Ready is not synced yet: the message waits
+                self.seq += 1
+                heapq.heappush(self.net, (self.time + 1, self.seq, m))
+                continue
+            r.core.step(m)
+            self.process(m.dst)
+
+    # ---- the schedule ------------------------------------------------------------------------
+
+    def turn(self, chaos: bool) -> None:
+        self.time += 1
+        rng = self.rng
+        if chaos:
+            for i in self.ids:
+                r = self.replicas[i]
+                if r.core is not None and rng.random() < self.cfg.crash:
+                    self.crash(i)
+                elif r.core is None and rng.random() < self.cfg.restart:
+                    self.start(i)
+                    self.note(f"restart {i}")
+            if rng.random() < self.cfg.cut:
+                a, b = rng.sample(self.ids, 2)
+                self.cut.add((a, b))
+                if rng.random() < 0.5:
+                    self.cut.add((b, a))
+            if self.cut and rng.random() < self.cfg.mend:
+                self.cut.discard(rng.choice(sorted(self.cut)))
+        if rng.random() < self.cfg.propose:
+            self.propose(rng.choice(self.ids))
+        if chaos and rng.random() < self.cfg.transfer:
+            for i in self.live():
+                core = self.idle(i)
+                if core is not None and core.role == Role.LEADER:
+                    core.transfer_leadership(rng.choice(self.ids))
+                    self.process(i)
+        for i in self.ids:
+            core = self.idle(i)
+            if core is not None:
+                core.tick()
+                self.process(i)
+        self.deliver_due()
+        for i in self.ids:
+            if self.replicas[i].pending is not None and rng.random() < self.cfg.sync:
+                self.sync(i)
+
+    def propose(self, i: int) -> int | None:
+        core = self.idle(i)
+        if core is None:
+            return None
+        self.proposed += 1
+        result = core.propose(f"{self.seed}:{self.proposed}".encode())
+        self.process(i)
+        return result if isinstance(result, int) else None
+
+    def heal(self) -> None:
+        """Mend every link, restart every replica, stop dropping: within heal_bound ticks a
+        leader must be elected and a new proposal applied by every replica."""
+        self.cut.clear()
+        for i in self.ids:
+            if self.replicas[i].core is None:
+                self.start(i)
+        self.drop, self.dup = 0.0, 0.0
+        self.note("heal")
+        start = self.time
+        target: bytes | None = None
+        proposer: tuple[int, int] = (NONE, 0)  # (leader, term) that took the target
+        while self.time - start < self.cfg.heal_bound:
+            self.turn(chaos=False)
+            if target is not None:
+                if all(any(e.data == target for e in self.replicas[i].applied) for i in self.ids):
+                    self.drop, self.dup = self.cfg.drop, self.cfg.dup
+                    return
+                core = self.replicas[proposer[0]].core
+                lost = core is None or core.term != proposer[1] or core.role != Role.LEADER
+                if lost and not any(e.data == target for e in self.committed.values()):
+                    target = None  # its leader was deposed before it committed: the client retries
+            if target is None:
+                for i in self.ids:
+                    core = self.idle(i)
+                    if core is not None and core.role == Role.LEADER:
+                        self.proposed += 1
+                        data = f"{self.seed}:{self.proposed}:heal".encode()
+                        if isinstance(core.propose(data), int):
+                            target, proposer = data, (i, core.term)
+                            self.process(i)
+                        break
+        self.fail(f"no proposal committed everywhere within {self.cfg.heal_bound} ticks of a heal")
+
+    # ---- scripted scenarios (the rule tests drive the group hop by hop) ---------------------
+
+    def act(self, i: int, what: Callable[[Raft], object]) -> None:
+        """Call `what` on replica i's core (it must be live and idle), then take its Ready."""
+        core = self.replicas[i].core
+        if core is None or self.replicas[i].pending is not None:
+            raise RuntimeError(f"replica {i} cannot act now")
+        what(core)
+        self.process(i)
+
+    def hop(self) -> None:
+        """Deliver every message now in the network (no ticks), then sync every replica."""
+        self.time = max([self.time + 1, *(at for at, _, _ in self.net)])
+        self.deliver_due()
+        for i in self.ids:
+            self.sync(i)
+
+    def hops(self, n: int = 20) -> None:
+        for _ in range(n):
+            if not self.net and all(r.pending is None for r in self.replicas.values()):
+                return
+            self.hop()
+
+    def ticks(self, n: int) -> None:
+        for _ in range(n):
+            self.turn(chaos=False)
+
+    def isolate(self, i: int, inbound: bool = True, outbound: bool = True) -> None:
+        for j in self.ids:
+            if j != i:
+                if outbound:
+                    self.cut.add((i, j))
+                if inbound:
+                    self.cut.add((j, i))
+
+    def core(self, i: int) -> Raft:
+        core = self.replicas[i].core
+        if core is None:
+            raise RuntimeError(f"replica {i} is down")
+        return core
+
+    def leader(self) -> int:
+        """The live leader of the highest term, NONE if there is none."""
+        best = (0, NONE)
+        for i in self.live():
+            core = self.core(i)
+            if core.role == Role.LEADER and core.term > best[0]:
+                best = (core.term, i)
+        return best[1]
+
+    def run(self) -> None:
+        for _ in range(self.cfg.rounds):
+            for _ in range(self.cfg.chaos_ticks):
+                self.turn(chaos=True)
+            self.heal()
+
+
+def scripted(nodes: int, rules: Rules | None = None, max_append: int = 64) -> Sim:
+    """A lossless group that only moves when a test says so: every Ready synced at once,
+    no chaos, no client proposals; `hop()` delivers, `act()` calls the core, `ticks()` ticks."""
+    cfg = SimConfig(
+        nodes=(nodes,),
+        drop=0.0,
+        dup=0.0,
+        max_delay=1,
+        propose=0.0,
+        sync=1.0,
+        max_append=(max_append,),
+        rules=rules or Rules(),
+    )
+    return Sim(0, cfg)
+
+
+def run_seed(seed: int, cfg: SimConfig | None = None) -> Sim:
+    """Run one seeded schedule; raises SimFailure (with its seed) on any violation."""
+    sim = Sim(seed, cfg)
+    sim.run()
+    return sim
