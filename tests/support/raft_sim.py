@@ -99,6 +99,7 @@ class Sim:
         self.leaders: dict[int, int] = {}
         self.proposed = 0
         self.trace: list[str] = []
+        self.sent: list[Message] = []  # every message a replica sent (the rule tests count them)
         for i in self.ids:
             self.start(i)
 
@@ -237,6 +238,7 @@ class Sim:
     # ---- the network -------------------------------------------------------------------------
 
     def send(self, m: Message) -> None:
+        self.sent.append(m)
         if (m.src, m.dst) in self.cut or self.rng.random() < self.drop:
             return
         copies = 2 if self.rng.random() < self.dup else 1

@@ -8,12 +8,11 @@ Replay one: RAFTLOG_SIM_REPLAY=<seed> pytest tests/unit/test_raft_sim.py -k repl
 from __future__ import annotations
 
 import os
-import re
 
 import pytest
 from support.raft_sim import Sim, SimConfig, SimFailure, run_seed, scripted
 
-from raftlog.raft.core import NONE, Entry, Message, MsgType, NotLeader, Raft, Role, Rules
+from raftlog.raft.core import Entry, Message, MsgType, NotLeader, Raft, Role, Rules
 
 SEEDS = int(os.environ.get("RAFTLOG_SIM_SEEDS", "2000"))
 CHUNK = 250
@@ -120,3 +119,199 @@ def test_leader_commits_only_its_own_terms_entries() -> None:
 def test_figure_8_commits_then_loses_an_entry_without_the_own_term_rule() -> None:
     with pytest.raises(SimFailure, match="committed entry 2 changed|lacks committed entry"):
         _figure_8(Rules(leader_commit_own_term=False))
+
+
+# ---- FORK 1: the follower commit rule ----------------------------------------------------------
+
+
+def _follower(log_terms: list[int], term: int, rules: Rules | None = None) -> Raft:
+    """Replica 3 of {1, 2, 3} holding entries of these terms, its hard state at `term`."""
+    from random import Random
+
+    from raftlog.raft.core import Config, HardState, MemoryLog
+
+    entries = [Entry(t, i + 1, f"e{i + 1}".encode()) for i, t in enumerate(log_terms)]
+    return Raft(
+        Config(id=3, peers=(1, 2, 3), rules=rules or Rules()),
+        MemoryLog(entries),
+        HardState(term),
+        Random(0),
+    )
+
+
+def _app(term: int, prev: int, prev_term: int, entries: list[Entry], commit: int) -> Message:
+    return Message(MsgType.APP, 2, 3, term, prev, prev_term, tuple(entries), commit)
+
+
+def test_follower_commits_only_what_the_append_showed_to_match() -> None:
+    """3 holds a deposed leader's tail (entry 3 of term 1); leader 2 of term 2 has its own entry
+    3 (term 2), committed, and sends entry 2 only. 3 may commit up to 2, never its own 3."""
+    msg = _app(2, 1, 1, [Entry(1, 2, b"e2")], commit=3)
+    on = _follower([1, 1, 1], 1)
+    on.step(msg)
+    assert on.commit == 2
+    off = _follower([1, 1, 1], 1, Rules(follower_commit_rule=False))
+    off.step(msg)
+    assert off.commit == 3  # the divergent entry counts as committed: applied, acked, then cut
+    off.step(_app(2, 2, 1, [Entry(2, 3, b"leader's")], commit=3))
+    assert off.log.term_at(3) == 1  # it cannot even take the leader's entry 3 now
+
+
+# ---- FORK 2: only conflicting entries are cut ------------------------------------------------------
+
+
+def test_a_late_append_does_not_cut_acknowledged_entries() -> None:
+    late = _app(1, 1, 1, [Entry(1, 2, b"e2")], commit=1)
+    on = _follower([1, 1, 1], 1)
+    on.step(late)
+    assert on.last_index() == 3
+    off = _follower([1, 1, 1], 1, Rules(keep_matching_entries=False))
+    off.step(late)
+    assert off.last_index() == 2  # entry 3, already acknowledged to the leader, is gone
+
+
+def test_the_simulation_catches_cutting_after_every_append() -> None:
+    failure = _first_failure(Rules(keep_matching_entries=False), range(400), safety_only=True)
+    assert failure is not None and "seed=" in failure, "no schedule broke safety"
+    assert _first_failure(Rules(), range(100), safety_only=False) is None
+
+
+# ---- FORK 3: PreVote, leader stickiness, and a transfer skipping it ------------------------------
+
+
+def _steady(rules: Rules) -> Sim:
+    sim = scripted(3, rules)
+    _elect(sim, 1)
+    sim.ticks(5)
+    assert sim.leader() == 1 and sim.core(1).term == 1
+    return sim
+
+
+@pytest.mark.parametrize("pre_vote", [True, False])
+def test_an_isolated_replica_does_not_depose_the_leader_when_it_returns(pre_vote: bool) -> None:
+    sim = _steady(Rules(pre_vote=pre_vote))
+    sim.isolate(3)
+    sim.ticks(100)
+    sim.cut.clear()
+    sim.ticks(100)
+    if pre_vote:
+        assert sim.core(3).term == 1 and sim.leader() == 1 and sim.core(1).term == 1
+    else:
+        assert sim.core(3).term > 1 and sim.core(sim.leader()).term > 1  # 1 was deposed
+
+
+@pytest.mark.parametrize("sticky", [True, False])
+def test_a_replica_cut_from_the_leader_alone_cannot_win_the_others(sticky: bool) -> None:
+    sim = _steady(Rules(leader_stickiness=sticky))
+    sim.cut |= {(1, 3), (3, 1)}
+    sim.ticks(100)
+    terms = {sim.core(i).term for i in sim.ids}
+    if sticky:
+        assert terms == {1} and sim.leader() == 1
+    else:
+        assert max(terms) > 1  # 3 won 2's pre-vote and vote: leadership flaps while 1 is fine
+
+
+@pytest.mark.parametrize("skips_lease", [True, False])
+def test_leadership_transfer(skips_lease: bool) -> None:
+    sim = _steady(Rules(transfer_skips_lease=skips_lease))
+    sim.act(1, lambda c: c.transfer_leadership(2))
+    sim.hops()
+    if skips_lease:
+        assert sim.leader() == 2 and sim.core(2).term == 2
+    else:
+        assert sim.leader() != 2  # 3 (and 1) heard a leader lately and ignore 2's votes
+
+
+# ---- FORK 4: the stale-term answer ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_a_replica_whose_term_ran_ahead_rejoins(answer: bool) -> None:
+    sim = _steady(Rules(stale_term_answer=answer))
+    sim.isolate(3, inbound=False)
+    sim.act(3, lambda c: c.campaign(pre=False))  # term 2; its vote requests are lost
+    sim.cut.clear()
+    for _ in range(10):
+        sim.ticks(10)
+        leader = sim.leader()
+        if leader:
+            sim.act(leader, lambda c: c.propose(b"p"))
+    sim.ticks(30)
+    commits = {i: sim.core(i).commit for i in sim.ids}
+    if answer:
+        assert len(set(commits.values())) == 1, commits
+    else:
+        assert commits[3] < commits[sim.leader()], commits  # 3 ignores the leader forever
+
+
+# ---- FORK 5: CheckQuorum ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_a_leader_cut_off_from_its_majority_steps_down(check: bool) -> None:
+    sim = _steady(Rules(check_quorum=check))
+    sim.isolate(1)
+    sim.ticks(60)
+    other = max(sim.core(2).term, sim.core(3).term)
+    assert other > 1  # 2 and 3 elected a leader of their own
+    if check:
+        assert sim.core(1).role != Role.LEADER
+        assert isinstance(sim.core(1).propose(b"p"), NotLeader)
+    else:
+        assert sim.core(1).role == Role.LEADER  # two leaders; 1 takes proposals never committed
+        assert isinstance(sim.core(1).propose(b"p"), int)
+
+
+# ---- FORK 6: no forwarding ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("refuse", [True, False])
+def test_a_follower_refuses_proposals(refuse: bool) -> None:
+    sim = _steady(Rules(no_forwarding=refuse))
+    out: list[object] = []
+    sim.act(2, lambda c: out.append(c.propose(b"batch")))
+    sim.hops()
+    if refuse:
+        assert out == [NotLeader(1)]
+    # The client did not get an index: it retries at the leader.
+    _propose(sim, 1, b"batch")
+    sim.hops()
+    sim.ticks(5)
+    copies = sum(1 for e in sim.committed.values() if e.data == b"batch")
+    assert copies == (1 if refuse else 2)
+
+
+# ---- FORK 8: a refused append names (and cuts) what it proves divergent ----------------------
+
+
+@pytest.mark.parametrize("hint", [True, False])
+def test_a_divergent_tail_is_replaced_in_one_round_trip(hint: bool) -> None:
+    sim = scripted(3, Rules(conflict_hint=hint))
+    _elect(sim, 1)
+    sim.cut |= {(1, 2), (1, 3)}
+    for n in range(30):
+        _propose(sim, 1, f"old{n}".encode())  # 1's tail of term 1 reaches nobody
+    sim.cut = {(1, 2), (1, 3), (2, 1), (3, 1)}
+    _elect(sim, 2)  # term 2 with 3
+    for n in range(30):
+        _propose(sim, 2, f"new{n}".encode())
+    sim.hops()
+    _elect(sim, 3)  # term 3: 3's first append to 1 names its last entry, far into 1's tail
+    sim.cut.clear()
+    sim.sent.clear()
+    sim.ticks(80)
+    assert sim.core(1).log.entries(1, 100) == sim.core(3).log.entries(1, 100)
+    refusals = sum(1 for m in sim.sent if m.src == 1 and m.type == MsgType.APP_RESP and m.reject)
+    if hint:
+        assert refusals <= 2
+    else:
+        assert refusals >= 25  # one round trip per entry
+
+
+def test_a_refusal_cuts_only_entries_of_terms_above_the_leaders_prev_term() -> None:
+    f = _follower([1, 1, 2, 3, 3], 3)
+    f.step(_app(4, 4, 4, [], commit=1))  # the leader has a term-4 entry at 4
+    assert [f.log.term_at(i) for i in range(1, 6)] == [1, 1, 2, None, None]
+    (resp,) = f.outbox
+    assert resp.reject and (resp.reject_hint, resp.log_term) == (3, 2)
