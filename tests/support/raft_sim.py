@@ -17,6 +17,7 @@ import heapq
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from raftlog.raft.core import (
     NONE,
@@ -105,7 +106,7 @@ class Sim:
 
     # ---- failures ----------------------------------------------------------------------------
 
-    def fail(self, what: str) -> None:
+    def fail(self, what: str) -> NoReturn:
         tail = "\n".join(self.trace[-15:])
         raise SimFailure(f"{what} (t={self.time}, {replay_hint(self.seed)})\nlast events:\n{tail}")
 
@@ -188,10 +189,10 @@ class Sim:
                 self.fail(f"two leaders in term {core.term}: {other} and {r.id}")
             self.note(f"{r.id} leads term {core.term}")
             # leader completeness: a new leader holds every committed entry
-            for index, e in self.committed.items():
+            for index, known in self.committed.items():
                 mine = core.log.entries(index, index + 1)
-                if not mine or mine[0] != e:
-                    self.fail(f"leader {r.id} of term {core.term} lacks committed entry {e}")
+                if not mine or mine[0] != known:
+                    self.fail(f"leader {r.id} of term {core.term} lacks committed entry {known}")
 
     def record_commit(self, node: int, e: Entry) -> None:
         known = self.committed.setdefault(e.index, e)
@@ -221,8 +222,8 @@ class Sim:
                 self.fail(f"replica {r.id}'s durable commit went back: {old} to {hs}")
             r.durable_hs = hs
         for index in range(1, r.durable_hs.commit + 1):
-            e = self.committed.get(index)
-            if index > len(log) or (e is not None and log[index - 1] != e):
+            c = self.committed.get(index)
+            if index > len(log) or (c is not None and log[index - 1] != c):
                 self.fail(f"replica {r.id}'s durable log lost or changed committed entry {index}")
 
     def apply(self, r: Replica, rd: Ready) -> None:
