@@ -193,6 +193,7 @@ class Config:
     election_tick: int = 10  # minimum election timeout, in ticks
     heartbeat_tick: int = 1
     max_append: int = 64  # entries per append message
+    max_batches: int = 8  # append messages per send to one follower in replicate
     applied: int = 0  # the caller's state machine holds entries up to here
     rules: Rules = field(default_factory=Rules)
 
@@ -388,6 +389,13 @@ class Raft:
         the last election timeout; otherwise a cut-off leader would accept proposals forever."""
         return has_quorum(self.peers, self.recent_active | {self.id})
 
+    def heard_from(self, peer: int) -> None:
+        """FORK 10: the driver saw a frame from `peer`'s node. On a node busy with many groups a
+        group's own answers can wait behind the others'; its node being heard counts for
+        CheckQuorum so the leader is not deposed for that."""
+        if self.role == Role.LEADER and peer in self.progress:
+            self.recent_active.add(peer)
+
     def in_lease(self) -> bool:
         """FORK 3 (leader stickiness): a leader was heard within the minimum election timeout."""
         return (
@@ -576,21 +584,34 @@ class Raft:
     # ---- the leader's side -----------------------------------------------------------------
 
     def send_append(self, peer: int) -> None:
+        """Probe: one append, then wait for its answer or the next heartbeat. Replicate: send
+        everything `next` has not reached, up to `max_batches` appends, so a follower that fell
+        behind catches up faster than a busy leader appends."""
         pr = self.progress[peer]
-        if pr.paused:
-            return
-        prev = pr.next - 1
-        prev_term = self._term(prev)
-        entries = tuple(
-            self.log.entries(pr.next, min(self.last_index() + 1, pr.next + self.cfg.max_append))
-        )
-        self._send(
-            Message(MsgType.APP, self.id, peer, self.term, prev, prev_term, entries, self.commit)
-        )
-        if pr.replicate:
+        for _ in range(self.cfg.max_batches):
+            if pr.paused:
+                return
+            prev = pr.next - 1
+            hi = min(self.last_index() + 1, pr.next + self.cfg.max_append)
+            entries = tuple(self.log.entries(pr.next, hi))
+            self._send(
+                Message(
+                    MsgType.APP,
+                    self.id,
+                    peer,
+                    self.term,
+                    prev,
+                    self._term(prev),
+                    entries,
+                    self.commit,
+                )
+            )
+            if not pr.replicate:
+                pr.paused = True
+                return
             pr.next += len(entries)
-        else:
-            pr.paused = True  # probing: one append per heartbeat until one matches
+            if pr.next > self.last_index():
+                return
 
     def broadcast_append(self) -> None:
         for p in self.progress:

@@ -38,10 +38,10 @@ def test_a_failure_names_its_seed_and_replay() -> None:
         sim.fail("example")
 
 
-def _first_failure(rules: Rules, seeds: range, safety_only: bool) -> str | None:
+def _first_failure(cfg: SimConfig, seeds: range, safety_only: bool) -> str | None:
     for seed in seeds:
         try:
-            run_seed(seed, SimConfig(rules=rules))
+            run_seed(seed, cfg)
         except SimFailure as e:
             if not safety_only or "within" not in str(e).splitlines()[0]:
                 return str(e)
@@ -171,9 +171,17 @@ def test_a_late_append_does_not_cut_acknowledged_entries() -> None:
 
 
 def test_the_simulation_catches_cutting_after_every_append() -> None:
-    failure = _first_failure(Rules(keep_matching_entries=False), range(400), safety_only=True)
+    cfg = SimConfig(rules=Rules(keep_matching_entries=False))
+    failure = _first_failure(cfg, range(400), safety_only=True)
     assert failure is not None and "seed=" in failure, "no schedule broke safety"
-    assert _first_failure(Rules(), range(100), safety_only=False) is None
+
+
+def test_the_simulation_catches_messages_sent_before_their_ready_is_durable() -> None:
+    """The caller's one rule: a replica that answers before it syncs, then crashes, forgets a
+    vote or an entry it acknowledged; a leader then lacks a committed entry."""
+    cfg = SimConfig(send_before_sync=True, sync=0.3)  # longer windows before a sync
+    failure = _first_failure(cfg, range(400), safety_only=True)
+    assert failure is not None and "seed=" in failure, "no schedule broke safety"
 
 
 # ---- FORK 3: PreVote, leader stickiness, and a transfer skipping it ------------------------------

@@ -241,6 +241,15 @@ def test_check_quorum_steps_a_leader_down_without_answers() -> None:
     assert leader.role == Role.FOLLOWER
 
 
+def test_check_quorum_counts_a_followers_node_heard_by_the_driver() -> None:
+    leader = replica(node=1)
+    elect(leader)
+    for _ in range(3 * leader.cfg.election_tick):
+        leader.heard_from(2)
+        leader.tick()
+    assert leader.role == Role.LEADER
+
+
 def test_transfer_sends_timeout_now_once_the_target_is_caught_up() -> None:
     leader = replica(node=1)
     elect(leader)
