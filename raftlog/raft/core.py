@@ -7,7 +7,14 @@ and `advance(ready)` tells the core they were made durable. The caller's one rul
 messages leave only after its hard state and entries are durable.
 
 Every rule of raftlog/raft/FORK.md that belongs to a core is a named method here, and each can
-be switched off through `Rules` so the tests can show what breaks without it.
+be switched off through `Rules` so the tests can show what breaks without it:
+FORK 1 `follower_commit`, 2 `append_matching`, 3 `campaign` (PreVote) and `in_lease`
+(stickiness; a transfer's requests pass it), 4 `stale_term_answer`, 5 `check_quorum` (and the
+Ready's soft state, by which the caller fails a deposed leader's waiters), 6 `propose`
+(refuses on a follower), 8 `reject_hint` / `handle_reject` / `find_conflict_by_term`,
+10 `heard_from`, TimeoutNow `transfer_leadership`; Raft 5.4.2 `leader_commit`.
+Not in this step: snapshots (FORK 7; `RaftLog.first_index` is the seam for them), quiet groups
+(FORK 9), the election budget and the heartbeat fast path (FORK 9 and 11: the driver's).
 """
 
 from __future__ import annotations

@@ -447,7 +447,16 @@ def scripted(nodes: int, rules: Rules | None = None, max_append: int = 64) -> Si
 
 
 def run_seed(seed: int, cfg: SimConfig | None = None) -> Sim:
-    """Run one seeded schedule; raises SimFailure (with its seed) on any violation."""
+    """Run one seeded schedule; raises SimFailure (with its seed) on any violation, including
+    an exception raised inside the core."""
     sim = Sim(seed, cfg)
-    sim.run()
+    try:
+        sim.run()
+    except SimFailure:
+        raise
+    except Exception as e:
+        tail = "\n".join(sim.trace[-15:])
+        raise SimFailure(
+            f"{type(e).__name__}: {e} (t={sim.time}, {replay_hint(seed)})\nlast events:\n{tail}"
+        ) from e
     return sim

@@ -32,10 +32,17 @@ def test_replay() -> None:
     run_seed(int(seed))
 
 
-def test_a_failure_names_its_seed_and_replay() -> None:
+def test_a_failure_names_its_seed_and_replay(monkeypatch: pytest.MonkeyPatch) -> None:
     sim = Sim(7)
     with pytest.raises(SimFailure, match=r"seed=7; replay: RAFTLOG_SIM_REPLAY=7"):
         sim.fail("example")
+
+    def broken(self: Raft) -> None:
+        raise IndexError("a bug in the core")
+
+    monkeypatch.setattr(Raft, "tick", broken)
+    with pytest.raises(SimFailure, match=r"IndexError: a bug in the core .*seed=8; replay"):
+        run_seed(8)
 
 
 def _first_failure(cfg: SimConfig, seeds: range, safety_only: bool) -> str | None:
