@@ -5,6 +5,7 @@
 #   make audit  the epoch audit of the local cluster (PySpark): report in audit/<time>/
 #   make lint   ruff check + ruff format --check, then mypy (pyproject.toml [tool.mypy])
 #   make faults network fault suite (root): nodes in network namespaces, CYCLES fault cycles
+#   make sim    the Raft core's seeded simulation, SEEDS schedules
 
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -18,7 +19,7 @@ NODES ?= 3
 KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: run down status audit audit-scale venv sysdeps test lint clean faults fuzz
+.PHONY: run down status audit audit-scale venv sysdeps test lint clean faults fuzz sim
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "raftlog needs Python 3.11; $(PYTHON) is " + sys.version.split()[0])'
@@ -88,6 +89,12 @@ faults: venv
 FUZZ_EXAMPLES ?= 20000
 fuzz: venv
 	RAFTLOG_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -s tests/e2e/test_fuzz.py
+
+# The seeded simulation of the pure Raft core (tests/unit/test_raft_sim.py): the suite runs
+# 2,000 schedules, this many more. A failure prints its seed and the command that replays it.
+SEEDS ?= 100000
+sim: venv
+	RAFTLOG_SIM_SEEDS=$(SEEDS) $(BIN)/pytest -q tests/unit/test_raft_sim.py
 
 # raftlog side by side with Tansu (bench/run.py): table on stdout, bench/results/.
 # `make bench BENCH_ARGS=--quick` for small sizes and one run.
