@@ -6,9 +6,9 @@ arrive (doubling, never past the frame's size), so a size prefix alone reserves 
 only while the node's request memory has room (kafka_api/request_memory.py: what it grew counts
 there until it is dropped); it is kept for reuse up to MAX_READ_BUFFER_BYTES and dropped back
 to READ_BUFFER_BYTES after a larger frame. Before a SASL connection has authenticated, no frame
-may be larger than sasl.server.max.receive.size (Kafka's bound, 512 KiB). Frames are decoded in place from
-read-only views: kio copies what it keeps,
-so a request's bytes are copied once, into the decoded request. Requests start in arrival order
+may be larger than sasl.server.max.receive.size (Kafka's bound, 512 KiB). Frames are decoded in
+place from read-only views: kio copies what it keeps, so a request's bytes are copied once, into
+the decoded request; one over DECODE_OFF_LOOP_BYTES is copied and decoded in a thread. Requests start in arrival order
 (a task each, and the loop runs new tasks FIFO, so Produce proposals keep the connection's
 order) and may then run concurrently; responses are written strictly in request order, large
 record sets in slices so they go to the socket rather than into the transport's buffer.
@@ -302,7 +302,6 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _memory_given_back(self) -> None:
         self._waiting_memory = False
-        self._decoding = False  # a large frame is being decoded in a thread
         self.update_reading()
 
     def _give_back_growth(self) -> None:
