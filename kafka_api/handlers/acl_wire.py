@@ -5,7 +5,7 @@ over it made from its entry count alone (the server asks before decoding such a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kafka_api import codec
@@ -75,6 +75,27 @@ def refusal(ctx: RequestContext, oversized: str | None) -> tuple[ErrorCode, str 
     if oversized is not None:
         return ErrorCode.policy_violation, oversized
     return None
+
+
+RefuseWhole = Callable[[Any, int, ErrorCode, str | None], Encoded]
+RefusalUnread = Callable[[RequestContext, int], Coroutine[Any, Any, Encoded] | None]
+
+
+def unread_refusal(api_key: int, what: str, refused: RefuseWhole) -> RefusalUnread:
+    """A handler's `refusal_unread`: the answer to a request of `count` entries that is
+    refused whole for its size, made by refused(response module, count, error, message)
+    without reading them; None when the request must be read."""
+
+    async def answer(ctx: RequestContext, count: int, oversized: str) -> Encoded:
+        why = refusal(ctx, oversized)
+        assert why is not None
+        return refused(codec.response_module(api_key, ctx.api_version), count, *why)
+
+    def refusal_unread(ctx: RequestContext, count: int) -> Coroutine[Any, Any, Encoded] | None:
+        oversized = too_many(count, what)
+        return None if oversized is None else answer(ctx, count, oversized)
+
+    return refusal_unread
 
 
 def refused_alike(

@@ -8,13 +8,12 @@ checking and answering are proportional to the request: they run in a thread."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
 from typing import Any
 
 from kafka_api.codec import Encoded, build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.handlers.acl_wire import binding, refusal, refused_alike, too_many
+from kafka_api.handlers.acl_wire import binding, refusal, refused_alike, too_many, unread_refusal
 from raftlog.broker import AclChange
 from raftlog.errors import ErrorCode
 from raftlog.security.acl import AclBinding, creation_error
@@ -43,19 +42,6 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     return await encode_off_loop(_answer, m, results)
 
 
-def refusal_unread(ctx: RequestContext, count: int) -> Coroutine[Any, Any, Encoded] | None:
-    """The answer to a request of `count` creations that is refused whole for its size, made
-    without reading them; None when the request must be read."""
-    oversized = too_many(count, WHAT)
-    return None if oversized is None else _refused_unread(ctx, count, oversized)
-
-
-async def _refused_unread(ctx: RequestContext, count: int, oversized: str) -> Encoded:
-    refused = refusal(ctx, oversized)
-    assert refused is not None
-    return _refused(response_module(API_KEY, ctx.api_version), count, *refused)
-
-
 def _checked(creations: Any) -> list[tuple[AclBinding, str | None]]:
     """Each creation as a binding, with why Kafka refuses it (None if it may be created)."""
     return [(b, creation_error(b)) for b in map(binding, creations)]
@@ -70,15 +56,15 @@ def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Encod
     )
 
 
+refusal_unread = unread_refusal(API_KEY, WHAT, _refused)
+
+
 def _answer(m: Any, results: list[tuple[ErrorCode, str | None]]) -> Any:
-    return _response(
-        m,
-        tuple(
+    return build(
+        m.CreateAclsResponse,
+        throttle_time=NO_THROTTLE,
+        results=tuple(
             build(m.AclCreationResult, error_code=error, error_message=message)
             for error, message in results
         ),
     )
-
-
-def _response(m: Any, results: tuple[Any, ...]) -> Any:
-    return build(m.CreateAclsResponse, throttle_time=NO_THROTTLE, results=results)

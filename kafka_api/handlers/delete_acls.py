@@ -9,13 +9,18 @@ look at more than MAX_EXAMINED. Reading the filters and answering run in a threa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
 from typing import Any
 
 from kafka_api.codec import Encoded, build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from kafka_api.handlers.acl_wire import binding_filter, refusal, refused_alike, too_many
+from kafka_api.handlers.acl_wire import (
+    binding_filter,
+    refusal,
+    refused_alike,
+    too_many,
+    unread_refusal,
+)
 from raftlog.broker import AclChange
 from raftlog.errors import ErrorCode
 from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error
@@ -54,19 +59,6 @@ def _checked(entries: Any) -> list[tuple[AclBindingFilter, str | None]]:
     return [(f, filter_error(f)) for f in map(binding_filter, entries)]
 
 
-def refusal_unread(ctx: RequestContext, count: int) -> Coroutine[Any, Any, Encoded] | None:
-    """The answer to a request of `count` filters that is refused whole for its size, made
-    without reading them; None when the request must be read."""
-    oversized = too_many(count, WHAT)
-    return None if oversized is None else _refused_unread(ctx, count, oversized)
-
-
-async def _refused_unread(ctx: RequestContext, count: int, oversized: str) -> Encoded:
-    refused = refusal(ctx, oversized)
-    assert refused is not None
-    return _refused(response_module(API_KEY, ctx.api_version), count, *refused)
-
-
 def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Encoded:
     """Every filter answered with the same error and no matches (Kafka's error response)."""
     return refused_alike(
@@ -79,10 +71,14 @@ def _refused(m: Any, count: int, error: ErrorCode, message: str | None) -> Encod
     )
 
 
+refusal_unread = unread_refusal(API_KEY, WHAT, _refused)
+
+
 def _answer(m: Any, results: list[tuple[ErrorCode, str | None, tuple[AclBinding, ...]]]) -> Any:
-    return _response(
-        m,
-        tuple(
+    return build(
+        m.DeleteAclsResponse,
+        throttle_time=NO_THROTTLE,
+        filter_results=tuple(
             build(
                 m.DeleteAclsFilterResult,
                 error_code=error,
@@ -107,7 +103,3 @@ def _matching(m: Any, found: AclBinding) -> Any:
         operation=found.operation,
         permission_type=found.permission,
     )
-
-
-def _response(m: Any, results: tuple[Any, ...]) -> Any:
-    return build(m.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=results)
