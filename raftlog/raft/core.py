@@ -49,11 +49,21 @@ class MsgType(Enum):
     PROP = "prop"  # a forwarded proposal: only sent when Rules.no_forwarding is off
 
 
+class Payload(Protocol):
+    """An entry's data as the core sees it: opaque, sized. A log may hand out a lazy payload
+    that reads its bytes only when a message carrying it is encoded (the segment journal does:
+    a leader's append is read back from its segment only if it is sent)."""
+
+    def __len__(self) -> int: ...
+
+    def __bytes__(self) -> bytes: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     term: int
     index: int
-    data: bytes = b""
+    data: Payload = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +210,7 @@ class Config:
     election_tick: int = 10  # minimum election timeout, in ticks
     heartbeat_tick: int = 1
     max_append: int = 64  # entries per append message
+    max_append_bytes: int = 1 << 20  # data per append message (at least one entry goes)
     max_batches: int = 8  # append messages per send to one follower in replicate
     applied: int = 0  # the caller's state machine holds entries up to here
     rules: Rules = field(default_factory=Rules)
@@ -214,6 +225,9 @@ class Progress:
     next: int = 1
     replicate: bool = False
     paused: bool = False
+    # The follower needs entries this log no longer holds (compacted): nothing is sent to it
+    # until a snapshot install (FORK 7, not in the core yet) brings it past first_index.
+    behind_log: bool = False
 
 
 class Raft:
@@ -413,7 +427,7 @@ class Raft:
 
     # ---- proposals ---------------------------------------------------------------------------
 
-    def propose(self, data: bytes) -> ProposeResult:
+    def propose(self, data: Payload) -> ProposeResult:
         """Append `data` if this replica leads. FORK 6: a follower refuses and the caller
         redirects: a forwarded proposal's index is unknown to whoever judged it."""
         if self.role != Role.LEADER or self.lead_transferee != NONE:
@@ -599,8 +613,10 @@ class Raft:
             if pr.paused:
                 return
             prev = pr.next - 1
-            hi = min(self.last_index() + 1, pr.next + self.cfg.max_append)
-            entries = tuple(self.log.entries(pr.next, hi))
+            pr.behind_log = prev < self.log.first_index() - 1
+            if pr.behind_log:
+                return
+            entries = self._append_batch(pr.next)
             self._send(
                 Message(
                     MsgType.APP,
@@ -619,6 +635,18 @@ class Raft:
             pr.next += len(entries)
             if pr.next > self.last_index():
                 return
+
+    def _append_batch(self, lo: int) -> tuple[Entry, ...]:
+        """Entries from `lo` for one append: up to max_append of them and max_append_bytes of
+        data, at least one."""
+        hi = min(self.last_index() + 1, lo + self.cfg.max_append)
+        entries = self.log.entries(lo, hi)
+        budget = self.cfg.max_append_bytes
+        for i, e in enumerate(entries):
+            budget -= len(e.data)
+            if budget < 0 and i > 0:
+                return tuple(entries[:i])
+        return tuple(entries)
 
     def broadcast_append(self) -> None:
         for p in self.progress:
@@ -669,7 +697,10 @@ class Raft:
     def find_conflict_by_term(self, index: int, term: int) -> int:
         """The last index <= `index` whose term here is <= `term`: where both logs may agree."""
         index = min(index, self.last_index())
-        while index > 0 and self._term(index) > term:
+        while index > 0:
+            here = self.log.term_at(index)
+            if here is None or here <= term:  # None: compacted; send_append finds it behind
+                return index
             index -= 1
         return index
 

@@ -26,6 +26,7 @@ from raftlog.raft.core import (
     HardState,
     MemoryLog,
     Message,
+    Payload,
     Raft,
     Ready,
     Role,
@@ -97,7 +98,7 @@ class Sim:
         self.drop = self.cfg.drop
         self.dup = self.cfg.dup
         self.entry_at: dict[
-            tuple[int, int], tuple[bytes, int]
+            tuple[int, int], tuple[Payload, int]
         ] = {}  # (index, term) -> (data, prev term)
         self.committed: dict[int, Entry] = {}
         self.leaders: dict[int, int] = {}
