@@ -185,6 +185,9 @@ def _peers(
     return peers
 
 
+RAFT_ENGINES = ("pysyncobj", "core")
+
+
 @dataclass
 class NodeConfig:
     node_id: int
@@ -205,6 +208,9 @@ class NodeConfig:
     tls: TlsSettings | None = None  # the ssl.* settings, when a keystore is given
     peer_tls: bool = False  # the peer mesh over mutual TLS (besides its HMAC handshake)
     admin_tls: bool = False  # the admin HTTP listener over TLS
+    # Which Raft engine runs the partitions: "pysyncobj" (the fork) or "core" (raftlog's own
+    # core and driver, issue 27; being proven beside it). The controller stays on pysyncobj.
+    raft_engine: str = "pysyncobj"
 
     @property
     def sasl_mechanisms(self) -> tuple[str, ...]:
@@ -268,6 +274,11 @@ class NodeConfig:
         peer_tls = _flag(raw, "peer_tls")
         admin_tls = _flag(raw, "admin_tls")
         tls = _tls(broker, any(x.tls for x in listeners) or peer_tls or admin_tls, base)
+        raft_engine = raw.get("raft_engine", "pysyncobj")
+        if raft_engine not in RAFT_ENGINES:
+            raise ConfigError(
+                f"raft_engine: expected one of {', '.join(RAFT_ENGINES)}, got {raft_engine!r}"
+            )
         data_dir = Path(raw["data_dir"])
         if not data_dir.is_absolute():
             data_dir = (base / data_dir).resolve()
@@ -289,6 +300,7 @@ class NodeConfig:
             tls=tls,
             peer_tls=peer_tls,
             admin_tls=admin_tls,
+            raft_engine=raft_engine,
         )
 
 

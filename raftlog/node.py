@@ -24,6 +24,7 @@ from raftlog.leadership import LeadershipDirectory
 from raftlog.loop_stall import LoopStallMonitor
 from raftlog.offsets_partition import OffsetsPartition
 from raftlog.partition import NodeContext, Partition
+from raftlog.raft.driver import Driver
 from raftlog.raft.group import RaftTimings
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.ticker import Ticker
@@ -92,7 +93,13 @@ class Node:
         self.ticker = Ticker()
         self.ticker.start()
         self.leadership = LeadershipDirectory(self.node_id, self.mesh)
-        self.ctx = NodeContext(self.node_id, self.mesh, self.ticker, self.timings, self.history)
+        driver = None
+        if cfg.raft_engine == "core":
+            driver = Driver(self.node_id, self.mesh, self.timings.election_min)
+            driver.start()
+        self.ctx = NodeContext(
+            self.node_id, self.mesh, self.ticker, self.timings, self.history, driver=driver
+        )
         self.groups = GroupCoordinator(
             self.node_id,
             self._group_config(None),
@@ -165,6 +172,8 @@ class Node:
             partition.close()
         self.controller.close()
         self.ticker.stop()
+        if self.ctx.driver is not None:
+            self.ctx.driver.stop()
         await self.mesh.close()
         self.history.close()
 

@@ -28,9 +28,11 @@ from raftlog.errors import ErrorCode, KafkaError
 from raftlog.metrics import PartitionCounters, RaftMetrics
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, await_answer
 from raftlog.producer_state import ProducerState
+from raftlog.raft.driver import Driver
 from raftlog.raft.group import RaftGroup, RaftTimings
 from raftlog.raft.journal import Entry, SegmentJournal
 from raftlog.raft.mesh import Mesh
+from raftlog.raft.replica import CoreGroup
 from raftlog.raft.snapshot import RESUME, PartitionSnapshots
 from raftlog.raft.ticker import Ticker
 from raftlog.share.store import SHARE, ShareStore, ShareUpdate, StoredShare
@@ -76,6 +78,8 @@ class NodeContext:
     timings: RaftTimings
     history: HistoryJournal
     metrics: RaftMetrics = field(default_factory=RaftMetrics)
+    # Set when the node runs its partitions on raftlog's own Raft core (raft_engine = "core").
+    driver: Driver | None = None
 
 
 class Partition:
@@ -115,22 +119,35 @@ class Partition:
         self._share_pending: deque[tuple[int, bytes]] = deque()  # appended, not committed
         self._rescan_shares()
         self.snapshots = PartitionSnapshots(self.journal, self.log, str(ctx.node_id), None, self)
-        self.group = RaftGroup(
-            group_name,
-            str(ctx.node_id),
-            [str(r) for r in replicas],
-            self.journal,
-            ctx.mesh,
-            ctx.ticker,
-            ctx.timings,
-            snapshots=self.snapshots,
-            # A proposal is judged (producer sequences, offsets for the answer) by the leader
-            # that appends it: forwarded to another, it would be appended unjudged.
-            forward_commands=False,
-            on_change=self._group_changed,
-        )
-        self.snapshots.link = self.group.transport
-        self.group.transport.side_messages[RESUME] = self._resume_requested
+        self.group: RaftGroup | CoreGroup
+        if ctx.driver is not None:
+            self.group = CoreGroup(
+                group_name,
+                str(ctx.node_id),
+                [str(r) for r in replicas],
+                self.journal,
+                ctx.driver,
+                election_seconds=ctx.timings.election_min,
+                heartbeat_seconds=ctx.timings.heartbeat,
+                on_change=self._group_changed,
+            )
+        else:
+            self.group = RaftGroup(
+                group_name,
+                str(ctx.node_id),
+                [str(r) for r in replicas],
+                self.journal,
+                ctx.mesh,
+                ctx.ticker,
+                ctx.timings,
+                snapshots=self.snapshots,
+                # A proposal is judged (producer sequences, offsets for the answer) by the
+                # leader that appends it: forwarded to another, it would be appended unjudged.
+                forward_commands=False,
+                on_change=self._group_changed,
+            )
+            self.snapshots.link = self.group.transport
+            self.group.transport.side_messages[RESUME] = self._resume_requested
         self.produce_queue = ProduceQueue(
             self.group,
             lambda: self._ctx.timings.max_message_bytes,
@@ -480,7 +497,7 @@ class Partition:
 
     # --- internals -----------------------------------------------------------------------------
 
-    def _group_changed(self, group: RaftGroup) -> None:
+    def _group_changed(self, group: RaftGroup | CoreGroup) -> None:
         leader, term = group.leader_id, group.term
         if (leader, term) != self._leader_seen:
             self._leader_seen = (leader, term)

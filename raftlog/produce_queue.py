@@ -20,6 +20,7 @@ from raftlog.metrics import Histogram
 from raftlog.producer_state import Verdict
 from raftlog.raft.group import RaftGroup
 from raftlog.raft.journal import DATA_PREFIX
+from raftlog.raft.replica import CoreGroup
 
 # How far a leader's log may run ahead of its commit index. pysyncobj replicates whatever is
 # appended with no limit of its own; a leader far ahead of its followers spends its time
@@ -61,7 +62,7 @@ class Proposal(bytes):
 class ProduceQueue:
     def __init__(
         self,
-        group: RaftGroup,
+        group: RaftGroup | CoreGroup,
         max_entry_bytes: Callable[[], int],
         log_start_offset: Callable[[], int],
         record_ack: Callable[[int, int, int], None],

@@ -17,7 +17,7 @@ import uvloop
 from kafka.errors import KafkaError as ClientError
 
 from raftlog import cluster
-from raftlog.config import ConfigError, NodeConfig, parse_address
+from raftlog.config import RAFT_ENGINES, ConfigError, NodeConfig, parse_address
 from raftlog_app import acl_cli, audit_cli, client_config, groups_cli, logs, user_cli
 
 # The node process and the share CLI are imported where they run: together with the Kafka
@@ -89,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
         default="PLAINTEXT",
         help="Kafka listeners by protocol, e.g. PLAINTEXT,SASL_SSL: the first on the Kafka "
         "port, the k-th at port+3000+1000k (TLS needs --broker ssl.keystore.location=...)",
+    )
+    up.add_argument(
+        "--raft-engine",
+        choices=RAFT_ENGINES,
+        default="pysyncobj",
+        help="what runs the partitions' Raft groups: the pysyncobj fork, or raftlog's own core "
+        "(issue 27, being proven)",
     )
     up.set_defaults(run=_cluster_up)
     add = clu_sub.add_parser("add-node", help="start one more node that joins the cluster")
@@ -247,7 +254,13 @@ def _cluster_up(args: argparse.Namespace) -> int:
     broker = dict(cluster.parse_setting(item) for item in args.broker)
     listeners = tuple(x.strip().upper() for x in args.listeners.split(",") if x.strip())
     bootstrap = cluster.up(
-        args.data, args.nodes, args.kafka_port, args.timeout, broker, listeners=listeners
+        args.data,
+        args.nodes,
+        args.kafka_port,
+        args.timeout,
+        broker,
+        listeners=listeners,
+        raft_engine=args.raft_engine,
     )
     print(f"raftlog cluster of {args.nodes} nodes is up; data in {args.data.resolve()}")
     print("bootstrap servers:")

@@ -455,6 +455,12 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         if self._log.log_end_offset != self._entries[-1].next_offset:
             self._cut_log_to_window()
 
+    def cut_after(self, idx: int) -> None:
+        """A Raft truncation by the core (raft/replica.py): entries after `idx` and their batches
+        go; the core cuts only what it proved divergent (FORK.md, 2 and 8)."""
+        if self._entries:
+            self._cut_from(max(0, idx + 1 - self._entries[0].idx), "raft")
+
     def truncate_for_install(self, offset: int, leader_terms: set[int]) -> None:
         """Drops the window entries a snapshot install replaces: those past `offset` (where
         this log stops agreeing with the leader's) or of a term the leader never had. Entries

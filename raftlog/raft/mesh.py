@@ -29,7 +29,7 @@ from raftlog.raft.durability import Durability
 
 log = logging.getLogger(__name__)
 
-RAFT, PING, CONTROL, HELLO, WELCOME, AUTH, BEATS = range(7)
+RAFT, PING, CONTROL, HELLO, WELCOME, AUTH, BEATS, CORE = range(8)
 HANDSHAKE_TIMEOUT = 5.0
 PING_INTERVAL = 0.25  # a silent link shows within a second, idle or not
 DEAD_AFTER = 6.0  # seconds without a byte from a connected peer
@@ -165,7 +165,7 @@ class _Connection(asyncio.Protocol):
                 return
             was_authenticated = self.authenticated
             self._frame(frame)
-            handled += 1 if frame[0] != BEATS else 1 + len(frame[1]) // BEATS_PER_FRAME
+            handled += 1 if frame[0] not in (BEATS, CORE) else 1 + len(frame[1]) // BEATS_PER_FRAME
             if was_authenticated and handled >= FRAMES_PER_TURN:
                 if not self._paused:
                     self._paused = True
@@ -220,6 +220,8 @@ class _Connection(asyncio.Protocol):
             elif kind == BEATS:
                 for beat in frame[1]:
                     self._mesh._deliver(peer_id, beat[0], beat[1:])
+            elif kind == CORE:
+                self._mesh._core(peer_id, frame[1])
             elif kind == CONTROL:
                 self._mesh._control(peer_id, frame[1], frame[2])
             return
@@ -324,6 +326,7 @@ class Mesh:
         self._connections: dict[str, _Connection] = {}
         self._endpoints: dict[str, Endpoint] = {}
         self._control_handlers: dict[str, Callable[[str, Any], None]] = {}
+        self._core_handler: Callable[[str, list[Any]], None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self._last_error: dict[str, float] = {}
@@ -392,6 +395,18 @@ class Mesh:
             conn.write([RAFT, group_id, message])
         return True
 
+    def send_core(self, peer_id: str, items: list[Any]) -> bool:
+        """One frame of the Raft driver's messages to a peer: every group's of a loop turn."""
+        conn = self._connections.get(peer_id)
+        if conn is None:
+            return False
+        conn.write([CORE, items])
+        return True
+
+    def on_core(self, handler: Callable[[str, list[Any]], None]) -> None:
+        """Where the Raft driver's frames go (raft/driver.py)."""
+        self._core_handler = handler
+
     def connected(self, peer_id: str) -> bool:
         return peer_id in self._connections
 
@@ -445,6 +460,10 @@ class Mesh:
             if now - self._last_error.get(group_id, 0.0) > 5.0:
                 self._last_error[group_id] = now
                 log.exception("group %s: message from %s failed", group_id, peer_id)
+
+    def _core(self, peer_id: str, items: list[Any]) -> None:
+        if self._core_handler is not None:
+            self._core_handler(peer_id, items)
 
     def _control(self, peer_id: str, kind: str, payload: Any) -> None:
         handler = self._control_handlers.get(kind)

@@ -101,7 +101,7 @@ class Nodes:
 
     # ----------------------------------------------------------------- configs
 
-    def write_configs(self) -> None:
+    def write_configs(self, raft_engine: str = "pysyncobj") -> None:
         peers = "".join(
             f'\n[[peers]]\nid = {n.node_id}\nraft = "{n.ip}:{RAFT_PORT}"\n'
             for n in self.nodes.values()
@@ -116,7 +116,8 @@ class Nodes:
                 f'advertised_kafka = "{n.kafka}"\n'
                 f'raft_listen = "{n.ip}:{RAFT_PORT}"\n'
                 f'admin_listen = "{n.admin}"\n'
-                f'cluster_secret = "{self.secret}"\n' + peers + broker
+                f'cluster_secret = "{self.secret}"\n'
+                f'raft_engine = "{raft_engine}"\n' + peers + broker
             )
 
     def write_cluster_json(self) -> None:

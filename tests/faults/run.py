@@ -60,6 +60,7 @@ class Options:
     audit: bool
     kinds: list[str] | None
     recheck: Path | None = None
+    raft_engine: str = "pysyncobj"
 
 
 def parse_args(argv: list[str] | None) -> Options:
@@ -86,6 +87,12 @@ def parse_args(argv: list[str] | None) -> Options:
     ap.add_argument("--no-audit", action="store_true", help="skip `raftlog audit` (debugging)")
     ap.add_argument("--kinds", default=None, help="comma-separated subset of the fault kinds")
     ap.add_argument(
+        "--raft-engine",
+        choices=("pysyncobj", "core"),
+        default="pysyncobj",
+        help="what runs the partitions' Raft groups (the node's raft_engine setting)",
+    )
+    ap.add_argument(
         "--recheck",
         type=Path,
         default=None,
@@ -108,6 +115,7 @@ def parse_args(argv: list[str] | None) -> Options:
         flush_timeout=a.flush_timeout,
         audit=not a.no_audit,
         kinds=a.kinds.split(",") if a.kinds else None,
+        raft_engine=a.raft_engine,
         recheck=a.recheck,
     )
 
@@ -150,7 +158,7 @@ class Runner:
         self.net.create()
         self.net.check_connectivity()
         self.nodes = Nodes(self.net, o.out / "cluster")
-        self.nodes.write_configs()
+        self.nodes.write_configs(o.raft_engine)
         for i in self.nodes.ids:
             self.nodes.start(i)
         self.nodes.wait_ready(timeout=90)

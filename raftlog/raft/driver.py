@@ -1,0 +1,234 @@
+"""One driver per node for every Raft group that runs on the pure core (raft/core.py).
+
+The core only changes state; this does the rest, for all groups at once. Each event-loop turn
+in which something happened to groups (a tick, a peer's frame, a proposal) it takes every
+such group's Ready in turn: the group persists it (its entries are already in its segment
+journal; a changed term or vote joins the node's batched save, durability.py), its messages
+are collected per peer, its committed entries are applied, and at the end of the turn each
+peer gets **one frame** with every group's messages (Redpanda's heartbeat_manager does the
+same for heartbeats; here appends, votes and answers ride along). A group's messages that
+follow a save of its term or vote wait, in order, until that save is on disk; other groups'
+messages do not wait for it.
+
+Time is logical: the driver ticks every awake group each TICK_SECONDS; the core counts ticks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from raftlog.raft.core import Entry, Message, MsgType, Raft, Ready, Role
+from raftlog.raft.durability import Durability
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 0.05
+
+_TYPES = tuple(MsgType)
+_CODE = {t: i for i, t in enumerate(_TYPES)}
+_REJECT, _TRANSFER = 1, 2
+
+# A group's message on the wire: [group, type, term, index, log_term, commit, reject_hint,
+# flags, entries] with entries flat as [term, data, term, data, ...] at index + 1 on.
+Item = list[Any]
+
+
+def encode(group: str, m: Message) -> Item:
+    flat: list[Any] = []
+    for e in m.entries:
+        flat.append(e.term)
+        flat.append(bytes(e.data))
+    flags = (_REJECT if m.reject else 0) | (_TRANSFER if m.transfer else 0)
+    return [group, _CODE[m.type], m.term, m.index, m.log_term, m.commit, m.reject_hint, flags, flat]
+
+
+def decode(item: Item, src: int, dst: int) -> tuple[str, Message]:
+    group, code, term, index, log_term, commit, hint, flags, flat = item
+    entries = tuple(Entry(flat[i], index + 1 + i // 2, flat[i + 1]) for i in range(0, len(flat), 2))
+    message = Message(
+        _TYPES[code],
+        src,
+        dst,
+        term,
+        index,
+        log_term,
+        entries,
+        commit,
+        bool(flags & _REJECT),
+        hint,
+        bool(flags & _TRANSFER),
+    )
+    return group, message
+
+
+class Driven(Protocol):
+    """A group as the driver sees it (raft/replica.py's CoreGroup)."""
+
+    name: str
+    raft: Raft
+
+    def persist(self, rd: Ready) -> int:
+        """Makes the Ready's state durable, or queues it in the node's batched save; returns
+        the save its messages must follow."""
+
+    def apply(self, rd: Ready) -> None:
+        """Applies committed entries and role changes."""
+
+
+class Link(Protocol):
+    """The driver's view of the node's mesh (raft/mesh.py)."""
+
+    durability: Durability
+
+    def send_core(self, peer_id: str, items: list[Any]) -> bool: ...
+
+    def on_core(self, handler: Callable[[str, list[Any]], None]) -> None: ...
+
+    def heard_from(self, within: float) -> set[str]: ...
+
+
+class Driver:
+    def __init__(self, node_id: int, link: Link, election_seconds: float) -> None:
+        self.node_id = node_id
+        self._link = link
+        self.durability = link.durability
+        self._election_seconds = election_seconds
+        self._groups: dict[str, Driven] = {}
+        self._dirty: dict[str, Driven] = {}  # insertion-ordered: groups with work this turn
+        self._out: dict[int, list[Item]] = {}  # this turn's frame to each peer
+        self._held: dict[str, list[tuple[int, int, Item]]] = {}  # group -> (save, peer, item)
+        self._turn_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ticking: asyncio.TimerHandle | None = None
+        self._last_error: dict[str, float] = {}
+        self.turns = 0  # loop turns that did Raft work, for the metrics and tests
+        link.on_core(self.receive)
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._ticking = self._loop.call_later(TICK_SECONDS, self._tick)
+
+    def stop(self) -> None:
+        if self._ticking is not None:
+            self._ticking.cancel()
+
+    def add(self, group: Driven) -> None:
+        self._groups[group.name] = group
+
+    def remove(self, group: Driven) -> None:
+        self._groups.pop(group.name, None)
+        self._dirty.pop(group.name, None)
+        self._held.pop(group.name, None)
+
+    def holds(self, group: Driven) -> bool:
+        return self._groups.get(group.name) is group
+
+    def wake(self, group: Driven) -> None:
+        """Something happened to the group: its Ready is taken this loop turn."""
+        self._dirty[group.name] = group
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._turn)
+
+    # --- in --------------------------------------------------------------------------------
+
+    def receive(self, peer_id: str, items: list[Any]) -> None:
+        """A peer's frame: each message is stepped into its group; a message for a group this
+        node does not hold (deleted, not yet created) is dropped, as a lost one."""
+        src = int(peer_id)
+        for item in items:
+            try:
+                name, message = decode(item, src, self.node_id)
+                group = self._groups.get(name)
+                if group is None:
+                    continue
+                group.raft.step(message)
+            except Exception:
+                self._failed(str(item[0]) if item else "?", "message")
+                continue
+            self.wake(group)
+
+    def _tick(self) -> None:
+        loop = self._loop
+        assert loop is not None  # set by start()
+        self._ticking = loop.call_later(TICK_SECONDS, self._tick)
+        heard = {int(p) for p in self._link.heard_from(self._election_seconds)}
+        for group in self._groups.values():
+            raft = group.raft
+            if raft.role == Role.LEADER and raft.election_elapsed + 1 >= raft.cfg.election_tick:
+                for peer in heard:
+                    raft.heard_from(peer)  # FORK 10: a busy node's answers may lag its groups'
+            raft.tick()
+            if raft.has_ready():
+                self.wake(group)
+
+    # --- the turn ----------------------------------------------------------------------------
+
+    def _turn(self) -> None:
+        self._turn_scheduled = False
+        dirty, self._dirty = self._dirty, {}
+        if dirty:
+            self.turns += 1
+        for name, group in dirty.items():
+            try:
+                self._handle(name, group)
+            except Exception:
+                self._failed(name, "ready")
+        self._flush()
+
+    def _handle(self, name: str, group: Driven) -> None:
+        raft = group.raft
+        while raft.has_ready():
+            rd = raft.ready()
+            need = group.persist(rd)
+            if rd.messages:
+                held = self._held.get(name)
+                if held is not None or need > self._link.durability.durable:
+                    self._hold(name, need, rd.messages, held)
+                else:
+                    for m in rd.messages:
+                        self._out.setdefault(m.dst, []).append(encode(name, m))
+            group.apply(rd)
+            raft.advance(rd)
+
+    def _hold(
+        self,
+        name: str,
+        need: int,
+        messages: tuple[Message, ...],
+        held: list[tuple[int, int, Item]] | None,
+    ) -> None:
+        """The group's messages wait for its save (and behind its messages already waiting)."""
+        if held is None:
+            held = self._held[name] = []
+            self._link.durability.wait(need, lambda: self._release(name))
+        held.extend((need, m.dst, encode(name, m)) for m in messages)
+
+    def _release(self, name: str) -> None:
+        held = self._held.pop(name, None)
+        if not held:
+            return
+        durable = self._link.durability.durable
+        for i, (need, peer, item) in enumerate(held):
+            if need > durable:
+                self._held[name] = held[i:]
+                self._link.durability.wait(need, lambda: self._release(name))
+                break
+            self._out.setdefault(peer, []).append(item)
+        self._flush()
+
+    def _flush(self) -> None:
+        out, self._out = self._out, {}
+        for peer, items in out.items():
+            self._link.send_core(str(peer), items)  # a peer not connected: lost, as on a link
+
+    def _failed(self, name: str, what: str) -> None:
+        """One group's failure must not stop the others; logged at most every 5 s a group."""
+        now = time.monotonic()
+        if now - self._last_error.get(name, 0.0) > 5.0:
+            self._last_error[name] = now
+            log.exception("raft group %s: %s failed", name, what)

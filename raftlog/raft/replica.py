@@ -1,0 +1,257 @@
+"""A partition's Raft group on the pure core (raft/core.py), driven by the node's driver
+(raft/driver.py): the core's log is the partition's segment journal, its hard state the
+journal's Raft state file.
+
+It answers what the partition, its produce queue and the admin API ask of a group (the
+same surface as raft/group.py's pysyncobj group), so a node can run its partitions on
+either engine (`raft_engine` in the node's config) while the core is proven.
+Not here yet: snapshot install (FORK.md 7; a follower that needs entries its leader has
+compacted waits), quiet groups (FORK.md 9), the election budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pysyncobj.config import FAIL_REASON
+
+from raftlog.raft.core import (
+    NONE,
+    Config,
+    Entry,
+    HardState,
+    Raft,
+    Ready,
+    Role,
+)
+from raftlog.raft.driver import TICK_SECONDS, Driver
+from raftlog.raft.journal import SegmentJournal
+
+NO_OP = b"\x01"  # the command byte pysyncobj's journal format gives a new term's first entry
+
+Callback = Callable[[Any, int], None]
+
+
+class JournalLog:
+    """The core's RaftLog over a segment journal. Entries are written to their segment (to the
+    OS, as the pysyncobj engine does) in `truncate_and_append`, so a Ready's entries are
+    already persisted; data is read back only when an append carrying it is encoded."""
+
+    def __init__(self, journal: SegmentJournal) -> None:
+        self._journal = journal
+
+    def first_index(self) -> int:
+        return self._journal.first_index
+
+    def last_index(self) -> int:
+        return self._journal.entry(-1).idx
+
+    def term_at(self, index: int) -> int | None:
+        if index == 0:
+            return 0
+        entry = self._journal.entry_by_index(index)
+        return None if entry is None else entry.term
+
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        first = self._journal.first_index
+        view = self._journal[max(lo, first) - first : max(hi, first) - first]
+        return [Entry(term, idx, command) for command, idx, term in view]
+
+    def truncate_and_append(self, after: int, entries: Sequence[Entry]) -> None:
+        if after < self.last_index():
+            self._journal.cut_after(after)
+        for e in entries:
+            # The leader's own proposal keeps its object (the journal judges a Proposal's
+            # producer sequences as it appends); the new term's first entry is a no-op.
+            data = e.data if isinstance(e.data, bytes) else bytes(e.data)
+            self._journal.add(data or NO_OP, e.index, e.term)
+
+
+class CoreGroup:
+    def __init__(
+        self,
+        name: str,
+        self_id: str,
+        peer_ids: list[str],
+        journal: SegmentJournal,
+        driver: Driver,
+        *,
+        election_seconds: float,
+        heartbeat_seconds: float,
+        on_change: Callable[[CoreGroup], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.self_id = self_id
+        self.journal = journal
+        self._driver = driver
+        self._on_change = on_change
+        self._peers = [int(p) for p in peer_ids]
+        self._pending: dict[int, tuple[int, Callback | None]] = {}  # index -> (term, callback)
+        self._compacting = False
+        self._seen: tuple[int, int, Role] = (NONE, 0, Role.FOLLOWER)
+        if len(journal) == 0:
+            journal.add(NO_OP, 1, 0)  # every replica's log starts with the same term-0 entry
+        if len(self._peers) > 1:
+            journal.durable_through(driver.durability)
+        log = JournalLog(journal)
+        last_term = log.term_at(log.last_index()) or 0
+        voted = journal.getVotedForNodeId()
+        state = HardState(
+            max(journal.getCurrentTerm(), last_term),
+            int(voted) if voted else NONE,
+            min(journal.getRaftCommitIndex(), log.last_index()),
+        )
+        config = Config(
+            id=int(self_id),
+            peers=tuple(self._peers),
+            election_tick=max(2, round(election_seconds / TICK_SECONDS)),
+            heartbeat_tick=max(1, round(heartbeat_seconds / TICK_SECONDS)),
+            applied=state.commit,
+        )
+        self.raft = Raft(config, log, state, random.Random())
+        driver.add(self)
+        if len(self._peers) == 1:
+            self.raft.campaign(pre=False)
+            driver.wake(self)
+        elif self._peers[0] == int(self_id):
+            # The first replica (Kafka's preferred leader, spread over the nodes by the
+            # controller) stands soon after a start instead of after a whole election
+            # timeout; PreVote keeps it from disturbing a leader that is alive.
+            delay = random.uniform(2 * heartbeat_seconds, election_seconds)
+            asyncio.get_running_loop().call_later(delay, self._stand)
+
+    # --- the driver's ----------------------------------------------------------------------
+
+    def persist(self, rd: Ready) -> int:
+        hs = rd.hard_state
+        if hs is not None:
+            voted = str(hs.vote) if hs.vote != NONE else None
+            journal = self.journal
+            if (hs.term, voted) != (journal.getCurrentTerm(), journal.getVotedForNodeId()):
+                journal.setCurrentTerm(hs.term, voted)
+        return self.journal.state_seq
+
+    def apply(self, rd: Ready) -> None:
+        if rd.committed:
+            self.journal.setRaftCommitIndex(rd.committed[-1].index)
+            pending = self._pending
+            if pending:
+                for e in rd.committed:
+                    waiter = pending.pop(e.index, None)
+                    if waiter is not None:
+                        term, callback = waiter
+                        ok = e.term == term  # committed in the term it was written in
+                        _answer(callback, FAIL_REASON.SUCCESS if ok else FAIL_REASON.NOT_LEADER)
+        if rd.soft_state.role != Role.LEADER and self._pending:
+            # FORK 5: a leader that steps down answers what it has not committed.
+            pending, self._pending = self._pending, {}
+            for _, callback in pending.values():
+                _answer(callback, FAIL_REASON.NOT_LEADER)
+        seen = (rd.soft_state.leader, self.raft.term, rd.soft_state.role)
+        if seen != self._seen:
+            self._seen = seen
+            if self._on_change is not None:
+                self._on_change(self)
+
+    # --- what the partition asks -------------------------------------------------------------
+
+    def propose(self, command: bytes, callback: Callback | None) -> None:
+        """Appends a command if this replica leads; the callback gets (None, FAIL_REASON) once
+        the entry commits in its term, or fails (FORK 6: never forwarded)."""
+        result = self.raft.propose(command)
+        if isinstance(result, int):
+            self._pending[result] = (self.raft.term, callback)
+            self._driver.wake(self)
+        elif callback is not None:
+            asyncio.get_running_loop().call_soon(callback, None, FAIL_REASON.NOT_LEADER)
+
+    def schedule(self) -> None:
+        self._driver.wake(self)
+
+    def wake(self) -> None:
+        self._driver.wake(self)
+
+    def transfer_leadership(self, callback: Callback | None = None) -> None:
+        """To the follower that holds the most of the log; refused synchronously (as the
+        pysyncobj group does) when this node does not lead."""
+        matches = self.match_indexes()
+        target = max(matches, key=lambda p: matches[p], default=None)
+        if target is None or not self.raft.transfer_leadership(int(target)):
+            if callback is not None:
+                callback(None, FAIL_REASON.REQUEST_DENIED)
+            return
+        self._driver.wake(self)
+        if callback is not None:
+            callback(None, FAIL_REASON.SUCCESS)
+
+    def members(self) -> set[str]:
+        return {str(p) for p in self._peers}
+
+    def match_indexes(self) -> dict[str, int]:
+        if self.raft.role != Role.LEADER:
+            return {}
+        return {str(p): pr.match for p, pr in self.raft.progress.items()}
+
+    def connected_peers(self) -> set[str]:
+        return {str(p) for p in self.raft.recent_active} if self.is_leader else set()
+
+    def force_compaction(self) -> None:
+        """Cuts the window below what every follower holds (the leader only: with no
+        snapshot install yet, a leader must still hold whatever a follower lacks)."""
+        if not self._compacting:
+            self._compacting = True
+            asyncio.get_running_loop().call_soon(self._compact)
+
+    def close(self) -> None:
+        self._driver.remove(self)
+        pending, self._pending = self._pending, {}
+        for _, callback in pending.values():
+            _answer(callback, FAIL_REASON.NOT_LEADER)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft.role == Role.LEADER
+
+    @property
+    def leader_id(self) -> str | None:
+        leader = self.raft.leader
+        return str(leader) if leader != NONE else None
+
+    @property
+    def quiet(self) -> bool:
+        return False
+
+    @property
+    def term(self) -> int:
+        return self.raft.term
+
+    @property
+    def commit_index(self) -> int:
+        return self.raft.commit
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _stand(self) -> None:
+        if (
+            self.raft.leader == NONE
+            and self.raft.role == Role.FOLLOWER
+            and self._driver.holds(self)
+        ):
+            self.raft.campaign(pre=True)
+            self._driver.wake(self)
+
+    def _compact(self) -> None:
+        self._compacting = False
+        if not self.is_leader:
+            return
+        floor = min([self.raft.commit - 1, *(pr.match for pr in self.raft.progress.values())])
+        if floor > self.journal.first_index:
+            self.journal.compact_to(floor)
+
+
+def _answer(callback: Callback | None, reason: int) -> None:
+    if callback is not None:
+        callback(None, reason)
