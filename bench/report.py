@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 PEER = "tansu"
 RAFTLOGS = ("raftlog1", "raftlog3")
 # A variant is compared with the system it varies, not with the peer: its cost.
-VARIANTS = {"raftlog3-tls": "raftlog3"}
+VARIANTS = {"raftlog3-tls": "raftlog3", "raftlog3-core": "raftlog3"}
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,22 @@ METRICS = [
     Metric("latency", "p50_ms", "produce latency acks=all, p50", "ms", False),
     Metric("latency", "p99_ms", "produce latency acks=all, p99", "ms", False, Target(bound=10)),
     Metric("latency", "max_ms", "produce latency acks=all, max", "ms", False),
+    Metric(
+        "small",
+        "records_s",
+        "small requests: 16 producers, one 100 B acks=all record each in flight",
+        "records/s",
+        True,
+        Target(ratio={"raftlog3": 0.5}),
+    ),
+    Metric(
+        "small",
+        "server_cpu_ms",
+        "small requests: server CPU per record (all broker processes)",
+        "ms",
+        False,
+        Target(bound=0.35),
+    ),
     Metric("e2e", "p50_ms", "end-to-end latency, p50", "ms", False),
     Metric("e2e", "p99_ms", "end-to-end latency, p99", "ms", False),
     Metric(

@@ -42,6 +42,7 @@ WORKLOADS = (
     "produce",
     "consume",
     "latency",
+    "small",
     "e2e",
     "failover",
     "restart",
@@ -50,7 +51,7 @@ WORKLOADS = (
     "queue",
     "scale",
 )
-DATA_WORKLOADS = {"produce", "consume", "latency", "e2e", "memory"}  # share one instance
+DATA_WORKLOADS = {"produce", "consume", "latency", "small", "e2e", "memory"}  # share one instance
 # others: n/a (Tansu has no share groups and no HTTP proxy, so no queue)
 ONLY_ON = {"failover": "raftlog3", "restart": "raftlog1", "queue": "raftlog3", "scale": "raftlog3"}
 # raftlog3-tls differs from raftlog3 only in its clients' TLS: the figures it changes.
@@ -70,6 +71,7 @@ FULL = {
     "scale_partitions": (100, 1000, 3000),
     "scale_records": 30000,
     "queue_records": 20000,
+    "small_seconds": 20,
 }
 QUICK = {
     "runs": 1,
@@ -83,6 +85,7 @@ QUICK = {
     "scale_partitions": (100, 300),
     "scale_records": 10000,
     "queue_records": 3000,
+    "small_seconds": 5,
 }
 
 
@@ -246,6 +249,8 @@ def data_workloads(plan: Plan, steps: Steps) -> None:
             "latency", lambda t: wl.produce_latency(system, t, s.latency_records, values[0])
         )
         steps("latency", lat)
+    if "small" in wanted:
+        steps("small", lambda: wl.small_requests(system, s.small_seconds))
     if "e2e" in wanted:
         e2e = single("e2e", lambda t: wl.end_to_end(system, t, s.latency_records, s.record_bytes))
         steps("e2e", e2e)

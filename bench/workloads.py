@@ -11,6 +11,7 @@ import random
 import signal
 import statistics
 import struct
+import threading
 import time
 import urllib.request
 import uuid
@@ -97,6 +98,7 @@ class Settings:
     scale_partitions: tuple[int, ...]
     scale_records: int
     queue_records: int
+    small_seconds: float
 
 
 def make_values(record_bytes: int) -> list[bytes]:
@@ -262,6 +264,63 @@ def produce_latency(system: System, topic: str, records: int, value: bytes) -> d
         if i >= 0:
             samples.append(time.perf_counter_ns() - start)
     return _percentiles_ms(samples)
+
+
+SMALL_PRODUCERS = 16
+SMALL_PARTITIONS = 12
+SMALL_RECORD = b"s" * 100
+
+
+def small_requests(system: System, seconds: float) -> dict:
+    """Many small writes, each its own request: SMALL_PRODUCERS producers, each with one
+    100-byte acks=all record in flight (flushed before the next), round-robin over
+    SMALL_PARTITIONS partitions. Every record is a Raft entry of its own, so this measures
+    the per-request and per-entry path: records/s, and the brokers' CPU per record."""
+    system.create_topic("small", SMALL_PARTITIONS)
+    producers = [
+        Producer(_client(system, acks="all", **{"linger.ms": 0, "max.in.flight": 1}))
+        for _ in range(SMALL_PRODUCERS)
+    ]
+    counts = [0] * SMALL_PRODUCERS
+    errors: list[str] = []
+    begin = threading.Barrier(SMALL_PRODUCERS + 1)
+    stop = threading.Event()
+
+    def run(i: int) -> None:
+        producer = producers[i]
+        producer.list_topics("small", timeout=30)
+        begin.wait()
+        n = i
+        while not stop.is_set():
+            producer.produce("small", SMALL_RECORD, partition=n % SMALL_PARTITIONS)
+            if producer.flush(30):
+                errors.append("a record was not acknowledged within 30 s")
+                return
+            n += 1
+            counts[i] += 1
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(SMALL_PRODUCERS)]
+    for t in threads:
+        t.start()
+    begin.wait()
+    time.sleep(min(3.0, seconds / 4))  # connections warm, leaders found
+    pids = system.pids()
+    cpu_before = sum(cpu_seconds(pid) for pid in pids.values())
+    counted, start = sum(counts), time.monotonic()
+    time.sleep(seconds)
+    records, elapsed = sum(counts) - counted, time.monotonic() - start
+    cpu = sum(cpu_seconds(pid) for pid in pids.values()) - cpu_before
+    stop.set()
+    for t in threads:
+        t.join(60)
+    if errors or not records:
+        raise BenchError(f"small requests: {records} records, errors: {errors[:3]}")
+    return {
+        "records_s": records / elapsed,
+        "server_cpu_ms": 1000 * cpu / records,
+        "producers": SMALL_PRODUCERS,
+        "partitions": SMALL_PARTITIONS,
+    }
 
 
 def end_to_end(

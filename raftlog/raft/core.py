@@ -1,4 +1,4 @@
-"""A pure Raft state machine for one group, in the shape of etcd's raft (issue 27, step 1).
+"""A pure Raft state machine for one group, in the shape of etcd's raft (issue 27).
 
 No I/O, no clock, no threads: `tick()` is one logical time unit, `step(message)` takes a peer's
 message, `propose(data)` appends on the leader. Each only changes state; `ready()` then says
@@ -12,9 +12,11 @@ FORK 1 `follower_commit`, 2 `append_matching`, 3 `campaign` (PreVote) and `in_le
 (stickiness; a transfer's requests pass it), 4 `stale_term_answer`, 5 `check_quorum` (and the
 Ready's soft state, by which the caller fails a deposed leader's waiters), 6 `propose`
 (refuses on a follower), 8 `reject_hint` / `handle_reject` / `find_conflict_by_term`,
-10 `heard_from`, TimeoutNow `transfer_leadership`; Raft 5.4.2 `leader_commit`.
-Not in this step: snapshots (FORK 7; `RaftLog.first_index` is the seam for them), quiet groups
-(FORK 9), the election budget and the heartbeat fast path (FORK 9 and 11: the driver's).
+9 `caught_up`, `quiesce`, `wake`, `concerns` (quiet groups; off with Config.quiesce_ticks=0),
+10 `heard_from`, TimeoutNow `transfer_leadership`; Raft 5.4.2 `leader_commit`. FORK 11
+(heartbeats without the handler) is the driver's: one frame per peer per loop turn.
+Not yet: snapshots (FORK 7; `RaftLog.first_index` is the seam for them: a follower behind it
+is marked `behind_log` and sent nothing) and the election budget (FORK 9's, the driver's).
 """
 
 from __future__ import annotations
@@ -59,14 +61,19 @@ class Payload(Protocol):
     def __bytes__(self) -> bytes: ...
 
 
-@dataclass(frozen=True, slots=True)
+# The values the core hands out (entries, messages, states, Readies) are never changed once
+# made; they are plain slotted dataclasses, not frozen ones, because a frozen dataclass's
+# __init__ costs about six times as much and the per-entry path makes several of them.
+
+
+@dataclass(slots=True)
 class Entry:
     term: int
     index: int
     data: Payload = b""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Message:
     """One message between replicas of a group. Field meanings follow etcd's raftpb.Message:
 
@@ -87,9 +94,10 @@ class Message:
     reject: bool = False
     reject_hint: int = 0
     transfer: bool = False
+    quiesce: bool = False  # APP: the leader's last heartbeat before its group goes quiet
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HardState:
     """What must be durable before any message that depends on it leaves."""
 
@@ -98,7 +106,7 @@ class HardState:
     commit: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SoftState:
     """Volatile, for the caller: who leads (to redirect clients) and this replica's role."""
 
@@ -106,7 +114,7 @@ class SoftState:
     role: Role
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ready:
     """What the caller does, in order: cut the durable log after `truncate_after` (if not
     None), append `entries`, persist `hard_state` (if not None), sync; then send `messages`,
@@ -120,14 +128,14 @@ class Ready:
     soft_state: SoftState
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NotLeader:
     """A proposal refused: the caller redirects its client to `leader` (NONE if unknown)."""
 
     leader: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Forwarded:
     """A proposal sent on to the leader (only with Rules.no_forwarding off): its index is
     unknown to the caller, which is exactly why partitions refuse instead."""
@@ -212,6 +220,8 @@ class Config:
     max_append: int = 64  # entries per append message
     max_append_bytes: int = 1 << 20  # data per append message (at least one entry goes)
     max_batches: int = 8  # append messages per send to one follower in replicate
+    # Ticks a leader's group must be wholly caught up before it goes quiet (FORK 9); 0: never.
+    quiesce_ticks: int = 4
     applied: int = 0  # the caller's state machine holds entries up to here
     rules: Rules = field(default_factory=Rules)
 
@@ -225,6 +235,7 @@ class Progress:
     next: int = 1
     replicate: bool = False
     paused: bool = False
+    commit: int = 0  # the follower's commit index, as its last success answer said
     # The follower needs entries this log no longer holds (compacted): nothing is sent to it
     # until a snapshot install (FORK 7, not in the core yet) brings it past first_index.
     behind_log: bool = False
@@ -257,6 +268,9 @@ class Raft:
         self.recent_active: set[int] = set()
         self.votes: dict[int, bool] = {}
         self.lead_transferee = NONE
+        # FORK 9: a quiet group has no timers and sends nothing until something happens to it.
+        self.quiet = False
+        self.idle_ticks = 0  # a leader's ticks with its whole group caught up
         self.outbox: list[Message] = []
         # Persistence bookkeeping: entries from `unsent_from` on were not yet handed out in a
         # Ready; `truncated_to` is a cut not yet handed out; `stable` is the durable prefix.
@@ -323,6 +337,7 @@ class Raft:
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.lead_transferee = NONE
+        self.quiet = False
         self.progress = {}
         self.votes = {}
         self._reset_timeout()
@@ -387,6 +402,8 @@ class Raft:
     # ---- time ------------------------------------------------------------------------------
 
     def tick(self) -> None:
+        if self.quiet:
+            return
         self.election_elapsed += 1
         if self.role == Role.LEADER:
             self.heartbeat_elapsed += 1
@@ -402,6 +419,9 @@ class Raft:
                 for pr in self.progress.values():
                     pr.paused = False
                 self.broadcast_append()
+            self.idle_ticks = self.idle_ticks + 1 if self.caught_up() else 0
+            if self.cfg.quiesce_ticks and self.idle_ticks >= self.cfg.quiesce_ticks:
+                self.quiesce()
         elif self.election_elapsed >= self.randomized_timeout:
             self.campaign(pre=self.rules.pre_vote)
 
@@ -416,6 +436,80 @@ class Raft:
         CheckQuorum so the leader is not deposed for that."""
         if self.role == Role.LEADER and peer in self.progress:
             self.recent_active.add(peer)
+
+    def caught_up(self) -> bool:
+        """FORK 9: nothing is left to do in this group: every follower holds the whole log and
+        knows it committed, a majority answered within this election timeout (a leader cut
+        off does not go quiet: CheckQuorum must depose it), and no transfer is under way."""
+        last = self.last_index()
+        if self.commit != last or self.stable != last or self.lead_transferee != NONE:
+            return False
+        for pr in self.progress.values():
+            if pr.match != last or pr.commit != last:
+                return False
+        return has_quorum(self.peers, self.recent_active | {self.id})
+
+    def quiesce(self) -> None:
+        """The leader's last heartbeat, marked: a follower holding exactly this log goes quiet
+        too. A node with thousands of idle groups then spends nothing on them."""
+        self.quiet = True
+        self.idle_ticks = 0
+        last, term = self.last_index(), self.last_term()
+        for p in self.progress:
+            self._send(
+                Message(
+                    MsgType.APP, self.id, p, self.term, last, term, commit=self.commit, quiesce=True
+                )
+            )
+
+    def wake(self, elapsed: int = 0) -> None:
+        """Ends the quiet: timers run again, as if `elapsed` ticks had passed since the leader
+        was last heard. The driver calls this when a peer's node falls silent, goes or comes
+        back (the group may have lost its leader or a follower), with the ticks since that
+        node was heard; any message that is not the quiet exchange itself, and a proposal,
+        wake it too."""
+        if self.quiet:
+            self.quiet = False
+            self.election_elapsed = elapsed
+            self.heartbeat_elapsed = 0
+            self.idle_ticks = 0
+            self.recent_active = set()
+
+    def concerns(self, node: int) -> bool:
+        """Whether a change in `node`'s liveness is this quiet replica's business: a leader's
+        for every follower (CheckQuorum, catching it up), a follower's only for its leader.
+        A follower woken for another follower's node would time out with its leader quiet."""
+        return (
+            node != self.id
+            and node in self.peers
+            and (self.role == Role.LEADER or self.leader in (node, NONE))
+        )
+
+    def _keeps_quiet(self, m: Message) -> bool:
+        """The two messages of the quiet exchange (the leader's quiesce heartbeat, a follower's
+        success answer naming the leader's last index), a heartbeat that brings nothing new
+        (one sent just before the quiesce heartbeat may arrive after it), and a vote request
+        to a follower: its
+        leader was alive when it went quiet and, the driver says, still is (or this replica
+        would have been woken), so stickiness refuses it. Woken by it, the follower's timer
+        would run with its leader quiet and it would depose a healthy leader."""
+        if m.type in (MsgType.VOTE, MsgType.PREVOTE):
+            return self.role == Role.FOLLOWER and not m.transfer
+        if m.term != self.term:
+            return False
+        if m.type == MsgType.APP:  # the quiesce heartbeat, or a plain one that brings nothing new
+            return m.quiesce or (
+                not m.entries
+                and m.index == self.last_index()
+                and m.commit == self.commit
+                and self.log.term_at(m.index) == m.log_term
+            )
+        return (
+            m.type == MsgType.APP_RESP
+            and self.role == Role.LEADER
+            and not m.reject
+            and m.index == self.last_index()
+        )
 
     def in_lease(self) -> bool:
         """FORK 3 (leader stickiness): a leader was heard within the minimum election timeout."""
@@ -437,6 +531,7 @@ class Raft:
                 Message(MsgType.PROP, self.id, self.leader, self.term, entries=(Entry(0, 0, data),))
             )
             return Forwarded(self.leader)
+        self.wake()
         index = self.last_index() + 1
         self._cut(index - 1, [Entry(self.term, index, data)])
         self.broadcast_append()
@@ -447,6 +542,7 @@ class Raft:
         """Hand leadership to `target` once it holds the whole log (TimeoutNow)."""
         if self.role != Role.LEADER or target == self.id or target not in self.progress:
             return False
+        self.wake()
         self.lead_transferee = target
         self.election_elapsed = 0
         if self.progress[target].match == self.last_index():
@@ -460,6 +556,8 @@ class Raft:
     def step(self, m: Message) -> None:
         if m.dst != self.id:
             raise ValueError(f"message for {m.dst} stepped into {self.id}")
+        if self.quiet and not self._keeps_quiet(m):
+            self.wake()
         if m.term > self.term:
             if m.type in (MsgType.VOTE, MsgType.PREVOTE):
                 force = m.transfer and self.rules.transfer_skips_lease
@@ -532,6 +630,8 @@ class Raft:
             self.election_elapsed = 0
             self.leader = m.src
             self.handle_append(m)
+            if m.quiesce and self.commit == m.commit == self.last_index() == m.index:
+                self.quiet = True  # FORK 9: this log is exactly the quiet leader's
         elif m.type == MsgType.TIMEOUT_NOW:
             self.campaign(pre=False, transfer=True)
 
@@ -540,12 +640,25 @@ class Raft:
     def handle_append(self, m: Message) -> None:
         if m.index < self.commit:
             # Everything up to our commit matches any leader's log: say so, the leader moves on.
-            self._send(Message(MsgType.APP_RESP, self.id, m.src, self.term, index=self.commit))
+            self._send(
+                Message(
+                    MsgType.APP_RESP,
+                    self.id,
+                    m.src,
+                    self.term,
+                    index=self.commit,
+                    commit=self.commit,
+                )
+            )
             return
         if self.log.term_at(m.index) == m.log_term:
             last_new = self.append_matching(m.index, m.entries)
             self.commit_to(self.follower_commit(m.commit, last_new))
-            self._send(Message(MsgType.APP_RESP, self.id, m.src, self.term, index=last_new))
+            self._send(
+                Message(
+                    MsgType.APP_RESP, self.id, m.src, self.term, index=last_new, commit=self.commit
+                )
+            )
             return
         hint, hint_term = self.reject_hint(m.index, m.log_term)
         self._send(
@@ -667,6 +780,7 @@ class Raft:
             self.handle_reject(pr, m)
             return
         pr.paused = False
+        pr.commit = max(pr.commit, min(m.commit, m.index))
         if m.index > pr.match:
             pr.match = m.index
             pr.next = max(pr.next, m.index + 1)

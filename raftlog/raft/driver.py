@@ -30,7 +30,7 @@ TICK_SECONDS = 0.05
 
 _TYPES = tuple(MsgType)
 _CODE = {t: i for i, t in enumerate(_TYPES)}
-_REJECT, _TRANSFER = 1, 2
+_REJECT, _TRANSFER, _QUIESCE = 1, 2, 4
 
 # A group's message on the wire: [group, type, term, index, log_term, commit, reject_hint,
 # flags, entries] with entries flat as [term, data, term, data, ...] at index + 1 on.
@@ -42,7 +42,11 @@ def encode(group: str, m: Message) -> Item:
     for e in m.entries:
         flat.append(e.term)
         flat.append(bytes(e.data))
-    flags = (_REJECT if m.reject else 0) | (_TRANSFER if m.transfer else 0)
+    flags = (
+        (_REJECT if m.reject else 0)
+        | (_TRANSFER if m.transfer else 0)
+        | (_QUIESCE if m.quiesce else 0)
+    )
     return [group, _CODE[m.type], m.term, m.index, m.log_term, m.commit, m.reject_hint, flags, flat]
 
 
@@ -61,6 +65,7 @@ def decode(item: Item, src: int, dst: int) -> tuple[str, Message]:
         bool(flags & _REJECT),
         hint,
         bool(flags & _TRANSFER),
+        bool(flags & _QUIESCE),
     )
     return group, message
 
@@ -90,6 +95,14 @@ class Link(Protocol):
 
     def heard_from(self, within: float) -> set[str]: ...
 
+    def last_heard(self, peer_id: str) -> float | None: ...
+
+    @property
+    def on_peer_change(self) -> list[Callable[[str, bool], None]]: ...
+
+    @property
+    def on_peer_silent(self) -> list[Callable[[str], None]]: ...
+
 
 class Driver:
     def __init__(self, node_id: int, link: Link, election_seconds: float) -> None:
@@ -98,6 +111,7 @@ class Driver:
         self.durability = link.durability
         self._election_seconds = election_seconds
         self._groups: dict[str, Driven] = {}
+        self._awake: dict[str, Driven] = {}  # groups that are not quiet: the ones ticked
         self._dirty: dict[str, Driven] = {}  # insertion-ordered: groups with work this turn
         self._out: dict[int, list[Item]] = {}  # this turn's frame to each peer
         self._held: dict[str, list[tuple[int, int, Item]]] = {}  # group -> (save, peer, item)
@@ -107,6 +121,8 @@ class Driver:
         self._last_error: dict[str, float] = {}
         self.turns = 0  # loop turns that did Raft work, for the metrics and tests
         link.on_core(self.receive)
+        link.on_peer_change.append(self._peer_changed)
+        link.on_peer_silent.append(lambda peer_id: self._peer_changed(peer_id, False))
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -118,9 +134,11 @@ class Driver:
 
     def add(self, group: Driven) -> None:
         self._groups[group.name] = group
+        self._awake[group.name] = group
 
     def remove(self, group: Driven) -> None:
         self._groups.pop(group.name, None)
+        self._awake.pop(group.name, None)
         self._dirty.pop(group.name, None)
         self._held.pop(group.name, None)
 
@@ -130,6 +148,9 @@ class Driver:
     def wake(self, group: Driven) -> None:
         """Something happened to the group: its Ready is taken this loop turn."""
         self._dirty[group.name] = group
+        self._schedule_turn()
+
+    def _schedule_turn(self) -> None:
         if not self._turn_scheduled:
             self._turn_scheduled = True
             asyncio.get_running_loop().call_soon(self._turn)
@@ -157,7 +178,7 @@ class Driver:
         assert loop is not None  # set by start()
         self._ticking = loop.call_later(TICK_SECONDS, self._tick)
         heard = {int(p) for p in self._link.heard_from(self._election_seconds)}
-        for group in self._groups.values():
+        for group in list(self._awake.values()):
             raft = group.raft
             if raft.role == Role.LEADER and raft.election_elapsed + 1 >= raft.cfg.election_tick:
                 for peer in heard:
@@ -165,6 +186,19 @@ class Driver:
             raft.tick()
             if raft.has_ready():
                 self.wake(group)
+
+    def _peer_changed(self, peer_id: str, up: bool) -> None:
+        """A peer's node came, went or fell silent: the quiet groups it is in wake (FORK.md 9),
+        so that one whose leader it was elects another and one it followed checks its quorum.
+        A follower's election timer runs from when the leader's node was last heard."""
+        peer = int(peer_id)
+        last = self._link.last_heard(peer_id)
+        silent_ticks = 0 if up or last is None else int((time.monotonic() - last) / TICK_SECONDS)
+        for group in self._groups.values():
+            raft = group.raft
+            if raft.quiet and raft.concerns(peer):
+                raft.wake(silent_ticks if raft.leader == peer else 0)
+                self._awake[group.name] = group
 
     # --- the turn ----------------------------------------------------------------------------
 
@@ -194,6 +228,10 @@ class Driver:
                         self._out.setdefault(m.dst, []).append(encode(name, m))
             group.apply(rd)
             raft.advance(rd)
+        if raft.quiet:
+            self._awake.pop(name, None)
+        else:
+            self._awake[name] = group
 
     def _hold(
         self,
@@ -219,7 +257,7 @@ class Driver:
                 self._link.durability.wait(need, lambda: self._release(name))
                 break
             self._out.setdefault(peer, []).append(item)
-        self._flush()
+        self._schedule_turn()  # every group released by this save shares the turn's frames
 
     def _flush(self) -> None:
         out, self._out = self._out, {}

@@ -334,6 +334,7 @@ class Mesh:
         self.address = advertise or listen
         self.on_new_peer: list[Callable[[str, tuple[str, int]], None]] = []
         self.on_peer_change: list[Callable[[str, bool], None]] = []
+        self.on_peer_silent: list[Callable[[str], None]] = []  # connected, heard nothing lately
         # Raft state saves of this node's groups; each group's frames wait for its own
         # (GroupTransport).
         self.durability = Durability()
@@ -551,6 +552,8 @@ class Mesh:
                 if silent and not conn.silent and conn.peer_id is not None:
                     for endpoint in list(self._endpoints.values()):
                         endpoint.peer_silent(conn.peer_id)
+                    for callback in self.on_peer_silent:
+                        callback(conn.peer_id)
                 conn.silent = silent
                 if now - conn.last_received > DEAD_AFTER:
                     log.warning("peer %s silent for %.1fs; dropping", conn.peer_id, DEAD_AFTER)

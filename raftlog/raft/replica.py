@@ -6,7 +6,7 @@ It answers what the partition, its produce queue and the admin API ask of a grou
 same surface as raft/group.py's pysyncobj group), so a node can run its partitions on
 either engine (`raft_engine` in the node's config) while the core is proven.
 Not here yet: snapshot install (FORK.md 7; a follower that needs entries its leader has
-compacted waits), quiet groups (FORK.md 9), the election budget.
+compacted waits), the election budget.
 """
 
 from __future__ import annotations
@@ -172,6 +172,7 @@ class CoreGroup:
         self._driver.wake(self)
 
     def wake(self) -> None:
+        self.raft.wake()
         self._driver.wake(self)
 
     def transfer_leadership(self, callback: Callback | None = None) -> None:
@@ -222,7 +223,7 @@ class CoreGroup:
 
     @property
     def quiet(self) -> bool:
-        return False
+        return self.raft.quiet
 
     @property
     def term(self) -> int:

@@ -61,6 +61,10 @@ class SimConfig:
     max_append: tuple[int, ...] = (1, 3, 64)  # entries per append, one drawn per seed
     rules: Rules = field(default_factory=Rules)
     send_before_sync: bool = False  # only to show why a Ready's messages wait for its sync
+    quiesce_ticks: int = 4  # FORK 9; 0: groups never go quiet
+    # The driver's view of a peer's node (its pings): a replica that has heard nothing from
+    # a node for this many ticks, or hears it again, wakes its quiet group.
+    silent_ticks: int = 10
 
 
 def replay_hint(seed: int) -> str:
@@ -106,6 +110,7 @@ class Sim:
         self.trace: list[str] = []
         self.heal_ticks: list[int] = []  # how long each heal took to commit everywhere
         self.sent: list[Message] = []  # every message a replica sent (the rule tests count them)
+        self.heard: dict[tuple[int, int], int] = {}  # (node, peer) -> when node last heard peer
         for i in self.ids:
             self.start(i)
 
@@ -128,6 +133,7 @@ class Sim:
             election_tick=self.cfg.election_tick,
             heartbeat_tick=self.cfg.heartbeat_tick,
             max_append=self.max_append,
+            quiesce_ticks=self.cfg.quiesce_ticks,
             rules=self.cfg.rules,
         )
         rng = random.Random(self.rng.getrandbits(32))
@@ -320,6 +326,7 @@ class Sim:
                 if core is not None and core.role == Role.LEADER:
                     core.transfer_leadership(rng.choice(self.ids))
                     self.process(i)
+        self.watch_nodes()
         for i in self.ids:
             core = self.idle(i)
             if core is not None:
@@ -329,6 +336,28 @@ class Sim:
         for i in self.ids:
             if self.replicas[i].pending is not None and rng.random() < self.cfg.sync:
                 self.sync(i)
+
+    def watch_nodes(self) -> None:
+        """The driver's node-level liveness (pings over each link, raft/driver.py): a replica
+        whose peer's node fell silent, or is heard again, wakes its quiet group, its election
+        timer running from when that node was last heard if it led."""
+        for i in self.ids:
+            core = self.idle(i)
+            for j in self.ids:
+                if j == i:
+                    continue
+                last = self.heard.get((i, j), self.time)
+                up = self.replicas[j].core is not None and (j, i) not in self.cut
+                silent_for = self.time - last
+                if up:
+                    self.heard[(i, j)] = self.time
+                changed = (up and silent_for > self.cfg.silent_ticks) or (
+                    not up and silent_for == self.cfg.silent_ticks
+                )
+                if changed and core is not None and core.quiet and core.concerns(j):
+                    core.wake(silent_for if core.leader == j and not up else 0)
+                    self.note(f"{i} wakes: node {j} {'back' if up else 'silent'}")
+                    self.process(i)
 
     def propose(self, i: int) -> int | None:
         core = self.idle(i)
@@ -431,10 +460,18 @@ class Sim:
             self.heal()
 
 
-def scripted(nodes: int, rules: Rules | None = None, max_append: int = 64) -> Sim:
+def scripted(
+    nodes: int,
+    rules: Rules | None = None,
+    max_append: int = 64,
+    quiesce_ticks: int = 4,
+    silent_ticks: int = 10,
+) -> Sim:
     """A lossless group that only moves when a test says so: every Ready synced at once,
     no chaos, no client proposals; `hop()` delivers, `act()` calls the core, `ticks()` ticks."""
     cfg = SimConfig(
+        quiesce_ticks=quiesce_ticks,
+        silent_ticks=silent_ticks,
         nodes=(nodes,),
         drop=0.0,
         dup=0.0,

@@ -81,6 +81,7 @@ def test_messages_survive_the_wire_encoding() -> None:
     entries = (Entry(6, 5, DATA_PREFIX + batch(b"x")), Entry(7, 6, NO_OP))
     for m in (
         Message(MsgType.APP, 1, 2, term=7, index=4, log_term=6, entries=entries, commit=3),
+        Message(MsgType.APP, 1, 3, term=7, index=6, log_term=7, commit=6, quiesce=True),
         Message(MsgType.APP_RESP, 2, 1, 7, index=4, log_term=5, reject=True, reject_hint=2),
         Message(MsgType.VOTE, 3, 1, 8, index=6, log_term=7, transfer=True),
     ):

@@ -12,7 +12,7 @@ import os
 import pytest
 from support.raft_sim import Sim, SimConfig, SimFailure, run_seed, scripted
 
-from raftlog.raft.core import Entry, Message, MsgType, NotLeader, Raft, Role, Rules
+from raftlog.raft.core import NONE, Entry, Message, MsgType, NotLeader, Raft, Role, Rules
 
 SEEDS = int(os.environ.get("RAFTLOG_SIM_SEEDS", "2000"))
 CHUNK = 250
@@ -276,6 +276,58 @@ def test_a_leader_cut_off_from_its_majority_steps_down(check: bool) -> None:
     else:
         assert sim.core(1).role == Role.LEADER  # two leaders; 1 takes proposals never committed
         assert isinstance(sim.core(1).propose(b"p"), int)
+
+
+# ---- FORK 9: quiet groups ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("quiesce", [True, False])
+def test_an_idle_group_goes_quiet_and_a_proposal_wakes_it(quiesce: bool) -> None:
+    sim = scripted(3, quiesce_ticks=4 if quiesce else 0)
+    _elect(sim, 1)
+    sim.ticks(20)
+    before = len(sim.sent)
+    sim.ticks(100)
+    if not quiesce:
+        assert len(sim.sent) - before >= 100  # a heartbeat and its answers every 2 ticks
+        return
+    assert all(sim.core(i).quiet for i in sim.ids)
+    assert len(sim.sent) == before  # nothing at all: no timers, no heartbeats
+    index = _propose(sim, 1, b"wakes")
+    sim.ticks(20)
+    assert all(sim.replicas[i].applied[-1].index == index for i in sim.ids)
+    assert all(sim.core(i).quiet for i in sim.ids) and sim.core(1).term == 1
+
+
+@pytest.mark.parametrize("watch", [True, False])
+def test_a_quiet_group_whose_leader_dies_elects_another(watch: bool) -> None:
+    """The followers of a quiet group run no election timer: the driver's node-level
+    liveness (pings) wakes them when the leader's node falls silent."""
+    sim = scripted(3, silent_ticks=10 if watch else 10**9)
+    _elect(sim, 1)
+    sim.ticks(20)
+    assert all(sim.core(i).quiet for i in sim.ids)
+    sim.crash(1)
+    sim.ticks(80)
+    if watch:
+        assert sim.leader() in (2, 3) and sim.core(sim.leader()).term == 2
+    else:
+        assert sim.leader() == NONE and sim.core(2).quiet and sim.core(3).quiet
+
+
+def test_a_quiet_follower_cut_from_its_leader_alone_does_not_depose_it() -> None:
+    """Woken by its leader's silence, the cut follower stands; the other follower, quiet
+    with its leader alive, refuses it without waking (a woken follower's timer would run
+    while its leader stays quiet, and it would stand too)."""
+    sim = scripted(3)
+    _elect(sim, 1)
+    sim.ticks(20)
+    sim.cut |= {(1, 3), (3, 1)}
+    sim.ticks(100)
+    assert {sim.core(i).term for i in sim.ids} == {1} and sim.leader() == 1
+    sim.cut.clear()
+    sim.ticks(40)
+    assert sim.core(3).leader == 1 and all(sim.core(i).quiet for i in sim.ids)
 
 
 # ---- FORK 6: no forwarding ------------------------------------------------------------------------------

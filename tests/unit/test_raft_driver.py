@@ -1,0 +1,118 @@
+"""The node's Raft driver (raft/driver.py) with real groups on real journals and the node's
+real batched saves; the link to the peers records what would go on the wire. What a user
+relies on: a vote or a new term never leaves before it is on disk, one frame per peer per
+loop turn carries every group's messages, and idle groups cost nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from support.journal import RecordingListener
+
+from raftlog.raft.core import Message, MsgType, Role
+from raftlog.raft.driver import TICK_SECONDS, Driver, decode, encode
+from raftlog.raft.durability import Durability
+from raftlog.raft.journal import SegmentJournal
+from raftlog.raft.replica import CoreGroup
+
+
+class Link:
+    """The mesh as the driver sees it; frames are kept, with what was durable when sent."""
+
+    def __init__(self) -> None:
+        self.durability = Durability()
+        self.frames: list[tuple[str, list[Any], int]] = []
+        self.on_peer_change: list[Callable[[str, bool], None]] = []
+        self.on_peer_silent: list[Callable[[str], None]] = []
+
+    def send_core(self, peer_id: str, items: list[Any]) -> bool:
+        self.frames.append((peer_id, items, self.durability.durable))
+        return True
+
+    def on_core(self, handler: Callable[[str, list[Any]], None]) -> None:
+        self.handler = handler
+
+    def heard_from(self, within: float) -> set[str]:
+        return {"2", "3"}
+
+    def last_heard(self, peer_id: str) -> float | None:
+        return None
+
+
+def groups(tmp_path: Path, driver: Driver, count: int) -> list[CoreGroup]:
+    made = []
+    for g in range(count):
+        journal = SegmentJournal(tmp_path / f"g{g}", None, RecordingListener())
+        made.append(
+            CoreGroup(
+                f"g{g}",
+                "1",
+                ["1", "2", "3"],
+                journal,
+                driver,
+                election_seconds=0.5,
+                heartbeat_seconds=0.1,
+            )
+        )
+    return made
+
+
+async def test_votes_wait_for_their_save_and_leave_in_one_frame_per_peer(tmp_path: Path) -> None:
+    link = Link()
+    driver = Driver(1, link, election_seconds=0.5)
+    made = groups(tmp_path, driver, 20)
+    for g in made:
+        g.raft.campaign(pre=False)  # a real election: term 1 and a vote for itself to save
+        driver.wake(g)
+    await asyncio.sleep(0.3)
+    votes = [
+        (peer, decode(item, 1, int(peer))[1], durable)
+        for peer, items, durable in link.frames
+        for item in items
+    ]
+    assert {peer for peer, _, _ in votes} == {"2", "3"}
+    assert sum(1 for _, m, _ in votes if m.type == MsgType.VOTE) == 40
+    # Not one vote request left before the save of the term and vote it asks for was durable.
+    assert all(durable >= 1 for _, _, durable in votes)
+    assert all(g.journal.getCurrentTerm() == 1 for g in made)
+    # The twenty groups' requests to a peer shared frames: far fewer frames than messages.
+    assert len(link.frames) <= 4
+    link.durability.close()
+
+
+async def test_grants_elect_the_groups_and_idle_groups_go_quiet(tmp_path: Path) -> None:
+    link = Link()
+    driver = Driver(1, link, election_seconds=0.5)
+    driver.start()
+    made = groups(tmp_path, driver, 5)
+    for g in made:
+        g.raft.campaign(pre=False)
+        driver.wake(g)
+    await asyncio.sleep(0.2)
+    link.handler("2", [encode(g.name, Message(MsgType.VOTE_RESP, 2, 1, 1)) for g in made])
+    await asyncio.sleep(0.05)
+    assert all(g.raft.role == Role.LEADER for g in made)
+    # Followers answer the heartbeats (appends of the new term's empty entry) with success.
+    for _ in range(20):
+        answers = []
+        for peer, items, _ in link.frames[-10:]:
+            for item in items:
+                name, m = decode(item, 1, int(peer))
+                if m.type == MsgType.APP:
+                    last = m.index + len(m.entries)
+                    answer = Message(MsgType.APP_RESP, int(peer), 1, m.term, last, commit=m.commit)
+                    answers.append((peer, encode(name, answer)))
+        for peer, item in answers:
+            link.handler(peer, [item])
+        await asyncio.sleep(TICK_SECONDS)
+        if all(g.quiet for g in made):
+            break
+    assert all(g.quiet for g in made)
+    sent = len(link.frames)
+    await asyncio.sleep(10 * TICK_SECONDS)
+    assert len(link.frames) == sent  # quiet: no ticks, no heartbeats
+    driver.stop()
+    link.durability.close()
