@@ -95,7 +95,9 @@ class Node:
         self.leadership = LeadershipDirectory(self.node_id, self.mesh)
         driver = None
         if cfg.raft_engine == "core":
-            driver = Driver(self.node_id, self.mesh, self.timings.election_min)
+            driver = Driver(
+                self.node_id, self.mesh, self.timings.election_min, self.ticker.elections
+            )
             driver.start()
         self.ctx = NodeContext(
             self.node_id, self.mesh, self.ticker, self.timings, self.history, driver=driver

@@ -401,7 +401,18 @@ class Raft:
 
     # ---- time ------------------------------------------------------------------------------
 
-    def tick(self) -> None:
+    def wants_election(self) -> bool:
+        """The next tick would stand for election: the driver asks its budget first."""
+        return (
+            self.role != Role.LEADER
+            and not self.quiet
+            and self.election_elapsed + 1 >= self.randomized_timeout
+        )
+
+    def tick(self, may_stand: bool = True) -> None:
+        """One logical time unit. `may_stand` False (the node's election budget is spent, or
+        a new group's first replica has the first go): an election due now waits another
+        random timeout instead."""
         if self.quiet:
             return
         self.election_elapsed += 1
@@ -423,7 +434,11 @@ class Raft:
             if self.cfg.quiesce_ticks and self.idle_ticks >= self.cfg.quiesce_ticks:
                 self.quiesce()
         elif self.election_elapsed >= self.randomized_timeout:
-            self.campaign(pre=self.rules.pre_vote)
+            if may_stand:
+                self.campaign(pre=self.rules.pre_vote)
+            else:
+                self.election_elapsed = 0
+                self._reset_timeout()
 
     def check_quorum(self) -> bool:
         """FORK 5 (CheckQuorum): a leader keeps leading only if a majority answered it within

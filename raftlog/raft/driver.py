@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from raftlog.raft.core import Entry, Message, MsgType, Raft, Ready, Role
 from raftlog.raft.durability import Durability
+from raftlog.raft.ticker import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,9 @@ class Driven(Protocol):
     def apply(self, rd: Ready) -> None:
         """Applies committed entries and role changes."""
 
+    def may_stand(self) -> bool:
+        """Whether this replica may stand for election now (the node's budget)."""
+
 
 class Link(Protocol):
     """The driver's view of the node's mesh (raft/mesh.py)."""
@@ -105,8 +109,18 @@ class Link(Protocol):
 
 
 class Driver:
-    def __init__(self, node_id: int, link: Link, election_seconds: float) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        link: Link,
+        election_seconds: float,
+        elections: ElectionBudget | None = None,
+    ) -> None:
         self.node_id = node_id
+        # Shared with the pysyncobj groups' ticker: one budget of elections per node.
+        self.elections = elections or ElectionBudget(
+            ELECTIONS_PER_SECOND, ELECTION_BURST, time.monotonic
+        )
         self._link = link
         self.durability = link.durability
         self._election_seconds = election_seconds
@@ -183,7 +197,7 @@ class Driver:
             if raft.role == Role.LEADER and raft.election_elapsed + 1 >= raft.cfg.election_tick:
                 for peer in heard:
                     raft.heard_from(peer)  # FORK 10: a busy node's answers may lag its groups'
-            raft.tick()
+            raft.tick(group.may_stand() if raft.wants_election() else True)
             if raft.has_ready():
                 self.wake(group)
 

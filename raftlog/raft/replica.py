@@ -30,7 +30,13 @@ from raftlog.raft.core import (
 from raftlog.raft.driver import TICK_SECONDS, Driver
 from raftlog.raft.journal import SegmentJournal
 
-NO_OP = b"\x01"  # the command byte pysyncobj's journal format gives a new term's first entry
+NO_OP = b"\x01"
+# Election timeouts a replica other than a new group's first gives the first to win (as the
+# pysyncobj engine does, raft/group.py): three replicas of a new group standing at once split
+# the vote.
+FIRST_ELECTION_ROUNDS = (
+    2  # the command byte pysyncobj's journal format gives a new term's first entry
+)
 
 Callback = Callable[[Any, int], None]
 
@@ -92,6 +98,8 @@ class CoreGroup:
         self._pending: dict[int, tuple[int, Callback | None]] = {}  # index -> (term, callback)
         self._compacting = False
         self._seen: tuple[int, int, Role] = (NONE, 0, Role.FOLLOWER)
+        first = len(self._peers) == 1 or self._peers[0] == int(self_id)
+        self._deferred = 0 if first else FIRST_ELECTION_ROUNDS
         if len(journal) == 0:
             journal.add(NO_OP, 1, 0)  # every replica's log starts with the same term-0 entry
         if len(self._peers) > 1:
@@ -155,6 +163,13 @@ class CoreGroup:
             self._seen = seen
             if self._on_change is not None:
                 self._on_change(self)
+
+    def may_stand(self) -> bool:
+        budget = self._driver.elections
+        if self._deferred and self.raft.term == 0 and not budget.held:
+            self._deferred -= 1
+            return False
+        return budget.take()
 
     # --- what the partition asks -------------------------------------------------------------
 

@@ -89,6 +89,22 @@ def test_election_timeout_starts_a_prevote_without_raising_the_term() -> None:
     assert all(m.type == MsgType.PREVOTE and m.term == 5 for m in msgs)
 
 
+def test_an_election_the_budget_refuses_waits_another_timeout() -> None:
+    r = replica(hs=HardState(term=4))
+    stood = 0
+    for _ in range(100):
+        if r.wants_election():
+            stood += 1
+            r.tick(may_stand=False)
+        else:
+            r.tick()
+    assert stood >= 4 and r.role == Role.FOLLOWER and not sent(r)
+    while not r.wants_election():
+        r.tick()
+    r.tick(may_stand=True)
+    assert role(r) == Role.PRE_CANDIDATE
+
+
 def test_prevote_majority_starts_the_real_election() -> None:
     r = replica(hs=HardState(term=4))
     r.campaign(pre=True)
