@@ -655,25 +655,12 @@ class Raft:
     def handle_append(self, m: Message) -> None:
         if m.index < self.commit:
             # Everything up to our commit matches any leader's log: say so, the leader moves on.
-            self._send(
-                Message(
-                    MsgType.APP_RESP,
-                    self.id,
-                    m.src,
-                    self.term,
-                    index=self.commit,
-                    commit=self.commit,
-                )
-            )
+            self._accept(m.src, self.commit)
             return
         if self.log.term_at(m.index) == m.log_term:
             last_new = self.append_matching(m.index, m.entries)
             self.commit_to(self.follower_commit(m.commit, last_new))
-            self._send(
-                Message(
-                    MsgType.APP_RESP, self.id, m.src, self.term, index=last_new, commit=self.commit
-                )
-            )
+            self._accept(m.src, last_new)
             return
         hint, hint_term = self.reject_hint(m.index, m.log_term)
         self._send(
@@ -687,6 +674,13 @@ class Raft:
                 reject=True,
                 reject_hint=hint,
             )
+        )
+
+    def _accept(self, leader: int, matched: int) -> None:
+        """A success answer: this log matches the leader's up to `matched`; our commit with it
+        (a leader goes quiet only once every follower knows its commit)."""
+        self._send(
+            Message(MsgType.APP_RESP, self.id, leader, self.term, index=matched, commit=self.commit)
         )
 
     def append_matching(self, prev: int, entries: Sequence[Entry]) -> int:
