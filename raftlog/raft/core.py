@@ -844,13 +844,18 @@ class Raft:
     # ---- the caller's loop -------------------------------------------------------------------
 
     def has_ready(self) -> bool:
+        """Asked for every awake group every tick: compares fields, builds nothing."""
+        hs, soft, last = self.prev_hs, self.prev_soft, self.last_index()
         return bool(
             self.outbox
-            or self.unsent_from <= self.last_index()
+            or self.unsent_from <= last
             or self.truncated_to is not None
-            or self.hard_state() != self.prev_hs
-            or self.soft_state() != self.prev_soft
-            or self._apply_hi() > self.applied
+            or self.term != hs.term
+            or self.vote != hs.vote
+            or self.commit != hs.commit
+            or self.leader != soft.leader
+            or self.role != soft.role
+            or min(self.commit, last) > self.applied
         )
 
     def _apply_hi(self) -> int:
