@@ -156,6 +156,10 @@ class Driver:
         self._dirty.pop(group.name, None)
         self._held.pop(group.name, None)
 
+    def heard(self) -> set[str]:
+        """Peers whose nodes were heard within an election timeout (pings included)."""
+        return self._link.heard_from(self._election_seconds)
+
     def holds(self, group: Driven) -> bool:
         return self._groups.get(group.name) is group
 
@@ -191,7 +195,7 @@ class Driver:
         loop = self._loop
         assert loop is not None  # set by start()
         self._ticking = loop.call_later(TICK_SECONDS, self._tick)
-        heard = {int(p) for p in self._link.heard_from(self._election_seconds)}
+        heard = {int(p) for p in self.heard()}
         for group in list(self._awake.values()):
             raft = group.raft
             if raft.role == Role.LEADER and raft.election_elapsed + 1 >= raft.cfg.election_tick:

@@ -212,7 +212,10 @@ class CoreGroup:
         return {str(p): pr.match for p, pr in self.raft.progress.items()}
 
     def connected_peers(self) -> set[str]:
-        return {str(p) for p in self.raft.recent_active} if self.is_leader else set()
+        """The peers whose nodes were heard within an election timeout (the in-sync replicas
+        are read from these): the core's own answers-seen set restarts every election timeout
+        and when a quiet group wakes, and the ISR would flicker with it."""
+        return self._driver.heard() & self.members() if self.is_leader else set()
 
     def force_compaction(self) -> None:
         """Cuts the window below what every follower holds (the leader only: with no
