@@ -258,6 +258,7 @@ class CoreGroup:
             self.raft.leader == NONE
             and self.raft.role == Role.FOLLOWER
             and self._driver.holds(self)
+            and self._driver.elections.take()  # refused: its election timer stands it later
         ):
             self.raft.campaign(pre=True)
             self._driver.wake(self)
