@@ -133,7 +133,6 @@ class Driver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ticking: asyncio.TimerHandle | None = None
         self._last_error: dict[str, float] = {}
-        self.turns = 0  # loop turns that did Raft work, for the metrics and tests
         link.on_core(self.receive)
         link.on_peer_change.append(self._peer_changed)
         link.on_peer_silent.append(lambda peer_id: self._peer_changed(peer_id, False))
@@ -223,8 +222,6 @@ class Driver:
     def _turn(self) -> None:
         self._turn_scheduled = False
         dirty, self._dirty = self._dirty, {}
-        if dirty:
-            self.turns += 1
         for name, group in dirty.items():
             try:
                 self._handle(name, group)
