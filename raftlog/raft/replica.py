@@ -229,6 +229,7 @@ class CoreGroup:
         pending, self._pending = self._pending, {}
         for _, callback in pending.values():
             _answer(callback, FAIL_REASON.NOT_LEADER)
+        self.journal.close()  # its window file, and a last save of term and vote
 
     @property
     def is_leader(self) -> bool:
