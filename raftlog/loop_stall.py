@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from raftlog.clock import Clock, Timer
-from raftlog.metrics import STALL_BUCKETS, Histogram
+from raftlog.counters import STALL_BUCKETS, Histogram
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """A node's Prometheus metrics, served as `GET /metrics` on its admin port.
 
-Events are counted where they happen, in plain ints (an add per request, Raft entry or
-batch: no locks, no label lookups on the produce and fetch paths); everything else is read
-from the node's state when Prometheus scrapes, by NodeCollector. Each node has its own
+Events are counted where they happen, in plain ints (raftlog/counters.py for the partition's
+and the loop's; the Kafka API's here); everything else is read from the node's state when
+Prometheus scrapes, by NodeCollector. Each node has its own
 CollectorRegistry (tests run several nodes in one process). The metric list and the
 cardinality budget (SERIES_PER_REPLICA and the others below) are in docs/metrics.md.
 """
@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.index import api_key_map
@@ -26,8 +24,8 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.utils import floatToGoString
 
+from raftlog.counters import COMMIT_BUCKETS, STALL_BUCKETS, Histogram
 from raftlog.errors import ErrorCode
 from raftlog.share.partition_state import RecordState
 
@@ -38,11 +36,6 @@ if TYPE_CHECKING:
 # Request latency: from a request's decode to its encoded answer; Fetch long polls wait up to
 # their max wait (500 ms by default in most clients), hence the upper buckets.
 REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
-# Raft commit latency of produce entries: about a millisecond on loopback, tens under load.
-COMMIT_BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
-# Event-loop stalls (raftlog/loop_stall.py): under 50 ms is scheduling noise; an election
-# timeout is 1-2 s.
-STALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Error codes counted apart per API; any further code of that API counts as OTHER.
 ERROR_CODES_PER_API = 8
 # Consumer group lag series per partition (group, topic, partition) a node exports; past it a
@@ -85,31 +78,6 @@ def series_budget(
         + SERIES_PER_SHARE_GROUP * share_groups
         + SERIES_PER_SHARE_STATE * share_states
     )
-
-
-class Histogram:
-    """Observations in fixed buckets, counted in plain ints: prometheus_client's Histogram
-    takes a lock per observation, and these are observed per request on the event loop."""
-
-    __slots__ = ("bounds", "counts", "sum")
-
-    def __init__(self, bounds: Sequence[float]) -> None:
-        self.bounds = tuple(bounds)
-        self.counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.sum += value
-
-    def read(self) -> tuple[list[tuple[str, float]], float]:
-        """Cumulative (le, count) pairs, +Inf last, as HistogramMetricFamily takes them, and
-        the sum."""
-        totals = list(accumulate(self.counts))
-        buckets = [
-            (floatToGoString(b), float(n)) for b, n in zip(self.bounds, totals, strict=False)
-        ]
-        return [*buckets, ("+Inf", float(totals[-1]))], self.sum
 
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
@@ -280,35 +248,6 @@ class KafkaMetrics:
 
 
 # --- replicas and Raft -------------------------------------------------------------------------
-
-
-class PartitionCounters:
-    """A replica's client traffic: produce appended while it led (in) and what Fetch and
-    ShareFetch answers carried (out)."""
-
-    __slots__ = ("bytes_in", "bytes_out", "records_in", "records_out")
-
-    def __init__(self) -> None:
-        self.bytes_in = self.records_in = self.bytes_out = self.records_out = 0
-
-
-class RaftMetrics:
-    """Raft events of every replica of a node (node-wide, to keep series per partition few)."""
-
-    __slots__ = (
-        "commit_latency",
-        "elections",
-        "leader_changes",
-        "truncated_entries",
-        "truncations",
-    )
-
-    def __init__(self) -> None:
-        self.elections = 0  # replicas of this node that became leader
-        self.leader_changes = 0  # new (leader, term) seen by a replica of this node
-        self.truncations = 0
-        self.truncated_entries = 0
-        self.commit_latency = Histogram(COMMIT_BUCKETS)
 
 
 class NodeCollector:

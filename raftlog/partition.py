@@ -24,8 +24,8 @@ from raftlog.broker import (
     ProduceResult,
     TimestampOffset,
 )
+from raftlog.counters import PartitionCounters, RaftMetrics
 from raftlog.errors import ErrorCode, KafkaError
-from raftlog.metrics import PartitionCounters, RaftMetrics
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, await_answer
 from raftlog.producer_state import ProducerState
 from raftlog.raft.driver import Driver

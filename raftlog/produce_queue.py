@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pysyncobj.config import FAIL_REASON
 
 from raftlog.broker import ProduceResult
+from raftlog.counters import Histogram
 from raftlog.errors import ErrorCode, KafkaError
-from raftlog.metrics import Histogram
 from raftlog.producer_state import Verdict
 from raftlog.raft.group import RaftGroup
 from raftlog.raft.journal import DATA_PREFIX

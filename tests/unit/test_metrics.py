@@ -20,6 +20,7 @@ from support.wire import make_batch
 import raftlog.raft.syncobj_fork as core
 from kafka_api.codec import build, response_module
 from raftlog import group_config
+from raftlog.counters import Histogram
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset
@@ -29,7 +30,6 @@ from raftlog.metrics import (
     GROUP_LAG_SERIES,
     SCRAPE_REUSE_FACTOR,
     ApiStats,
-    Histogram,
     KafkaMetrics,
     NodeCollector,
     NodeMetrics,
