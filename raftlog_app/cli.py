@@ -16,9 +16,8 @@ from types import ModuleType
 import uvloop
 from kafka.errors import KafkaError as ClientError
 
-from raftlog import cluster
 from raftlog.config import RAFT_ENGINES, ConfigError, NodeConfig, parse_address
-from raftlog_app import acl_cli, audit_cli, client_config, groups_cli, logs, user_cli
+from raftlog_app import acl_cli, audit_cli, client_config, cluster, groups_cli, logs, user_cli
 
 # The node process and the share CLI are imported where they run: together with the Kafka
 # handlers and kio's schemas they took over a second of every other command's start (and the

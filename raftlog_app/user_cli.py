@@ -16,9 +16,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from raftlog import cluster
 from raftlog.config import ConfigError, NodeConfig
 from raftlog.security.scram import DEFAULT_MECHANISM, MECHANISMS, MIN_ITERATIONS
+from raftlog_app import cluster
 
 TIMEOUT_S = 30.0
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from support.cluster import raftlog_argv, wait_for
 
-from raftlog.cluster import become_subreaper
+from raftlog_app.cluster import become_subreaper
 
 from . import checker, faults, netns, report
 from .checker import Anomaly, ProducerInfo

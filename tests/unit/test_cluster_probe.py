@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from raftlog import cluster
+from raftlog_app import cluster
 
 
 @contextmanager
