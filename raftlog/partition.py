@@ -129,6 +129,7 @@ class Partition:
                 ctx.driver,
                 election_seconds=ctx.timings.election_min,
                 heartbeat_seconds=ctx.timings.heartbeat,
+                checkpoint_seconds=ctx.timings.compaction_seconds,
                 on_change=self._group_changed,
             )
         else:

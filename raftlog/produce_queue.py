@@ -139,7 +139,8 @@ class ProduceQueue:
                 request.future.set_result(ProduceResult(ErrorCode.not_leader_or_follower))
 
     def _settled(self, proposal: Proposal, _result: object, reason: int) -> None:
-        """pysyncobj's verdict on a proposal: committed in its term, or not."""
+        """Raft's verdict on a proposal: committed in its term; its leader stepped down before
+        it committed (LEADER_CHANGED, the core engine: it may still be); or not written."""
         self._uncommitted -= len(proposal)
         self._proposals -= 1
         if reason == FAIL_REASON.SUCCESS:
@@ -150,6 +151,11 @@ class ProduceQueue:
             if reason == FAIL_REASON.SUCCESS:
                 result = self._answer(request)
                 self._note_ack(request)
+            elif reason == FAIL_REASON.LEADER_CHANGED:  # in the log, may still be committed
+                result = ProduceResult(
+                    ErrorCode.request_timed_out,
+                    message="leadership changed before the write committed; it may still be",
+                )
             else:
                 result = ProduceResult(ErrorCode.not_leader_or_follower)
             request.future.set_result(result)

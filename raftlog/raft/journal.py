@@ -358,6 +358,11 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
             self._listener.compacting()
             self.deleteEntriesTo(idx - self._entries[0].idx)
 
+    def checkpoint(self) -> None:
+        """Saves what only the window's entries hold (producer state, inline commands) without
+        cutting it: a restart then reads the log only from here (raft/replica.py)."""
+        self._listener.compacting()
+
     def close(self) -> None:
         self._file.close()
         self._state.save()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pysyncobj.config import FAIL_REASON
 from support.journal import RecordingListener
 
 from raftlog.raft.core import Message, MsgType, Role
@@ -115,4 +116,28 @@ async def test_grants_elect_the_groups_and_idle_groups_go_quiet(tmp_path: Path) 
     await asyncio.sleep(10 * TICK_SECONDS)
     assert len(link.frames) == sent  # quiet: no ticks, no heartbeats
     driver.stop()
+    link.durability.close()
+
+
+async def test_a_leader_that_steps_down_answers_its_pending_writes_possibly_persisted(
+    tmp_path: Path,
+) -> None:
+    """Its entries may still be committed by the next leader: LEADER_CHANGED (the produce
+    queue's REQUEST_TIMED_OUT), never "not written"."""
+    link = Link()
+    driver = Driver(1, link, election_seconds=0.5)
+    (group,) = groups(tmp_path, driver, 1)
+    group.raft.campaign(pre=False)
+    driver.wake(group)
+    await asyncio.sleep(0.1)
+    link.handler("2", [encode(group.name, Message(MsgType.VOTE_RESP, 2, 1, 1))])
+    await asyncio.sleep(0.05)
+    assert group.is_leader
+    answers: list[int] = []
+    group.propose(b"S" + b"x", lambda _result, reason: answers.append(reason))
+    await asyncio.sleep(0.05)
+    assert answers == []  # not committed: no follower answered
+    link.handler("3", [encode(group.name, Message(MsgType.APP, 3, 1, 5, index=0, log_term=0))])
+    await asyncio.sleep(0.05)
+    assert not group.is_leader and answers == [FAIL_REASON.LEADER_CHANGED]
     link.durability.close()
