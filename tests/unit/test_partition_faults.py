@@ -351,3 +351,21 @@ async def test_requests_arriving_while_two_proposals_are_in_raft_go_as_one_entry
     assert len(p.journal) - before == 3  # two proposed at once, the eight after them as one
     expected = [b"p%d-s%d" % (PID, s) for s in range(30)]
     assert all(values(r)[-30:] == expected for r in replicas.partitions.values())
+
+
+async def test_a_follower_holding_a_retried_batch_answers_possibly_persisted(
+    replicas: Replicas,
+) -> None:
+    """A retry that reaches a follower after an earlier attempt was written: "not the leader"
+    would tell librdkafka the batch was not written, and its next batch's success at the
+    leader would look like skipped sequence numbers (an epoch bump, then duplicates)."""
+    leader = await replicas.leader()
+    first = replicas.produce(leader, 0, 10)
+    await replicas.run(0.3)
+    assert first.done() and first.result().error == ErrorCode.none
+    follower = next(i for i in IDS if i != leader)
+    again = replicas.produce(follower, 0, 10)  # the same batch, at a follower
+    fresh = replicas.produce(follower, 10, 10)  # a batch nobody wrote
+    await replicas.run(0.1)
+    assert again.result().error == ErrorCode.request_timed_out
+    assert fresh.result().error == ErrorCode.not_leader_or_follower
