@@ -157,6 +157,7 @@ class Partition:
                 self._stamped(history.Ack, term=term, acks=acks, end_offset=end)
             ),
             ctx.metrics.commit_latency,
+            self._refusal,
         )
         self._share_writer = ShareWriter(self.group.propose, lambda: self.is_leader)
 
@@ -215,7 +216,9 @@ class Partition:
         return await_answer(future, timeout_ms)
 
     def _refusal(self, records: bytes) -> ProduceResult:
-        """NOT_LEADER_OR_FOLLOWER, unless this replica's log already holds one of the request's
+        """What a produce request this replica will not propose is answered (it is not the
+        leader, or lost leadership while the request waited in its queue):
+        NOT_LEADER_OR_FOLLOWER, unless this replica's log already holds one of the request's
         idempotent batches (an earlier attempt that a leader wrote, committed or not): then
         REQUEST_TIMED_OUT, "possibly persisted". librdkafka takes NOT_LEADER for "not written",
         and when its next batch then succeeded at the new leader, which held the first, it saw

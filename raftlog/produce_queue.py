@@ -67,15 +67,18 @@ class ProduceQueue:
         log_start_offset: Callable[[], int],
         record_ack: Callable[[int, int, int], None],
         commit_latency: Histogram,
+        refusal: Callable[[bytes], ProduceResult],
     ) -> None:
         """max_entry_bytes: what one Raft entry may not reach (the node's max_message_bytes);
         record_ack(term, acks, end offset) puts acknowledgements into the node's history;
-        commit_latency gets each committed entry's time from proposal to commit."""
+        commit_latency gets each committed entry's time from proposal to commit; refusal(records)
+        is what a request not proposed is answered when leadership is lost (Partition's)."""
         self._group = group
         self._max_entry_bytes = max_entry_bytes
         self._log_start_offset = log_start_offset
         self._record_ack = record_ack
         self._commit_latency = commit_latency
+        self._refusal = refusal
         self._queue: deque[ProduceRequest] = deque()
         self._acks_pending: dict[tuple[int, int], int] = {}
         self._uncommitted = 0
@@ -132,11 +135,12 @@ class ProduceQueue:
                 request.future.set_result(self._answer(request))
 
     def fail_all(self) -> None:
-        """Requests not yet proposed when leadership is lost go back to the client."""
+        """Requests not yet proposed when leadership is lost go back to the client: "not the
+        leader", or "possibly persisted" for a retry whose batch the log holds (`refusal`)."""
         while self._queue:
             request = self._queue.popleft()
             if request.future is not None and not request.future.done():
-                request.future.set_result(ProduceResult(ErrorCode.not_leader_or_follower))
+                request.future.set_result(self._refusal(request.records))
 
     def _settled(self, proposal: Proposal, _result: object, reason: int) -> None:
         """Raft's verdict on a proposal: committed in its term; its leader stepped down before
