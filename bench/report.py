@@ -279,6 +279,8 @@ def notes(settings: dict, runs: int, values: str) -> list[str]:
         "lost records: acked ones missing below the high watermarks afterwards.",
         f"memory: VmRSS once {s['memory_mb']:g} MB were written in total.",
         f"idle CPU: {s['idle_partitions']} partitions, no clients, over {s['idle_seconds']:g} s.",
+        f"small requests: 16 producers, each one 100-byte acks=all record in flight, over 12 "
+        f"partitions, for {s.get('small_seconds', 0):g} s; server CPU = all broker processes.",
     ]
     return [
         f"Median of {runs} run(s), (min–max) when more than one. MB = 10^6 bytes of record "
@@ -290,7 +292,9 @@ def notes(settings: dict, runs: int, values: str) -> list[str]:
         "apply and its RSS holds all data written. raftlog1: 1 node, RF 1; raftlog3: 3 "
         "nodes, RF 3. raftlog3-tls: raftlog3 with every client on an SSL listener (TLS 1.3, "
         "no client certificates; the peer mesh in the clear); raftlog3-tls/raftlog3 is the "
-        "cost of TLS. Every raftlog node's /metrics is scraped every "
+        "cost of TLS. raftlog3-core: raftlog3 with its partitions on raftlog's own Raft core "
+        "(--raft-engine core); raftlog3-core/raftlog3 is the engine's difference. "
+        "Every raftlog node's /metrics is scraped every "
         f"{SCRAPE_INTERVAL_S:g} s throughout, as a Prometheus server would.",
     ]
 
@@ -358,6 +362,7 @@ COLORS = {
     "raftlog1": "#4c72b0",
     "raftlog3": "#dd8452",
     "raftlog3-tls": "#c44e52",
+    "raftlog3-core": "#55a868",
 }
 
 
