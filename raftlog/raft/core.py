@@ -16,7 +16,7 @@ Ready's soft state, by which the caller fails a deposed leader's waiters), 6 `pr
 10 `heard_from`, TimeoutNow `transfer_leadership`; Raft 5.4.2 `leader_commit`. FORK 11
 (heartbeats without the handler) is the driver's: one frame per peer per loop turn.
 Not yet: snapshots (FORK 7; `RaftLog.first_index` is the seam for them: a follower behind it
-is marked `behind_log` and sent nothing) and the election budget (FORK 9's, the driver's).
+is sent nothing) and the election budget (FORK 9's, the driver's).
 """
 
 from __future__ import annotations
@@ -236,9 +236,6 @@ class Progress:
     replicate: bool = False
     paused: bool = False
     commit: int = 0  # the follower's commit index, as its last success answer said
-    # The follower needs entries this log no longer holds (compacted): nothing is sent to it
-    # until a snapshot install (FORK 7, not in the core yet) brings it past first_index.
-    behind_log: bool = False
 
 
 class Raft:
@@ -504,9 +501,8 @@ class Raft:
         """The two messages of the quiet exchange (the leader's quiesce heartbeat, a follower's
         success answer naming the leader's last index), a heartbeat that brings nothing new
         (one sent just before the quiesce heartbeat may arrive after it), and a vote request
-        to a follower: its
-        leader was alive when it went quiet and, the driver says, still is (or this replica
-        would have been woken), so stickiness refuses it. Woken by it, the follower's timer
+        to a follower: its leader was alive when it went quiet and, the driver says, still is
+        (or this replica would have been woken), so stickiness refuses it. Woken by it, the follower's timer
         would run with its leader quiet and it would depose a healthy leader."""
         if m.type in (MsgType.VOTE, MsgType.PREVOTE):
             return self.role == Role.FOLLOWER and not m.transfer
@@ -735,9 +731,8 @@ class Raft:
             if pr.paused:
                 return
             prev = pr.next - 1
-            pr.behind_log = prev < self.log.first_index() - 1
-            if pr.behind_log:
-                return
+            if prev < self.log.first_index() - 1:
+                return  # compacted: only a snapshot install (FORK 7, not yet) can catch it up
             entries = self._append_batch(pr.next)
             self._send(
                 Message(

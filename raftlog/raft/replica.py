@@ -18,6 +18,7 @@ from typing import Any
 
 from pysyncobj.config import FAIL_REASON
 
+from raftlog.raft.compat import NO_OP as NO_OP_TYPE
 from raftlog.raft.core import (
     NONE,
     Config,
@@ -28,15 +29,12 @@ from raftlog.raft.core import (
     Role,
 )
 from raftlog.raft.driver import TICK_SECONDS, Driver
+from raftlog.raft.group import FIRST_ELECTION_ROUNDS
 from raftlog.raft.journal import SegmentJournal
 
-NO_OP = b"\x01"
-# Election timeouts a replica other than a new group's first gives the first to win (as the
-# pysyncobj engine does, raft/group.py): three replicas of a new group standing at once split
-# the vote.
-FIRST_ELECTION_ROUNDS = (
-    2  # the command byte pysyncobj's journal format gives a new term's first entry
-)
+# A new term's first entry, as the journal format (pysyncobj's command type byte) has it.
+NO_OP = bytes([NO_OP_TYPE])
+
 
 Callback = Callable[[Any, int], None]
 
