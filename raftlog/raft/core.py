@@ -13,10 +13,12 @@ FORK 1 `follower_commit`, 2 `append_matching`, 3 `campaign` (PreVote) and `in_le
 Ready's soft state, by which the caller fails a deposed leader's waiters), 6 `propose`
 (refuses on a follower), 8 `reject_hint` / `handle_reject` / `find_conflict_by_term`,
 9 `caught_up`, `quiesce`, `wake`, `concerns` (quiet groups; off with Config.quiesce_ticks=0),
-10 `heard_from`, TimeoutNow `transfer_leadership`; Raft 5.4.2 `leader_commit`. FORK 11
-(heartbeats without the handler) is the driver's: one frame per peer per loop turn.
-Not yet: snapshots (FORK 7; `RaftLog.first_index` is the seam for them: a follower behind it
-is sent nothing) and the election budget (FORK 9's, the driver's).
+10 `heard_from`, TimeoutNow `transfer_leadership`; Raft 5.4.2 `leader_commit`. FORK 7 is
+`send_snapshot` / `handle_snapshot` / `install_done`: a follower that needs entries its leader
+compacted installs the leader's snapshot point, which the caller fetches (for a partition, the
+segment data up to that entry) while the core waits. FORK 11 (heartbeats without the handler)
+is the driver's: one frame per peer per loop turn; the election budget (FORK 9's) is the
+driver's too, asked through `wants_election` / `tick(may_stand)`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class MsgType(Enum):
     PREVOTE = "prevote"
     PREVOTE_RESP = "prevote-resp"
     TIMEOUT_NOW = "timeout-now"  # leadership transfer: the target stands at once
+    SNAP = "snap"  # install the leader's snapshot point: index/log_term name its last entry
     PROP = "prop"  # a forwarded proposal: only sent when Rules.no_forwarding is off
 
 
@@ -81,6 +84,7 @@ class Message:
     APP_RESP: index = last index matched (success) or the rejected prev index (reject);
     reject_hint/log_term = the follower's conflict hint (index, term there).
     VOTE/PREVOTE: index/log_term = the candidate's last entry.
+    SNAP: index/log_term = the snapshot's last entry (the leader's first held entry).
     """
 
     type: MsgType
@@ -115,10 +119,21 @@ class SoftState:
 
 
 @dataclass(slots=True)
+class Install:
+    """A snapshot to install: the caller fetches what the log holds up to (index, term) from
+    `source`, replaces the log with that entry alone and calls `install_done`, or gives up
+    and calls `install_failed`. Until then the core leaves its log alone."""
+
+    index: int
+    term: int
+    source: int
+
+
+@dataclass(slots=True)
 class Ready:
     """What the caller does, in order: cut the durable log after `truncate_after` (if not
     None), append `entries`, persist `hard_state` (if not None), sync; then send `messages`,
-    apply `committed`, and call `advance(ready)`."""
+    apply `committed`, start `install` (if not None), and call `advance(ready)`."""
 
     hard_state: HardState | None
     truncate_after: int | None
@@ -126,6 +141,7 @@ class Ready:
     messages: tuple[Message, ...]
     committed: tuple[Entry, ...]
     soft_state: SoftState
+    install: Install | None = None
 
 
 @dataclass(slots=True)
@@ -147,8 +163,9 @@ ProposeResult = int | NotLeader | Forwarded
 
 
 class RaftLog(Protocol):
-    """The narrow seam to the log the core reads and extends. Indexes start at 1; entries
-    before `first_index()` are compacted (snapshot install is not in this step)."""
+    """The narrow seam to the log the core reads and extends. Indexes start at 1. Entries
+    before `first_index()` were compacted by the caller (only committed, applied ones); the
+    entry at `first_index()` stays and is the snapshot point a lagging follower installs."""
 
     def first_index(self) -> int: ...
 
@@ -165,33 +182,49 @@ class RaftLog(Protocol):
 
 
 class MemoryLog:
-    """An in-memory RaftLog: the simulation's and the unit tests' log."""
+    """An in-memory RaftLog: the simulation's and the unit tests' log. `entries` start at
+    index `first` (1 unless the log was compacted)."""
 
-    def __init__(self, entries: Sequence[Entry] = ()) -> None:
+    def __init__(self, entries: Sequence[Entry] = (), first: int = 1) -> None:
         self._entries: list[Entry] = list(entries)
+        self._first = first
 
     def first_index(self) -> int:
-        return 1
+        return self._first
 
     def last_index(self) -> int:
-        return len(self._entries)
+        return self._first + len(self._entries) - 1
 
     def term_at(self, index: int) -> int | None:
         if index == 0:
             return 0
-        if 1 <= index <= len(self._entries):
-            return self._entries[index - 1].term
+        if self._first <= index <= self.last_index():
+            return self._entries[index - self._first].term
         return None
 
     def entries(self, lo: int, hi: int) -> list[Entry]:
-        return self._entries[max(lo, 1) - 1 : max(hi, 1) - 1]
+        first = self._first
+        return self._entries[max(lo, first) - first : max(hi, first) - first]
 
     def truncate_and_append(self, after: int, entries: Sequence[Entry]) -> None:
-        del self._entries[after:]
+        if after < self._first - 1:
+            raise ValueError(f"cut after {after}, below the compacted log's start {self._first}")
+        del self._entries[after + 1 - self._first :]
         for i, e in enumerate(entries):
             if e.index != after + 1 + i:
                 raise ValueError(f"entry {e.index} appended at {after + 1 + i}")
         self._entries.extend(entries)
+
+    def compact(self, to: int) -> None:
+        """Drops the entries before `to` (a snapshot was taken at `to`)."""
+        if to > self._first:
+            del self._entries[: to - self._first]
+            self._first = to
+
+    def reset(self, snapshot: Entry) -> None:
+        """The log after a snapshot install: the snapshot's last entry alone."""
+        self._entries = [snapshot]
+        self._first = snapshot.index
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +242,7 @@ class Rules:
     conflict_hint: bool = True  # 8: a refused append names and cuts what is divergent
     leader_commit_own_term: bool = True  # Raft 5.4.2: count replicas only in own term
     transfer_skips_lease: bool = True  # 3: a transfer's vote request passes stickiness
+    snapshot_keeps_log: bool = True  # 7: a log holding the snapshot's last entry keeps its tail
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +299,9 @@ class Raft:
         self.recent_active: set[int] = set()
         self.votes: dict[int, bool] = {}
         self.lead_transferee = NONE
+        # FORK 7: a snapshot this follower is installing; its log is the caller's until then.
+        self.installing: Install | None = None
+        self.install_wanted: Install | None = None  # not yet handed out in a Ready
         # FORK 9: a quiet group has no timers and sends nothing until something happens to it.
         self.quiet = False
         self.idle_ticks = 0  # a leader's ticks with its whole group caught up
@@ -403,6 +440,7 @@ class Raft:
         return (
             self.role != Role.LEADER
             and not self.quiet
+            and self.installing is None
             and self.election_elapsed + 1 >= self.randomized_timeout
         )
 
@@ -431,7 +469,8 @@ class Raft:
             if self.cfg.quiesce_ticks and self.idle_ticks >= self.cfg.quiesce_ticks:
                 self.quiesce()
         elif self.election_elapsed >= self.randomized_timeout:
-            if may_stand:
+            # Installing, the log is the caller's to change: no campaign until it is done.
+            if may_stand and self.installing is None:
                 self.campaign(pre=self.rules.pre_vote)
             else:
                 self.election_elapsed = 0
@@ -577,7 +616,8 @@ class Raft:
             if m.type == MsgType.PREVOTE or (m.type == MsgType.PREVOTE_RESP and not m.reject):
                 pass  # a pre-vote never changes terms
             else:
-                self.become_follower(m.term, m.src if m.type == MsgType.APP else NONE)
+                leads = m.type in (MsgType.APP, MsgType.SNAP)
+                self.become_follower(m.term, m.src if leads else NONE)
         elif m.term < self.term:
             self.stale_term_answer(m)
             return
@@ -596,7 +636,7 @@ class Raft:
         forever (PreVote keeps the others from following it)."""
         if not self.rules.stale_term_answer:
             return
-        if m.type == MsgType.APP:
+        if m.type in (MsgType.APP, MsgType.SNAP):
             self._send(Message(MsgType.APP_RESP, self.id, m.src, self.term))
         elif m.type == MsgType.PREVOTE:
             self._send(Message(MsgType.PREVOTE_RESP, self.id, m.src, self.term, reject=True))
@@ -625,9 +665,9 @@ class Raft:
 
     def _step_candidate(self, m: Message) -> None:
         mine = MsgType.PREVOTE_RESP if self.role == Role.PRE_CANDIDATE else MsgType.VOTE_RESP
-        if m.type == MsgType.APP:
+        if m.type in (MsgType.APP, MsgType.SNAP):
             self.become_follower(m.term, m.src)
-            self.handle_append(m)
+            self._step_follower(m)
         elif m.type == mine:
             self.votes[m.src] = not m.reject
             result = vote_result(self.peers, self.votes)
@@ -637,14 +677,52 @@ class Raft:
                 self.become_follower(self.term, NONE)
 
     def _step_follower(self, m: Message) -> None:
-        if m.type == MsgType.APP:
+        if m.type in (MsgType.APP, MsgType.SNAP):
             self.election_elapsed = 0
             self.leader = m.src
+            if self.installing is not None:
+                return  # the log is the installer's; the answer goes when it is done
+            if m.type == MsgType.SNAP:
+                self.handle_snapshot(m)
+                return
             self.handle_append(m)
             if m.quiesce and self.commit == m.commit == self.last_index() == m.index:
                 self.quiet = True  # FORK 9: this log is exactly the quiet leader's
-        elif m.type == MsgType.TIMEOUT_NOW:
+        elif m.type == MsgType.TIMEOUT_NOW and self.installing is None:
             self.campaign(pre=False, transfer=True)
+
+    # ---- snapshots (FORK 7) ------------------------------------------------------------------
+
+    def handle_snapshot(self, m: Message) -> None:
+        """FORK 7: a snapshot confirms its last entry only. A log that already holds that entry
+        keeps it and everything after it (Raft's InstallSnapshot rule: cutting them removed
+        committed, acknowledged entries until they came again) and answers that index, not its
+        own last one; a log that lacks it asks the caller to install it."""
+        if m.index <= self.commit:
+            self._accept(m.src, self.commit)
+        elif self.rules.snapshot_keeps_log and self.log.term_at(m.index) == m.log_term:
+            self.commit_to(m.index)  # the leader's snapshot holds only committed entries
+            self._accept(m.src, m.index)
+        else:
+            self.installing = self.install_wanted = Install(m.index, m.log_term, m.src)
+
+    def install_done(self, index: int, term: int) -> None:
+        """The caller installed the snapshot: the log is now entry `index` (of `term`) alone,
+        durable, and the state machine holds everything up to it."""
+        if self.log.first_index() != index or self.log.term_at(index) != term:
+            raise ValueError(f"install_done({index}, {term}) but the log starts elsewhere")
+        self.installing = self.install_wanted = None
+        self.commit = max(self.commit, index)
+        self.applied = max(self.applied, index)
+        self.stable = self.last_index()
+        self.unsent_from = self.last_index() + 1
+        self.truncated_to = None
+        if self.role == Role.FOLLOWER and self.leader != NONE:
+            self._accept(self.leader, index)
+
+    def install_failed(self) -> None:
+        """The caller gave up (its source went away): the next snapshot message starts over."""
+        self.installing = self.install_wanted = None
 
     # ---- the follower's side of appends -------------------------------------------------------
 
@@ -718,7 +796,7 @@ class Raft:
             j -= 1
         if max(j, self.commit) < last:
             self._cut(max(j, self.commit))
-        return j, self._term(j)
+        return j, self.log.term_at(j) or 0  # 0: compacted, the leader probes back from j
 
     # ---- the leader's side -----------------------------------------------------------------
 
@@ -731,20 +809,13 @@ class Raft:
             if pr.paused:
                 return
             prev = pr.next - 1
-            if prev < self.log.first_index() - 1:
-                return  # compacted: only a snapshot install (FORK 7, not yet) can catch it up
+            prev_term = self.log.term_at(prev)
+            if prev_term is None or pr.next < self.log.first_index():
+                self.send_snapshot(peer, pr)  # compacted: only the snapshot catches it up
+                return
             entries = self._append_batch(pr.next)
             self._send(
-                Message(
-                    MsgType.APP,
-                    self.id,
-                    peer,
-                    self.term,
-                    prev,
-                    self._term(prev),
-                    entries,
-                    self.commit,
-                )
+                Message(MsgType.APP, self.id, peer, self.term, prev, prev_term, entries, self.commit)
             )
             if not pr.replicate:
                 pr.paused = True
@@ -752,6 +823,19 @@ class Raft:
             pr.next += len(entries)
             if pr.next > self.last_index():
                 return
+
+    def send_snapshot(self, peer: int, pr: Progress) -> None:
+        """FORK 7: the follower needs entries this log compacted. It is told the snapshot point
+        (the first entry held) once per heartbeat until it answers; the data is the caller's
+        to move."""
+        first = self.log.first_index()
+        pr.replicate = False
+        pr.paused = True
+        self._send(
+            Message(
+                MsgType.SNAP, self.id, peer, self.term, first, self._term(first), commit=self.commit
+            )
+        )
 
     def _append_batch(self, lo: int) -> tuple[Entry, ...]:
         """Entries from `lo` for one append: up to max_append of them and max_append_bytes of
@@ -851,6 +935,7 @@ class Raft:
             or self.leader != soft.leader
             or self.role != soft.role
             or min(self.commit, last) > self.applied
+            or self.install_wanted is not None
         )
 
     def _apply_hi(self) -> int:
@@ -866,7 +951,9 @@ class Raft:
             messages=tuple(self.outbox),
             committed=tuple(self.log.entries(self.applied + 1, hi + 1)),
             soft_state=self.soft_state(),
+            install=self.install_wanted,
         )
+        self.install_wanted = None
         self.outbox = []
         self.prev_hs = hs
         self.prev_soft = rd.soft_state

@@ -3,7 +3,9 @@
 N replicas of the core in one process; a network that drops, duplicates, delays (so reorders)
 messages and cuts directed links; crashes that lose whatever a replica had not synced (a Ready
 is handed out, then synced later: the hard state and entries it asked for are only durable
-then, and its messages only leave then); restarts from the durable state alone. After every
+then, and its messages only leave then); restarts from the durable state alone; replicas that
+compact their logs up to their commit, and snapshot installs (FORK 7) that take a few ticks,
+sometimes fail, and restore the state machine to the snapshot point. After every
 Ready and every sync it checks Raft's safety properties, and after each heal that a leader is
 elected and a proposal commits everywhere within a bound of ticks.
 
@@ -24,6 +26,7 @@ from raftlog.raft.core import (
     Config,
     Entry,
     HardState,
+    Install,
     MemoryLog,
     Message,
     Payload,
@@ -56,6 +59,9 @@ class SimConfig:
     propose: float = 0.5
     transfer: float = 0.01
     sync: float = 0.6  # chance a pending Ready is synced at each turn
+    compact: float = 0.03  # chance a replica compacts its log to its commit at each turn
+    install_ticks: int = 5  # a snapshot install takes 1..this many ticks
+    install_fail: float = 0.15  # and fails (its source went away) this often
     election_tick: int = 10
     heartbeat_tick: int = 2
     max_append: tuple[int, ...] = (1, 3, 64)  # entries per append, one drawn per seed
@@ -79,7 +85,10 @@ class Replica:
         self.id = node
         self.core: Raft | None = None
         self.durable_log: list[Entry] = []
+        self.durable_first = 1  # the durable log's first index (after compactions)
         self.durable_hs = HardState()
+        self.log = MemoryLog()  # the core's log
+        self.install: tuple[int, Install] | None = None  # (due time, what) under way
         self.pending: Ready | None = None
         self.applied: list[Entry] = []  # this incarnation's state machine
         self.seen_commit = 0
@@ -136,16 +145,22 @@ class Sim:
             quiesce_ticks=self.cfg.quiesce_ticks,
             rules=self.cfg.rules,
         )
+        # A compacted log restarts from its snapshot point: the state machine holds it already.
+        snapshot = r.durable_first if r.durable_first > 1 else 0
+        config = replace(config, applied=snapshot)
         rng = random.Random(self.rng.getrandbits(32))
-        r.core = Raft(config, MemoryLog(r.durable_log), r.durable_hs, rng)
-        r.applied = []
+        r.log = MemoryLog(r.durable_log, r.durable_first)
+        r.core = Raft(config, r.log, r.durable_hs, rng)
+        r.applied = self.committed_prefix(snapshot)
         r.seen_commit = r.durable_hs.commit
         r.pending = None
+        r.install = None
 
     def crash(self, i: int) -> None:
         r = self.replicas[i]
         r.core = None
         r.pending = None  # whatever was not synced is lost
+        r.install = None
         self.note(f"crash {i}")
 
     def live(self) -> list[int]:
@@ -182,7 +197,61 @@ class Sim:
         for m in rd.messages:
             self.send(m)
         self.apply(r, rd)
+        if rd.install is not None:
+            due = self.time + 1 + self.rng.randrange(self.cfg.install_ticks)
+            r.install = (due, rd.install)
+            self.note(f"{i} installs {rd.install}")
         core.advance(rd)
+        self.process(i)
+
+    # ---- compaction and snapshots (FORK 7) -----------------------------------------------------
+
+    def committed_prefix(self, index: int) -> list[Entry]:
+        """The state machine at a snapshot point: every committed entry up to `index`."""
+        return [self.committed[k] for k in range(1, index + 1)]
+
+    def compact(self, i: int) -> None:
+        """Replica i drops its log before an entry it has committed, applied and made durable
+        (as a partition's window is cut; that cut is durable at once)."""
+        r = self.replicas[i]
+        core = r.core
+        if core is None or r.pending is not None:
+            return
+        to = min(core.commit, core.applied, r.durable_hs.commit)
+        if to <= r.durable_first:
+            return
+        for e in r.durable_log[: to - r.durable_first]:
+            if self.committed.get(e.index) != e:
+                self.fail(f"replica {i} compacted {e}, which is not the committed entry")
+        del r.durable_log[: to - r.durable_first]
+        r.durable_first = to
+        r.log.compact(to)
+
+    def finish_install(self, i: int) -> None:
+        r = self.replicas[i]
+        core = r.core
+        if r.install is None or core is None or r.pending is not None or r.install[0] > self.time:
+            return
+        _, what = r.install
+        r.install = None
+        if self.rng.random() < self.cfg.install_fail:
+            self.note(f"{i} install {what} failed")
+            core.install_failed()
+            self.process(i)
+            return
+        known = self.committed.get(what.index)
+        if known is None or known.term != what.term:
+            self.fail(f"replica {i} was sent snapshot {what}, not a committed entry ({known})")
+        if core.commit >= what.index:
+            self.fail(f"replica {i} installs {what} below its commit {core.commit}")
+        r.log.reset(known)
+        r.durable_log = [known]  # the install is durable before it is done
+        r.durable_first = what.index
+        r.durable_hs = replace(r.durable_hs, commit=max(r.durable_hs.commit, what.index))
+        r.applied = self.committed_prefix(what.index)
+        r.seen_commit = max(r.seen_commit, what.index)
+        self.note(f"{i} installed {what}")
+        core.install_done(what.index, what.term)
         self.process(i)
 
     # ---- the checks ----------------------------------------------------------------------------
@@ -191,7 +260,8 @@ class Sim:
         # commit indexes never go back (within an incarnation; durable ones are checked in persist)
         if core.commit < r.seen_commit:
             self.fail(f"replica {r.id}'s commit went back from {r.seen_commit} to {core.commit}")
-        for index in range(r.seen_commit + 1, core.commit + 1):
+        first = core.log.first_index()
+        for index in range(max(r.seen_commit + 1, first), core.commit + 1):
             got = core.log.entries(index, index + 1)
             if not got:
                 self.fail(f"replica {r.id} committed {index} beyond its log")
@@ -208,6 +278,8 @@ class Sim:
             self.note(f"{r.id} leads term {core.term}")
             # leader completeness: a new leader holds every committed entry
             for index, known in self.committed.items():
+                if index < first:
+                    continue  # in its snapshot: checked when compacted or installed
                 mine = core.log.entries(index, index + 1)
                 if not mine or mine[0] != known:
                     self.fail(f"leader {r.id} of term {core.term} lacks committed entry {known}")
@@ -225,14 +297,14 @@ class Sim:
             self.fail(f"committed entry {e.index} changed: {known} then {e} (at {node})")
 
     def persist(self, r: Replica, rd: Ready) -> None:
-        log = r.durable_log
+        log, first = r.durable_log, r.durable_first
         if rd.truncate_after is not None:
             if rd.truncate_after < r.durable_hs.commit:
                 self.fail(f"replica {r.id} cut its durable log below its commit")
-            del log[rd.truncate_after :]
+            del log[rd.truncate_after + 1 - first :]
         for e in rd.entries:
-            if e.index != len(log) + 1:
-                self.fail(f"replica {r.id} appended {e.index} after {len(log)} without a cut")
+            if e.index != first + len(log):
+                self.fail(f"replica {r.id} appended {e.index} after {first + len(log) - 1}")
             self.check_entry(e, log[-1].term if log else 0)
             log.append(e)
         hs = rd.hard_state
@@ -245,9 +317,9 @@ class Sim:
             r.durable_hs = hs
         # Below the old durable commit nothing can change (no cut reaches it, appends go after
         # the end): check what the durable commit newly covers.
-        for index in range(old.commit + 1, r.durable_hs.commit + 1):
+        for index in range(max(old.commit + 1, first), r.durable_hs.commit + 1):
             c = self.committed.get(index)
-            if index > len(log) or (c is not None and log[index - 1] != c):
+            if index >= first + len(log) or (c is not None and log[index - first] != c):
                 self.fail(f"replica {r.id}'s durable log lost or changed committed entry {index}")
 
     def apply(self, r: Replica, rd: Ready) -> None:
@@ -328,6 +400,9 @@ class Sim:
                     self.process(i)
         self.watch_nodes()
         for i in self.ids:
+            if self.cfg.compact and rng.random() < self.cfg.compact:
+                self.compact(i)
+            self.finish_install(i)
             core = self.idle(i)
             if core is not None:
                 core.tick()
@@ -478,6 +553,7 @@ def scripted(
         max_delay=1,
         propose=0.0,
         sync=1.0,
+        compact=0.0,
         max_append=(max_append,),
         rules=rules or Rules(),
     )

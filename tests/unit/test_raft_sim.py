@@ -191,6 +191,50 @@ def test_the_simulation_catches_messages_sent_before_their_ready_is_durable() ->
     assert failure is not None and "seed=" in failure, "no schedule broke safety"
 
 
+# ---- FORK 7: a snapshot confirms its last entry only ------------------------------------------------
+
+
+def test_a_snapshot_the_log_already_holds_keeps_what_follows_it() -> None:
+    """Follower 3 holds entries 1..5 (acknowledged) but knows commit 0; leader 2 compacted to 3
+    and sends that point. 3 keeps 4 and 5, commits 3 and answers 3, not its own last index."""
+    snap = Message(MsgType.SNAP, 2, 3, 1, index=3, log_term=1, commit=5)
+    on = _follower([1, 1, 1, 1, 1], 1)
+    on.step(snap)
+    rd = on.ready()
+    assert rd.install is None and on.last_index() == 5 and on.commit == 3
+    assert [(m.type, m.index) for m in rd.messages] == [(MsgType.APP_RESP, 3)]
+    off = _follower([1, 1, 1, 1, 1], 1, Rules(snapshot_keeps_log=False))
+    off.step(snap)
+    rd = off.ready()
+    assert rd.install is not None and rd.messages == ()  # installed: 4 and 5 would be gone
+
+
+def test_a_follower_behind_the_compacted_log_installs_the_snapshot_point() -> None:
+    sim = scripted(3)
+    _elect(sim, 1)
+    sim.isolate(3)
+    for n in range(8):
+        _propose(sim, 1, f"v{n}".encode())
+    sim.hops()
+    sim.compact(1)
+    first = sim.core(1).log.first_index()
+    assert first > 2
+    sim.cut.clear()
+    sim.ticks(30)
+    assert sim.core(3).log.first_index() == first  # the install replaced its log
+    assert [e.data for e in sim.replicas[3].applied] == [e.data for e in sim.replicas[1].applied]
+    assert sim.core(3).commit == sim.core(1).commit
+
+
+def test_the_simulation_catches_a_snapshot_that_replaces_a_log_holding_it() -> None:
+    """Seed 949 of the default schedules: a restarted follower (commit 11) held the snapshot
+    point 19 and entries it had acknowledged up to 22; installed anyway, they were gone and the
+    next leader lacked committed entry 20."""
+    cfg = SimConfig(rules=Rules(snapshot_keeps_log=False))
+    failure = _first_failure(cfg, range(900, 1000), safety_only=True)
+    assert failure is not None and "seed=" in failure, "no schedule broke safety"
+
+
 # ---- FORK 3: PreVote, leader stickiness, and a transfer skipping it ------------------------------
 
 
