@@ -26,6 +26,7 @@ from raftlog.offsets_partition import OffsetsPartition
 from raftlog.partition import NodeContext, Partition
 from raftlog.raft.driver import Driver
 from raftlog.raft.group import RaftTimings
+from raftlog.raft.install import Installs
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.ticker import Ticker
 from raftlog.security.acl import authorizer_for
@@ -93,14 +94,21 @@ class Node:
         self.ticker = Ticker()
         self.ticker.start()
         self.leadership = LeadershipDirectory(self.node_id, self.mesh)
-        driver = None
+        driver = installs = None
         if cfg.raft_engine == "core":
             driver = Driver(
                 self.node_id, self.mesh, self.timings.election_min, self.ticker.elections
             )
             driver.start()
+            installs = Installs(self.mesh)
         self.ctx = NodeContext(
-            self.node_id, self.mesh, self.ticker, self.timings, self.history, driver=driver
+            self.node_id,
+            self.mesh,
+            self.ticker,
+            self.timings,
+            self.history,
+            driver=driver,
+            installs=installs,
         )
         self.groups = GroupCoordinator(
             self.node_id,

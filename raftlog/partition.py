@@ -30,6 +30,7 @@ from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, await_
 from raftlog.producer_state import ProducerState
 from raftlog.raft.driver import Driver
 from raftlog.raft.group import RaftGroup, RaftTimings
+from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import Entry, SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.replica import CoreGroup
@@ -80,6 +81,7 @@ class NodeContext:
     metrics: RaftMetrics = field(default_factory=RaftMetrics)
     # Set when the node runs its partitions on raftlog's own Raft core (raft_engine = "core").
     driver: Driver | None = None
+    installs: Installs | None = None
 
 
 class Partition:
@@ -131,6 +133,17 @@ class Partition:
                 heartbeat_seconds=ctx.timings.heartbeat,
                 checkpoint_seconds=ctx.timings.compaction_seconds,
                 on_change=self._group_changed,
+            )
+            assert ctx.installs is not None  # the node sets both for the core engine
+            core = self.group
+            core.installer = Installer(
+                group_name,
+                self.journal,
+                self.log,
+                self,
+                ctx.installs,
+                core.install_done,
+                core.install_failed,
             )
         else:
             self.group = RaftGroup(

@@ -815,7 +815,9 @@ class Raft:
                 return
             entries = self._append_batch(pr.next)
             self._send(
-                Message(MsgType.APP, self.id, peer, self.term, prev, prev_term, entries, self.commit)
+                Message(
+                    MsgType.APP, self.id, peer, self.term, prev, prev_term, entries, self.commit
+                )
             )
             if not pr.replicate:
                 pr.paused = True

@@ -350,6 +350,22 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         re-anchor the window on entries whose data is already in the installed log."""
         self._pending_anchors = anchors
 
+    def install(self, anchor: Entry) -> None:
+        """A snapshot install on the Raft core (raft/install.py) brought the log up to the end
+        of `anchor`, the snapshot's last entry: the window becomes that entry alone, in one
+        atomic, synced step, and it and everything before it count as committed."""
+        if self._log is not None and self._log.log_end_offset != anchor.next_offset:
+            raise RuntimeError(
+                f"install of entry {anchor.idx}: the log ends at {self._log.log_end_offset}, "
+                f"not at its end {anchor.next_offset}"
+            )
+        self._entries = [anchor]
+        self._window_bytes = anchor.location.size if anchor.location is not None else 0
+        self._state.set_commit(max(self._state.commit_index, anchor.idx))
+        self._rewrite_window()
+        self._high_watermark = max(self._hw_for(self._state.commit_index), self._high_watermark)
+        self._listener.committed(self._state.commit_index, self._high_watermark)
+
     def compact_to(self, idx: int) -> None:
         """Drops entries before `idx` from the window (a snapshot was taken there)."""
         if self._entries and idx > self._entries[0].idx:

@@ -4,9 +4,9 @@ journal's Raft state file.
 
 It answers what the partition, its produce queue and the admin API ask of a group (the
 same surface as raft/group.py's pysyncobj group), so a node can run its partitions on
-either engine (`raft_engine` in the node's config) while the core is proven.
-Not here yet: snapshot install (FORK.md 7; a follower that needs entries its leader has
-compacted waits), the election budget.
+either engine (`raft_engine` in the node's config) while the core is proven. A follower
+that needs entries its leader compacted installs a snapshot through its `installer`
+(raft/install.py).
 """
 
 from __future__ import annotations
@@ -30,10 +30,14 @@ from raftlog.raft.core import (
 )
 from raftlog.raft.driver import TICK_SECONDS, Driver
 from raftlog.raft.group import FIRST_ELECTION_ROUNDS
+from raftlog.raft.install import Installer
 from raftlog.raft.journal import SegmentJournal
 
 # A new term's first entry, as the journal format (pysyncobj's command type byte) has it.
 NO_OP = bytes([NO_OP_TYPE])
+# A leader's window may hold this much for a follower that is heard but behind; past it the
+# follower installs a snapshot instead (raft/snapshot.py's figure for the pysyncobj engine).
+HARD_WINDOW_BYTES = 256 * 1024 * 1024
 
 
 Callback = Callable[[Any, int], None]
@@ -96,6 +100,7 @@ class CoreGroup:
         self._peers = [int(p) for p in peer_ids]
         self._pending: dict[int, tuple[int, Callback | None]] = {}  # index -> (term, callback)
         self._compacting = False
+        self.installer: Installer | None = None  # set by the partition right after
         self._seen: tuple[int, int, Role] = (NONE, 0, Role.FOLLOWER)
         first = len(self._peers) == 1 or self._peers[0] == int(self_id)
         self._deferred = 0 if first else FIRST_ELECTION_ROUNDS
@@ -161,6 +166,11 @@ class CoreGroup:
                         _answer(callback, FAIL_REASON.SUCCESS if ok else FAIL_REASON.NOT_LEADER)
         if rd.soft_state.role != Role.LEADER and self._pending:
             self._unknown_outcome()
+        if rd.install is not None:
+            if self.installer is None:
+                self.raft.install_failed()
+            else:
+                self.installer.start(rd.install.index, rd.install.term, str(rd.install.source))
         seen = (rd.soft_state.leader, self.raft.term, rd.soft_state.role)
         if seen != self._seen:
             self._seen = seen
@@ -220,15 +230,24 @@ class CoreGroup:
         and when a quiet group wakes, and the ISR would flicker with it."""
         return self._driver.heard() & self.members() if self.is_leader else set()
 
+    def install_done(self, index: int, term: int) -> None:
+        self.raft.install_done(index, term)
+        self._driver.wake(self)
+
+    def install_failed(self) -> None:
+        self.raft.install_failed()
+        self._driver.wake(self)
+
     def force_compaction(self) -> None:
-        """Cuts the window below what every follower holds (the leader only: with no
-        snapshot install yet, a leader must still hold whatever a follower lacks)."""
+        """The window holds too much: cut it (see _compact) this loop turn."""
         if not self._compacting:
             self._compacting = True
             asyncio.get_running_loop().call_soon(self._compact)
 
     def close(self) -> None:
         self._checkpointing.cancel()
+        if self.installer is not None:
+            self.installer.close()
         self._driver.remove(self)
         self._unknown_outcome()
         self.journal.close()  # its window file, and a last save of term and vote
@@ -278,25 +297,31 @@ class CoreGroup:
             self._driver.wake(self)
 
     def _checkpoint(self) -> None:
-        """Every minute or so: a leader cuts its window below what its followers hold; any
-        replica saves its producer state. Without it a restart read every partition's whole
-        log to rebuild producer state (the fault suite's kill_all: 4 s loop stalls at start,
-        heal to first ack 6.8 s median against 1.9 s on the pysyncobj engine, which compacts
-        every minute). A follower keeps its window: without snapshot install it must still
-        hold what a lagging follower lacks if it becomes leader."""
+        """Every minute or so the window is cut (_compact) and the producer state saved.
+        Without it a restart read every partition's whole log to rebuild producer state (the
+        fault suite's kill_all: 4 s loop stalls at start, heal to first ack 6.8 s median
+        against 1.9 s on the pysyncobj engine, which compacts every minute)."""
         self._checkpointing = asyncio.get_running_loop().call_later(
             self._checkpoint_seconds * random.uniform(1.0, 1.5), self._checkpoint
         )
-        if self.is_leader and self._compact():
-            return
-        self.journal.checkpoint()
+        if not self._compact():
+            self.journal.checkpoint()
 
     def _compact(self) -> bool:
-        """Whether the window was cut (which saves the producer state too)."""
+        """Cuts the window below the commit index and, on a leader, below what every follower
+        whose node is heard holds: a follower that is merely behind then catches up by
+        appends, and only one that was away (or one whose leader changed) installs a
+        snapshot. Past HARD_WINDOW_BYTES a leader cuts anyway. Whether it cut (which saves
+        the producer state too)."""
         self._compacting = False
-        if not self.is_leader:
-            return False
-        floor = min([self.raft.commit - 1, *(pr.match for pr in self.raft.progress.values())])
+        if self.raft.installing is not None:
+            return False  # the installer owns the log
+        floor = self.raft.commit - 1
+        if self.is_leader and self.journal.window_bytes < HARD_WINDOW_BYTES:
+            heard = {int(p) for p in self._driver.heard()}
+            for peer, pr in self.raft.progress.items():
+                if peer in heard:
+                    floor = min(floor, pr.match)
         if floor <= self.journal.first_index:
             return False
         self.journal.compact_to(floor)

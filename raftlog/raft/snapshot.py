@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pysyncobj.config import SERIALIZER_STATE
 
 from raftlog.raft.compat import NO_OP, SnapshotSeam
+from raftlog.raft.install import agreement_offset, append_batches, begin_terms_at
 from raftlog.raft.journal import Entry, RaftEntry, SegmentJournal, StoredCommand
 from raftlog.raft.mesh import Message
 from raftlog.storage.batch import iter_batches
@@ -83,36 +84,6 @@ class _Inbound:
     resume_offset: int
     state: object  # the leader's snapshot_state()
     retained: bool = False  # this log already held the snapshot's last entry
-
-
-def agreement_offset(
-    local: list[tuple[int, int]],
-    local_end: int,
-    leader: list[tuple[int, int]],
-    leader_end: int,
-) -> int:
-    """Largest offset up to which two logs hold the same batches, from their epoch lists.
-
-    Raft's log matching makes a term's batches identical on every log that has them, so
-    the logs agree up to the end of the last term they share (the smaller of its two ends)."""
-
-    def ends(epochs: list[tuple[int, int]], end: int) -> dict[int, tuple[int, int]]:
-        spans = {}
-        for i, (term, start) in enumerate(epochs):
-            stop = epochs[i + 1][1] if i + 1 < len(epochs) else end
-            spans[term] = (start, stop)
-        return spans
-
-    mine, theirs = ends(local, local_end), ends(leader, leader_end)
-    agreed = 0
-    for term in sorted(set(mine) & set(theirs)):
-        (start, stop), (their_start, their_stop) = mine[term], theirs[term]
-        if start != their_start:
-            break
-        agreed = min(stop, their_stop)
-        if stop != their_stop:
-            break
-    return agreed
 
 
 class PartitionSnapshots(SnapshotSeam):
@@ -315,37 +286,11 @@ class PartitionSnapshots(SnapshotSeam):
         )
 
     def _append_chunk(self, inbound: _Inbound, batches: bytes) -> None:
-        """Appends whole batches, one term at a time: the epoch in each batch header is the
-        term it was written in, and log.append keeps segments per term."""
-        view = memoryview(batches)
-        run_start, run_term = 0, None
-        for pos, header in iter_batches(view):
-            term = header.partition_leader_epoch
-            if term != run_term:
-                if run_term is not None:
-                    self._log.append(view[run_start:pos], run_term, keep_offsets=True)
-                # A compacted leader's log has gaps between batches, never overlaps.
-                if header.base_offset < self._log.log_end_offset:
-                    raise RuntimeError(
-                        f"snapshot data at offset {header.base_offset}, log ends at "
-                        f"{self._log.log_end_offset}"
-                    )
-                self._begin_terms_at(inbound, self._log.log_end_offset)
-                run_start, run_term = pos, term
-        if run_term is not None:
-            self._log.append(view[run_start:], run_term, keep_offsets=True)
-        self._begin_terms_at(inbound, self._log.log_end_offset)
+        append_batches(self._log, batches, lambda offset: self._begin_terms_at(inbound, offset))
 
     def _begin_terms_at(self, inbound: _Inbound, offset: int) -> None:
-        """Terms that start at `offset` get their segment now, including terms that hold no
-        data at all, so the follower's epoch list comes out the same as the leader's."""
-        last_anchor_term = inbound.anchors[-1].term
-        for term, start in inbound.epochs:
-            if start != offset or term <= self._log.active_term:
-                continue
-            if start == inbound.end_offset and term > last_anchor_term:
-                continue  # a term that begins after the snapshot: its no-op comes by Raft
-            self._log.begin_term(term)
+        last_term = inbound.anchors[-1].term
+        begin_terms_at(self._log, inbound.epochs, offset, inbound.end_offset, last_term)
 
     def _locate(self, anchor: Entry) -> Entry:
         if anchor.inline is not None:
@@ -369,4 +314,4 @@ def _anchor_entry(fields: list[Any]) -> Entry:
     return Entry(idx, term, offset, next_offset, inline=inline)
 
 
-__all__ = ["NO_OP", "PartitionSnapshots", "RESUME", "agreement_offset"]
+__all__ = ["NO_OP", "PartitionSnapshots", "RESUME"]

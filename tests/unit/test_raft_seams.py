@@ -6,9 +6,9 @@ import pytest
 import raftlog.raft.syncobj_fork as syncobj
 from raftlog.raft import compat
 from raftlog.raft.group import RaftGroup, RaftTimings
+from raftlog.raft.install import agreement_offset
 from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
-from raftlog.raft.snapshot import agreement_offset
 from raftlog.raft.ticker import Ticker
 
 

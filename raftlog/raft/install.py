@@ -1,0 +1,349 @@
+"""Snapshot install for partitions on the Raft core (FORK.md 7; raft/core.py asks for it in
+a Ready, raft/replica.py starts it).
+
+A snapshot is a point in the segment log: the entry at the start of the leader's window and
+every batch before it. Installing it moves only what the follower lacks, pulled by the
+follower from the node that sent the snapshot point, one chunk per request:
+
+    begin    follower -> source: the point (index, term), the follower's epochs and log end
+    manifest source -> follower: the point's entry, its end offset, the source's epochs, log
+             start, share state, and where the logs stop agreeing (as KIP-279 finds it with
+             OffsetForLeaderEpoch); the follower cuts its log there
+    read     follower -> source: the next offset
+    data     source -> follower: whole batches from there, at most CHUNK_BYTES, up to the end
+    refused  source -> follower: it no longer holds that point, or not that far
+
+The source keeps no state: every request names what it wants, and everything asked for is
+committed on the source (below its high watermark), hence the same on every replica. The
+follower appends the batches term by term (the epoch in a batch header is the term it was
+written in; segments stay per term), then its window becomes the point's entry alone and the
+core is told (`install_done`). A source that stops answering for INSTALL_TIMEOUT seconds fails
+the install (`install_failed`); the leader's next snapshot message starts another, which cuts
+and resumes where this one stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from raftlog.raft.journal import Entry, SegmentJournal
+from raftlog.storage.batch import iter_batches
+from raftlog.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+KIND = "core_install"  # the mesh control messages' kind
+CHUNK_BYTES = 1024 * 1024
+INSTALL_TIMEOUT = 10.0
+
+Epochs = list[tuple[int, int]]
+
+
+class InstallListener(Protocol):
+    """The partition: what it keeps beside its log, and what it redoes after an install."""
+
+    def snapshot_state(self) -> object:
+        """Sent with the manifest (share-group state): the window that held its commands may
+        be cut already."""
+
+    def snapshot_installed(
+        self, resume_offset: int, end_offset: int, source: str, state: object
+    ) -> None: ...
+
+
+class ControlLink(Protocol):
+    """The node's mesh, for its control messages (raft/mesh.py)."""
+
+    def send_control(self, peer_id: str, kind: str, payload: Any) -> None: ...
+
+    def on_control(self, kind: str, handler: Callable[[str, Any], None]) -> None: ...
+
+
+def agreement_offset(local: Epochs, local_end: int, leader: Epochs, leader_end: int) -> int:
+    """Largest offset up to which two logs hold the same batches, from their epoch lists.
+
+    Raft's log matching makes a term's batches identical on every log that has them, so
+    the logs agree up to the end of the last term they share (the smaller of its two ends)."""
+
+    def ends(epochs: Epochs, end: int) -> dict[int, tuple[int, int]]:
+        spans = {}
+        for i, (term, start) in enumerate(epochs):
+            stop = epochs[i + 1][1] if i + 1 < len(epochs) else end
+            spans[term] = (start, stop)
+        return spans
+
+    mine, theirs = ends(local, local_end), ends(leader, leader_end)
+    agreed = 0
+    for term in sorted(set(mine) & set(theirs)):
+        (start, stop), (their_start, their_stop) = mine[term], theirs[term]
+        if start != their_start:
+            break
+        agreed = min(stop, their_stop)
+        if stop != their_stop:
+            break
+    return agreed
+
+
+def begin_terms_at(log_: Log, epochs: Epochs, offset: int, end: int, last_term: int) -> None:
+    """Terms of the source's log that start at `offset` get their segment now, including terms
+    that hold no data at all, so the follower's epoch list comes out the same as the source's.
+    A term that begins at the snapshot's end after its last entry's term comes by Raft."""
+    for term, start in epochs:
+        if start != offset or term <= log_.active_term:
+            continue
+        if start == end and term > last_term:
+            continue
+        log_.begin_term(term)
+
+
+def append_batches(log_: Log, batches: bytes, on_offset: Callable[[int], None]) -> None:
+    """Appends whole batches one term's run at a time (log.append keeps segments per term);
+    `on_offset` is called with the log end before each run and after the last."""
+    view = memoryview(batches)
+    run_start, run_term = 0, None
+    for pos, header in iter_batches(view):
+        term = header.partition_leader_epoch
+        if term != run_term:
+            if run_term is not None:
+                log_.append(view[run_start:pos], run_term, keep_offsets=True)
+            # A compacted log has gaps between batches, never overlaps.
+            if header.base_offset < log_.log_end_offset:
+                raise RuntimeError(
+                    f"snapshot data at offset {header.base_offset}, log ends at "
+                    f"{log_.log_end_offset}"
+                )
+            on_offset(log_.log_end_offset)
+            run_start, run_term = pos, term
+    if run_term is not None:
+        log_.append(view[run_start:], run_term, keep_offsets=True)
+    on_offset(log_.log_end_offset)
+
+
+class Installs:
+    """The node's install messages, routed to each group's Installer by name."""
+
+    def __init__(self, link: ControlLink) -> None:
+        self._link = link
+        self._groups: dict[str, Installer] = {}
+        self._last_error = 0.0
+        link.on_control(KIND, self._received)
+
+    def add(self, name: str, installer: Installer) -> None:
+        self._groups[name] = installer
+
+    def remove(self, name: str) -> None:
+        self._groups.pop(name, None)
+
+    def send(self, peer_id: str, payload: dict[str, Any]) -> None:
+        self._link.send_control(peer_id, KIND, payload)
+
+    def _received(self, peer_id: str, payload: Any) -> None:
+        try:
+            installer = self._groups.get(payload["group"])
+            if installer is not None:
+                installer.received(peer_id, payload)
+        except Exception:
+            # One install's failure must not stop the node's other messages; logged at most
+            # every 5 s (a peer repeating a bad request would flood the log).
+            now = time.monotonic()
+            if now - self._last_error > 5.0:
+                self._last_error = now
+                log.exception("snapshot install message from node %s failed", peer_id)
+
+
+@dataclass
+class _Inbound:
+    id: str
+    source: str
+    index: int
+    term: int
+    anchor: Entry | None = None
+    end: int = 0
+    epochs: Epochs | None = None
+    resume: int = 0
+    state: object = None
+    deadline: asyncio.TimerHandle | None = None
+
+
+class Installer:
+    """One partition's: serves its committed log to followers, installs its leader's."""
+
+    def __init__(
+        self,
+        name: str,
+        journal: SegmentJournal,
+        log_: Log,
+        listener: InstallListener,
+        installs: Installs,
+        done: Callable[[int, int], None],
+        failed: Callable[[], None],
+    ) -> None:
+        self._name = name
+        self._journal = journal
+        self._log = log_
+        self._listener = listener
+        self._installs = installs
+        self._done = done
+        self._failed = failed
+        self._inbound: _Inbound | None = None
+        installs.add(name, self)
+
+    def close(self) -> None:
+        self._installs.remove(self._name)
+        self._stop()
+
+    def received(self, peer_id: str, payload: dict[str, Any]) -> None:
+        op = payload["op"]
+        if op == "begin":
+            self._serve_begin(peer_id, payload)
+        elif op == "read":
+            self._serve_read(peer_id, payload)
+        else:
+            inbound = self._inbound
+            if inbound is None or payload["id"] != inbound.id or peer_id != inbound.source:
+                return  # an install this follower gave up
+            self._follow(inbound, op, payload)
+
+    # --- follower side ---------------------------------------------------------------------
+
+    def start(self, index: int, term: int, source: str) -> None:
+        """The core asked to install (index, term) from `source`'s node."""
+        self._stop()
+        inbound = _Inbound(os.urandom(8).hex(), source, index, term)
+        self._inbound = inbound
+        self._send(
+            inbound,
+            op="begin",
+            index=index,
+            term=term,
+            epochs=[[t, s] for t, s in self._log.epochs()],
+            end=self._log.log_end_offset,
+        )
+
+    def _follow(self, inbound: _Inbound, op: str, payload: dict[str, Any]) -> None:
+        if op == "refused":
+            self._give_up(f"node {inbound.source} refused: {payload['reason']}")
+        elif op == "manifest":
+            self._begin(inbound, payload)
+        elif op == "data" and inbound.anchor is not None:
+            self._data(inbound, payload["batches"])
+
+    def _begin(self, inbound: _Inbound, manifest: dict[str, Any]) -> None:
+        inbound.anchor = Entry.unpack(manifest["anchor"])
+        inbound.end = int(manifest["end"])
+        inbound.epochs = [(int(t), int(s)) for t, s in manifest["epochs"]]
+        inbound.state = manifest["state"]
+        agreed = int(manifest["agreed"])
+        # Everything before `agreed` is identical on both logs (log matching): kept, so the
+        # votes this replica gives stay honest while the rest comes.
+        self._journal.truncate_for_install(agreed, {t for t, _ in inbound.epochs})
+        if self._log.log_end_offset < manifest["log_start"]:
+            self._log.reset(int(manifest["log_start"]))  # retention deleted all we hold there
+        inbound.resume = self._log.log_end_offset
+        self._begin_terms(inbound, inbound.resume)
+        self._next(inbound)
+
+    def _data(self, inbound: _Inbound, batches: bytes) -> None:
+        before = self._log.log_end_offset
+        append_batches(self._log, batches, lambda offset: self._begin_terms(inbound, offset))
+        if self._log.log_end_offset == before and before < inbound.end:
+            # The source's log has no batch left below the end (a cleaned tail before a no-op):
+            # this log cannot reach that end by appending.
+            self._give_up(f"no batches between {before} and {inbound.end}")
+            return
+        self._next(inbound)
+
+    def _next(self, inbound: _Inbound) -> None:
+        end = self._log.log_end_offset
+        if end < inbound.end:
+            self._send(inbound, op="read", offset=end, end=inbound.end)
+            return
+        if end != inbound.end:
+            self._give_up(f"the log ends at {end}, past the snapshot's end {inbound.end}")
+            return
+        anchor = inbound.anchor
+        assert anchor is not None  # set by the manifest, before any read
+        if anchor.inline is None:
+            anchor.location = self._log.locate(anchor.offset, anchor.next_offset)
+        self._stop()
+        self._journal.install(anchor)
+        self._listener.snapshot_installed(inbound.resume, end, inbound.source, inbound.state)
+        self._done(inbound.index, inbound.term)
+
+    def _begin_terms(self, inbound: _Inbound, offset: int) -> None:
+        assert inbound.epochs is not None and inbound.anchor is not None
+        begin_terms_at(self._log, inbound.epochs, offset, inbound.end, inbound.anchor.term)
+
+    def _send(self, inbound: _Inbound, **payload: Any) -> None:
+        """A request to the source; its answer must come within INSTALL_TIMEOUT."""
+        if inbound.deadline is not None:
+            inbound.deadline.cancel()
+        inbound.deadline = asyncio.get_running_loop().call_later(
+            INSTALL_TIMEOUT, self._give_up, "the source stopped answering"
+        )
+        self._installs.send(inbound.source, {"group": self._name, "id": inbound.id, **payload})
+
+    def _give_up(self, why: str) -> None:
+        inbound = self._inbound
+        if inbound is None:
+            return
+        log.warning(
+            "%s: snapshot install %d from node %s: %s",
+            self._name,
+            inbound.index,
+            inbound.source,
+            why,
+        )
+        self._stop()
+        self._failed()
+
+    def _stop(self) -> None:
+        inbound, self._inbound = self._inbound, None
+        if inbound is not None and inbound.deadline is not None:
+            inbound.deadline.cancel()
+
+    # --- source side ---------------------------------------------------------------------------
+
+    def _serve_begin(self, peer_id: str, request: dict[str, Any]) -> None:
+        entry = self._journal.entry_by_index(int(request["index"]))
+        if entry is None or entry.term != request["term"]:
+            self._refuse(peer_id, request, "it no longer holds the snapshot point")
+            return
+        if entry.next_offset > self._journal.high_watermark:
+            self._refuse(peer_id, request, "the snapshot point is not committed here")
+            return
+        end = entry.next_offset
+        epochs = [(t, s) for t, s in self._log.epochs() if s <= end]
+        theirs = [(int(t), int(s)) for t, s in request["epochs"]]
+        agreed = min(agreement_offset(theirs, int(request["end"]), epochs, end), end)
+        self._reply(
+            peer_id,
+            request,
+            op="manifest",
+            anchor=entry.pack(),
+            end=end,
+            epochs=[[t, s] for t, s in epochs],
+            log_start=self._log.log_start_offset,
+            agreed=agreed,
+            state=self._listener.snapshot_state(),
+        )
+
+    def _serve_read(self, peer_id: str, request: dict[str, Any]) -> None:
+        offset, end = int(request["offset"]), int(request["end"])
+        if end > self._journal.high_watermark or offset < self._log.log_start_offset:
+            self._refuse(peer_id, request, f"offsets {offset}..{end} are not held here")
+            return
+        data = self._log.read(offset, CHUNK_BYTES, end, True)
+        self._reply(peer_id, request, op="data", batches=data)
+
+    def _refuse(self, peer_id: str, request: dict[str, Any], reason: str) -> None:
+        self._reply(peer_id, request, op="refused", reason=reason)
+
+    def _reply(self, peer_id: str, request: dict[str, Any], **payload: Any) -> None:
+        self._installs.send(peer_id, {"group": self._name, "id": request["id"], **payload})
