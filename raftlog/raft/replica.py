@@ -38,6 +38,7 @@ NO_OP = bytes([NO_OP_TYPE])
 # A leader's window may hold this much for a follower that is heard but behind; past it the
 # follower installs a snapshot instead (raft/snapshot.py's figure for the pysyncobj engine).
 HARD_WINDOW_BYTES = 256 * 1024 * 1024
+STAND_RETRY_SECONDS = 0.1
 
 
 Callback = Callable[[Any, int], None]
@@ -129,6 +130,7 @@ class CoreGroup:
         # Each group on its own schedule: a thousand partitions checkpointing in the same
         # second held the loop (raft/group.py says the same of pysyncobj's snapshots).
         self._checkpoint_seconds = checkpoint_seconds
+        self._election_seconds = election_seconds
         self._checkpointing = loop.call_later(
             checkpoint_seconds * random.uniform(1.0, 1.5), self._checkpoint
         )
@@ -286,13 +288,21 @@ class CoreGroup:
         for _, callback in pending.values():
             _answer(callback, FAIL_REASON.LEADER_CHANGED)
 
-    def _stand(self) -> None:
+    def _stand(self, waited: float = 0.0) -> None:
         if (
-            self.raft.leader == NONE
-            and self.raft.role == Role.FOLLOWER
-            and self._driver.holds(self)
-            and self._driver.elections.take()  # refused: its election timer stands it later
+            self.raft.leader != NONE
+            or self.raft.role != Role.FOLLOWER
+            or not self._driver.holds(self)
         ):
+            return
+        if not self._driver.heard() & self.members() and waited < self._election_seconds:
+            # A node starting beside its peers (every node killed and started again): a
+            # pre-vote sent before any peer is connected is lost, and the next try waits a
+            # whole election timeout. Stand as soon as one is heard instead.
+            retry = STAND_RETRY_SECONDS
+            asyncio.get_running_loop().call_later(retry, self._stand, waited + retry)
+            return
+        if self._driver.elections.take():  # refused: its election timer stands it later
             self.raft.campaign(pre=True)
             self._driver.wake(self)
 

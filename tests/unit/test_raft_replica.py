@@ -1,12 +1,14 @@
 """The Raft core over real segment journals (raft/replica.py's JournalLog), messages carried
 through the driver's wire encoding: what the core decides lands in each replica's Kafka log
-with the same offsets and epochs, and a deposed leader's uncommitted tail is cut from its
-segment, not only from the Raft window."""
+with the same offsets and epochs, a deposed leader's uncommitted tail is cut from its
+segment, not only from the Raft window, and a follower behind a compacted leader installs its
+snapshot through raft/install.py."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import msgpack
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -14,6 +16,7 @@ from support.journal import RecordingListener
 
 from raftlog.raft.core import Config, Entry, HardState, Message, MsgType, Raft, Role
 from raftlog.raft.driver import decode, encode
+from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
 from raftlog.raft.replica import NO_OP, JournalLog
 from raftlog.storage.batch import iter_batches
@@ -44,6 +47,22 @@ class Replica:
         ]
 
 
+class Controls:
+    """A node's control messages (the installs'), through msgpack as the mesh would."""
+
+    def __init__(self, net: Net, node: int) -> None:
+        self.net, self.node = net, node
+        self.handler: Any = None
+
+    def send_control(self, peer_id: str, kind: str, payload: Any) -> None:
+        if self.node not in self.net.cut and int(peer_id) not in self.net.cut:
+            wire = msgpack.unpackb(msgpack.packb(payload))
+            self.net.controls[int(peer_id)].handler(str(self.node), wire)
+
+    def on_control(self, kind: str, handler: Any) -> None:
+        self.handler = handler
+
+
 class Net:
     """Delivers every message, through msgpack as the mesh would, except to nodes cut off."""
 
@@ -51,6 +70,21 @@ class Net:
         peers = (1, 2, 3)
         self.replicas = {n: Replica(tmp_path, n, peers) for n in peers}
         self.cut: set[int] = set()
+        self.controls = {n: Controls(self, n) for n in peers}
+        self.installers: dict[int, Installer] = {}
+
+    def with_installs(self) -> None:
+        """Snapshot installs between the replicas (needs a running event loop: its timeouts)."""
+        for n, r in self.replicas.items():
+            self.installers[n] = Installer(
+                "g",
+                r.journal,
+                r.log,
+                r.listener,
+                Installs(self.controls[n]),
+                r.raft.install_done,
+                r.raft.install_failed,
+            )
 
     def settle(self) -> None:
         for _ in range(200):
@@ -61,6 +95,10 @@ class Net:
                     r.raft.advance(rd)
                     if rd.committed:
                         r.journal.setRaftCommitIndex(rd.committed[-1].index)
+                    if rd.install is not None:
+                        moved = True
+                        i = rd.install
+                        self.installers[node].start(i.index, i.term, str(i.source))
                     for m in rd.messages:
                         moved = True
                         if node in self.cut or m.dst in self.cut:
@@ -126,3 +164,73 @@ def test_replicas_hold_the_same_batches_and_a_deposed_tail_is_cut(tmp_path: Path
     assert all(r.values() == want for r in net.replicas.values())
     assert any(reason == "raft" for _, reason in one.listener.truncations)
     assert one.log.log_end_offset == 3 and one.journal.high_watermark == 3
+
+
+async def test_a_follower_behind_a_compacted_leader_installs_its_snapshot(tmp_path: Path) -> None:
+    """Node 1, cut off, keeps a tail that never committed; the others go on in term 2 and the
+    leader compacts past everything 1 has. Healed, 1 installs the snapshot: its divergent tail
+    is cut, only what it lacks is pulled (from where the epochs say the logs stop agreeing),
+    and its log then holds the same batches, offsets and epochs as the leader's."""
+    net = Net(tmp_path)
+    net.with_installs()
+    net.elect(1)
+    one = net.replicas[1]
+    for v in (b"a", b"b"):
+        one.raft.propose(DATA_PREFIX + batch(v))
+    net.settle()
+    net.cut = {1}
+    one.raft.propose(DATA_PREFIX + batch(b"x"))
+    net.settle()
+    for _ in range(10):
+        for n in (2, 3):
+            net.replicas[n].raft.tick()
+        net.settle()
+    if net.replicas[3].raft.role != Role.LEADER:
+        net.elect(2)
+    new = next(net.replicas[n] for n in (2, 3) if net.replicas[n].raft.role == Role.LEADER)
+    for v in (b"c", b"d", b"e"):
+        new.raft.propose(DATA_PREFIX + batch(v))
+    net.settle()
+    new.journal.compact_to(new.raft.commit - 1)
+    assert new.journal.first_index > one.raft.last_index()  # only an install catches 1 up
+
+    net.cut = set()
+    for _ in range(3):
+        new.raft.tick()
+        net.settle()
+    want = new.values()
+    assert [v for _, _, v in want] == [b"a", b"b", b"c", b"d", b"e"]
+    assert one.values() == want
+    assert one.log.epochs() == new.log.epochs()
+    assert one.listener.installs == [(2, want[-1][0], str(new.raft.id))]  # resumed at 2: a, b kept
+    assert any(reason == "install" for _, reason in one.listener.truncations)  # x cut
+    assert one.raft.installing is None and one.raft.commit == new.raft.commit
+    assert new.raft.progress[1].match == new.raft.last_index()
+
+
+async def test_an_install_whose_source_went_away_fails_and_the_next_one_completes(
+    tmp_path: Path,
+) -> None:
+    net = Net(tmp_path)
+    net.with_installs()
+    net.elect(1)
+    one = net.replicas[1]
+    net.cut = {3}
+    for v in (b"a", b"b", b"c"):
+        one.raft.propose(DATA_PREFIX + batch(v))
+    net.settle()
+    one.journal.compact_to(one.raft.commit - 1)
+    three = net.replicas[3]
+    three.raft.step(
+        Message(MsgType.SNAP, 1, 3, one.raft.term, one.journal.first_index, one.raft.term)
+    )
+    net.settle()  # 3 asks node 1, which it cannot reach: no answer
+    assert three.raft.installing is not None
+    net.installers[3]._give_up("the source stopped answering")  # what its timeout does
+    assert three.raft.installing is None
+    net.cut = set()
+    for _ in range(3):
+        one.raft.tick()
+        net.settle()
+    assert three.values() == one.values()
+    assert len(three.listener.installs) == 1
