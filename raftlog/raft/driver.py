@@ -11,6 +11,7 @@ follow a save of its term or vote wait, in order, until that save is on disk; ot
 messages do not wait for it.
 
 Time is logical: the driver ticks every awake group each TICK_SECONDS; the core counts ticks.
+Ticks follow the clock: those a held loop missed are ticked when it runs again.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from typing import Any, Protocol
 
 from raftlog.raft.core import Entry, Message, MsgType, Raft, Ready, Role
 from raftlog.raft.durability import Durability
+from raftlog.raft.failure_log import FailureLog
 from raftlog.raft.ticker import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.05
+CATCH_UP_DELAY = 0.005
 
 _TYPES = tuple(MsgType)
 _CODE = {t: i for i, t in enumerate(_TYPES)}
@@ -115,8 +118,13 @@ class Driver:
         link: Link,
         election_seconds: float,
         elections: ElectionBudget | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.node_id = node_id
+        self._clock = clock
+        self._ticked_at = clock()
+        # A catch-up covers the longest election timeout a replica can draw (two minimums).
+        self._max_catch_up = 2 * round(election_seconds / TICK_SECONDS)
         # Shared with the pysyncobj groups' ticker: one budget of elections per node.
         self.elections = elections or ElectionBudget(
             ELECTIONS_PER_SECOND, ELECTION_BURST, time.monotonic
@@ -132,13 +140,14 @@ class Driver:
         self._turn_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ticking: asyncio.TimerHandle | None = None
-        self._last_error: dict[str, float] = {}
+        self._failures = FailureLog(log)
         link.on_core(self.receive)
         link.on_peer_change.append(self._peer_changed)
         link.on_peer_silent.append(lambda peer_id: self._peer_changed(peer_id, False))
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._ticked_at = self._clock()
         self._ticking = self._loop.call_later(TICK_SECONDS, self._tick)
 
     def stop(self) -> None:
@@ -186,7 +195,8 @@ class Driver:
                     continue
                 group.raft.step(message)
             except Exception:
-                self._failed(str(item[0]) if item else "?", "message")
+                name = str(item[0]) if item else "?"
+                self._failures.exception(name, "raft group %s: message failed", name)
                 continue
             self.wake(group)
 
@@ -194,6 +204,24 @@ class Driver:
         loop = self._loop
         assert loop is not None  # set by start()
         self._ticking = loop.call_later(TICK_SECONDS, self._tick)
+        now = self._clock()
+        behind = int((now - self._ticked_at) / TICK_SECONDS) - 1
+        self._ticked_at = now
+        self._tick_groups()
+        if behind > 0:
+            # The loop was held (the process stopped, a long stall): the ticks it missed are
+            # ticked now, or a leader stopped for seconds would lead on for another election
+            # timeout, answering metadata and taking writes in a term already replaced. After
+            # a moment, so that frames which waited meanwhile are read first (libuv runs due
+            # timers before it polls): their answers count for CheckQuorum.
+            missed = min(behind, self._max_catch_up)
+            loop.call_later(CATCH_UP_DELAY, self._catch_up, missed)
+
+    def _catch_up(self, ticks: int) -> None:
+        for _ in range(ticks):
+            self._tick_groups()
+
+    def _tick_groups(self) -> None:
         heard = {int(p) for p in self.heard()}
         for group in list(self._awake.values()):
             raft = group.raft
@@ -226,7 +254,7 @@ class Driver:
             try:
                 self._handle(name, group)
             except Exception:
-                self._failed(name, "ready")
+                self._failures.exception(name, "raft group %s: ready failed", name)
         self._flush()
 
     def _handle(self, name: str, group: Driven) -> None:
@@ -278,10 +306,3 @@ class Driver:
         out, self._out = self._out, {}
         for peer, items in out.items():
             self._link.send_core(str(peer), items)  # a peer not connected: lost, as on a link
-
-    def _failed(self, name: str, what: str) -> None:
-        """One group's failure must not stop the others; logged at most every 5 s a group."""
-        now = time.monotonic()
-        if now - self._last_error.get(name, 0.0) > 5.0:
-            self._last_error[name] = now
-            log.exception("raft group %s: %s failed", name, what)

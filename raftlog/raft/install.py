@@ -27,11 +27,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from raftlog.raft.failure_log import FailureLog
 from raftlog.raft.journal import Entry, SegmentJournal
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log
@@ -131,7 +131,7 @@ class Installs:
     def __init__(self, link: ControlLink) -> None:
         self._link = link
         self._groups: dict[str, Installer] = {}
-        self._last_error = 0.0
+        self._failures = FailureLog(log)
         link.on_control(KIND, self._received)
 
     def add(self, name: str, installer: Installer) -> None:
@@ -149,12 +149,9 @@ class Installs:
             if installer is not None:
                 installer.received(peer_id, payload)
         except Exception:
-            # One install's failure must not stop the node's other messages; logged at most
-            # every 5 s (a peer repeating a bad request would flood the log).
-            now = time.monotonic()
-            if now - self._last_error > 5.0:
-                self._last_error = now
-                log.exception("snapshot install message from node %s failed", peer_id)
+            self._failures.exception(
+                peer_id, "snapshot install message from node %s failed", peer_id
+            )
 
 
 @dataclass

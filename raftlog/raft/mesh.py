@@ -26,6 +26,7 @@ from typing import Any, Protocol, cast
 import msgpack
 
 from raftlog.raft.durability import Durability
+from raftlog.raft.failure_log import FailureLog
 
 log = logging.getLogger(__name__)
 
@@ -329,7 +330,7 @@ class Mesh:
         self._core_handler: Callable[[str, list[Any]], None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
-        self._last_error: dict[str, float] = {}
+        self._failures = FailureLog(log)
         self._dialing: set[str] = set()
         self.address = advertise or listen
         self.on_new_peer: list[Callable[[str, tuple[str, int]], None]] = []
@@ -457,10 +458,9 @@ class Mesh:
             endpoint.deliver(peer_id, message)
         except Exception:
             # One group's failure must not take the connection down for every other group.
-            now = time.monotonic()
-            if now - self._last_error.get(group_id, 0.0) > 5.0:
-                self._last_error[group_id] = now
-                log.exception("group %s: message from %s failed", group_id, peer_id)
+            self._failures.exception(
+                group_id, "group %s: message from %s failed", group_id, peer_id
+            )
 
     def _core(self, peer_id: str, items: list[Any]) -> None:
         if self._core_handler is not None:

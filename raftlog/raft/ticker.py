@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from raftlog.raft.failure_log import FailureLog
+
 log = logging.getLogger(__name__)
 
 # Elections (pre-votes) a node may start per second, and at once.
@@ -72,7 +74,7 @@ class Ticker:
         self._scheduled: set[str] = set()
         self._loop = asyncio.get_event_loop()
         self._task: asyncio.Task[None] | None = None
-        self._last_error: dict[str, float] = {}
+        self._failures = FailureLog(log)
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -116,10 +118,7 @@ class Ticker:
         try:
             group.tick()
         except Exception:
-            now = time.monotonic()
-            if now - self._last_error.get(group.name, 0.0) > 5.0:
-                self._last_error[group.name] = now
-                log.exception("raft group %s: tick failed", group.name)
+            self._failures.exception(group.name, "raft group %s: tick failed", group.name)
 
     def due_groups(self) -> list[Tickable]:
         """Takes the groups whose timers are due off the timer heap."""

@@ -36,8 +36,10 @@ class Link:
     def on_core(self, handler: Callable[[str, list[Any]], None]) -> None:
         self.handler = handler
 
+    heard = {"2", "3"}
+
     def heard_from(self, within: float) -> set[str]:
-        return {"2", "3"}
+        return self.heard
 
     def last_heard(self, peer_id: str) -> float | None:
         return None
@@ -140,4 +142,29 @@ async def test_a_leader_that_steps_down_answers_its_pending_writes_possibly_pers
     link.handler("3", [encode(group.name, Message(MsgType.APP, 3, 1, 5, index=0, log_term=0))])
     await asyncio.sleep(0.05)
     assert not group.is_leader and answers == [FAIL_REASON.LEADER_CHANGED]
+    link.durability.close()
+
+
+async def test_a_leader_stopped_longer_than_an_election_timeout_steps_down_when_it_runs_again(
+    tmp_path: Path,
+) -> None:
+    """The ticks a held loop missed (SIGSTOP, a long stall) are ticked when it runs again: the
+    leader's CheckQuorum sees its followers silent and it steps down at once, instead of
+    answering metadata and taking writes for another election timeout in a replaced term."""
+    link = Link()
+    now = [1000.0]
+    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    driver.start()
+    (group,) = groups(tmp_path, driver, 1)
+    group.raft.campaign(pre=False)
+    driver.wake(group)
+    await asyncio.sleep(0.05)
+    link.handler("2", [encode(group.name, Message(MsgType.VOTE_RESP, 2, 1, 1))])
+    await asyncio.sleep(0.05)
+    assert group.is_leader
+    link.heard = set()  # the followers' nodes went silent while this one was stopped
+    now[0] += 5.0  # stopped for five seconds; the loop's next tick finds the clock moved on
+    await asyncio.sleep(2 * TICK_SECONDS)  # fewer ticks than an election timeout (10)
+    assert not group.is_leader
+    driver.stop()
     link.durability.close()
