@@ -33,10 +33,11 @@ from bench.procs import (
 from raftlog_app.dev_certs import make_dev_certs
 
 # raftlog3-tls: raftlog3 with its clients on an SSL listener, for the cost of TLS.
-# raftlog3-core: raftlog3 with its partitions on raftlog's own Raft core (issue 27).
-SYSTEMS = ("tansu", "raftlog1", "raftlog3", "raftlog3-core", "raftlog3-tls")
+# raftlog3-pysyncobj: raftlog3 with its partitions on the pysyncobj fork (the engine before
+# raftlog's own Raft core, issue 27), kept for one release to compare.
+SYSTEMS = ("tansu", "raftlog1", "raftlog3", "raftlog3-pysyncobj", "raftlog3-tls")
 TLS_SUFFIX = "-tls"
-CORE_SUFFIX = "-core"
+FORK_SUFFIX = "-pysyncobj"
 # raftlog CLI contract: ports relative to Kafka's (the proxy: the HTTP consume proxy; the
 # second listener: TLS_OFFSET)
 RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET, TLS_OFFSET = 1000, 2000, 3000, 4000
@@ -203,9 +204,9 @@ class Raftlog(System):
         nodes: int,
         broker: dict[str, object] | None = None,
         tls: bool = False,
-        core: bool = False,
+        fork: bool = False,
     ) -> None:
-        self.name = f"raftlog{nodes}{CORE_SUFFIX if core else ''}{TLS_SUFFIX if tls else ''}"
+        self.name = f"raftlog{nodes}{FORK_SUFFIX if fork else ''}{TLS_SUFFIX if tls else ''}"
         self.replication_factor, self.workdir = nodes, workdir
         self.node_info: dict[int, dict] = {}
         self.restarted: list[subprocess.Popen] = []
@@ -222,8 +223,8 @@ class Raftlog(System):
             argv += ["--broker", f"offsets.topic.replication.factor={min(nodes, 3)}"]
             if tls:
                 argv += ["--listeners", "PLAINTEXT,SSL"]
-            if core:
-                argv += ["--raft-engine", "core"]
+            if fork:
+                argv += ["--raft-engine", "pysyncobj"]
             for key, value in broker.items():
                 argv += ["--broker", f"{key}={value}"]
             done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
@@ -342,9 +343,9 @@ def start(name: str, tmp_root: Path | None, broker: dict[str, object] | None = N
         if name == "tansu":
             return Tansu(workdir)
         tls = name.endswith(TLS_SUFFIX)
-        core = name.removesuffix(TLS_SUFFIX).endswith(CORE_SUFFIX)
-        nodes = int(name.removeprefix("raftlog").removesuffix(TLS_SUFFIX).removesuffix(CORE_SUFFIX))
-        return Raftlog(workdir, nodes, broker, tls, core)
+        fork = name.removesuffix(TLS_SUFFIX).endswith(FORK_SUFFIX)
+        nodes = int(name.removeprefix("raftlog").removesuffix(TLS_SUFFIX).removesuffix(FORK_SUFFIX))
+        return Raftlog(workdir, nodes, broker, tls, fork)
     except BaseException:
         for pid in processes_under(workdir):
             kill9(pid)

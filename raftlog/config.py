@@ -185,7 +185,8 @@ def _peers(
     return peers
 
 
-RAFT_ENGINES = ("pysyncobj", "core")
+RAFT_ENGINES = ("core", "pysyncobj")
+DEFAULT_RAFT_ENGINE = "core"
 
 
 @dataclass
@@ -208,9 +209,9 @@ class NodeConfig:
     tls: TlsSettings | None = None  # the ssl.* settings, when a keystore is given
     peer_tls: bool = False  # the peer mesh over mutual TLS (besides its HMAC handshake)
     admin_tls: bool = False  # the admin HTTP listener over TLS
-    # Which Raft engine runs the partitions: "pysyncobj" (the fork) or "core" (raftlog's own
-    # core and driver, issue 27; being proven beside it). The controller stays on pysyncobj.
-    raft_engine: str = "pysyncobj"
+    # Which Raft engine runs the partitions: "core" (raftlog's own core and driver, issue 27)
+    # or "pysyncobj" (the fork, kept for one release). The controller stays on pysyncobj.
+    raft_engine: str = DEFAULT_RAFT_ENGINE
 
     @property
     def sasl_mechanisms(self) -> tuple[str, ...]:
@@ -274,7 +275,7 @@ class NodeConfig:
         peer_tls = _flag(raw, "peer_tls")
         admin_tls = _flag(raw, "admin_tls")
         tls = _tls(broker, any(x.tls for x in listeners) or peer_tls or admin_tls, base)
-        raft_engine = raw.get("raft_engine", "pysyncobj")
+        raft_engine = raw.get("raft_engine", DEFAULT_RAFT_ENGINE)
         if raft_engine not in RAFT_ENGINES:
             raise ConfigError(
                 f"raft_engine: expected one of {', '.join(RAFT_ENGINES)}, got {raft_engine!r}"

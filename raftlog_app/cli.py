@@ -16,7 +16,7 @@ from types import ModuleType
 import uvloop
 from kafka.errors import KafkaError as ClientError
 
-from raftlog.config import RAFT_ENGINES, ConfigError, NodeConfig, parse_address
+from raftlog.config import DEFAULT_RAFT_ENGINE, RAFT_ENGINES, ConfigError, NodeConfig, parse_address
 from raftlog_app import acl_cli, audit_cli, client_config, cluster, groups_cli, logs, user_cli
 
 # The node process and the share CLI are imported where they run: together with the Kafka
@@ -92,9 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--raft-engine",
         choices=RAFT_ENGINES,
-        default="pysyncobj",
-        help="what runs the partitions' Raft groups: the pysyncobj fork, or raftlog's own core "
-        "(issue 27, being proven)",
+        default=DEFAULT_RAFT_ENGINE,
+        help="what runs the partitions' Raft groups: raftlog's own Raft core (the default), or "
+        "the pysyncobj fork (kept for one release, to compare and to fall back on)",
     )
     up.set_defaults(run=_cluster_up)
     add = clu_sub.add_parser("add-node", help="start one more node that joins the cluster")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raftlog.config import NodeConfig, toml_value
+from raftlog.config import DEFAULT_RAFT_ENGINE, NodeConfig, toml_value
 from raftlog.security.listeners import PROTOCOLS
 
 RAFT_OFFSET = 1000
@@ -105,7 +105,7 @@ def write_config(
     secret: str,
     broker: dict[str, Any],
     admin_token: str | None,
-    raft_engine: str = "pysyncobj",
+    raft_engine: str = DEFAULT_RAFT_ENGINE,
 ) -> None:
     peers = "".join(
         f'\n[[peers]]\nid = {s.node_id}\nraft = "{HOST}:{s.raft_port}"\n' for s in all_specs
@@ -127,7 +127,7 @@ def write_config(
         f'proxy_listen = "{HOST}:{spec.proxy_port}"\n'
         f'cluster_secret = "{secret}"\n'
         + (f'admin_token = "{admin_token}"\n' if admin_token else "")
-        + (f'raft_engine = "{raft_engine}"\n' if raft_engine != "pysyncobj" else "")
+        + (f'raft_engine = "{raft_engine}"\n' if raft_engine != DEFAULT_RAFT_ENGINE else "")
         + peers
     )
 
@@ -282,7 +282,7 @@ def up(
     broker: dict[str, Any] | None = None,
     progress: bool = True,
     listeners: tuple[str, ...] = ("PLAINTEXT",),
-    raft_engine: str = "pysyncobj",
+    raft_engine: str = DEFAULT_RAFT_ENGINE,
 ) -> str:
     check_listeners(listeners)
     data = data.resolve()

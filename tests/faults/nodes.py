@@ -31,6 +31,8 @@ from support.cluster import (
     wait_pid_gone,
 )
 
+from raftlog.config import DEFAULT_RAFT_ENGINE
+
 from .netns import Net
 
 KAFKA_PORT, RAFT_PORT, ADMIN_PORT = 9092, 10092, 11092
@@ -101,7 +103,7 @@ class Nodes:
 
     # ----------------------------------------------------------------- configs
 
-    def write_configs(self, raft_engine: str = "pysyncobj") -> None:
+    def write_configs(self, raft_engine: str = DEFAULT_RAFT_ENGINE) -> None:
         peers = "".join(
             f'\n[[peers]]\nid = {n.node_id}\nraft = "{n.ip}:{RAFT_PORT}"\n'
             for n in self.nodes.values()

@@ -31,6 +31,7 @@ from typing import Any
 
 from support.cluster import raftlog_argv, wait_for
 
+from raftlog.config import DEFAULT_RAFT_ENGINE, RAFT_ENGINES
 from raftlog_app.cluster import become_subreaper
 
 from . import checker, faults, netns, report
@@ -60,7 +61,7 @@ class Options:
     audit: bool
     kinds: list[str] | None
     recheck: Path | None = None
-    raft_engine: str = "pysyncobj"
+    raft_engine: str = DEFAULT_RAFT_ENGINE
 
 
 def parse_args(argv: list[str] | None) -> Options:
@@ -88,8 +89,8 @@ def parse_args(argv: list[str] | None) -> Options:
     ap.add_argument("--kinds", default=None, help="comma-separated subset of the fault kinds")
     ap.add_argument(
         "--raft-engine",
-        choices=("pysyncobj", "core"),
-        default="pysyncobj",
+        choices=RAFT_ENGINES,
+        default=DEFAULT_RAFT_ENGINE,
         help="what runs the partitions' Raft groups (the node's raft_engine setting)",
     )
     ap.add_argument(
