@@ -4,7 +4,8 @@ journal's Raft state file.
 
 It answers what the partition, its produce queue and the admin API ask of a group (the
 same surface as raft/group.py's pysyncobj group), so a node can run its partitions on
-either engine (`raft_engine` in the node's config) while the core is proven. A follower
+either engine (`raft_engine` in the node's config; the core by default, pysyncobj for one
+more release). A follower
 that needs entries its leader compacted installs a snapshot through its `installer`
 (raft/install.py).
 """
