@@ -63,6 +63,18 @@ def groups(tmp_path: Path, driver: Driver, count: int) -> list[CoreGroup]:
     return made
 
 
+async def elected(tmp_path: Path, link: Link, driver: Driver) -> CoreGroup:
+    """One group whose replica on this node stood in term 1 and got node 2's vote."""
+    (group,) = groups(tmp_path, driver, 1)
+    group.raft.campaign(pre=False)
+    driver.wake(group)
+    await asyncio.sleep(0.1)
+    link.handler("2", [encode(group.name, Message(MsgType.VOTE_RESP, 2, 1, 1))])
+    await asyncio.sleep(0.05)
+    assert group.is_leader
+    return group
+
+
 async def test_votes_wait_for_their_save_and_leave_in_one_frame_per_peer(tmp_path: Path) -> None:
     link = Link()
     driver = Driver(1, link, election_seconds=0.5)
@@ -128,13 +140,7 @@ async def test_a_leader_that_steps_down_answers_its_pending_writes_possibly_pers
     queue's REQUEST_TIMED_OUT), never "not written"."""
     link = Link()
     driver = Driver(1, link, election_seconds=0.5)
-    (group,) = groups(tmp_path, driver, 1)
-    group.raft.campaign(pre=False)
-    driver.wake(group)
-    await asyncio.sleep(0.1)
-    link.handler("2", [encode(group.name, Message(MsgType.VOTE_RESP, 2, 1, 1))])
-    await asyncio.sleep(0.05)
-    assert group.is_leader
+    group = await elected(tmp_path, link, driver)
     answers: list[int] = []
     group.propose(b"S" + b"x", lambda _result, reason: answers.append(reason))
     await asyncio.sleep(0.05)
@@ -155,13 +161,7 @@ async def test_a_leader_stopped_longer_than_an_election_timeout_steps_down_when_
     now = [1000.0]
     driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
     driver.start()
-    (group,) = groups(tmp_path, driver, 1)
-    group.raft.campaign(pre=False)
-    driver.wake(group)
-    await asyncio.sleep(0.05)
-    link.handler("2", [encode(group.name, Message(MsgType.VOTE_RESP, 2, 1, 1))])
-    await asyncio.sleep(0.05)
-    assert group.is_leader
+    group = await elected(tmp_path, link, driver)
     link.heard = set()  # the followers' nodes went silent while this one was stopped
     now[0] += 5.0  # stopped for five seconds; the loop's next tick finds the clock moved on
     await asyncio.sleep(2 * TICK_SECONDS)  # fewer ticks than an election timeout (10)

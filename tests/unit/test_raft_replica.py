@@ -109,6 +109,17 @@ class Net:
             if not moved:
                 return
 
+    def without_node_1(self) -> Replica:
+        """Nodes 2 and 3 elect one of them after an election timeout without node 1 (cut off):
+        their leases on it run out."""
+        for _ in range(10):
+            for n in (2, 3):
+                self.replicas[n].raft.tick()
+            self.settle()
+        if self.replicas[3].raft.role != Role.LEADER:
+            self.elect(2)
+        return next(self.replicas[n] for n in (2, 3) if self.replicas[n].raft.role == Role.LEADER)
+
     def elect(self, node: int) -> None:
         self.replicas[node].raft.campaign(pre=True)
         self.settle()
@@ -143,13 +154,7 @@ def test_replicas_hold_the_same_batches_and_a_deposed_tail_is_cut(tmp_path: Path
     one.raft.propose(DATA_PREFIX + batch(b"x"))
     net.settle()
     assert [v for _, _, v in one.values()] == [b"a", b"b", b"x"]
-    for _ in range(10):  # an election timeout without the old leader: leases run out
-        for n in (2, 3):
-            net.replicas[n].raft.tick()
-        net.settle()
-    if net.replicas[3].raft.role != Role.LEADER:
-        net.elect(2)
-    new = next(net.replicas[n] for n in (2, 3) if net.replicas[n].raft.role == Role.LEADER)
+    new = net.without_node_1()
     new.raft.propose(DATA_PREFIX + batch(b"c"))
     net.settle()
 
@@ -181,13 +186,7 @@ async def test_a_follower_behind_a_compacted_leader_installs_its_snapshot(tmp_pa
     net.cut = {1}
     one.raft.propose(DATA_PREFIX + batch(b"x"))
     net.settle()
-    for _ in range(10):
-        for n in (2, 3):
-            net.replicas[n].raft.tick()
-        net.settle()
-    if net.replicas[3].raft.role != Role.LEADER:
-        net.elect(2)
-    new = next(net.replicas[n] for n in (2, 3) if net.replicas[n].raft.role == Role.LEADER)
+    new = net.without_node_1()
     for v in (b"c", b"d", b"e"):
         new.raft.propose(DATA_PREFIX + batch(v))
     net.settle()
