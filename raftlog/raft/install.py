@@ -236,13 +236,11 @@ class Installer:
         inbound.end = int(manifest["end"])
         inbound.epochs = [(int(t), int(s)) for t, s in manifest["epochs"]]
         inbound.state = manifest["state"]
-        agreed = int(manifest["agreed"])
         # Everything before `agreed` is identical on both logs (log matching): kept, so the
         # votes this replica gives stay honest while the rest comes.
-        self._journal.truncate_for_install(agreed, {t for t, _ in inbound.epochs})
-        if self._log.log_end_offset < manifest["log_start"]:
-            self._log.reset(int(manifest["log_start"]))  # retention deleted all we hold there
-        inbound.resume = self._log.log_end_offset
+        inbound.resume = self._journal.truncate_for_install(
+            int(manifest["agreed"]), {t for t, _ in inbound.epochs}, int(manifest["log_start"])
+        )
         self._begin_terms(inbound, inbound.resume)
         self._next(inbound)
 

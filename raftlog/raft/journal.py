@@ -231,10 +231,7 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         self._pending_anchors = None
         last = anchors[-1]
         suffix = [e for e in self._entries if e.idx > last.idx] if self.holds(last) else []
-        self._entries = list(anchors) + suffix
-        self._window_bytes = sum(e.location.size for e in self._entries if e.location is not None)
-        self._state.set_commit(max(self._state.commit_index, last.idx))
-        self._rewrite_window()
+        self._replace_window(list(anchors) + suffix, last.idx)
         self._anchoring = [(e.idx, e.term) for e in anchors]
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 - pysyncobj's name
@@ -359,10 +356,7 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
                 f"install of entry {anchor.idx}: the log ends at {self._log.log_end_offset}, "
                 f"not at its end {anchor.next_offset}"
             )
-        self._entries = [anchor]
-        self._window_bytes = anchor.location.size if anchor.location is not None else 0
-        self._state.set_commit(max(self._state.commit_index, anchor.idx))
-        self._rewrite_window()
+        self._replace_window([anchor], anchor.idx)
         self._high_watermark = max(self._hw_for(self._state.commit_index), self._high_watermark)
         self._listener.committed(self._state.commit_index, self._high_watermark)
 
@@ -412,6 +406,14 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         if pos < 0:
             return self._entries[0].offset
         return self._entries[pos].next_offset
+
+    def _replace_window(self, entries: list[Entry], committed: int) -> None:
+        """The window after a snapshot install: `entries`, with everything up to `committed`
+        (the snapshot's last entry) counted as committed, rewritten in one synced step."""
+        self._entries = entries
+        self._window_bytes = sum(e.location.size for e in entries if e.location is not None)
+        self._state.set_commit(max(self._state.commit_index, committed))
+        self._rewrite_window()
 
     def _skip_anchor(self, idx: int, term: int) -> None:
         expected = self._anchoring.pop(0)
@@ -482,10 +484,12 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         if self._entries:
             self._cut_from(max(0, idx + 1 - self._entries[0].idx), "raft")
 
-    def truncate_for_install(self, offset: int, leader_terms: set[int]) -> None:
+    def truncate_for_install(self, offset: int, leader_terms: set[int], leader_start: int) -> int:
         """Drops the window entries a snapshot install replaces: those past `offset` (where
         this log stops agreeing with the leader's) or of a term the leader never had. Entries
-        before it are identical to the leader's (Raft's log matching), so votes stay honest."""
+        before it are identical to the leader's (Raft's log matching), so votes stay honest.
+        A log that then ends below the leader's log start (retention deleted all it holds
+        there) continues at that start. Returns where the install resumes: the log's end."""
         keep = len(self._entries)
         for i, entry in enumerate(self._entries):
             if entry.next_offset > offset or (entry.term > 0 and entry.term not in leader_terms):
@@ -494,6 +498,10 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         if keep == 0:
             raise RuntimeError(f"install at offset {offset} would empty the Raft window")
         self._cut_from(keep, "install")
+        assert self._log is not None  # installs are a partition's: its journal has a log
+        if self._log.log_end_offset < leader_start:
+            self._log.reset(leader_start)
+        return self._log.log_end_offset
 
     def _cut_from(self, position: int, reason: str) -> None:
         """Cuts window entries from `position` on, and their data from the log."""

@@ -265,10 +265,9 @@ class PartitionSnapshots(SnapshotSeam):
         else:
             agreed = agreement_offset(self._log.epochs(), self._log.log_end_offset, epochs, end)
             agreed = min(agreed, end)
-            self._journal.truncate_for_install(agreed, {t for t, _ in epochs})
-            if self._log.log_end_offset < leader_start:
-                self._log.reset(leader_start)  # all we hold was deleted by retention there
-            resume = self._log.log_end_offset
+            resume = self._journal.truncate_for_install(
+                agreed, {t for t, _ in epochs}, leader_start
+            )
         self._inbound = _Inbound(
             manifest["id"],
             manifest["leader"],
