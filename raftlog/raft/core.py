@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from raftlog.raft.quorum import VoteResult, committed_index, has_quorum, vote_result
+from raftlog.raft.quorum import VoteResult, committed_index, vote_result
 
 NONE = 0
 """Node ids are positive; 0 means "nobody" (no vote, no known leader)."""
@@ -296,7 +296,11 @@ class Raft:
         self.heartbeat_elapsed = 0
         self.randomized_timeout = 0
         self.progress: dict[int, Progress] = {}
-        self.recent_active: set[int] = set()
+        # FORK 5: a leader's lease. `ticks` counts this replica's ticks; `heard_at` is the tick
+        # each follower was last heard at; `lease_from` the latest tick a majority was heard by.
+        self.ticks = 0
+        self.heard_at: dict[int, int] = {}
+        self.lease_from = 0
         self.votes: dict[int, bool] = {}
         self.lead_transferee = NONE
         # FORK 7: a snapshot this follower is installing; its log is the caller's until then.
@@ -427,7 +431,8 @@ class Raft:
         self.heartbeat_elapsed = 0
         last = self.last_index()
         self.progress = {p: Progress(match=0, next=last + 1) for p in self.peers if p != self.id}
-        self.recent_active = set()
+        self.heard_at = {}  # not caught up, so not quiet, before its followers answer
+        self.lease_from = self.ticks  # a majority just voted for it
         # An empty entry of the new term: it lets earlier terms' entries commit (Raft 5.4.2).
         self._cut(last, [Entry(self.term, last + 1)])
         self.broadcast_append()
@@ -450,16 +455,16 @@ class Raft:
         random timeout instead."""
         if self.quiet:
             return
+        self.ticks += 1
         self.election_elapsed += 1
         if self.role == Role.LEADER:
             self.heartbeat_elapsed += 1
+            if self.rules.check_quorum and not self.check_quorum():
+                self.become_follower(self.term, NONE)
+                return
             if self.election_elapsed >= self.cfg.election_tick:
                 self.election_elapsed = 0
                 self.lead_transferee = NONE  # a transfer that did not happen in time is off
-                if self.rules.check_quorum and not self.check_quorum():
-                    self.become_follower(self.term, NONE)
-                    return
-                self.recent_active = set()
             if self.heartbeat_elapsed >= self.cfg.heartbeat_tick:
                 self.heartbeat_elapsed = 0
                 for pr in self.progress.values():
@@ -477,20 +482,48 @@ class Raft:
                 self._reset_timeout()
 
     def check_quorum(self) -> bool:
-        """FORK 5 (CheckQuorum): a leader keeps leading only if a majority answered it within
-        the last election timeout; otherwise a cut-off leader would accept proposals forever."""
-        return has_quorum(self.peers, self.recent_active | {self.id})
+        """FORK 5 (CheckQuorum): a leader keeps leading only while a majority was heard within
+        the minimum election timeout, checked every tick. A cut-off leader would otherwise take
+        proposals forever; checked once per timeout (etcd's way) it led on for up to two, and a
+        new leader elected meanwhile left clients' requests in two places (librdkafka then saw
+        skipped sequence numbers and bumped its producer epoch). No follower grants a vote, or
+        starts an election, before a whole election timeout without the leader (stickiness),
+        so by the time another can win, this one has stopped."""
+        if self.ticks - self.lease_from < self.cfg.election_tick:
+            return True
+        self._renew_lease()
+        return self.ticks - self.lease_from < self.cfg.election_tick
 
-    def heard_from(self, peer: int) -> None:
-        """FORK 10: the driver saw a frame from `peer`'s node. On a node busy with many groups a
-        group's own answers can wait behind the others'; its node being heard counts for
-        CheckQuorum so the leader is not deposed for that."""
+    def lease_ending(self) -> bool:
+        """The next tick checks the lease against the followers heard: the driver gives their
+        nodes' last words first (`heard_from`)."""
+        return (
+            self.role == Role.LEADER and self.ticks + 1 - self.lease_from >= self.cfg.election_tick
+        )
+
+    def _quorum_heard(self) -> int:
+        """The latest tick by which a majority (this leader counting itself) was heard."""
+        heard = dict(self.heard_at)
+        heard[self.id] = self.ticks
+        return committed_index(self.peers, heard)
+
+    def _renew_lease(self) -> None:
+        self.lease_from = self._quorum_heard()
+
+    def heard_from(self, peer: int, ago: int = 0) -> None:
+        """FORK 10: the driver heard `peer`'s node `ago` ticks back. On a node busy with many
+        groups a group's own answers can wait behind the others'; its node being heard counts
+        for CheckQuorum so the leader is not deposed for that."""
         if self.role == Role.LEADER and peer in self.progress:
-            self.recent_active.add(peer)
+            self._heard(peer, self.ticks - ago)
+
+    def _heard(self, peer: int, at: int) -> None:
+        if at > self.heard_at.get(peer, -1):
+            self.heard_at[peer] = at
 
     def caught_up(self) -> bool:
         """FORK 9: nothing is left to do in this group: every follower holds the whole log and
-        knows it committed, a majority answered within this election timeout (a leader cut
+        knows it committed, a majority answered within the last two heartbeats (a leader cut
         off does not go quiet: CheckQuorum must depose it), and no transfer is under way."""
         last = self.last_index()
         if self.commit != last or self.stable != last or self.lead_transferee != NONE:
@@ -498,7 +531,7 @@ class Raft:
         for pr in self.progress.values():
             if pr.match != last or pr.commit != last:
                 return False
-        return has_quorum(self.peers, self.recent_active | {self.id})
+        return self.ticks - self._quorum_heard() <= 2 * self.cfg.heartbeat_tick
 
     def quiesce(self) -> None:
         """The leader's last heartbeat, marked: a follower holding exactly this log goes quiet
@@ -515,16 +548,20 @@ class Raft:
 
     def wake(self, elapsed: int = 0) -> None:
         """Ends the quiet: timers run again, as if `elapsed` ticks had passed since the leader
-        was last heard. The driver calls this when a peer's node falls silent, goes or comes
-        back (the group may have lost its leader or a follower), with the ticks since that
-        node was heard; any message that is not the quiet exchange itself, and a proposal,
-        wake it too."""
+        was last heard (a follower) or since a majority of its followers was (a leader). The
+        driver calls this when a peer's node falls silent, goes or comes back (the group may
+        have lost its leader or a follower), with those ticks as its nodes were heard; any
+        message that is not the quiet exchange itself, and a proposal, wake it too."""
         if self.quiet:
             self.quiet = False
             self.election_elapsed = elapsed
             self.heartbeat_elapsed = 0
             self.idle_ticks = 0
-            self.recent_active = set()
+            if self.role == Role.LEADER:
+                # What its followers answered before the quiet is as old as the quiet: only
+                # answers from now on count, and the lease runs from when the nodes were heard.
+                self.heard_at = {}
+                self.lease_from = self.ticks - elapsed
 
     def concerns(self, node: int) -> bool:
         """Whether a change in `node`'s liveness is this quiet replica's business: a leader's
@@ -865,7 +902,7 @@ class Raft:
         if m.type != MsgType.APP_RESP or m.src not in self.progress:
             return
         pr = self.progress[m.src]
-        self.recent_active.add(m.src)
+        self._heard(m.src, self.ticks)
         if m.reject:
             self.handle_reject(pr, m)
             return

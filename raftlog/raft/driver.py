@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from raftlog.raft.core import Entry, Message, MsgType, Raft, Ready, Role
 from raftlog.raft.durability import Durability
 from raftlog.raft.failure_log import FailureLog
+from raftlog.raft.quorum import quorum_silence
 from raftlog.raft.ticker import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ class Link(Protocol):
 
     def heard_from(self, within: float) -> set[str]: ...
 
-    def last_heard(self, peer_id: str) -> float | None: ...
+    def silences(self) -> dict[str, float]: ...
 
     @property
     def on_peer_change(self) -> list[Callable[[str, bool], None]]: ...
@@ -207,7 +208,7 @@ class Driver:
         now = self._clock()
         behind = int((now - self._ticked_at) / TICK_SECONDS) - 1
         self._ticked_at = now
-        self._tick_groups()
+        self._tick_groups(self._link.silences())
         if behind > 0:
             # The loop was held (the process stopped, a long stall): the ticks it missed are
             # ticked now, or a leader stopped for seconds would lead on for another election
@@ -218,16 +219,19 @@ class Driver:
             loop.call_later(CATCH_UP_DELAY, self._catch_up, missed)
 
     def _catch_up(self, ticks: int) -> None:
+        # Ticks of time already past: what a peer's node said then is not known per tick, and
+        # frames read just now were mostly written before the stall. Only the groups' own
+        # answers count; a leader whose majority fell silent for a whole timeout stops.
         for _ in range(ticks):
-            self._tick_groups()
+            self._tick_groups({})
 
-    def _tick_groups(self) -> None:
-        heard = {int(p) for p in self.heard()}
+    def _tick_groups(self, silences: dict[str, float]) -> None:
+        heard = [(int(p), int(s / TICK_SECONDS)) for p, s in silences.items()]
         for group in list(self._awake.values()):
             raft = group.raft
-            if raft.role == Role.LEADER and raft.election_elapsed + 1 >= raft.cfg.election_tick:
-                for peer in heard:
-                    raft.heard_from(peer)  # FORK 10: a busy node's answers may lag its groups'
+            if heard and raft.lease_ending():
+                for peer, ago in heard:
+                    raft.heard_from(peer, ago)  # FORK 10: a busy node's answers may lag its groups'
             raft.tick(group.may_stand() if raft.wants_election() else True)
             if raft.has_ready():
                 self.wake(group)
@@ -235,14 +239,18 @@ class Driver:
     def _peer_changed(self, peer_id: str, up: bool) -> None:
         """A peer's node came, went or fell silent: the quiet groups it is in wake (FORK.md 9),
         so that one whose leader it was elects another and one it followed checks its quorum.
-        A follower's election timer runs from when the leader's node was last heard."""
+        A follower's election timer runs from when the leader's node was last heard, a
+        leader's lease from when a majority of its followers' nodes was."""
         peer = int(peer_id)
-        last = self._link.last_heard(peer_id)
-        silent_ticks = 0 if up or last is None else int((time.monotonic() - last) / TICK_SECONDS)
+        silences = {int(p): int(s / TICK_SECONDS) for p, s in self._link.silences().items()}
+        silent_ticks = 0 if up else silences.get(peer, 0)
         for group in self._groups.values():
             raft = group.raft
             if raft.quiet and raft.concerns(peer):
-                raft.wake(silent_ticks if raft.leader == peer else 0)
+                if raft.role == Role.LEADER:
+                    raft.wake(quorum_silence(raft.peers, raft.id, silences, self._max_catch_up))
+                else:
+                    raft.wake(silent_ticks if raft.leader == peer else 0)
                 self._awake[group.name] = group
 
     # --- the turn ----------------------------------------------------------------------------

@@ -420,6 +420,11 @@ class Mesh:
         conn = self._connections.get(peer_id)
         return conn.last_received if conn is not None else None
 
+    def silences(self) -> dict[str, float]:
+        """Seconds since each connected peer last sent anything."""
+        now = time.monotonic()
+        return {p: now - conn.last_received for p, conn in self._connections.items()}
+
     def heard_from(self, within: float) -> set[str]:
         """Peers that sent something in the last `within` seconds (pings come every
         PING_INTERVAL): a link can be silent long before DEAD_AFTER drops it."""

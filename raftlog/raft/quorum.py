@@ -45,6 +45,12 @@ def vote_result(voters: Collection[int], votes: Mapping[int, bool]) -> VoteResul
     return VoteResult.PENDING
 
 
-def has_quorum(voters: Collection[int], active: Collection[int]) -> bool:
-    """CheckQuorum's test: did a majority of voters (the leader counts itself) answer lately?"""
-    return sum(1 for v in voters if v in active) >= majority(voters)
+def quorum_silence(
+    voters: Collection[int], own: int, silent: Mapping[int, int], unknown: int
+) -> int:
+    """How long ago (in ticks) a majority of voters was last heard, `own` counting as heard
+    now and a voter missing from `silent` as silent for `unknown`: a leader's lease runs
+    from then."""
+    ages = sorted(silent.get(v, unknown) for v in voters if v != own)
+    need = majority(voters) - 1  # besides itself
+    return ages[need - 1] if need > 0 else 0

@@ -35,6 +35,7 @@ from raftlog.raft.core import (
     Role,
     Rules,
 )
+from raftlog.raft.quorum import quorum_silence
 
 
 class SimFailure(AssertionError):
@@ -430,9 +431,16 @@ class Sim:
                     not up and silent_for == self.cfg.silent_ticks
                 )
                 if changed and core is not None and core.quiet and core.concerns(j):
-                    core.wake(silent_for if core.leader == j and not up else 0)
+                    if core.role == Role.LEADER:
+                        core.wake(quorum_silence(self.ids, i, self.silences(i), 0))
+                    else:
+                        core.wake(silent_for if core.leader == j and not up else 0)
                     self.note(f"{i} wakes: node {j} {'back' if up else 'silent'}")
                     self.process(i)
+
+    def silences(self, i: int) -> dict[int, int]:
+        """Ticks since node `i` last heard each other node."""
+        return {j: self.time - self.heard.get((i, j), self.time) for j in self.ids if j != i}
 
     def propose(self, i: int) -> int | None:
         core = self.idle(i)
@@ -541,6 +549,7 @@ def scripted(
     max_append: int = 64,
     quiesce_ticks: int = 4,
     silent_ticks: int = 10,
+    seed: int = 0,
 ) -> Sim:
     """A lossless group that only moves when a test says so: every Ready synced at once,
     no chaos, no client proposals; `hop()` delivers, `act()` calls the core, `ticks()` ticks."""
@@ -557,7 +566,7 @@ def scripted(
         max_append=(max_append,),
         rules=rules or Rules(),
     )
-    return Sim(0, cfg)
+    return Sim(seed, cfg)
 
 
 def run_seed(seed: int, cfg: SimConfig | None = None) -> Sim:

@@ -41,8 +41,8 @@ class Link:
     def heard_from(self, within: float) -> set[str]:
         return self.heard
 
-    def last_heard(self, peer_id: str) -> float | None:
-        return None
+    def silences(self) -> dict[str, float]:
+        return {p: 0.0 for p in self.heard}
 
 
 def groups(tmp_path: Path, driver: Driver, count: int) -> list[CoreGroup]:

@@ -322,6 +322,27 @@ def test_a_leader_cut_off_from_its_majority_steps_down(check: bool) -> None:
         assert isinstance(sim.core(1).propose(b"p"), int)
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_cut_off_leader_stops_before_another_can_be_elected(quiet: bool) -> None:
+    """The lease: clients that can still reach a cut-off leader must not have it take their
+    writes (and answer them "not leader" later) while the others already elected a new one."""
+    for seed in range(30):
+        sim = scripted(3, quiesce_ticks=4 if quiet else 0, seed=seed)
+        _elect(sim, 1)
+        sim.ticks(10 + seed % 7)  # cut at any point of the heartbeat and lease rounds
+        assert sim.core(1).quiet == quiet
+        sim.isolate(1)
+        stopped = elected = None
+        for t in range(100):
+            sim.ticks(1)
+            if stopped is None and sim.core(1).role != Role.LEADER:
+                stopped = t
+            if elected is None and Role.LEADER in (sim.core(2).role, sim.core(3).role):
+                elected = t
+        assert stopped is not None and elected is not None, seed
+        assert stopped <= elected, (seed, stopped, elected)
+
+
 # ---- FORK 9: quiet groups ------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ from raftlog.raft.core import (
     Role,
     Rules,
 )
-from raftlog.raft.quorum import VoteResult, committed_index, has_quorum, vote_result
+from raftlog.raft.quorum import VoteResult, committed_index, vote_result
 
 PEERS = (1, 2, 3)
 
@@ -73,7 +73,6 @@ def test_vote_result() -> None:
     assert vote_result(PEERS, {1: True}) == VoteResult.PENDING
     assert vote_result(PEERS, {1: True, 2: True}) == VoteResult.WON
     assert vote_result(PEERS, {1: True, 2: False, 3: False}) == VoteResult.LOST
-    assert has_quorum(PEERS, {1, 3}) and not has_quorum(PEERS, {1})
 
 
 # ---- votes and pre-votes ----------------------------------------------------------------------------
@@ -257,13 +256,34 @@ def test_check_quorum_steps_a_leader_down_without_answers() -> None:
     assert leader.role == Role.FOLLOWER
 
 
+def test_check_quorum_steps_down_a_whole_election_timeout_after_the_majority_was_last_heard() -> (
+    None
+):
+    leader = replica(node=1)
+    elect(leader)
+    timeout = leader.cfg.election_tick
+    for _ in range(5):
+        leader.tick()
+    leader.step(Message(MsgType.APP_RESP, 3, 1, 1, index=1))  # heard at tick 5
+    for _ in range(timeout - 1):
+        leader.tick()
+    assert role(leader) == Role.LEADER
+    leader.tick()  # tick 5 + timeout: no follower can have elected another before this
+    assert role(leader) == Role.FOLLOWER
+
+
 def test_check_quorum_counts_a_followers_node_heard_by_the_driver() -> None:
     leader = replica(node=1)
     elect(leader)
     for _ in range(3 * leader.cfg.election_tick):
         leader.heard_from(2)
         leader.tick()
-    assert leader.role == Role.LEADER
+    assert role(leader) == Role.LEADER
+    for _ in range(leader.cfg.election_tick - 2):
+        leader.tick()
+    leader.heard_from(2, ago=leader.cfg.election_tick)  # the node, heard too long ago
+    leader.tick()
+    assert role(leader) == Role.FOLLOWER
 
 
 def test_transfer_sends_timeout_now_once_the_target_is_caught_up() -> None:
