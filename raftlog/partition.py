@@ -606,6 +606,7 @@ class Partition:
         )
 
     def _write(self, record: history.Record) -> None:
+        self.journal.persist_commit()  # what the record says must hold after a kill -9
         self._ctx.history.write(record)
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, overload
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 DATA = 0x4B  # b"K": a command carrying Kafka record batches
 DATA_PREFIX = bytes([DATA])
 _RECORD_HEAD = struct.Struct(">II")  # payload length, crc32c of payload
+# How stale the commit index on disk may get between the writes that something relies on
+# (`persist_commit`): a follower's restart then re-learns at most this much from its leader.
+COMMIT_SAVE_SECONDS = 0.5
 
 
 class JournalListener(Protocol):
@@ -169,8 +173,15 @@ class WindowView:
 class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
     """The Journal pysyncobj is handed (via conf.journalFile, see raft/compat.py)."""
 
-    def __init__(self, raft_dir: Path, log: Log | None, listener: JournalListener) -> None:
+    def __init__(
+        self,
+        raft_dir: Path,
+        log: Log | None,
+        listener: JournalListener,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         raft_dir.mkdir(parents=True, exist_ok=True)
+        self._clock = clock
         self._dir = raft_dir
         self._log = log
         self._listener = listener
@@ -185,6 +196,7 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         self._file = open(self._window_path, "ab", buffering=0)  # noqa: SIM115 - kept open
         self._anchoring: list[tuple[int, int]] = []
         self._high_watermark = self._hw_for(self._state.commit_index)
+        self._commit_saved_at = -COMMIT_SAVE_SECONDS
 
     # --- pysyncobj Journal interface -------------------------------------------------------
 
@@ -271,7 +283,11 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         # pysyncobj calls this after every append message, changed or not.
         if raftCommitIndex == self._state.commit_index:
             return
-        self._state.set_commit(raftCommitIndex)
+        self._state.commit_index = raftCommitIndex
+        now = self._clock()
+        if now - self._commit_saved_at >= COMMIT_SAVE_SECONDS:
+            self._commit_saved_at = now
+            self._state.persist_commit()
         # pysyncobj lowers its commit index to the log end when it rewinds a follower's log
         # onto entries it is about to re-add; committed entries never go away, so neither
         # does the high watermark.
@@ -364,7 +380,8 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         """Drops entries before `idx` from the window (a snapshot was taken there)."""
         if self._entries and idx > self._entries[0].idx:
             # The entry after the snapshot point was applied, hence committed.
-            self._state.set_commit(max(self._state.commit_index, idx + 1))
+            self._state.commit_index = max(self._state.commit_index, idx + 1)
+            self._state.persist_commit()  # a restart must not find its commit before the window
             self._listener.compacting()
             self.deleteEntriesTo(idx - self._entries[0].idx)
 
@@ -373,8 +390,14 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         cutting it: a restart then reads the log only from here (raft/replica.py)."""
         self._listener.compacting()
 
+    def persist_commit(self) -> None:
+        """The commit index on disk before anything implied by it is told (an acknowledgement,
+        a history record): a kill -9 restart must not bring the high watermark back below."""
+        self._state.persist_commit()
+
     def close(self) -> None:
         self._file.close()
+        self._state.persist_commit()
         self._state.save()
 
     def durable_through(self, durability: Durability) -> None:
@@ -412,7 +435,8 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         (the snapshot's last entry) counted as committed, rewritten in one synced step."""
         self._entries = entries
         self._window_bytes = sum(e.location.size for e in entries if e.location is not None)
-        self._state.set_commit(max(self._state.commit_index, committed))
+        self._state.commit_index = max(self._state.commit_index, committed)
+        self._state.persist_commit()
         self._rewrite_window()
 
     def _skip_anchor(self, idx: int, term: int) -> None:

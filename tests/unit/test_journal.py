@@ -8,7 +8,8 @@ import os
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from support.journal import RecordingListener as Listener
 
-from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
+from raftlog.raft.journal import COMMIT_SAVE_SECONDS, DATA_PREFIX, SegmentJournal
+from raftlog.raft.raft_state import RaftState
 from raftlog.raft.snapshot import PartitionSnapshots
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log, LogConfig
@@ -78,16 +79,33 @@ def test_a_conflicting_entry_cuts_the_log_and_says_so(tmp_path):
 
 def test_the_high_watermark_survives_a_crash(tmp_path):
     """kill -9: nothing closed, nothing flushed by a timer; the page cache keeps what was
-    written. The high watermark must come back where it was, not where it was a second ago."""
-    log, j = open_journal(tmp_path)
+    written. Commits in quick succession are written at most every COMMIT_SAVE_SECONDS, but
+    the one an acknowledgement or a history record tells of (`persist_commit`) is on disk
+    before it is told: the high watermark comes back where it was told."""
+    now = [100.0]
+    log = Log(tmp_path / "p", LogConfig())
+    j = SegmentJournal(tmp_path / "p" / "raft", log, Listener(), clock=lambda: now[0])
+
+    def on_disk() -> int:
+        return RaftState(tmp_path / "p" / "raft" / "state").commit_index
+
     j.add(NO_OP, 1, 0)
     j.add(NO_OP, 2, 1)
     j.add(DATA_PREFIX + batch(b"a", b"b"), 3, 1)
     j.add(DATA_PREFIX + batch(b"c"), 4, 1)
+    j.add(DATA_PREFIX + batch(b"d"), 5, 1)
+    j.setRaftCommitIndex(3)
+    now[0] += COMMIT_SAVE_SECONDS / 2
     j.setRaftCommitIndex(4)
     assert j.high_watermark == 3
+    assert on_disk() == 3  # the second commit: not yet written
+    j.persist_commit()
+    assert on_disk() == 4
+    now[0] += COMMIT_SAVE_SECONDS
+    j.setRaftCommitIndex(5)  # a follower's, told nobody: written once COMMIT_SAVE_SECONDS passed
+    assert on_disk() == 5
     _, again = open_journal(tmp_path)
-    assert again.getRaftCommitIndex() == 4 and again.high_watermark == 3
+    assert again.getRaftCommitIndex() == 5 and again.high_watermark == 4
 
 
 def test_a_window_ending_in_an_entry_without_batches_loads_after_a_crash(tmp_path):
