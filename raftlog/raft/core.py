@@ -957,7 +957,9 @@ class Raft:
         if self.rules.leader_commit_own_term and self._term(index) != self.term:
             return
         self.commit_to(index)
-        self.broadcast_append()
+        # Followers learn it from the next append or heartbeat (as Redpanda's and Kafka's
+        # followers do), not from an empty append of its own: etcd's broadcast here doubled the
+        # messages of every small entry (an append and an answer to each follower).
 
     # ---- the caller's loop -------------------------------------------------------------------
 

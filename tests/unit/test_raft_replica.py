@@ -109,6 +109,14 @@ class Net:
             if not moved:
                 return
 
+    def heartbeat(self) -> None:
+        """The leaders' next heartbeat: followers learn the commit index from it."""
+        for r in self.replicas.values():
+            if r.raft.role == Role.LEADER:
+                for _ in range(r.raft.cfg.heartbeat_tick):
+                    r.raft.tick()
+        self.settle()
+
     def without_node_1(self) -> Replica:
         """Nodes 2 and 3 elect one of them after an election timeout without node 1 (cut off):
         their leases on it run out."""
@@ -147,6 +155,7 @@ def test_replicas_hold_the_same_batches_and_a_deposed_tail_is_cut(tmp_path: Path
     committed = one.values()
     assert [v for _, _, v in committed] == [b"a", b"b"]
     assert all(r.values() == committed for r in net.replicas.values())
+    net.heartbeat()
     assert all(r.journal.high_watermark == 2 for r in net.replicas.values())
 
     # Node 1 is cut off and appends what can never commit; 2 and 3 go on in a new term.
