@@ -26,7 +26,7 @@ from raftlog.broker import (
 )
 from raftlog.counters import PartitionCounters, RaftMetrics
 from raftlog.errors import ErrorCode, KafkaError
-from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, await_answer
+from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
 from raftlog.producer_state import ProducerState
 from raftlog.raft.driver import Driver
 from raftlog.raft.group import RaftGroup, RaftTimings
@@ -226,7 +226,7 @@ class Partition:
         self.produce_queue.submit(request)
         if future is None:
             return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
-        return await_answer(future, timeout_ms)
+        return answer_within(future, timeout_ms)
 
     def _refusal(self, records: bytes) -> ProduceResult:
         """What a produce request this replica will not propose is answered (it is not the

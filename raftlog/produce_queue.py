@@ -195,12 +195,22 @@ class ProduceQueue:
         return ProduceResult(verdict.error, message=verdict.message)
 
 
-async def await_answer(future: asyncio.Future[ProduceResult], timeout_ms: int) -> ProduceResult:
-    """The answer, or REQUEST_TIMED_OUT; the request keeps its place in the log either way."""
-    try:
-        return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
-    except TimeoutError:
-        return ProduceResult(ErrorCode.request_timed_out, message="not committed in time")
+def answer_within(
+    future: asyncio.Future[ProduceResult], timeout_ms: int
+) -> asyncio.Future[ProduceResult]:
+    """The answer, or REQUEST_TIMED_OUT once `timeout_ms` passed; the request keeps its place
+    in the log either way (a timed-out request that commits later is not acknowledged). One
+    timer per request: wait_for and shield cost a task and two more futures each."""
+    timer = future.get_loop().call_later(timeout_ms / 1000, _time_out, future)
+    future.add_done_callback(lambda _f: timer.cancel())
+    return future
+
+
+def _time_out(future: asyncio.Future[ProduceResult]) -> None:
+    if not future.done():
+        future.set_result(
+            ProduceResult(ErrorCode.request_timed_out, message="not committed in time")
+        )
 
 
 def _refuse(request: ProduceRequest, error: BaseException) -> None:
