@@ -37,12 +37,13 @@ class Link:
         self.handler = handler
 
     heard = {"2", "3"}
+    silent_for = 0.0  # how long ago the peers in `heard` last sent anything
 
     def heard_from(self, within: float) -> set[str]:
         return self.heard
 
     def silences(self) -> dict[str, float]:
-        return {p: 0.0 for p in self.heard}
+        return {p: self.silent_for for p in self.heard}
 
 
 def groups(tmp_path: Path, driver: Driver, count: int) -> list[CoreGroup]:
@@ -148,6 +149,25 @@ async def test_a_leader_that_steps_down_answers_its_pending_writes_possibly_pers
     link.handler("3", [encode(group.name, Message(MsgType.APP, 3, 1, 5, index=0, log_term=0))])
     await asyncio.sleep(0.05)
     assert not group.is_leader and answers == [FAIL_REASON.LEADER_CHANGED]
+    link.durability.close()
+
+
+async def test_a_leader_leads_while_a_followers_node_is_heard_and_stops_once_it_fell_silent(
+    tmp_path: Path,
+) -> None:
+    """FORK 10 with the lease: no group answers at all, but node 2's pings keep the leader's
+    lease; once node 2 was last heard longer ago than an election timeout, it stops within one."""
+    link = Link()
+    link.heard = {"2"}
+    driver = Driver(1, link, election_seconds=0.5)
+    driver.start()
+    group = await elected(tmp_path, link, driver)
+    await asyncio.sleep(30 * TICK_SECONDS)  # three election timeouts
+    assert group.is_leader
+    link.silent_for = 1.0  # node 2's last word is now two election timeouts old
+    await asyncio.sleep(12 * TICK_SECONDS)
+    assert not group.is_leader
+    driver.stop()
     link.durability.close()
 
 
