@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 PEER = "tansu"
 RAFTLOGS = ("raftlog1", "raftlog3")
 # A variant is compared with the system it varies, not with the peer: its cost.
-VARIANTS = {"raftlog3-tls": "raftlog3", "raftlog3-pysyncobj": "raftlog3"}
+VARIANTS = {"raftlog3-tls": "raftlog3"}
 
 
 @dataclass(frozen=True)
@@ -292,9 +292,7 @@ def notes(settings: dict, runs: int, values: str) -> list[str]:
         "apply and its RSS holds all data written. raftlog1: 1 node, RF 1; raftlog3: 3 "
         "nodes, RF 3. raftlog3-tls: raftlog3 with every client on an SSL listener (TLS 1.3, "
         "no client certificates; the peer mesh in the clear); raftlog3-tls/raftlog3 is the "
-        "cost of TLS. raftlog3-pysyncobj: raftlog3 with its partitions on the pysyncobj fork "
-        "(--raft-engine pysyncobj, the engine before raftlog's own Raft core); "
-        "raftlog3-pysyncobj/raftlog3 is the engine's difference. "
+        "cost of TLS. "
         "Every raftlog node's /metrics is scraped every "
         f"{SCRAPE_INTERVAL_S:g} s throughout, as a Prometheus server would.",
     ]
@@ -363,7 +361,6 @@ COLORS = {
     "raftlog1": "#4c72b0",
     "raftlog3": "#dd8452",
     "raftlog3-tls": "#c44e52",
-    "raftlog3-pysyncobj": "#55a868",
 }
 
 

@@ -33,11 +33,8 @@ from bench.procs import (
 from raftlog_app.dev_certs import make_dev_certs
 
 # raftlog3-tls: raftlog3 with its clients on an SSL listener, for the cost of TLS.
-# raftlog3-pysyncobj: raftlog3 with its partitions on the pysyncobj fork (the engine before
-# raftlog's own Raft core, issue 27), kept for one release to compare.
-SYSTEMS = ("tansu", "raftlog1", "raftlog3", "raftlog3-pysyncobj", "raftlog3-tls")
+SYSTEMS = ("tansu", "raftlog1", "raftlog3", "raftlog3-tls")
 TLS_SUFFIX = "-tls"
-FORK_SUFFIX = "-pysyncobj"
 # raftlog CLI contract: ports relative to Kafka's (the proxy: the HTTP consume proxy; the
 # second listener: TLS_OFFSET)
 RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET, TLS_OFFSET = 1000, 2000, 3000, 4000
@@ -204,9 +201,8 @@ class Raftlog(System):
         nodes: int,
         broker: dict[str, object] | None = None,
         tls: bool = False,
-        fork: bool = False,
     ) -> None:
-        self.name = f"raftlog{nodes}{FORK_SUFFIX if fork else ''}{TLS_SUFFIX if tls else ''}"
+        self.name = f"raftlog{nodes}{TLS_SUFFIX if tls else ''}"
         self.replication_factor, self.workdir = nodes, workdir
         self.node_info: dict[int, dict] = {}
         self.restarted: list[subprocess.Popen] = []
@@ -223,8 +219,6 @@ class Raftlog(System):
             argv += ["--broker", f"offsets.topic.replication.factor={min(nodes, 3)}"]
             if tls:
                 argv += ["--listeners", "PLAINTEXT,SSL"]
-            if fork:
-                argv += ["--raft-engine", "pysyncobj"]
             for key, value in broker.items():
                 argv += ["--broker", f"{key}={value}"]
             done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
@@ -343,9 +337,8 @@ def start(name: str, tmp_root: Path | None, broker: dict[str, object] | None = N
         if name == "tansu":
             return Tansu(workdir)
         tls = name.endswith(TLS_SUFFIX)
-        fork = name.removesuffix(TLS_SUFFIX).endswith(FORK_SUFFIX)
-        nodes = int(name.removeprefix("raftlog").removesuffix(TLS_SUFFIX).removesuffix(FORK_SUFFIX))
-        return Raftlog(workdir, nodes, broker, tls, fork)
+        nodes = int(name.removeprefix("raftlog").removesuffix(TLS_SUFFIX))
+        return Raftlog(workdir, nodes, broker, tls)
     except BaseException:
         for pid in processes_under(workdir):
             kill9(pid)

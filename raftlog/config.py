@@ -185,10 +185,6 @@ def _peers(
     return peers
 
 
-RAFT_ENGINES = ("core", "pysyncobj")
-DEFAULT_RAFT_ENGINE = "core"
-
-
 @dataclass
 class NodeConfig:
     node_id: int
@@ -209,9 +205,6 @@ class NodeConfig:
     tls: TlsSettings | None = None  # the ssl.* settings, when a keystore is given
     peer_tls: bool = False  # the peer mesh over mutual TLS (besides its HMAC handshake)
     admin_tls: bool = False  # the admin HTTP listener over TLS
-    # Which Raft engine runs the partitions: "core" (raftlog's own core and driver, issue 27)
-    # or "pysyncobj" (the fork, kept for one release). The controller stays on pysyncobj.
-    raft_engine: str = DEFAULT_RAFT_ENGINE
 
     @property
     def sasl_mechanisms(self) -> tuple[str, ...]:
@@ -275,11 +268,7 @@ class NodeConfig:
         peer_tls = _flag(raw, "peer_tls")
         admin_tls = _flag(raw, "admin_tls")
         tls = _tls(broker, any(x.tls for x in listeners) or peer_tls or admin_tls, base)
-        raft_engine = raw.get("raft_engine", DEFAULT_RAFT_ENGINE)
-        if raft_engine not in RAFT_ENGINES:
-            raise ConfigError(
-                f"raft_engine: expected one of {', '.join(RAFT_ENGINES)}, got {raft_engine!r}"
-            )
+        _raft_engine(raw.get("raft_engine", "core"))
         data_dir = Path(raw["data_dir"])
         if not data_dir.is_absolute():
             data_dir = (base / data_dir).resolve()
@@ -301,8 +290,20 @@ class NodeConfig:
             tls=tls,
             peer_tls=peer_tls,
             admin_tls=admin_tls,
-            raft_engine=raft_engine,
         )
+
+
+def _raft_engine(setting: object) -> None:
+    """The release before this one could run partitions on the pysyncobj fork; "core", its
+    default, is the only engine now. A node set to the fork is refused rather than switched
+    silently."""
+    if setting == "pysyncobj":
+        raise ConfigError(
+            'raft_engine = "pysyncobj" is no longer served: partitions run on raftlog\'s own '
+            "Raft core, which opens the data directory the fork wrote; delete the raft_engine line"
+        )
+    if setting != "core":
+        raise ConfigError(f'raft_engine: only "core" is served, got {setting!r}')
 
 
 def _names(setting: str) -> tuple[str, ...]:

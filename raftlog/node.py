@@ -94,21 +94,15 @@ class Node:
         self.ticker = Ticker()
         self.ticker.start()
         self.leadership = LeadershipDirectory(self.node_id, self.mesh)
-        driver = installs = None
-        if cfg.raft_engine == "core":
-            driver = Driver(
-                self.node_id, self.mesh, self.timings.election_min, self.ticker.elections
-            )
-            driver.start()
-            installs = Installs(self.mesh)
+        driver = Driver(self.node_id, self.mesh, self.timings.election_min, self.ticker.elections)
+        driver.start()
         self.ctx = NodeContext(
             self.node_id,
             self.mesh,
-            self.ticker,
             self.timings,
             self.history,
             driver=driver,
-            installs=installs,
+            installs=Installs(self.mesh),
         )
         self.groups = GroupCoordinator(
             self.node_id,
@@ -182,8 +176,7 @@ class Node:
             partition.close()
         self.controller.close()
         self.ticker.stop()
-        if self.ctx.driver is not None:
-            self.ctx.driver.stop()
+        self.ctx.driver.stop()
         await self.mesh.close()
         self.history.close()
 

@@ -29,13 +29,11 @@ from raftlog.errors import ErrorCode, KafkaError
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
 from raftlog.producer_state import ProducerState
 from raftlog.raft.driver import Driver
-from raftlog.raft.group import RaftGroup, RaftTimings
+from raftlog.raft.group import RaftTimings
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import Entry, SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.replica import CoreGroup
-from raftlog.raft.snapshot import RESUME, PartitionSnapshots
-from raftlog.raft.ticker import Ticker
 from raftlog.share.store import SHARE, ShareStore, ShareUpdate, StoredShare
 from raftlog.share.writer import ShareWriter
 from raftlog.storage import codecs
@@ -54,7 +52,7 @@ from raftlog.topic_config import cleanup_policies
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-# The window pysyncobj sees is cut (a snapshot point) once it references this much data, so a
+# The Raft window is cut (a snapshot point) once it references this much data, so a
 # restart replays little and memory holds a short index.
 WINDOW_BYTES = 32 * 1024 * 1024
 HW_SAMPLE_SECONDS = 1.0
@@ -75,13 +73,11 @@ class NodeContext:
 
     node_id: int
     mesh: Mesh
-    ticker: Ticker
     timings: RaftTimings
     history: HistoryJournal
+    driver: Driver
+    installs: Installs
     metrics: RaftMetrics = field(default_factory=RaftMetrics)
-    # Set when the node runs its partitions on raftlog's own Raft core (raft_engine = "core").
-    driver: Driver | None = None
-    installs: Installs | None = None
 
 
 class Partition:
@@ -120,48 +116,26 @@ class Partition:
         self._shares = ShareStore.load(self._share_path)
         self._share_pending: deque[tuple[int, bytes]] = deque()  # appended, not committed
         self._rescan_shares()
-        self.snapshots = PartitionSnapshots(self.journal, self.log, str(ctx.node_id), None, self)
-        self.group: RaftGroup | CoreGroup
-        if ctx.driver is not None:
-            self.group = CoreGroup(
-                group_name,
-                str(ctx.node_id),
-                [str(r) for r in replicas],
-                self.journal,
-                ctx.driver,
-                election_seconds=ctx.timings.election_min,
-                heartbeat_seconds=ctx.timings.heartbeat,
-                checkpoint_seconds=ctx.timings.compaction_seconds,
-                on_change=self._group_changed,
-            )
-            assert ctx.installs is not None  # the node sets both for the core engine
-            core = self.group
-            core.installer = Installer(
-                group_name,
-                self.journal,
-                self.log,
-                self,
-                ctx.installs,
-                core.install_done,
-                core.install_failed,
-            )
-        else:
-            self.group = RaftGroup(
-                group_name,
-                str(ctx.node_id),
-                [str(r) for r in replicas],
-                self.journal,
-                ctx.mesh,
-                ctx.ticker,
-                ctx.timings,
-                snapshots=self.snapshots,
-                # A proposal is judged (producer sequences, offsets for the answer) by the
-                # leader that appends it: forwarded to another, it would be appended unjudged.
-                forward_commands=False,
-                on_change=self._group_changed,
-            )
-            self.snapshots.link = self.group.transport
-            self.group.transport.side_messages[RESUME] = self._resume_requested
+        self.group = CoreGroup(
+            group_name,
+            str(ctx.node_id),
+            [str(r) for r in replicas],
+            self.journal,
+            ctx.driver,
+            election_seconds=ctx.timings.election_min,
+            heartbeat_seconds=ctx.timings.heartbeat,
+            checkpoint_seconds=ctx.timings.compaction_seconds,
+            on_change=self._group_changed,
+        )
+        self.group.installer = Installer(
+            group_name,
+            self.journal,
+            self.log,
+            self,
+            ctx.installs,
+            self.group.install_done,
+            self.group.install_failed,
+        )
         self.produce_queue = ProduceQueue(
             self.group,
             lambda: self._ctx.timings.max_message_bytes,
@@ -535,7 +509,7 @@ class Partition:
 
     # --- internals -----------------------------------------------------------------------------
 
-    def _group_changed(self, group: RaftGroup | CoreGroup) -> None:
+    def _group_changed(self, group: CoreGroup) -> None:
         leader, term = group.leader_id, group.term
         if (leader, term) != self._leader_seen:
             self._leader_seen = (leader, term)
@@ -557,10 +531,6 @@ class Partition:
             self._share_writer.fail_all()
             self.committed(group.commit_index, self.high_watermark)  # wake long polls
         self._on_change(self)
-
-    def _resume_requested(self, node: object, message: dict) -> None:
-        self.snapshots.resume_requested(node, message["id"], int(message["offset"]))
-        self.group.schedule()
 
     def _require_leader(self) -> None:
         if not self.is_leader:

@@ -16,7 +16,7 @@ from types import ModuleType
 import uvloop
 from kafka.errors import KafkaError as ClientError
 
-from raftlog.config import DEFAULT_RAFT_ENGINE, RAFT_ENGINES, ConfigError, NodeConfig, parse_address
+from raftlog.config import ConfigError, NodeConfig, parse_address
 from raftlog_app import acl_cli, audit_cli, client_config, cluster, groups_cli, logs, user_cli
 
 # The node process and the share CLI are imported where they run: together with the Kafka
@@ -88,13 +88,6 @@ def _parser() -> argparse.ArgumentParser:
         default="PLAINTEXT",
         help="Kafka listeners by protocol, e.g. PLAINTEXT,SASL_SSL: the first on the Kafka "
         "port, the k-th at port+3000+1000k (TLS needs --broker ssl.keystore.location=...)",
-    )
-    up.add_argument(
-        "--raft-engine",
-        choices=RAFT_ENGINES,
-        default=DEFAULT_RAFT_ENGINE,
-        help="what runs the partitions' Raft groups: raftlog's own Raft core (the default), or "
-        "the pysyncobj fork (kept for one release, to compare and to fall back on)",
     )
     up.set_defaults(run=_cluster_up)
     add = clu_sub.add_parser("add-node", help="start one more node that joins the cluster")
@@ -259,7 +252,6 @@ def _cluster_up(args: argparse.Namespace) -> int:
         args.timeout,
         broker,
         listeners=listeners,
-        raft_engine=args.raft_engine,
     )
     print(f"raftlog cluster of {args.nodes} nodes is up; data in {args.data.resolve()}")
     print("bootstrap servers:")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raftlog.config import DEFAULT_RAFT_ENGINE, NodeConfig, toml_value
+from raftlog.config import NodeConfig, toml_value
 from raftlog.security.listeners import PROTOCOLS
 
 RAFT_OFFSET = 1000
@@ -105,7 +105,6 @@ def write_config(
     secret: str,
     broker: dict[str, Any],
     admin_token: str | None,
-    raft_engine: str = DEFAULT_RAFT_ENGINE,
 ) -> None:
     peers = "".join(
         f'\n[[peers]]\nid = {s.node_id}\nraft = "{HOST}:{s.raft_port}"\n' for s in all_specs
@@ -127,7 +126,6 @@ def write_config(
         f'proxy_listen = "{HOST}:{spec.proxy_port}"\n'
         f'cluster_secret = "{secret}"\n'
         + (f'admin_token = "{admin_token}"\n' if admin_token else "")
-        + (f'raft_engine = "{raft_engine}"\n' if raft_engine != DEFAULT_RAFT_ENGINE else "")
         + peers
     )
 
@@ -282,7 +280,6 @@ def up(
     broker: dict[str, Any] | None = None,
     progress: bool = True,
     listeners: tuple[str, ...] = ("PLAINTEXT",),
-    raft_engine: str = DEFAULT_RAFT_ENGINE,
 ) -> str:
     check_listeners(listeners)
     data = data.resolve()
@@ -307,7 +304,7 @@ def up(
     secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
     for spec in specs:
         if not spec.config_path.exists():
-            write_config(spec, specs, secret, broker or {}, admin_token, raft_engine)
+            write_config(spec, specs, secret, broker or {}, admin_token)
     pids = {spec.node_id: start_node(spec.config_path, spec.data_dir) for spec in specs}
     bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
     data.mkdir(parents=True, exist_ok=True)
@@ -344,9 +341,7 @@ def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
             NodeSpec(n["node_id"], Path(n["data_dir"]), kafka, raft, admin, proxy, listeners)
         )
     broker = {k: v for k, v in first.broker.items() if k != "listeners"}  # the new node's own
-    write_config(
-        spec, [*existing, spec], first.cluster_secret, broker, first.admin_token, first.raft_engine
-    )
+    write_config(spec, [*existing, spec], first.cluster_secret, broker, first.admin_token)
     pid = start_node(spec.config_path, spec.data_dir)
     state["nodes"].append(spec.as_json(pid))
     state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])

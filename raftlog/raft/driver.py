@@ -17,6 +17,8 @@ Ticks follow the clock: those a held loop missed are ticked when it runs again.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -139,6 +141,8 @@ class Driver:
         self._out: dict[int, list[Item]] = {}  # this turn's frame to each peer
         self._held: dict[str, list[tuple[int, int, Item]]] = {}  # group -> (save, peer, item)
         self._turn_scheduled = False
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []  # (due, order, call)
+        self._order = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ticking: asyncio.TimerHandle | None = None
         self._failures = FailureLog(log)
@@ -164,6 +168,11 @@ class Driver:
         self._awake.pop(group.name, None)
         self._dirty.pop(group.name, None)
         self._held.pop(group.name, None)
+
+    def later(self, seconds: float, call: Callable[[], None]) -> None:
+        """Calls `call` at the first tick at least `seconds` from now on the driver's clock
+        (a group's own timers then follow the same time as its Raft ticks)."""
+        heapq.heappush(self._timers, (self._clock() + seconds, next(self._order), call))
 
     def heard(self) -> set[str]:
         """Peers whose nodes were heard within an election timeout (pings included)."""
@@ -205,6 +214,12 @@ class Driver:
         loop = self._loop
         assert loop is not None  # set by start()
         self._ticking = loop.call_later(TICK_SECONDS, self._tick)
+        self.tick()
+
+    def tick(self) -> None:
+        """One tick of every awake group, and those the clock says were missed (start() calls
+        it every TICK_SECONDS; an in-process test calls it after moving its clock)."""
+        loop = asyncio.get_running_loop()
         now = self._clock()
         behind = int((now - self._ticked_at) / TICK_SECONDS) - 1
         self._ticked_at = now
@@ -217,6 +232,13 @@ class Driver:
             # timers before it polls): their answers count for CheckQuorum.
             missed = min(behind, self._max_catch_up)
             loop.call_later(CATCH_UP_DELAY, self._catch_up, missed)
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            call = heapq.heappop(timers)[2]
+            try:
+                call()
+            except Exception:
+                self._failures.exception("timer", "raft driver timer failed")
 
     def _catch_up(self, ticks: int) -> None:
         # Ticks of time already past: what a peer's node said then is not known per tick, and

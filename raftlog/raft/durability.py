@@ -28,13 +28,16 @@ THREADS = 32
 
 
 class Durability:
-    def __init__(self) -> None:
+    """`inline`: saves are written in the loop's thread (an in-process test's nodes, whose
+    order of events must not depend on a thread pool); waiters still run a turn later."""
+
+    def __init__(self, inline: bool = False) -> None:
         self.seq = 0  # saves recorded
         self.durable = 0  # saves on disk
         self._pending: dict[Path, tuple[bytes, int, int]] = {}  # the latest, not yet written
         self._running = False
         self._waiters: list[tuple[int, Callable[[], None]]] = []
-        self._pool = ThreadPoolExecutor(THREADS, thread_name_prefix="durability")
+        self._pool = None if inline else ThreadPoolExecutor(THREADS, "durability")
 
     def save(self, path: Path, image: bytes, start: int, stop: int) -> int:
         """Writes `path` as `image`, whose bytes `start:stop` are all that changed since the
@@ -58,13 +61,19 @@ class Durability:
         for path, (image, start, stop) in pending.items():
             write_state(path, image, start, stop)
         self.durable = self.seq
-        self._pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     def _start(self) -> None:
         batch, self._pending = self._pending, {}
         upto = self.seq
         self._running = True
         loop = asyncio.get_running_loop()
+        if self._pool is None:
+            for path, written in batch.items():
+                write_state(path, *written)
+            loop.call_soon(self._finished, upto, [])
+            return
         done = asyncio.gather(
             *(loop.run_in_executor(self._pool, write_state, p, *w) for p, w in batch.items()),
             return_exceptions=True,

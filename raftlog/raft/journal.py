@@ -194,16 +194,12 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         # before anything can acknowledge it; a buffered record lost to kill -9 would make the
         # next start cut acknowledged batches the window does not know.
         self._file = open(self._window_path, "ab", buffering=0)  # noqa: SIM115 - kept open
-        self._anchoring: list[tuple[int, int]] = []
         self._high_watermark = self._hw_for(self._state.commit_index)
         self._commit_saved_at = -COMMIT_SAVE_SECONDS
 
     # --- pysyncobj Journal interface -------------------------------------------------------
 
     def add(self, command: bytes, idx: int, term: int) -> None:
-        if self._anchoring:
-            self._skip_anchor(idx, term)
-            return
         kind = command[0]
         if self._log is not None and self._entries:
             self._check_log_end()
@@ -226,25 +222,12 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         self._listener.appended(entry, command)
 
     def clear(self) -> None:
-        """pysyncobj clears its log only to re-anchor it on a snapshot. For a partition the segment
-        data stays (the installer already replaced it); the window is rewritten with the
-        snapshot's anchor entries in one atomic step, and the two adds that follow are
-        checked against them instead of appending again. Entries after the snapshot's last
-        one stay when this log holds that entry (Raft's InstallSnapshot rule: see
-        `holds`)."""
-        anchors = self._pending_anchors
-        if self._log is None:
-            # The controller's log is its commands: pysyncobj re-adds them from its own dump.
-            self._entries = []
-            self._rewrite_window()
-            return
-        if not anchors:
-            raise RuntimeError("pysyncobj cleared the journal without an installed snapshot")
-        self._pending_anchors = None
-        last = anchors[-1]
-        suffix = [e for e in self._entries if e.idx > last.idx] if self.holds(last) else []
-        self._replace_window(list(anchors) + suffix, last.idx)
-        self._anchoring = [(e.idx, e.term) for e in anchors]
+        """pysyncobj clears the controller's log to re-add its commands from its own dump; a
+        partition's window is only ever cut (compact_to) or replaced by an install."""
+        if self._log is not None:
+            raise RuntimeError("a partition's Raft window is never cleared")
+        self._entries = []
+        self._rewrite_window()
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 - pysyncobj's name
         """A Raft truncation: the core (FORK.md, 2) calls this only for an entry that conflicts
@@ -330,12 +313,6 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
     def entry(self, position: int) -> Entry:
         return self._entries[position]
 
-    def holds(self, entry: Entry) -> bool:
-        """This window has `entry` (same index and term), hence everything before it as the
-        leader has it (log matching)."""
-        mine = self.entry_by_index(entry.idx)
-        return mine is not None and mine.term == entry.term
-
     def inline_commands(self, kind: int, after: int) -> list[tuple[int, bytes]]:
         """(Raft index, command) of the window's inline entries of one kind past `after`."""
         return [
@@ -357,11 +334,6 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
     def has_snapshot(self) -> bool:
         """A window that does not start at Raft index 1 was cut at a snapshot point."""
         return bool(self._entries) and self._entries[0].idx > 1
-
-    def expect_anchors(self, anchors: list[Entry]) -> None:
-        """Called by the snapshot installer: the clear() and two adds pysyncobj does next
-        re-anchor the window on entries whose data is already in the installed log."""
-        self._pending_anchors = anchors
 
     def install(self, anchor: Entry) -> None:
         """A snapshot install on the Raft core (raft/install.py) brought the log up to the end
@@ -411,8 +383,6 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
 
     # --- internals ---------------------------------------------------------------------------
 
-    _pending_anchors: list[Entry] | None = None
-
     def _tuple(self, position: int) -> RaftEntry:
         e = self._entries[position]
         if e.location is None:
@@ -438,11 +408,6 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         self._state.commit_index = max(self._state.commit_index, committed)
         self._state.persist_commit()
         self._rewrite_window()
-
-    def _skip_anchor(self, idx: int, term: int) -> None:
-        expected = self._anchoring.pop(0)
-        if expected != (idx, term):
-            raise RuntimeError(f"snapshot anchor ({idx}, {term}) does not match {expected}")
 
     def _append_record(self, entry: Entry) -> None:
         entry.file_pos = self._file.tell()

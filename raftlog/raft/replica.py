@@ -142,8 +142,7 @@ class CoreGroup:
             # The first replica (Kafka's preferred leader, spread over the nodes by the
             # controller) stands soon after a start instead of after a whole election
             # timeout; PreVote keeps it from disturbing a leader that is alive.
-            delay = random.uniform(2 * heartbeat_seconds, election_seconds)
-            loop.call_later(delay, self._stand)
+            driver.later(random.uniform(2 * heartbeat_seconds, election_seconds), self._stand)
 
     # --- the driver's ----------------------------------------------------------------------
 
@@ -301,7 +300,7 @@ class CoreGroup:
             # pre-vote sent before any peer is connected is lost, and the next try waits a
             # whole election timeout. Stand as soon as one is heard instead.
             retry = STAND_RETRY_SECONDS
-            asyncio.get_running_loop().call_later(retry, self._stand, waited + retry)
+            self._driver.later(retry, lambda: self._stand(waited + retry))
             return
         if self._driver.elections.take():  # refused: its election timer stands it later
             self.raft.campaign(pre=True)

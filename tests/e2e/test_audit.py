@@ -66,10 +66,8 @@ def rendered_colours(png: Path) -> set[tuple[int, int, int]]:
     return {tuple(int(c) for c in p) for p in np.unique(pixels.reshape(-1, 3), axis=0)}
 
 
-@pytest.mark.parametrize("engine", ["pysyncobj", "core"])
-def test_audit_of_a_cluster_through_failovers_and_restart(cluster_factory, artifacts_dir, engine):
-    cluster = cluster_factory(name="audit", raft_engine=engine)
-    artifacts_dir = artifacts_dir / engine
+def test_audit_of_a_cluster_through_failovers_and_restart(cluster_factory, artifacts_dir):
+    cluster = cluster_factory(name="audit")
     cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
     W.topic_metadata(cluster.bootstrap, TOPIC)
     seen: dict[int, dict[int, int]] = defaultdict(dict)  # partition -> {term: leader} observed

@@ -20,9 +20,8 @@ MEGABYTES = int(os.environ.get("RAFTLOG_CATCHUP_MB", "50"))
 VALUE_SIZE = 1024
 
 
-@pytest.mark.parametrize("engine", ["pysyncobj", "core"])
-def test_follower_catches_up_after_50mb(cluster_factory, report_rss, engine):
-    cluster = cluster_factory(name="catchup", raft_engine=engine)
+def test_follower_catches_up_after_50mb(cluster_factory, report_rss):
+    cluster = cluster_factory(name="catchup")
     cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
     W.topic_metadata(cluster.bootstrap, TOPIC)
     leader, _ = cluster.leader(TOPIC, 0)

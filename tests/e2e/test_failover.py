@@ -28,9 +28,8 @@ BEFORE = 3000  # acknowledged records on the victim partition before the kill
 AFTER = 3000  # ... and after the new leader is known
 
 
-@pytest.mark.parametrize("engine", ["pysyncobj", "core"])
-def test_kill_leader_under_load(cluster_factory, engine):
-    cluster = cluster_factory(name="failover", raft_engine=engine)
+def test_kill_leader_under_load(cluster_factory):
+    cluster = cluster_factory(name="failover")
     cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
     W.topic_metadata(cluster.bootstrap, TOPIC)
 

@@ -44,9 +44,8 @@ def test_sequence_rules_on_the_wire(cluster_factory):
     assert values == [b"a", b"b", b"c", b"d"]
 
 
-@pytest.mark.parametrize("engine", ["pysyncobj", "core"])
-def test_retries_across_a_leader_failure_write_each_record_once(cluster_factory, engine):
-    cluster = cluster_factory(name="idempotence", raft_engine=engine)
+def test_retries_across_a_leader_failure_write_each_record_once(cluster_factory):
+    cluster = cluster_factory(name="idempotence")
     cluster.create_topic("idem", partitions=1, replication_factor=3)
     W.topic_metadata(cluster.bootstrap, "idem")
     producer = R.ContinuousProducer(

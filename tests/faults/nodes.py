@@ -31,8 +31,6 @@ from support.cluster import (
     wait_pid_gone,
 )
 
-from raftlog.config import DEFAULT_RAFT_ENGINE
-
 from .netns import Net
 
 KAFKA_PORT, RAFT_PORT, ADMIN_PORT = 9092, 10092, 11092
@@ -103,7 +101,7 @@ class Nodes:
 
     # ----------------------------------------------------------------- configs
 
-    def write_configs(self, raft_engine: str = DEFAULT_RAFT_ENGINE) -> None:
+    def write_configs(self) -> None:
         peers = "".join(
             f'\n[[peers]]\nid = {n.node_id}\nraft = "{n.ip}:{RAFT_PORT}"\n'
             for n in self.nodes.values()
@@ -118,8 +116,7 @@ class Nodes:
                 f'advertised_kafka = "{n.kafka}"\n'
                 f'raft_listen = "{n.ip}:{RAFT_PORT}"\n'
                 f'admin_listen = "{n.admin}"\n'
-                f'cluster_secret = "{self.secret}"\n'
-                f'raft_engine = "{raft_engine}"\n' + peers + broker
+                f'cluster_secret = "{self.secret}"\n' + peers + broker
             )
 
     def write_cluster_json(self) -> None:

@@ -31,7 +31,6 @@ from typing import Any
 
 from support.cluster import raftlog_argv, wait_for
 
-from raftlog.config import DEFAULT_RAFT_ENGINE, RAFT_ENGINES
 from raftlog_app.cluster import become_subreaper
 
 from . import checker, faults, netns, report
@@ -61,7 +60,6 @@ class Options:
     audit: bool
     kinds: list[str] | None
     recheck: Path | None = None
-    raft_engine: str = DEFAULT_RAFT_ENGINE
 
 
 def parse_args(argv: list[str] | None) -> Options:
@@ -88,12 +86,6 @@ def parse_args(argv: list[str] | None) -> Options:
     ap.add_argument("--no-audit", action="store_true", help="skip `raftlog audit` (debugging)")
     ap.add_argument("--kinds", default=None, help="comma-separated subset of the fault kinds")
     ap.add_argument(
-        "--raft-engine",
-        choices=RAFT_ENGINES,
-        default=DEFAULT_RAFT_ENGINE,
-        help="what runs the partitions' Raft groups (the node's raft_engine setting)",
-    )
-    ap.add_argument(
         "--recheck",
         type=Path,
         default=None,
@@ -116,7 +108,6 @@ def parse_args(argv: list[str] | None) -> Options:
         flush_timeout=a.flush_timeout,
         audit=not a.no_audit,
         kinds=a.kinds.split(",") if a.kinds else None,
-        raft_engine=a.raft_engine,
         recheck=a.recheck,
     )
 
@@ -159,7 +150,7 @@ class Runner:
         self.net.create()
         self.net.check_connectivity()
         self.nodes = Nodes(self.net, o.out / "cluster")
-        self.nodes.write_configs(o.raft_engine)
+        self.nodes.write_configs()
         for i in self.nodes.ids:
             self.nodes.start(i)
         self.nodes.wait_ready(timeout=90)

@@ -276,15 +276,12 @@ class Cluster:
         broker: dict[str, Any] | None = None,
         port_slots: int | None = None,
         listeners: tuple[str, ...] = ("PLAINTEXT",),
-        raft_engine: str | None = None,
     ) -> None:
-        """`raft_engine`: `cluster up --raft-engine` (default: $RAFTLOG_TEST_RAFT_ENGINE, else
-        the node's own default), so the whole suite can run on either engine. `broker`: `[broker]` settings for every node's config (Kafka names, e.g.
+        """`broker`: `[broker]` settings for every node's config (Kafka names, e.g.
         {"group.initial.rebalance.delay.ms": 100}); `port_slots`: how many nodes' ports
         must be free when picking the base port (more than `nodes` for a cluster that
         will grow with add_node()); `listeners`: `cluster up --listeners`."""
         self.listeners = listeners
-        self.raft_engine = raft_engine or os.environ.get("RAFTLOG_TEST_RAFT_ENGINE")
         self.workdir = Path(workdir).resolve()
         self.data_root = self.workdir  # `--data DIR`
         self.num_nodes = nodes
@@ -354,7 +351,6 @@ class Cluster:
                     str(base),
                     *broker_flags,
                     *(["--listeners", ",".join(self.listeners)] if len(self.listeners) > 1 else []),
-                    *(["--raft-engine", self.raft_engine] if self.raft_engine else []),
                     timeout=timeout,
                 )
             except ClusterError as exc:

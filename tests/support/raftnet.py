@@ -2,8 +2,8 @@
 
 Messages cross it as they cross the mesh (msgpack, with the mesh's encoder for lazy journal
 objects) and are delivered in order when the test says so; any direction of any link can
-drop them, and a filter can drop chosen kinds. Time is a `Clock` the test advances and
-patches in for the Raft core's `monotonicTime`.
+drop them, and a filter can drop chosen kinds. Time is a `Clock` the test advances (and
+patches in for the controller's pysyncobj core, `monotonicTime`).
 """
 
 from __future__ import annotations
@@ -16,18 +16,16 @@ import msgpack
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
+from raftlog.raft.driver import decode
+from raftlog.raft.durability import Durability
 from raftlog.raft.mesh import SILENT_AFTER, _encode_default
-from raftlog.raft.transport import from_beat
 
 Filter = Callable[[str, str, dict], bool]  # (source, destination, message) -> drop it
 
 
-def message_type(frame: dict) -> str | None:
-    """The Raft message type a NetMesh frame carries (a beat is named by what it stands for)."""
-    message = frame.get("message")
-    if isinstance(message, list):
-        message = from_beat(message)
-    return message.get("type") if message is not None else None
+def message_types(frame: dict) -> set[str]:
+    """The Raft message types (raft/core.py's MsgType values) a NetMesh frame carries."""
+    return {decode(item, 0, 0)[1].type.value for item in frame.get("core", ())}
 
 
 class Clock:
@@ -105,17 +103,20 @@ class NetTransport(Transport):
 
 
 class NetMesh:
-    """The part of raftlog.raft.mesh.Mesh a Raft group uses, on the Net: every peer is
-    connected (faults are the Net's), nothing is ever congested. keepalive() is the mesh's
-    ping round: it pings every peer and tells the groups of a peer that fell silent. Raft
-    state is saved as each group saves it (no batches)."""
+    """What a node's Raft driver and snapshot installs use of raftlog.raft.mesh.Mesh, on the
+    Net: every peer is connected (faults are the Net's). keepalive() is the mesh's ping
+    round: it pings every peer and tells the driver of a peer that fell silent. Raft state
+    saves are written in the loop's thread (Durability(inline=True)) unless a test brings its
+    own `durability`."""
 
-    durability = None
-
-    def __init__(self, net: Net, self_id: str) -> None:
+    def __init__(self, net: Net, self_id: str, durability: Durability | None = None) -> None:
+        self.durability = durability or Durability(inline=True)
+        self.on_peer_change: list[Callable[[str, bool], None]] = []
+        self.on_peer_silent: list[Callable[[str], None]] = []
         self._net = net
         self._self_id = self_id
-        self._endpoints: dict[str, Any] = {}
+        self._core: Callable[[str, list[Any]], None] | None = None
+        self._controls: dict[str, Callable[[str, Any], None]] = {}
         self._silent: set[str] = set()
         self._peers = [p for p in net.ids if p != self_id]
         for peer in self._peers:
@@ -127,41 +128,37 @@ class NetMesh:
         for peer in self._peers:
             silent = now - self._net.heard[peer, self._self_id] > SILENT_AFTER
             if silent and peer not in self._silent:
-                for endpoint in list(self._endpoints.values()):
-                    endpoint.peer_silent(peer)
+                for notify in self.on_peer_silent:
+                    notify(peer)
             self._silent.discard(peer)
             if silent:
                 self._silent.add(peer)
             self._net.send(self._self_id, peer, {"ping": True})
 
-    def last_heard(self, peer_id: str) -> float | None:
-        return self._net.heard[peer_id, self._self_id]
+    def silences(self) -> dict[str, float]:
+        now = self._net.clock()
+        return {p: now - self._net.heard[p, self._self_id] for p in self._peers}
 
-    def register(self, group_id: str, endpoint: Any) -> None:
-        self._endpoints[group_id] = endpoint
-        for peer in self._net.ids:
-            if peer != self._self_id:
-                endpoint.peer_up(peer)
+    def heard_from(self, within: float) -> set[str]:
+        return {p for p, silent in self.silences().items() if silent <= within}
 
-    def unregister(self, group_id: str) -> None:
-        self._endpoints.pop(group_id, None)
-
-    def send(self, peer_id: str, group_id: str, message: Any) -> bool:
-        self._net.send(self._self_id, peer_id, {"group": group_id, "message": message})
+    def send_core(self, peer_id: str, items: list[Any]) -> bool:
+        self._net.send(self._self_id, peer_id, {"core": items})
         return True
 
-    def connected(self, peer_id: str) -> bool:
-        return True
+    def on_core(self, handler: Callable[[str, list[Any]], None]) -> None:
+        self._core = handler
 
-    def congested(self, peer_id: str) -> bool:
-        return False
+    def send_control(self, peer_id: str, kind: str, payload: Any) -> None:
+        self._net.send(self._self_id, peer_id, {"control": kind, "payload": payload})
 
-    def queued(self, peer_id: str) -> int:
-        return 0
+    def on_control(self, kind: str, handler: Callable[[str, Any], None]) -> None:
+        self._controls[kind] = handler
 
     def _receive(self, source: str, frame: dict) -> None:
-        if "ping" in frame:
-            return
-        endpoint = self._endpoints.get(frame["group"])
-        if endpoint is not None:
-            endpoint.deliver(source, frame["message"])
+        if "core" in frame and self._core is not None:
+            self._core(source, frame["core"])
+        elif "control" in frame:
+            handler = self._controls.get(frame["control"])
+            if handler is not None:
+                handler(source, frame["payload"])

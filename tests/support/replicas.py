@@ -1,6 +1,7 @@
-"""Three replicas of one partition (segment log, journal, Raft group, producer state,
-produce queue) on the in-process network of support/raftnet.py, with an injected clock:
-Raft runs for real, and a test decides when time passes and which messages arrive."""
+"""Three replicas of one partition (segment log, journal, Raft group on the core, producer
+state, produce queue), each node with its own Raft driver, on the in-process network of
+support/raftnet.py, with an injected clock: Raft runs for real, and a test decides when time
+passes and which messages arrive."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from raftlog import topic_config
 from raftlog.broker import ProduceResult
 from raftlog.config import BROKER_DEFAULTS, TOPIC_SYNONYMS
 from raftlog.partition import NodeContext, Partition
+from raftlog.raft.driver import TICK_SECONDS, Driver
+from raftlog.raft.durability import Durability
 from raftlog.raft.group import RaftTimings
-from raftlog.raft.ticker import Ticker
+from raftlog.raft.install import Installs
+from raftlog.raft.ticker import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from support.raftnet import Clock, Net, NetMesh
 from support.wire import make_batch
 
@@ -33,19 +37,28 @@ def settings() -> dict[str, str]:
 
 
 class Replicas:
-    def __init__(self, root: Path, clock: Clock) -> None:
+    def __init__(
+        self, root: Path, clock: Clock, durabilities: dict[str, Durability] | None = None
+    ) -> None:
+        """`durabilities`: a node's own Raft state saves (a slow disk, say)."""
         self.clock = clock
         self.root = root
         self.net = Net(IDS, clock)
         self.contexts: dict[str, NodeContext] = {}
         self.partitions: dict[str, Partition] = {}
+        self.meshes: dict[str, NetMesh] = {}
         for node_id in IDS:
+            mesh = NetMesh(self.net, node_id, (durabilities or {}).get(node_id))
+            self.meshes[node_id] = mesh
+            timings = RaftTimings()
+            budget = ElectionBudget(ELECTIONS_PER_SECOND, ELECTION_BURST, clock)
             self.contexts[node_id] = NodeContext(
                 int(node_id),
-                NetMesh(self.net, node_id),  # type: ignore[arg-type]
-                Ticker(),
-                RaftTimings(),
+                mesh,  # type: ignore[arg-type]
+                timings,
                 HistoryJournal(_dir(root / node_id), int(node_id)),
+                driver=Driver(int(node_id), mesh, timings.election_min, budget, clock),
+                installs=Installs(mesh),
             )
             self.start(node_id)
 
@@ -67,26 +80,37 @@ class Replicas:
         self.partitions[node_id].group.close()
         self.start(node_id)
 
-    async def step(self, seconds: float = 0.05) -> None:
-        self.clock.now += seconds
-        for context in self.contexts.values():
-            context.mesh.keepalive()  # type: ignore[attr-defined]
-        for _ in range(20):
-            for p in self.partitions.values():
-                p.group.tick()
-            await asyncio.sleep(0)  # scheduled ticks and answers run
+    def driver(self, node_id: str) -> Driver:
+        driver = self.contexts[node_id].driver
+        assert driver is not None
+        return driver
+
+    async def step(self, seconds: float = TICK_SECONDS) -> None:
+        """Time moves on by `seconds` (a tick each TICK_SECONDS), and what that sends arrives."""
+        for _ in range(max(1, round(seconds / TICK_SECONDS))):
+            self.clock.now += seconds / max(1, round(seconds / TICK_SECONDS))
+            for node_id, mesh in self.meshes.items():
+                mesh.keepalive()
+                self.driver(node_id).tick()
+            await self.settle()
+
+    async def settle(self) -> None:
+        """Delivers what the nodes send, and what that sends in turn, until nothing moves."""
+        for _ in range(50):
+            for _ in range(3):
+                await asyncio.sleep(0)  # the drivers' turns, saves and answers run
             if not self.net.deliver():
                 break
         await asyncio.sleep(0)
 
     async def run(self, seconds: float) -> None:
-        for _ in range(round(seconds / 0.05)):
+        for _ in range(round(seconds / TICK_SECONDS)):
             await self.step()
 
     async def until(self, awaitable: Awaitable[_T], seconds: float = 10.0) -> _T:
         """Steps the replicas until `awaitable` (which needs Raft to make progress) is done."""
         task = asyncio.ensure_future(awaitable)
-        for _ in range(round(seconds / 0.05)):
+        for _ in range(round(seconds / TICK_SECONDS)):
             await asyncio.sleep(0)
             if task.done():
                 return task.result()
@@ -99,7 +123,7 @@ class Replicas:
     ) -> str:
         """A node of `among` leading a term above `above_term`, with that term committed (a
         deposed leader still believes in its old term until it hears of the new one)."""
-        for _ in range(round(seconds / 0.05)):
+        for _ in range(round(seconds / TICK_SECONDS)):
             await self.step()
             for node_id in among:
                 p = self.partitions[node_id]

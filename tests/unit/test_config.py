@@ -62,6 +62,8 @@ def test_a_good_config(tmp_path: Path) -> None:
         ('raft = "127.0.0.1:10093"', 'raft = "127.0.0.1:10092"', "is this node's"),
         ("[[peers]]\nid = 2", "[[peers]]\nid = 1", "lists node 1 twice"),
         ('id = 2\nraft = "127.0.0.1:10093"', "id = 2", "needs id and raft"),
+        ('admin_token = "t"', 'raft_engine = "pysyncobj"', "delete the raft_engine line"),
+        ('admin_token = "t"', 'raft_engine = "etcd"', 'only "core" is served'),
     ],
 )
 def test_each_mistake_is_named(tmp_path: Path, old: str, new: str, message: str) -> None:

@@ -3,14 +3,11 @@ batches' leader epoch, offsets are assigned at append, only real conflicts cut t
 
 from __future__ import annotations
 
-import os
-
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from support.journal import RecordingListener as Listener
 
 from raftlog.raft.journal import COMMIT_SAVE_SECONDS, DATA_PREFIX, SegmentJournal
 from raftlog.raft.raft_state import RaftState
-from raftlog.raft.snapshot import PartitionSnapshots
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log, LogConfig
 
@@ -152,24 +149,3 @@ def test_compaction_keeps_the_data_and_a_short_window(tmp_path):
     j.compact_to(10)
     assert j[0][1] == 10 and len(j) == 3 and j.has_snapshot()
     assert log.log_end_offset == 10 and stored(log)[0] == (0, 1)
-
-
-def test_pysyncobj_finds_the_snapshot_of_a_cut_window_after_a_restart(tmp_path):
-    """pysyncobj loads its dump at start only if os.path.isfile(conf.fullDumpFile): without
-    it, its last-applied index stays below the window after a restart, nothing is applied
-    again, and every tick of the group re-sends append entries (a node burning its CPU)."""
-    log, j = open_journal(tmp_path)
-    snapshots = PartitionSnapshots(j, log, "1", None, None)
-    j.add(NO_OP, 1, 0)
-    j.add(NO_OP, 2, 1)
-    assert not os.path.isfile(snapshots)  # nothing cut yet: pysyncobj replays from index 1
-    for i in range(3, 13):
-        j.add(DATA_PREFIX + batch(b"%d" % i), i, 1)
-    j.setRaftCommitIndex(12)
-    j.compact_to(10)
-    j.close()
-    log.close()
-    log, j = open_journal(tmp_path)
-    snapshots = PartitionSnapshots(j, log, "1", None, None)
-    assert os.path.isfile(snapshots)
-    assert (j[0][1], j[1][1]) == (10, 11)  # the dump pysyncobj loads: last applied = 11

@@ -17,7 +17,6 @@ from support.raftnet import Clock
 from support.replicas import IDS, Replicas
 from support.wire import make_batch
 
-import raftlog.raft.syncobj_fork as core
 from kafka_api.codec import build, response_module
 from raftlog import group_config
 from raftlog.counters import Histogram
@@ -160,9 +159,8 @@ class ReplicaNode:
 
 
 @pytest.fixture
-async def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+async def replicas(tmp_path: Path):
     clock = Clock()
-    monkeypatch.setattr(core, "monotonicTime", clock)
     r = Replicas(tmp_path, clock)
     yield r
     r.close()
