@@ -14,10 +14,8 @@ import ssl
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from pysyncobj.config import FAIL_REASON
 
 from epoch.replica_state import ReplicaState, spans
-from raftlog.raft.group import failure_name
 from raftlog.security import user_routes
 from raftlog.security.users import UserAdmin
 
@@ -206,15 +204,8 @@ class AdminServer:
         if not partition.is_leader:
             raise web.HTTPConflict(text=f"node {self._node.node_id} is not the leader\n")
         term = partition.group.term
-        refused: list[int] = []
-        partition.group.transfer_leadership(
-            lambda _, reason: refused.append(reason) if reason != FAIL_REASON.SUCCESS else None
-        )
-        if refused:
-            # No connected follower holds the whole log (pysyncobj answers synchronously).
-            raise web.HTTPConflict(
-                text=f"transfer refused ({failure_name(refused[0])}): no follower is caught up\n"
-            )
+        if not partition.group.transfer_leadership():
+            raise web.HTTPConflict(text="transfer refused: no follower is caught up\n")
         for _ in range(50):
             await asyncio.sleep(0.1)
             if partition.group.term > term and partition.group.leader_id is not None:

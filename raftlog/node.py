@@ -8,6 +8,7 @@ import base64
 import contextlib
 import logging
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from raftlog import group_config, limits, topic_config
 from raftlog.clock import LOOP_CLOCK
 from raftlog.config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable
+from raftlog.controller.ticker import Ticker
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
@@ -25,10 +27,10 @@ from raftlog.loop_stall import LoopStallMonitor
 from raftlog.offsets_partition import OffsetsPartition
 from raftlog.partition import NodeContext, Partition
 from raftlog.raft.driver import Driver
-from raftlog.raft.group import RaftTimings
+from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.install import Installs
 from raftlog.raft.mesh import Mesh
-from raftlog.raft.ticker import Ticker
+from raftlog.raft.timings import RaftTimings
 from raftlog.security.acl import authorizer_for
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import NO_GROUPS, ShareMembers
@@ -91,10 +93,13 @@ class Node:
         )
         self.mesh.on_new_peer.append(self._peer_joined)
         await self.mesh.start()
-        self.ticker = Ticker()
+        # One budget of elections for the node: its partitions' (the driver's) and the
+        # controller's (its ticker's).
+        self.elections = ElectionBudget(ELECTIONS_PER_SECOND, ELECTION_BURST, time.monotonic)
+        self.ticker = Ticker(self.elections)
         self.ticker.start()
         self.leadership = LeadershipDirectory(self.node_id, self.mesh)
-        driver = Driver(self.node_id, self.mesh, self.timings.election_min, self.ticker.elections)
+        driver = Driver(self.node_id, self.mesh, self.timings.election_min, self.elections)
         driver.start()
         self.ctx = NodeContext(
             self.node_id,
@@ -243,7 +248,7 @@ class Node:
             if key not in self.partitions:
                 if opened == OPEN_PER_TURN:  # the rest in later loop turns
                     self._reconcile_pending = True
-                    self.ticker.elections.held = True
+                    self.elections.held = True
                     asyncio.get_running_loop().call_soon(self._reconcile)
                     return
                 self._open_partition(key, topic_id, replicas, configs)
@@ -252,9 +257,9 @@ class Node:
                 settings = self._settings(configs)
                 if settings != self.partitions[key].settings:
                     self.partitions[key].apply_settings(settings)
-        if self.ticker.elections.held or opened:
+        if self.elections.held or opened:
             self._heap.opened()
-        self.ticker.elections.held = False
+        self.elections.held = False
 
     def _group_settings(self, group_id: str) -> dict[str, str]:
         return group_config.values(self.controller.state.group_configs.get(group_id, {}))

@@ -29,11 +29,11 @@ from raftlog.errors import ErrorCode, KafkaError
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
 from raftlog.producer_state import ProducerState
 from raftlog.raft.driver import Driver
-from raftlog.raft.group import RaftTimings
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import Entry, SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.replica import CoreGroup
+from raftlog.raft.timings import RaftTimings
 from raftlog.share.store import SHARE, ShareStore, ShareUpdate, StoredShare
 from raftlog.share.writer import ShareWriter
 from raftlog.storage import codecs
@@ -499,7 +499,7 @@ class Partition:
         """The share commands the store still lacks, from the window (at start, or after a
         truncation or snapshot install changed it); those already committed are applied."""
         self._share_pending = deque(self.journal.inline_commands(SHARE, self._shares.applied))
-        self._apply_shares(self.journal.getRaftCommitIndex())
+        self._apply_shares(self.journal.commit_index)
 
     def _apply_shares(self, commit_index: int) -> None:
         pending = self._share_pending

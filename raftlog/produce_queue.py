@@ -12,19 +12,17 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pysyncobj.config import FAIL_REASON
-
 from raftlog.broker import ProduceResult
 from raftlog.counters import Histogram
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.producer_state import Verdict
-from raftlog.raft.group import RaftGroup
 from raftlog.raft.journal import DATA_PREFIX
-from raftlog.raft.replica import CoreGroup
+from raftlog.raft.replica import CoreGroup, Outcome
 
-# How far a leader's log may run ahead of its commit index. pysyncobj replicates whatever is
-# appended with no limit of its own; a leader far ahead of its followers spends its time
-# walking that backlog and its followers time out waiting for it.
+# How far a leader's log may run ahead of its commit index: Raft replicates whatever is
+# appended, and a leader far ahead of its followers sends them a backlog they time out on
+# (measured on the pysyncobj engine, before the core; the core's appends are bounded per
+# message, not per log).
 UNCOMMITTED_BYTES = 4 * 1024 * 1024
 # Proposals a leader has in Raft at once; requests arriving meanwhile queue and go as one
 # entry. Every entry costs each replica the same Raft work whatever its size, and a
@@ -62,7 +60,7 @@ class Proposal(bytes):
 class ProduceQueue:
     def __init__(
         self,
-        group: RaftGroup | CoreGroup,
+        group: CoreGroup,
         max_entry_bytes: Callable[[], int],
         log_start_offset: Callable[[], int],
         record_ack: Callable[[int, int, int], None],
@@ -96,7 +94,7 @@ class ProduceQueue:
         """Proposes queued requests, in arrival order, as few Raft entries as fit, while
         fewer than PROPOSALS_IN_FLIGHT are in Raft and the uncommitted part of the log is
         under UNCOMMITTED_BYTES (so it may pass the bound by one entry)."""
-        if not self._group.is_leader:  # settled, as pysyncobj refuses what a deposed leader held
+        if not self._group.is_leader:  # a deposed leader settles what it held
             self.fail_all()
             return
         limit = self._max_entry_bytes() - 1
@@ -142,20 +140,20 @@ class ProduceQueue:
             if request.future is not None and not request.future.done():
                 request.future.set_result(self._refusal(request.records))
 
-    def _settled(self, proposal: Proposal, _result: object, reason: int) -> None:
+    def _settled(self, proposal: Proposal, outcome: Outcome) -> None:
         """Raft's verdict on a proposal: committed in its term; its leader stepped down before
-        it committed (LEADER_CHANGED, the core engine: it may still be); or not written."""
+        it committed (LEADER_CHANGED: it may still be); or not written."""
         self._uncommitted -= len(proposal)
         self._proposals -= 1
-        if reason == FAIL_REASON.SUCCESS:
+        if outcome == Outcome.COMMITTED:
             self._commit_latency.observe(time.monotonic() - proposal.proposed_at)
         for request in proposal.requests:
             if request.future is None or request.future.done():
                 continue
-            if reason == FAIL_REASON.SUCCESS:
+            if outcome == Outcome.COMMITTED:
                 result = self._answer(request)
                 self._note_ack(request)
-            elif reason == FAIL_REASON.LEADER_CHANGED:  # in the log, may still be committed
+            elif outcome == Outcome.LEADER_CHANGED:  # in the log, may still be committed
                 result = ProduceResult(
                     ErrorCode.request_timed_out,
                     message="leadership changed before the write committed; it may still be",

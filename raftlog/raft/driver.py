@@ -26,9 +26,9 @@ from typing import Any, Protocol
 
 from raftlog.raft.core import Entry, Message, MsgType, Raft, Ready, Role
 from raftlog.raft.durability import Durability
+from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.failure_log import FailureLog
 from raftlog.raft.quorum import quorum_silence
-from raftlog.raft.ticker import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class Driver:
         self._ticked_at = clock()
         # A catch-up covers the longest election timeout a replica can draw (two minimums).
         self._max_catch_up = 2 * round(election_seconds / TICK_SECONDS)
-        # Shared with the pysyncobj groups' ticker: one budget of elections per node.
+        # The node's, shared with the controller's ticker: one budget of elections per node.
         self.elections = elections or ElectionBudget(
             ELECTIONS_PER_SECOND, ELECTION_BURST, time.monotonic
         )

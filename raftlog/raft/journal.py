@@ -1,12 +1,11 @@
-"""pysyncobj's Journal seam: the Raft log of a partition *is* its Kafka segment log.
+"""A Raft group's log on disk: for a partition, the Raft log *is* its Kafka segment log.
 
-pysyncobj sees a window of entries (from the last snapshot point on). A data entry's command
-is `DATA` + Kafka record batches; `add()` is the one place where the term of the Raft entry is
+Raft sees a window of entries (from the last snapshot point on). A data entry's command is
+`DATA` + Kafka record batches; `add()` is the one place where the term of the Raft entry is
 known, so it is where batches get their offsets and `partitionLeaderEpoch`. Entries keep only
-their location in memory and in `raft/window`; the bytes are read back lazily when pysyncobj
-sends them to a follower. Commands that are not batches (pysyncobj's no-op, the controller's
-pickled calls) are small and live inline in the window file. Over 500 lines because
-pysyncobj's Journal interface is one class whose every method touches the window.
+their location in memory and in `raft/window`; the bytes are read back lazily when an append
+carrying them is sent. Commands that are not batches (a new term's no-op, the controller's
+pickled calls: raftlog/controller/journal.py) are small and live inline in the window file.
 """
 
 from __future__ import annotations
@@ -22,9 +21,7 @@ from typing import Any, Protocol, overload
 
 import crc32c
 import msgpack
-from pysyncobj.journal import Journal
 
-from raftlog.raft.compat import NO_OP
 from raftlog.raft.durability import Durability
 from raftlog.raft.raft_state import RaftState
 from raftlog.storage.log import Location, Log, TruncateResult
@@ -33,6 +30,9 @@ log = logging.getLogger(__name__)
 
 DATA = 0x4B  # b"K": a command carrying Kafka record batches
 DATA_PREFIX = bytes([DATA])
+# A new term's first entry: command type byte 1, as pysyncobj wrote it (data directories of
+# releases that ran partitions on it keep it; raftlog/controller/compat.py checks the byte).
+NO_OP = 1
 _RECORD_HEAD = struct.Struct(">II")  # payload length, crc32c of payload
 # How stale the commit index on disk may get between the writes that something relies on
 # (`persist_commit`): a follower's restart then re-learns at most this much from its leader.
@@ -95,10 +95,9 @@ class Entry:
 
 
 class StoredCommand:
-    """A data command that reads its batches from the segment only when it is sent.
-
-    pysyncobj asks an entry for its type byte (`command[:1]`) when applying and for its length
-    when sizing a batch of entries; neither needs the data. The mesh turns it into bytes."""
+    """A data command that reads its batches from the segment only when it is sent: the core
+    asks an entry for its length when sizing an append, which needs no data; the driver's
+    wire encoding takes its bytes."""
 
     __slots__ = ("_log", "_location")
 
@@ -126,12 +125,12 @@ class StoredCommand:
         return hash(self._location)
 
 
-# An entry as pysyncobj sees it: (command, Raft index, term).
+# An entry as the window hands it out: (command, Raft index, term).
 RaftEntry = tuple[bytes | StoredCommand, int, int]
 
 
 class WindowView:
-    """A lazy slice of the window: pysyncobj slices the whole tail and then walks it only until
+    """A lazy slice of the window: a sender slices the whole tail and then walks it only until
     its byte budget is spent, so materialising the slice would read the whole tail."""
 
     __slots__ = ("_journal", "_start", "_stop")
@@ -170,8 +169,9 @@ class WindowView:
         return list(self)
 
 
-class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
-    """The Journal pysyncobj is handed (via conf.journalFile, see raft/compat.py)."""
+class SegmentJournal:
+    """A partition's Raft log over its segment log (raft/replica.py's JournalLog), or, with no
+    log, the controller's (raftlog/controller/journal.py)."""
 
     def __init__(
         self,
@@ -197,7 +197,7 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         self._high_watermark = self._hw_for(self._state.commit_index)
         self._commit_saved_at = -COMMIT_SAVE_SECONDS
 
-    # --- pysyncobj Journal interface -------------------------------------------------------
+    # --- the Raft log ------------------------------------------------------------------------
 
     def add(self, command: bytes, idx: int, term: int) -> None:
         kind = command[0]
@@ -221,24 +221,12 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
         self._entries.append(entry)
         self._listener.appended(entry, command)
 
-    def clear(self) -> None:
-        """pysyncobj clears the controller's log to re-add its commands from its own dump; a
-        partition's window is only ever cut (compact_to) or replaced by an install."""
-        if self._log is not None:
-            raise RuntimeError("a partition's Raft window is never cleared")
-        self._entries = []
-        self._rewrite_window()
-
-    def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 - pysyncobj's name
-        """A Raft truncation: the core (FORK.md, 2) calls this only for an entry that conflicts
-        with the leader's, so the entries and their batches are cut."""
-        self._cut_from(entryFrom, "raft")
-
-    def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 - pysyncobj's name
-        if entryTo <= 0:
+    def _drop_first(self, count: int) -> None:
+        """Drops the window's first `count` entries (their data stays in the log)."""
+        if count <= 0:
             return
-        removed = self._entries[:entryTo]
-        self._entries = self._entries[entryTo:]
+        removed = self._entries[:count]
+        self._entries = self._entries[count:]
         self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
         self._rewrite_window()
 
@@ -259,34 +247,33 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _destroy(self) -> None:
-        self.close()
-
-    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802, N803
-        # pysyncobj calls this after every append message, changed or not.
-        if raftCommitIndex == self._state.commit_index:
+    def set_commit_index(self, index: int) -> None:
+        if index == self._state.commit_index:
             return
-        self._state.commit_index = raftCommitIndex
+        self._state.commit_index = index
         now = self._clock()
         if now - self._commit_saved_at >= COMMIT_SAVE_SECONDS:
             self._commit_saved_at = now
             self._state.persist_commit()
-        # pysyncobj lowers its commit index to the log end when it rewinds a follower's log
-        # onto entries it is about to re-add; committed entries never go away, so neither
-        # does the high watermark.
-        self._high_watermark = max(self._hw_for(raftCommitIndex), self._high_watermark)
-        self._listener.committed(raftCommitIndex, self._high_watermark)
+        # pysyncobj (the controller's) lowers its commit index to the log end when it rewinds
+        # a follower's log onto entries it is about to re-add; committed entries never go
+        # away, so neither does the high watermark.
+        self._high_watermark = max(self._hw_for(index), self._high_watermark)
+        self._listener.committed(index, self._high_watermark)
 
-    def getRaftCommitIndex(self) -> int:  # noqa: N802
+    @property
+    def commit_index(self) -> int:
         return self._state.commit_index
 
-    def setCurrentTerm(self, term: int, votedForNodeId: str | None) -> None:  # noqa: N802, N803
-        self._state.set_term(term, votedForNodeId)
+    def set_term(self, term: int, voted_for: str | None) -> None:
+        self._state.set_term(term, voted_for)
 
-    def getCurrentTerm(self) -> int:  # noqa: N802
+    @property
+    def term(self) -> int:
         return self._state.term
 
-    def getVotedForNodeId(self) -> str | None:  # noqa: N802
+    @property
+    def voted_for(self) -> str | None:
         return self._state.voted_for
 
     # --- what raftlog reads ------------------------------------------------------------------
@@ -355,7 +342,7 @@ class SegmentJournal(Journal):  # type: ignore[misc]  # pysyncobj ships no types
             self._state.commit_index = max(self._state.commit_index, idx + 1)
             self._state.persist_commit()  # a restart must not find its commit before the window
             self._listener.compacting()
-            self.deleteEntriesTo(idx - self._entries[0].idx)
+            self._drop_first(idx - self._entries[0].idx)
 
     def checkpoint(self) -> None:
         """Saves what only the window's entries hold (producer state, inline commands) without

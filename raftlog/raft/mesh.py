@@ -39,7 +39,7 @@ DEAD_AFTER = 6.0  # seconds without a byte from a connected peer
 SILENT_AFTER = 0.5
 RECONNECT_DELAY = 0.3
 # Bytes queued towards a peer before appends wait. Each group also has its own window (see
-# raft/transport.py); this bounds the sum, so that at the tens of MB/s a Python follower
+# controller/transport.py); this bounds the sum, so that at the tens of MB/s a Python follower
 # absorbs the queue stays a small fraction of an election timeout deep.
 CONGESTED_BYTES = 8 * 1024 * 1024
 SOCKET_BUFFER = 512 * 1024
@@ -48,7 +48,7 @@ MAX_FRAME_BYTES = 256 * 1024 * 1024
 # can hold a thousand groups' messages, and in an election storm handling them took seconds
 # in one callback, long enough to time out the elections of every other group (issue 12).
 FRAMES_PER_TURN = 64
-# Beats (heartbeats and their answers, raft/transport.py) that count as one frame there.
+# Beats (heartbeats and their answers, controller/transport.py) that count as one frame there.
 BEATS_PER_FRAME = 32
 # What a connection may send before it has proven it holds the cluster secret (the three
 # handshake frames take a few hundred bytes).
@@ -57,7 +57,7 @@ PRE_AUTH_BYTES = 4096
 REJECT_LOG_INTERVAL = 60.0
 
 # What a group sends a peer: a pysyncobj message (a dict), or a beat, the compact form of a
-# heartbeat or of its answer (a list; raft/transport.py).
+# heartbeat or of its answer (a list; controller/transport.py).
 Message = dict[str, Any]
 Beat = list[Any]
 
@@ -387,7 +387,7 @@ class Mesh:
         self._endpoints.pop(group_id, None)
 
     def send(self, peer_id: str, group_id: str, message: Any) -> bool:
-        """A message (a dict) or a beat (a list; raft/transport.py) of the group to a peer."""
+        """A message (a dict) or a beat (a list; controller/transport.py) of the group to a peer."""
         conn = self._connections.get(peer_id)
         if conn is None:
             return False

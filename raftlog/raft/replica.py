@@ -2,11 +2,8 @@
 (raft/driver.py): the core's log is the partition's segment journal, its hard state the
 journal's Raft state file.
 
-It answers what the partition, its produce queue and the admin API ask of a group (the
-same surface as raft/group.py's pysyncobj group), so a node can run its partitions on
-either engine (`raft_engine` in the node's config; the core by default, pysyncobj for one
-more release). A follower
-that needs entries its leader compacted installs a snapshot through its `installer`
+It answers what the partition, its produce queue and the admin API ask of a group. A
+follower that needs entries its leader compacted installs a snapshot through its `installer`
 (raft/install.py).
 """
 
@@ -15,11 +12,8 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from enum import Enum
 
-from pysyncobj.config import FAIL_REASON
-
-from raftlog.raft.compat import NO_OP as NO_OP_TYPE
 from raftlog.raft.core import (
     NONE,
     Config,
@@ -30,24 +24,35 @@ from raftlog.raft.core import (
     Role,
 )
 from raftlog.raft.driver import TICK_SECONDS, Driver
-from raftlog.raft.group import FIRST_ELECTION_ROUNDS
 from raftlog.raft.install import Installer
+from raftlog.raft.journal import NO_OP as NO_OP_TYPE
 from raftlog.raft.journal import SegmentJournal
+from raftlog.raft.timings import FIRST_ELECTION_ROUNDS
 
-# A new term's first entry, as the journal format (pysyncobj's command type byte) has it.
+# A new term's first entry, as the journal format has it.
 NO_OP = bytes([NO_OP_TYPE])
 # A leader's window may hold this much for a follower that is heard but behind; past it the
-# follower installs a snapshot instead (raft/snapshot.py's figure for the pysyncobj engine).
+# follower installs a snapshot instead.
 HARD_WINDOW_BYTES = 256 * 1024 * 1024
 STAND_RETRY_SECONDS = 0.1
 
 
-Callback = Callable[[Any, int], None]
+class Outcome(Enum):
+    """What became of a proposal."""
+
+    COMMITTED = "committed"  # in the term it was proposed in
+    NOT_LEADER = "not leader"  # not appended: this replica does not lead (never forwarded)
+    # Appended, but this replica stopped leading before it committed: a next leader holding it
+    # may still commit it.
+    LEADER_CHANGED = "leader changed"
+
+
+Callback = Callable[[Outcome], None]
 
 
 class JournalLog:
     """The core's RaftLog over a segment journal. Entries are written to their segment (to the
-    OS, as the pysyncobj engine does) in `truncate_and_append`, so a Ready's entries are
+    OS) in `truncate_and_append`, so a Ready's entries are
     already persisted; data is read back only when an append carrying it is encoded."""
 
     def __init__(self, journal: SegmentJournal) -> None:
@@ -112,11 +117,11 @@ class CoreGroup:
             journal.durable_through(driver.durability)
         log = JournalLog(journal)
         last_term = log.term_at(log.last_index()) or 0
-        voted = journal.getVotedForNodeId()
+        voted = journal.voted_for
         state = HardState(
-            max(journal.getCurrentTerm(), last_term),
+            max(journal.term, last_term),
             int(voted) if voted else NONE,
-            min(journal.getRaftCommitIndex(), log.last_index()),
+            min(journal.commit_index, log.last_index()),
         )
         config = Config(
             id=int(self_id),
@@ -129,7 +134,7 @@ class CoreGroup:
         driver.add(self)
         loop = asyncio.get_running_loop()
         # Each group on its own schedule: a thousand partitions checkpointing in the same
-        # second held the loop (raft/group.py says the same of pysyncobj's snapshots).
+        # second held the loop.
         self._checkpoint_seconds = checkpoint_seconds
         self._election_seconds = election_seconds
         self._checkpointing = loop.call_later(
@@ -151,13 +156,13 @@ class CoreGroup:
         if hs is not None:
             voted = str(hs.vote) if hs.vote != NONE else None
             journal = self.journal
-            if (hs.term, voted) != (journal.getCurrentTerm(), journal.getVotedForNodeId()):
-                journal.setCurrentTerm(hs.term, voted)
+            if (hs.term, voted) != (journal.term, journal.voted_for):
+                journal.set_term(hs.term, voted)
         return self.journal.state_seq
 
     def apply(self, rd: Ready) -> None:
         if rd.committed:
-            self.journal.setRaftCommitIndex(rd.committed[-1].index)
+            self.journal.set_commit_index(rd.committed[-1].index)
             pending = self._pending
             if pending:
                 for e in rd.committed:
@@ -165,7 +170,7 @@ class CoreGroup:
                     if waiter is not None:
                         term, callback = waiter
                         ok = e.term == term  # committed in the term it was written in
-                        _answer(callback, FAIL_REASON.SUCCESS if ok else FAIL_REASON.NOT_LEADER)
+                        _answer(callback, Outcome.COMMITTED if ok else Outcome.NOT_LEADER)
         if rd.soft_state.role != Role.LEADER and self._pending:
             self._unknown_outcome()
         if rd.install is not None:
@@ -189,14 +194,14 @@ class CoreGroup:
     # --- what the partition asks -------------------------------------------------------------
 
     def propose(self, command: bytes, callback: Callback | None) -> None:
-        """Appends a command if this replica leads; the callback gets (None, FAIL_REASON) once
-        the entry commits in its term, or fails (FORK 6: never forwarded)."""
+        """Appends a command if this replica leads; the callback gets its Outcome once the entry
+        commits in its term, or fails (FORK 6: never forwarded)."""
         result = self.raft.propose(command)
         if isinstance(result, int):
             self._pending[result] = (self.raft.term, callback)
             self._driver.wake(self)
         elif callback is not None:
-            asyncio.get_running_loop().call_soon(callback, None, FAIL_REASON.NOT_LEADER)
+            asyncio.get_running_loop().call_soon(callback, Outcome.NOT_LEADER)
 
     def schedule(self) -> None:
         self._driver.wake(self)
@@ -205,18 +210,15 @@ class CoreGroup:
         self.raft.wake()
         self._driver.wake(self)
 
-    def transfer_leadership(self, callback: Callback | None = None) -> None:
-        """To the follower that holds the most of the log; refused synchronously (as the
-        pysyncobj group does) when this node does not lead."""
+    def transfer_leadership(self) -> bool:
+        """To the follower that holds the most of the log; False when this replica does not
+        lead or no follower is caught up."""
         matches = self.match_indexes()
         target = max(matches, key=lambda p: matches[p], default=None)
         if target is None or not self.raft.transfer_leadership(int(target)):
-            if callback is not None:
-                callback(None, FAIL_REASON.REQUEST_DENIED)
-            return
+            return False
         self._driver.wake(self)
-        if callback is not None:
-            callback(None, FAIL_REASON.SUCCESS)
+        return True
 
     def members(self) -> set[str]:
         return {str(p) for p in self._peers}
@@ -286,7 +288,7 @@ class CoreGroup:
         again under new sequence numbers: the fault suite found 8 records written twice."""
         pending, self._pending = self._pending, {}
         for _, callback in pending.values():
-            _answer(callback, FAIL_REASON.LEADER_CHANGED)
+            _answer(callback, Outcome.LEADER_CHANGED)
 
     def _stand(self, waited: float = 0.0) -> None:
         if (
@@ -310,7 +312,7 @@ class CoreGroup:
         """Every minute or so the window is cut (_compact) and the producer state saved.
         Without it a restart read every partition's whole log to rebuild producer state (the
         fault suite's kill_all: 4 s loop stalls at start, heal to first ack 6.8 s median
-        against 1.9 s on the pysyncobj engine, which compacts every minute)."""
+        against 1.9 s on the pysyncobj engine of the time, which compacted every minute)."""
         self._checkpointing = asyncio.get_running_loop().call_later(
             self._checkpoint_seconds * random.uniform(1.0, 1.5), self._checkpoint
         )
@@ -338,6 +340,6 @@ class CoreGroup:
         return True
 
 
-def _answer(callback: Callback | None, reason: int) -> None:
+def _answer(callback: Callback | None, outcome: Outcome) -> None:
     if callback is not None:
-        callback(None, reason)
+        callback(outcome)

@@ -8,12 +8,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from pysyncobj import FAIL_REASON
-
 from raftlog.errors import ErrorCode
+from raftlog.raft.replica import Outcome
 from raftlog.share.store import ShareUpdate, encode
 
-Propose = Callable[[bytes, Callable[[object, int], None]], None]
+Propose = Callable[[bytes, Callable[[Outcome], None]], None]
 
 
 class ShareWriter:
@@ -54,9 +53,9 @@ class ShareWriter:
         self._updates, self._waiters = [], []
         self._in_flight = True
 
-        def settled(_result: object, reason: int) -> None:
+        def settled(outcome: Outcome) -> None:
             self._in_flight = False
-            ok = reason == FAIL_REASON.SUCCESS
+            ok = outcome == Outcome.COMMITTED
             _settle(waiters, ErrorCode.none if ok else ErrorCode.not_leader_or_follower)
             self._flush()
 

@@ -19,9 +19,9 @@ from raftlog.config import BROKER_DEFAULTS, TOPIC_SYNONYMS
 from raftlog.partition import NodeContext, Partition
 from raftlog.raft.driver import TICK_SECONDS, Driver
 from raftlog.raft.durability import Durability
-from raftlog.raft.group import RaftTimings
+from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.install import Installs
-from raftlog.raft.ticker import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
+from raftlog.raft.timings import RaftTimings
 from support.raftnet import Clock, Net, NetMesh
 from support.wire import make_batch
 

@@ -1,5 +1,6 @@
-"""The journal seam, driven the way pysyncobj drives it: the Raft term of an entry becomes its
-batches' leader epoch, offsets are assigned at append, only real conflicts cut the log."""
+"""A partition's Raft log over its segment log (raft/journal.py), driven as the core drives it:
+the Raft term of an entry becomes its batches' leader epoch, offsets are assigned at append,
+only real conflicts cut the log."""
 
 from __future__ import annotations
 
@@ -52,9 +53,9 @@ def test_commit_index_moves_the_high_watermark_never_back(tmp_path):
     j.add(NO_OP, 1, 0)
     j.add(NO_OP, 2, 1)
     j.add(DATA_PREFIX + batch(b"a", b"b", b"c"), 3, 1)
-    j.setRaftCommitIndex(3)
+    j.set_commit_index(3)
     assert j.high_watermark == 3
-    j.setRaftCommitIndex(2)  # pysyncobj clamps when it rewinds onto re-sent entries
+    j.set_commit_index(2)  # the controller's pysyncobj lowers it when it rewinds
     assert j.high_watermark == 3
 
 
@@ -65,7 +66,7 @@ def test_a_conflicting_entry_cuts_the_log_and_says_so(tmp_path):
     j.add(NO_OP, 2, 1)
     j.add(DATA_PREFIX + batch(b"a"), 3, 1)
     j.add(DATA_PREFIX + batch(b"uncommitted"), 4, 1)
-    j.deleteEntriesFrom(3)  # a new leader's entry at index 4 has another term
+    j.cut_after(3)  # a new leader's entry at index 4 has another term
     assert listener.truncations == [([4], "raft")] and stored(log) == [(0, 1)]
     j.add(NO_OP, 4, 2)
     j.add(DATA_PREFIX + batch(b"b"), 5, 2)
@@ -91,18 +92,18 @@ def test_the_high_watermark_survives_a_crash(tmp_path):
     j.add(DATA_PREFIX + batch(b"a", b"b"), 3, 1)
     j.add(DATA_PREFIX + batch(b"c"), 4, 1)
     j.add(DATA_PREFIX + batch(b"d"), 5, 1)
-    j.setRaftCommitIndex(3)
+    j.set_commit_index(3)
     now[0] += COMMIT_SAVE_SECONDS / 2
-    j.setRaftCommitIndex(4)
+    j.set_commit_index(4)
     assert j.high_watermark == 3
     assert on_disk() == 3  # the second commit: not yet written
     j.persist_commit()
     assert on_disk() == 4
     now[0] += COMMIT_SAVE_SECONDS
-    j.setRaftCommitIndex(5)  # a follower's, told nobody: written once COMMIT_SAVE_SECONDS passed
+    j.set_commit_index(5)  # a follower's, told nobody: written once COMMIT_SAVE_SECONDS passed
     assert on_disk() == 5
     _, again = open_journal(tmp_path)
-    assert again.getRaftCommitIndex() == 5 and again.high_watermark == 4
+    assert again.commit_index == 5 and again.high_watermark == 4
 
 
 def test_a_window_ending_in_an_entry_without_batches_loads_after_a_crash(tmp_path):
@@ -116,7 +117,7 @@ def test_a_window_ending_in_an_entry_without_batches_loads_after_a_crash(tmp_pat
     j.add(NO_OP, 4, 2)
     j.add(DATA_PREFIX + batch(b"c"), 5, 2)
     j.add(DATA_PREFIX, 6, 2)  # what add() keeps of an entry whose batches were all left out
-    j.setRaftCommitIndex(6)
+    j.set_commit_index(6)
     log.append(batch(b"lost window record"), 2)
     log, again = open_journal(tmp_path)
     assert [e[1:] for e in again[0:6]][-1] == (6, 2)
@@ -129,14 +130,14 @@ def test_window_survives_a_restart_and_unlogged_data_is_cut(tmp_path):
     j.add(NO_OP, 1, 0)
     j.add(NO_OP, 2, 1)
     j.add(DATA_PREFIX + batch(b"a"), 3, 1)
-    j.setRaftCommitIndex(3)
-    j.setCurrentTerm(4, "2")
+    j.set_commit_index(3)
+    j.set_term(4, "2")
     log.append(batch(b"never in the window"), 1)  # as if the window record was lost
     j.close()
     log.close()
     log, j = open_journal(tmp_path)
     assert [e[1:] for e in j[0:3]] == [(1, 0), (2, 1), (3, 1)]
-    assert (j.getCurrentTerm(), j.getVotedForNodeId()) == (4, "2")
+    assert (j.term, j.voted_for) == (4, "2")
     assert log.log_end_offset == 1 and j.high_watermark == 1
 
 

@@ -11,9 +11,9 @@ import pytest
 from pysyncobj.node import Node
 from support.aio import until
 
+from raftlog.controller.transport import GroupTransport
 from raftlog.raft import mesh as mesh_module
 from raftlog.raft.mesh import Mesh
-from raftlog.raft.transport import GroupTransport
 
 
 class Inbox:

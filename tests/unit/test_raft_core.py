@@ -1,8 +1,10 @@
-"""The forked Raft core (raft/syncobj_fork.py, FORK.md) under partitions, driven step by step.
+"""The forked pysyncobj core that runs the controller group (controller/syncobj_fork.py,
+raftlog/raft/FORK.md), driven step by step.
 
-Three SyncObj replicas with real segment journals exchange messages through an in-process
+Three SyncObj replicas with the controller's journal exchange messages through an in-process
 network that can drop any direction of any link; time is a clock the test advances. Each
-test is a fault the network suite found or could find, reduced to its message order.
+test is a fault the network suite found or could find (when the fork still ran partitions
+too), reduced to its message order.
 """
 
 from __future__ import annotations
@@ -19,15 +21,14 @@ from support.raftnet import Clock, Net, NetTransport
 from support.wire import make_batch
 
 import raftlog.controller as controller_module
-import raftlog.raft.syncobj_fork as core
+import raftlog.controller.syncobj_fork as core
 from raftlog.broker import AclChange
-from raftlog.controller import ControllerMachine
+from raftlog.controller import ControllerMachine, compat
+from raftlog.controller.journal import ControllerJournal
 from raftlog.errors import ErrorCode
-from raftlog.raft import compat
-from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
+from raftlog.raft.journal import DATA_PREFIX
 from raftlog.security import acl
 from raftlog.security.acl import AclOperation, Authorizer, ResourceType
-from raftlog.storage.log import Log, LogConfig
 
 compat.install()
 IDS = ("1", "2", "3")
@@ -37,8 +38,7 @@ ELECTION_MIN, ELECTION_MAX = 0.5, 1.0
 class Replica:
     def __init__(self, root: Path, node_id: str, net: Net) -> None:
         self.id = node_id
-        self.log = Log(root / node_id, LogConfig())
-        self.journal = SegmentJournal(root / node_id / "raft", self.log, RecordingListener())
+        self.journal = ControllerJournal(root / node_id / "raft", None, RecordingListener())
         self.transport = NetTransport(net, node_id)
         conf = SyncObjConf(
             autoTick=False,
@@ -346,10 +346,10 @@ def test_a_state_machine_with_the_groups_settings_still_snapshots_and_restores(
     assert restarted.next_producer_id == 60_000
 
 
-def start_controller(tmp_path: Path) -> tuple[ControllerMachine, SegmentJournal]:
+def start_controller(tmp_path: Path) -> tuple[ControllerMachine, ControllerJournal]:
     """A one-node controller machine on tmp_path that compacts after 10 entries; it leads at
     once. Callers patch core.monotonicTime with a Clock first."""
-    journal = SegmentJournal(tmp_path / "raft", None, RecordingListener())
+    journal = ControllerJournal(tmp_path / "raft", None, RecordingListener())
     conf = SyncObjConf(
         autoTick=False,
         journalFile=journal,

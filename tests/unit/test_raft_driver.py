@@ -10,14 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pysyncobj.config import FAIL_REASON
 from support.journal import RecordingListener
 
 from raftlog.raft.core import Message, MsgType, Role
 from raftlog.raft.driver import TICK_SECONDS, Driver, decode, encode
 from raftlog.raft.durability import Durability
 from raftlog.raft.journal import SegmentJournal
-from raftlog.raft.replica import CoreGroup
+from raftlog.raft.replica import CoreGroup, Outcome
 
 
 class Link:
@@ -93,7 +92,7 @@ async def test_votes_wait_for_their_save_and_leave_in_one_frame_per_peer(tmp_pat
     assert sum(1 for _, m, _ in votes if m.type == MsgType.VOTE) == 40
     # Not one vote request left before the save of the term and vote it asks for was durable.
     assert all(durable >= 1 for _, _, durable in votes)
-    assert all(g.journal.getCurrentTerm() == 1 for g in made)
+    assert all(g.journal.term == 1 for g in made)
     # The twenty groups' requests to a peer shared frames: far fewer frames than messages.
     assert len(link.frames) <= 4
     link.durability.close()
@@ -142,13 +141,13 @@ async def test_a_leader_that_steps_down_answers_its_pending_writes_possibly_pers
     link = Link()
     driver = Driver(1, link, election_seconds=0.5)
     group = await elected(tmp_path, link, driver)
-    answers: list[int] = []
-    group.propose(b"S" + b"x", lambda _result, reason: answers.append(reason))
+    answers: list[Outcome] = []
+    group.propose(b"S" + b"x", answers.append)
     await asyncio.sleep(0.05)
     assert answers == []  # not committed: no follower answered
     link.handler("3", [encode(group.name, Message(MsgType.APP, 3, 1, 5, index=0, log_term=0))])
     await asyncio.sleep(0.05)
-    assert not group.is_leader and answers == [FAIL_REASON.LEADER_CHANGED]
+    assert not group.is_leader and answers == [Outcome.LEADER_CHANGED]
     link.durability.close()
 
 

@@ -94,7 +94,7 @@ class Net:
                     rd = r.raft.ready()
                     r.raft.advance(rd)
                     if rd.committed:
-                        r.journal.setRaftCommitIndex(rd.committed[-1].index)
+                        r.journal.set_commit_index(rd.committed[-1].index)
                     if rd.install is not None:
                         moved = True
                         i = rd.install

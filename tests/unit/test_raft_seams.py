@@ -1,15 +1,19 @@
-"""The pysyncobj seams: the pinned internals are checked, and an upgrade that moves one fails
-loudly instead of corrupting a log later."""
+"""The controller's pysyncobj seams: the pinned internals are checked, and an upgrade that
+moves one fails loudly instead of corrupting a log later."""
+
+import time
 
 import pytest
 
-import raftlog.raft.syncobj_fork as syncobj
-from raftlog.raft import compat
-from raftlog.raft.group import RaftGroup, RaftTimings
+import raftlog.controller.syncobj_fork as syncobj
+from raftlog.controller import compat
+from raftlog.controller.group import RaftGroup
+from raftlog.controller.journal import ControllerJournal
+from raftlog.controller.ticker import Ticker
+from raftlog.raft.elections import ElectionBudget
 from raftlog.raft.install import agreement_offset
-from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
-from raftlog.raft.ticker import Ticker
+from raftlog.raft.timings import RaftTimings
 
 
 def test_pinned_pysyncobj_passes_the_check():
@@ -29,11 +33,11 @@ def test_changed_upstream_core_is_refused(monkeypatch):
 
 
 def test_missing_seam_is_named(monkeypatch):
-    monkeypatch.delattr(syncobj, "Serializer")
+    monkeypatch.delattr(syncobj, "createJournal")
     monkeypatch.delattr(syncobj.SyncObj, "transferLeadership")
     with pytest.raises(compat.PysyncobjIncompatible) as err:
         compat.check()
-    assert "syncobj_fork.Serializer is missing" in str(err.value)
+    assert "syncobj_fork.createJournal is missing" in str(err.value)
     assert "SyncObj.transferLeadership is missing" in str(err.value)
 
 
@@ -85,12 +89,20 @@ class _Quiet:
 
 @pytest.mark.parametrize(("peers", "leads"), [([], True), (["2", "3"], False)])
 async def test_only_a_group_of_one_skips_the_election_timeout(tmp_path, peers, leads):
-    """A single-replica partition (and a one-node controller) leads on its first tick: a
-    restarted one-node cluster serves at once instead of after 0.5-1 s per group. A group with
-    peers keeps its randomised timeout, which keeps elections from splitting votes."""
+    """A one-node controller leads on its first tick: a restarted one-node cluster serves at
+    once instead of after 0.5-1 s. A group with peers keeps its randomised timeout, which keeps
+    elections from splitting votes."""
     mesh = Mesh("1", ("127.0.0.1", 0), {p: ("127.0.0.1", 1) for p in peers}, b"secret")
-    journal = SegmentJournal(tmp_path / "raft", None, _Quiet())
-    group = RaftGroup("g", "1", peers, journal, mesh, Ticker(), RaftTimings())
+    journal = ControllerJournal(tmp_path / "raft", None, _Quiet())
+    group = RaftGroup(
+        "g",
+        "1",
+        peers,
+        journal,
+        mesh,
+        Ticker(ElectionBudget(100.0, 25, time.monotonic)),
+        RaftTimings(),
+    )
     try:
         group.tick()
         assert group.is_leader is leads

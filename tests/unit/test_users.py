@@ -25,15 +25,14 @@ from support.broker_stub import BrokerStub
 from support.journal import RecordingListener
 from support.raftnet import Clock, Net, NetTransport
 
-import raftlog.raft.syncobj_fork as core
+import raftlog.controller.syncobj_fork as core
 from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.handlers import alter_user_scram_credentials, describe_user_scram_credentials
 from raftlog.admin import AdminServer
-from raftlog.controller import ControllerMachine
+from raftlog.controller import ControllerMachine, compat
+from raftlog.controller.journal import ControllerJournal
 from raftlog.errors import ErrorCode
-from raftlog.raft import compat
-from raftlog.raft.journal import SegmentJournal
 from raftlog.security import scram
 from raftlog.security.scram import MAX_CHANGES_PER_REQUEST, MAX_USERS
 from raftlog.security.users import Removal, Upsertion, UserAdmin
@@ -52,7 +51,7 @@ class Controller:
 
     def __init__(self, root: Path, clock: Clock) -> None:
         self.clock = clock
-        self.journal = SegmentJournal(root / "raft", None, RecordingListener())
+        self.journal = ControllerJournal(root / "raft", None, RecordingListener())
         conf = SyncObjConf(
             autoTick=False,
             journalFile=self.journal,

@@ -1,4 +1,5 @@
-"""Drives every Raft group of a node from the event loop.
+"""Drives the controller's pysyncobj group from the event loop (partitions are ticked by the
+Raft core's driver, raft/driver.py).
 
 pysyncobj normally runs a thread per group that wakes every 50 ms. Here a group is ticked
 right after something happens to it (a proposal, a message), and otherwise when its timers
@@ -17,13 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from raftlog.raft.elections import ElectionBudget
 from raftlog.raft.failure_log import FailureLog
 
 log = logging.getLogger(__name__)
-
-# Elections (pre-votes) a node may start per second, and at once.
-ELECTIONS_PER_SECOND = 100.0
-ELECTION_BURST = 25
 
 
 class Tickable(Protocol):
@@ -32,42 +30,17 @@ class Tickable(Protocol):
     def tick(self) -> None: ...
 
 
-class ElectionBudget:
-    """How many elections a node starts: a token bucket. A thousand groups electing at once
-    (a new topic, a node's return) took every election past its timeout, so each started
-    over in a higher term (median term 36 after creating 1,000 partitions). An election
-    refused here waits another random election timeout, and those started complete."""
-
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
-        self._rate, self._burst, self._clock = rate, burst, clock
-        self._tokens = float(burst)
-        self._at = clock()
-        # Set while the node is opening partitions: it stands in no partition's election
-        # then (it still votes). Its loop is busy opening, and the other replicas of the
-        # groups it would stand for are opening them too; standing anyway, three nodes
-        # contested every new group while opening a thousand took each of them 26 s.
-        self.held = False
-
-    def take(self) -> bool:
-        """May a partition's replica stand for election now?"""
-        return not self.held and self.take_unheld()
-
-    def take_unheld(self) -> bool:
-        """The controller's: cluster metadata does not wait for partitions to open."""
-        now = self._clock()
-        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
-        self._at = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
-
-
 class Ticker:
-    def __init__(self, period: float = 0.05, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        elections: ElectionBudget,
+        period: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`elections`: the node's budget, shared with its Raft driver."""
         self._period = period
         self._clock = clock
-        self.elections = ElectionBudget(ELECTIONS_PER_SECOND, ELECTION_BURST, clock)
+        self.elections = elections
         self._groups: dict[str, Tickable] = {}
         self._due: dict[str, float] = {}  # when each group's timers next need a tick
         self._timers: list[tuple[float, str]] = []  # heap of (due, group); stale ones skipped

@@ -1,59 +1,29 @@
-"""One Raft group: a pysyncobj SyncObj on the node's mesh, ticked by the node's ticker."""
+"""The controller's Raft group: a pysyncobj SyncObj on the node's mesh, ticked by the node's
+ticker."""
 
 from __future__ import annotations
 
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pysyncobj import SyncObjConf
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import Node
 
-from raftlog.raft import compat
-from raftlog.raft.journal import SegmentJournal
+from raftlog.controller import compat
+from raftlog.controller.journal import ControllerJournal
+from raftlog.controller.syncobj_fork import SyncObj
+from raftlog.controller.ticker import Ticker
+from raftlog.controller.transport import GroupTransport
 from raftlog.raft.mesh import Mesh
-from raftlog.raft.syncobj_fork import SyncObj
-from raftlog.raft.ticker import Ticker
-from raftlog.raft.transport import GroupTransport
+from raftlog.raft.timings import FIRST_ELECTION_ROUNDS, RaftTimings
 
 compat.install()
 log = logging.getLogger(__name__)
 
 Callback = Callable[[Any, int], None]
-
-
-@dataclass(frozen=True)
-class RaftTimings:
-    """pysyncobj's defaults wait up to 100 ms to batch appends and hold a leader that lost its
-    majority for 30 s; a Kafka client needs acks in milliseconds and failover in seconds. A
-    leader that hears from no majority for an election timeout steps down (CheckQuorum): by
-    then the others may have elected a new one."""
-
-    heartbeat: float = 0.1
-    # A leader whose followers hold everything for this long lets its group go quiet:
-    # no heartbeats, no timers, until something happens to it (FORK.md, 9).
-    quiesce_after: float | None = 0.2
-    election_min: float = 0.5
-    election_max: float = 1.0
-    leader_fallback: float = 1.0
-    compaction_entries: int = 5000
-    # A snapshot is also taken this long after the last, if anything was applied since: it
-    # moves the floor below which retention and compaction may work. Each group waits 1-1.5
-    # times it, drawn at random. A partition's snapshot is its Raft window cut and its
-    # producer state saved, three fsyncs: with the same 60 s for all, every partition of a new
-    # 1,000-partition topic took its snapshot in the same second, every minute, and the burst
-    # held each node's loop for seconds (half of a 20 s profile).
-    compaction_seconds: float = 60.0
-    # Above pysyncobj's chunked-transfer threshold it mis-detects the last chunk (DESIGN.md
-    # section 2), so every entry must stay below this; produce enforces it.
-    max_message_bytes: int = 4 * 1024 * 1024
-
-
-# Election timeouts a replica other than a new group's first waits for the first to win.
-FIRST_ELECTION_ROUNDS = 2
 
 
 class RaftGroup:
@@ -62,7 +32,7 @@ class RaftGroup:
         name: str,
         self_id: str,
         peer_ids: list[str],
-        journal: SegmentJournal,
+        journal: ControllerJournal,
         mesh: Mesh,
         ticker: Ticker,
         timings: RaftTimings,

@@ -1,8 +1,9 @@
-"""Every pysyncobj internal raftlog relies on, checked in one place.
+"""Every pysyncobj internal the controller relies on, checked in one place.
 
-pysyncobj's core (syncobj.py) runs as raftlog's fork, raft/syncobj_fork.py (FORK.md lists
-what differs); its other modules (journal, serializer, transport, node, config) are the
-pinned upstream ones, used through their seams. The fork is built against one upstream
+pysyncobj's core (syncobj.py) runs the controller group as raftlog's fork,
+controller/syncobj_fork.py (raftlog/raft/FORK.md lists what differs); its other modules
+(journal, serializer, transport, node, config) are the pinned upstream ones, used through
+their seams. The fork is built against one upstream
 version: an upgrade must fail at import, naming what moved, not corrupt a log later.
 Nothing else in raftlog touches SyncObj privates; they are read through the accessors below.
 """
@@ -18,7 +19,8 @@ from typing import Any
 
 from pysyncobj.journal import Journal
 
-import raftlog.raft.syncobj_fork as _syncobj
+import raftlog.controller.syncobj_fork as _syncobj
+from raftlog.raft.journal import NO_OP
 
 PINNED_VERSION = "0.3.17"
 # sha256 of the upstream syncobj.py the fork was made from: a pysyncobj whose core changed
@@ -44,9 +46,8 @@ _METHODS = (
     "_isLeader",
     "isNodeConnected",
 )
-_MODULE_GLOBALS = ("createJournal", "Serializer")
-# The command type bytes pysyncobj writes into the log itself.
-NO_OP = 1
+_MODULE_GLOBALS = ("createJournal",)
+# The command type bytes pysyncobj writes into the log itself (NO_OP: the journal's too).
 REGULAR = 0
 
 
@@ -63,7 +64,7 @@ def check() -> None:
     upstream = _upstream_core_sha256()
     if upstream != FORKED_FROM_SHA256:
         problems.append(
-            "pysyncobj's syncobj.py is not the one raft/syncobj_fork.py was forked from"
+            "pysyncobj's syncobj.py is not the one controller/syncobj_fork.py was forked from"
         )
     syncobj_cls = _syncobj.SyncObj
     for name in _METHODS:
@@ -85,8 +86,6 @@ def check() -> None:
         problems.append("SyncObj no longer builds its log with createJournal(conf.journalFile)")
     if "self._poller.poll(timeToWait)" not in source:
         problems.append("SyncObj ticks no longer end in self._poller.poll(timeToWait)")
-    if "Serializer(self.__conf.fullDumpFile" not in source:
-        problems.append("SyncObj no longer builds its serializer with Serializer(conf.fullDumpFile")
     if problems:
         raise PysyncobjIncompatible("; ".join(problems))
 
@@ -105,7 +104,6 @@ def _upstream_core_sha256() -> str | None:
 
 
 _original_create_journal = _syncobj.createJournal
-_original_serializer = _syncobj.Serializer
 
 
 def _create_journal(journal_file: Any) -> Journal:
@@ -115,23 +113,12 @@ def _create_journal(journal_file: Any) -> Journal:
     return _original_create_journal(journal_file)
 
 
-class SnapshotSeam:
-    """Marker base: an instance passed as conf.fullDumpFile is used as the serializer."""
-
-
-def _create_serializer(file_name: Any, *args: Any) -> Any:
-    if isinstance(file_name, SnapshotSeam):
-        return file_name
-    return _original_serializer(file_name, *args)
-
-
 def install() -> None:
-    """Checks the pinned internals and hooks the journal and serializer factories."""
+    """Checks the pinned internals and hooks the journal factory."""
     if _syncobj.createJournal is _create_journal:
         return
     check()
     _syncobj.createJournal = _create_journal
-    _syncobj.Serializer = _create_serializer
 
 
 class _NoPoller:

@@ -19,13 +19,14 @@ from typing import Any
 from pysyncobj.config import FAIL_REASON
 
 from raftlog.broker import AclChange
+from raftlog.controller.group import RaftGroup, failure_name
+from raftlog.controller.journal import ControllerJournal
+from raftlog.controller.syncobj_fork import SyncObj, replicated
+from raftlog.controller.ticker import Ticker
 from raftlog.errors import ErrorCode
 from raftlog.limits import MAX_CONFIGURED_GROUPS
-from raftlog.raft.group import RaftGroup, RaftTimings, failure_name
-from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
-from raftlog.raft.syncobj_fork import SyncObj, replicated
-from raftlog.raft.ticker import Ticker
+from raftlog.raft.timings import RaftTimings
 from raftlog.security.acl import AclBindingFilter, AclIndex, AclRefused, Acls
 from raftlog.security.scram import MAX_USERS
 from raftlog.storage.log import TruncateResult
@@ -295,7 +296,7 @@ class Controller:
     ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self._on_change = on_change
-        journal = SegmentJournal(directory / "raft", None, _NoLog())
+        journal = ControllerJournal(directory / "raft", None, _NoLog())
         self.group = RaftGroup(
             GROUP_NAME,
             str(node_id),
