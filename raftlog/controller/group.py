@@ -39,7 +39,6 @@ class RaftGroup:
         *,
         snapshots: Any = None,
         dynamic_membership: bool = False,
-        forward_commands: bool = True,
         waits_for_opens: bool = True,
         factory: Callable[..., SyncObj] = SyncObj,
         on_change: Callable[[RaftGroup], None] | None = None,
@@ -72,7 +71,6 @@ class RaftGroup:
         self.transport = GroupTransport(mesh, name, self_node, others, self.schedule)
         self.transport.state_seq = lambda: journal.state_seq
         self.obj = factory(self_node, others, conf=conf, transport=self.transport)
-        self.obj.forwardCommands = forward_commands
         self.obj.quiesceAfter = timings.quiesce_after
         self.obj.peerContact = lambda node: mesh.last_heard(node.id)
         budget = ticker.elections
