@@ -10,7 +10,8 @@ from datetime import timedelta
 from typing import TypeVar
 
 from epoch.fencing import check_leader_epoch
-from raftlog.broker import Broker, BrokerInfo, Partition, TopicInfo
+from raftlog.broker import BrokerInfo, Partition, TopicInfo
+from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode
 
 NO_THROTTLE = timedelta(0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raftlog.broker import Broker
+from raftlog.broker_api import Broker
 from raftlog.security.principal import ANONYMOUS
 from raftlog.security.sasl import SaslSession
 

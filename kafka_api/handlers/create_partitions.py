@@ -10,7 +10,8 @@ from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
-from raftlog.broker import Broker, TopicResult
+from raftlog.broker import TopicResult
+from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode
 from raftlog.limits import excessive
 

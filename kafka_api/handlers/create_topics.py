@@ -10,7 +10,8 @@ from kafka_api.authz import CLUSTER, Op, Resource, authorize, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis, topic_name_error
 from kafka_api.context import RequestContext
-from raftlog.broker import Broker, ConfigEntry, TopicInfo, TopicResult, TopicSpec
+from raftlog.broker import ConfigEntry, TopicInfo, TopicResult, TopicSpec
+from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode
 
 API_KEY = 19

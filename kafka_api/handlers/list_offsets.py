@@ -10,7 +10,8 @@ from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
-from raftlog.broker import EARLIEST_TIMESTAMP, Broker, TimestampOffset, TopicInfo
+from raftlog.broker import EARLIEST_TIMESTAMP, TimestampOffset, TopicInfo
+from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
 
 API_KEY = 2

@@ -24,7 +24,8 @@ from kafka_api.common import (
 )
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
-from raftlog.broker import Broker, ProduceResult, TopicInfo
+from raftlog.broker import ProduceResult, TopicInfo
+from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
 
 API_KEY = 0

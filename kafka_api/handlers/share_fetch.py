@@ -23,7 +23,8 @@ from kafka_api.handlers.share_ack import (
     settle_acks,
     targets,
 )
-from raftlog.broker import Broker, Partition
+from raftlog.broker import Partition
+from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode
 from raftlog.share.manager import Fetched
 from raftlog.share.sessions import INITIAL_EPOCH, Key

@@ -13,16 +13,20 @@ import asyncio
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from raftlog.controller import ControllerUnavailable
+from raftlog.controller import Controller, ControllerUnavailable
 from raftlog.errors import ErrorCode
 from raftlog.limits import excessive
 from raftlog.security import scram
 from raftlog.security.scram import MAX_CHANGES_PER_REQUEST, MECHANISM_NAMES, ScramCredential
 
-if TYPE_CHECKING:
-    from raftlog.node import Node
+
+class HasController(Protocol):
+    """The node, as users need it: its controller (made when the node starts, after this)."""
+
+    @property
+    def controller(self) -> Controller: ...
 
 
 class Deletion(Protocol):
@@ -97,7 +101,7 @@ def refuse_all(
 
 
 class UserAdmin:
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: HasController) -> None:
         self._node = node
 
     def _users(self) -> dict[str, dict[str, list[Any]]]:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from raftlog.broker import (
     AclChange,
-    Broker,
     BrokerInfo,
     ConfigEntry,
     Coordinator,
@@ -20,6 +19,7 @@ from raftlog.broker import (
     TopicResult,
     TopicSpec,
 )
+from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode
 
 if TYPE_CHECKING:

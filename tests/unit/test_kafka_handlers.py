@@ -36,7 +36,6 @@ from kafka_api.handlers import (
 )
 from raftlog import group_config
 from raftlog.broker import (
-    Broker,
     BrokerInfo,
     ConfigEntry,
     Partition,
@@ -46,6 +45,7 @@ from raftlog.broker import (
     TopicInfo,
     TopicResult,
 )
+from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.raft.mesh import Mesh
 from raftlog.security.acl import AclIndex, Authorizer
