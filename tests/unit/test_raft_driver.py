@@ -187,3 +187,27 @@ async def test_a_leader_stopped_longer_than_an_election_timeout_steps_down_when_
     assert not group.is_leader
     driver.stop()
     link.durability.close()
+
+
+async def test_a_first_replica_stands_on_the_drivers_clock(tmp_path: Path) -> None:
+    """A new group's first replica stands one to two heartbeats after it starts, timed on the
+    driver's clock as its ticks are: however long the loop runs, a node whose clock has not
+    moved has not stood (an in-process test's clock is injected), and once it has moved past
+    two heartbeats the replica's pre-votes go out."""
+    link = Link()
+    now = [1000.0]
+    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    (group,) = groups(tmp_path, driver, 1)  # node 1 is the first of replicas 1, 2, 3
+    await asyncio.sleep(0.3)
+    assert group.raft.role == Role.FOLLOWER and not link.frames
+    for _ in range(4):  # 0.2 s on the driver's clock, two heartbeats
+        now[0] += TICK_SECONDS
+        driver.tick()
+    await asyncio.sleep(0.05)  # the turn, and the save its pre-votes wait for
+    sent = {
+        (peer, decode(item, 1, int(peer))[1].type)
+        for peer, items, _ in link.frames
+        for item in items
+    }
+    assert sent == {("2", MsgType.PREVOTE), ("3", MsgType.PREVOTE)}
+    link.durability.close()
