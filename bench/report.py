@@ -16,6 +16,7 @@ from bench.workloads import (
     BASELINE_PARTITIONS,
     E2E_RATE,
     HTTP_MAX_RECORDS,
+    HTTP_QUEUE_RECORDS,
     HTTP_TIMEOUT_MS,
     METADATA_SAMPLES,
     QUEUE_FIGURES,
@@ -529,8 +530,9 @@ def queue_notes(settings: dict, queue: dict) -> list[str]:
         f"{s['runs']} run(s), (min–max) when more than one. Tansu has neither share groups "
         "nor an HTTP proxy (n/a); raftlog1 is left out to keep the bench short. One topic of "
         f"{records:,} records of {QUEUE_RECORD_BYTES} bytes over {QUEUE_PARTITIONS} "
-        "partitions, produced as in produce (acks=all, linger.ms=5, large batches); every "
-        "figure reads all of it, the share figures each in a fresh share group set to "
+        "partitions, produced as in produce (acks=all, linger.ms=5, large batches); the "
+        f"share consumer and consume read all of it, each http figure its first "
+        f"{min(records, HTTP_QUEUE_RECORDS):,}; the share figures each in a fresh share group set to "
         "share.auto.offset.reset=earliest (a group config through IncrementalAlterConfigs).",
         f"http N: N concurrent aiohttp workers, worker i at node (i mod 3)'s proxy, each "
         f"looping: read (max_records {HTTP_MAX_RECORDS}, timeout_ms {HTTP_TIMEOUT_MS}), then "

@@ -8,7 +8,7 @@ out, also on Ctrl-C.
 
     .venv/bin/python -m bench.run [--quick] [--runs 3] [--systems tansu,raftlog1,raftlog3]
         [--workloads produce,consume,latency,e2e,failover,restart,memory,partitions,queue,scale]
-        [--queue-records 20000] [--scale-partitions 100,1000,3000]
+        [--queue-records 200000] [--scale-partitions 100,1000,3000]
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ FULL = {
     # 30,000 records over 1,000 partitions took about a second, most of it each partition's
     # first write: the same code measured 19.5-38 MB/s. Long enough to steady the figure.
     "scale_records": 200000,
-    "queue_records": 20000,
+    "queue_records": 200000,
     "small_seconds": 20,
 }
 QUICK = {
@@ -145,7 +145,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--scale-records", type=int, help="records per scale produce (default 30000)")
     p.add_argument(
-        "--queue-records", type=int, help="records of the queue topic, read by each (default 20000)"
+        "--queue-records",
+        type=int,
+        help="records of the queue topic, read by each share and consume figure (default 200000)",
     )
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--tmp", type=Path, help="where the brokers' temp data dirs go")
