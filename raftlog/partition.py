@@ -1,5 +1,5 @@
 """A partition replica: its segment log, its Raft group, what clients wait on, and the
-Journal and Snapshot listeners that keep them in step. Produce requests wait in its
+journal and install listeners that keep them in step. Produce requests wait in its
 ProduceQueue (produce_queue.py)."""
 
 from __future__ import annotations
@@ -397,7 +397,7 @@ class Partition:
             self._last_hw_record = now
             self._record_hw()
 
-    # --- SnapshotListener -------------------------------------------------------------------------
+    # --- InstallListener --------------------------------------------------------------------------
 
     def snapshot_state(self) -> object:
         return self._shares.dump()
@@ -549,9 +549,9 @@ class Partition:
         caught exactly that). Acknowledgements are not held (_write): their term is that of
         records already committed, and they must be written before the answers leave."""
         record = self._stamped(cls, **fields)
-        durability = self._ctx.mesh.durability
+        durability = self._ctx.driver.durability
         need = self.journal.state_seq
-        if durability is None or (not self._unwritten and need <= durability.durable):
+        if not self._unwritten and need <= durability.durable:
             self._write(record)
             return
         if not self._unwritten:
@@ -559,8 +559,7 @@ class Partition:
         self._unwritten.append((need, record))
 
     def _write_durable(self) -> None:
-        durability = self._ctx.mesh.durability
-        assert durability is not None  # records are only held behind a batched save
+        durability = self._ctx.driver.durability
         while self._unwritten and self._unwritten[0][0] <= durability.durable:
             self._write(self._unwritten.popleft()[1])
         if self._unwritten:

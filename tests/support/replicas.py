@@ -87,8 +87,9 @@ class Replicas:
 
     async def step(self, seconds: float = TICK_SECONDS) -> None:
         """Time moves on by `seconds` (a tick each TICK_SECONDS), and what that sends arrives."""
-        for _ in range(max(1, round(seconds / TICK_SECONDS))):
-            self.clock.now += seconds / max(1, round(seconds / TICK_SECONDS))
+        ticks = max(1, round(seconds / TICK_SECONDS))
+        for _ in range(ticks):
+            self.clock.now += seconds / ticks
             for node_id, mesh in self.meshes.items():
                 mesh.keepalive()
                 self.driver(node_id).tick()
