@@ -494,11 +494,13 @@ class Raft:
         self._renew_lease()
         return self.ticks - self.lease_from < self.cfg.election_tick
 
-    def lease_ending(self) -> bool:
-        """The next tick checks the lease against the followers heard: the driver gives their
-        nodes' last words first (`heard_from`)."""
+    def lease_ending(self, ahead: int = 0) -> bool:
+        """The next tick (or the `ahead` after it, ticks a stalled driver is about to catch
+        up) checks the lease against the followers heard: the driver gives their nodes' last
+        words first (`heard_from`)."""
         return (
-            self.role == Role.LEADER and self.ticks + 1 - self.lease_from >= self.cfg.election_tick
+            self.role == Role.LEADER
+            and self.ticks + 1 + ahead - self.lease_from >= self.cfg.election_tick
         )
 
     def _quorum_heard(self) -> int:

@@ -222,15 +222,19 @@ class Driver:
         loop = asyncio.get_running_loop()
         now = self._clock()
         behind = int((now - self._ticked_at) / TICK_SECONDS) - 1
+        missed = min(behind, self._max_catch_up)
         self._ticked_at = now
-        self._tick_groups(self._link.silences())
+        # A peer node's silence is real time, and the groups' tick counts are `missed` ticks
+        # behind it until the catch-up below: counted from the lagging count, the stall was
+        # counted twice, and a stall of a third of an election timeout deposed every leader
+        # whose lease was near its end (a loaded node of 3,000 partitions: hundreds a stall).
+        self._tick_groups(self._link.silences(), lag=max(missed, 0))
         if behind > 0:
             # The loop was held (the process stopped, a long stall): the ticks it missed are
             # ticked now, or a leader stopped for seconds would lead on for another election
             # timeout, answering metadata and taking writes in a term already replaced. After
             # a moment, so that frames which waited meanwhile are read first (libuv runs due
             # timers before it polls): their answers count for CheckQuorum.
-            missed = min(behind, self._max_catch_up)
             loop.call_later(CATCH_UP_DELAY, self._catch_up, missed)
         timers = self._timers
         while timers and timers[0][0] <= now:
@@ -241,17 +245,26 @@ class Driver:
                 self._failures.exception("timer", "raft driver timer failed")
 
     def _catch_up(self, ticks: int) -> None:
-        # Ticks of time already past: what a peer's node said then is not known per tick, and
-        # frames read just now were mostly written before the stall. Only the groups' own
-        # answers count; a leader whose majority fell silent for a whole timeout stops.
+        # Ticks of time already past, for leaders: what a peer's node said then is not known
+        # per tick, and frames read just now were mostly written before the stall. Only the
+        # groups' own answers count; a leader whose majority fell silent for a whole timeout
+        # stops. A follower's missed ticks are dropped, as etcd's ticker drops them: the stall
+        # was its own node's, not its leader's silence, and its leader's frames that waited
+        # meanwhile are still being read (one of 1 MB takes several reads). Ticked, every
+        # follower of a loaded node stood after each long turn: at 3,000 partitions that was
+        # an election storm that never settled.
+        leaders = list(self._awake.values())
         for _ in range(ticks):
-            self._tick_groups({})
+            leaders = [g for g in leaders if g.raft.role == Role.LEADER]
+            self._tick_groups({}, leaders)
 
-    def _tick_groups(self, silences: dict[str, float]) -> None:
-        heard = [(int(p), int(s / TICK_SECONDS)) for p, s in silences.items()]
-        for group in list(self._awake.values()):
+    def _tick_groups(
+        self, silences: dict[str, float], groups: list[Driven] | None = None, lag: int = 0
+    ) -> None:
+        heard = [(int(p), max(0, int(s / TICK_SECONDS) - lag)) for p, s in silences.items()]
+        for group in list(self._awake.values()) if groups is None else groups:
             raft = group.raft
-            if heard and raft.lease_ending():
+            if heard and raft.lease_ending(lag):
                 for peer, ago in heard:
                     raft.heard_from(peer, ago)  # FORK 10: a busy node's answers may lag its groups'
             raft.tick(group.may_stand() if raft.wants_election() else True)

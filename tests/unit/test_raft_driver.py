@@ -211,3 +211,62 @@ async def test_a_first_replica_stands_on_the_drivers_clock(tmp_path: Path) -> No
     }
     assert sent == {("2", MsgType.PREVOTE), ("3", MsgType.PREVOTE)}
     link.durability.close()
+
+
+async def test_a_leader_keeps_its_lease_through_a_stall_shorter_than_an_election_timeout(
+    tmp_path: Path,
+) -> None:
+    """Its followers' nodes were heard just before the loop was held 0.4 s (an election
+    timeout is 0.5 s): no other leader can have been elected, and it leads on. Its lease was
+    near its end when the stall began; counting the stall twice (once in the peers' silence,
+    once in the missed ticks) deposed it, and under load every leader of a busy node with it."""
+    link = Link()
+    now = [1000.0]
+    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    group = await elected(tmp_path, link, driver)
+    for _ in range(7):  # the lease is 7 ticks old and no follower group answered
+        now[0] += TICK_SECONDS
+        driver.tick()
+    now[0] += 8 * TICK_SECONDS  # held for 0.4 s; nothing read meanwhile
+    link.silent_for = 8 * TICK_SECONDS
+    driver.tick()
+    await asyncio.sleep(0.05)  # the catch-up of the missed ticks
+    assert group.is_leader
+    link.durability.close()
+
+
+async def test_a_follower_does_not_stand_for_its_own_nodes_stall(tmp_path: Path) -> None:
+    """A loop held for two election timeouts was this node's pause, not its leader's silence:
+    the leader's frames that waited meanwhile are still to be read. The follower's missed
+    ticks are dropped (etcd's ticker drops them too); ticked, every follower of a loaded node
+    stood after each long turn. A leader that is really silent is still replaced: after an
+    election timeout of the follower's own ticks it stands."""
+    link = Link()
+    now = [1000.0]
+    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    journal = SegmentJournal(tmp_path / "g", None, RecordingListener())
+    group = CoreGroup(
+        "g", "1", ["2", "1", "3"], journal, driver, election_seconds=0.5, heartbeat_seconds=0.1
+    )
+    link.handler("2", [encode("g", Message(MsgType.APP, 2, 1, 1, index=1, log_term=0))])
+    await asyncio.sleep(0.05)
+    assert group.raft.leader == 2
+    link.frames.clear()
+
+    def stood() -> bool:
+        return any(
+            decode(item, 1, int(peer))[1].type == MsgType.PREVOTE
+            for peer, items, _ in link.frames
+            for item in items
+        )
+
+    now[0] += 1.0
+    driver.tick()
+    await asyncio.sleep(0.05)
+    assert not stood() and group.raft.leader == 2
+    for _ in range(40):  # two election timeouts of its own ticks without a word from node 2
+        now[0] += TICK_SECONDS
+        driver.tick()
+    await asyncio.sleep(0.05)
+    assert stood()
+    link.durability.close()
