@@ -235,7 +235,8 @@ class Driver:
             # timeout, answering metadata and taking writes in a term already replaced. After
             # a moment, so that frames which waited meanwhile are read first (libuv runs due
             # timers before it polls): their answers count for CheckQuorum.
-            loop.call_later(CATCH_UP_DELAY, self._catch_up, missed)
+            leaders = [g for g in self._awake.values() if g.raft.role == Role.LEADER]
+            loop.call_later(CATCH_UP_DELAY, self._catch_up, missed, leaders)
         timers = self._timers
         while timers and timers[0][0] <= now:
             call = heapq.heappop(timers)[2]
@@ -244,18 +245,19 @@ class Driver:
             except Exception:
                 self._failures.exception("timer", "raft driver timer failed")
 
-    def _catch_up(self, ticks: int) -> None:
-        # Ticks of time already past, for leaders: what a peer's node said then is not known
-        # per tick, and frames read just now were mostly written before the stall. Only the
-        # groups' own answers count; a leader whose majority fell silent for a whole timeout
-        # stops. A follower's missed ticks are dropped, as etcd's ticker drops them: the stall
-        # was its own node's, not its leader's silence, and its leader's frames that waited
-        # meanwhile are still being read (one of 1 MB takes several reads). Ticked, every
-        # follower of a loaded node stood after each long turn: at 3,000 partitions that was
-        # an election storm that never settled.
-        leaders = list(self._awake.values())
+    def _catch_up(self, ticks: int, leaders: list[Driven]) -> None:
+        # Ticks of time already past, for the leaders that were awake through it: what a
+        # peer's node said then is not known per tick, and frames read just now were mostly
+        # written before the stall. Only the groups' own answers count; a leader whose
+        # majority fell silent for a whole timeout stops. A follower's missed ticks are
+        # dropped, as etcd's ticker drops them: the stall was its own node's, not its leader's
+        # silence, and its leader's frames that waited meanwhile are still being read (one of
+        # 1 MB takes several reads). Nor is a group that was quiet then, woken since (by a
+        # produce retry, say), charged them: its timers did not run, and its lease starts at
+        # the wake. Ticked, they stood or stepped down by the hundred after each long turn of
+        # a loaded node: at 3,000 partitions an election storm that never settled.
         for _ in range(ticks):
-            leaders = [g for g in leaders if g.raft.role == Role.LEADER]
+            leaders = [g for g in leaders if g.raft.role == Role.LEADER and self.holds(g)]
             self._tick_groups({}, leaders)
 
     def _tick_groups(

@@ -75,6 +75,20 @@ async def elected(tmp_path: Path, link: Link, driver: Driver) -> CoreGroup:
     return group
 
 
+def answer_appends(link: Link) -> None:
+    """The followers answer the last frames' appends (heartbeats included) with success."""
+    answers = []
+    for peer, items, _ in link.frames[-10:]:
+        for item in items:
+            name, m = decode(item, 1, int(peer))
+            if m.type == MsgType.APP:
+                last = m.index + len(m.entries)
+                answer = Message(MsgType.APP_RESP, int(peer), 1, m.term, last, commit=m.commit)
+                answers.append((peer, encode(name, answer)))
+    for peer, item in answers:
+        link.handler(peer, [item])
+
+
 async def test_votes_wait_for_their_save_and_leave_in_one_frame_per_peer(tmp_path: Path) -> None:
     link = Link()
     driver = Driver(1, link, election_seconds=0.5)
@@ -110,18 +124,8 @@ async def test_grants_elect_the_groups_and_idle_groups_go_quiet(tmp_path: Path) 
     link.handler("2", [encode(g.name, Message(MsgType.VOTE_RESP, 2, 1, 1)) for g in made])
     await asyncio.sleep(0.05)
     assert all(g.raft.role == Role.LEADER for g in made)
-    # Followers answer the heartbeats (appends of the new term's empty entry) with success.
     for _ in range(20):
-        answers = []
-        for peer, items, _ in link.frames[-10:]:
-            for item in items:
-                name, m = decode(item, 1, int(peer))
-                if m.type == MsgType.APP:
-                    last = m.index + len(m.entries)
-                    answer = Message(MsgType.APP_RESP, int(peer), 1, m.term, last, commit=m.commit)
-                    answers.append((peer, encode(name, answer)))
-        for peer, item in answers:
-            link.handler(peer, [item])
+        answer_appends(link)
         await asyncio.sleep(TICK_SECONDS)
         if all(g.quiet for g in made):
             break
@@ -269,4 +273,35 @@ async def test_a_follower_does_not_stand_for_its_own_nodes_stall(tmp_path: Path)
         driver.tick()
     await asyncio.sleep(0.05)
     assert stood()
+    link.durability.close()
+
+
+async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
+    tmp_path: Path,
+) -> None:
+    """An idle partition's leader is quiet: no ticks, no lease to keep. Held for 0.8 s and
+    woken just after by a write, it leads on and takes the write; charged the missed ticks of
+    a time it was quiet, it stepped down with nothing heard since its wake."""
+    link = Link()
+    now = [1000.0]
+    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    group = await elected(tmp_path, link, driver)
+    for _ in range(40):
+        answer_appends(link)
+        now[0] += TICK_SECONDS
+        driver.tick()
+        await asyncio.sleep(0.005)
+        if group.quiet:
+            break
+    assert group.quiet
+    now[0] += 0.8
+    link.silent_for = 0.8
+    driver.tick()
+    answers: list[Outcome] = []
+    group.propose(b"S" + b"x", answers.append)  # before the catch-up runs
+    await asyncio.sleep(0.05)
+    assert group.is_leader
+    answer_appends(link)
+    await asyncio.sleep(0.05)
+    assert answers == [Outcome.COMMITTED]
     link.durability.close()
