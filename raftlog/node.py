@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import logging
 import shutil
@@ -43,6 +44,8 @@ GOSSIP_INTERVAL = 1.0
 # one turn stalled the loop for 5 s, and the elections of every group with it (issue 12).
 OPEN_PER_TURN = 16
 
+PartitionSpec = tuple[str, tuple[int, ...], dict[str, str]]  # topic id, replicas, configs
+
 
 class Node:
     """The replicas this node holds and the work that keeps them. The Kafka handlers reach
@@ -57,6 +60,10 @@ class Node:
         self._partition_ids: dict[tuple[str, int], str] = {}
         self._tasks: list[asyncio.Task] = []
         self._reconcile_pending = False
+        # Replicas the last reconcile found missing, opened OPEN_PER_TURN a turn.
+        self._to_open: collections.deque[tuple[tuple[str, int], PartitionSpec]]
+        self._to_open = collections.deque()
+        self._opening = False  # an _open_some turn is scheduled
         self._changed = asyncio.Event()
         self._coordinating: set[int] = set()  # __consumer_offsets partitions attached to groups
         self.loop_stalls = LoopStallMonitor(LOOP_CLOCK)
@@ -235,7 +242,7 @@ class Node:
         if offsets_topic is not None:
             # a group's partition follows the topic's real partition count
             self.groups.config.num_partitions = len(offsets_topic["partitions"])
-        wanted: dict[tuple[str, int], tuple[str, tuple[int, ...], dict[str, str]]] = {}
+        wanted: dict[tuple[str, int], PartitionSpec] = {}
         for name, topic in self.controller.state.topics.items():
             for index, replicas in enumerate(topic["partitions"]):
                 if self.node_id in replicas:
@@ -243,20 +250,36 @@ class Node:
         for key in list(self.partitions):
             if key not in wanted or wanted[key][0] != self._partition_ids[key]:
                 self._drop_partition(key)
-        opened = 0
-        for key, (topic_id, replicas, configs) in wanted.items():
+        to_open: collections.deque[tuple[tuple[str, int], PartitionSpec]] = collections.deque()
+        for key, spec in wanted.items():
             if key not in self.partitions:
-                if opened == OPEN_PER_TURN:  # the rest in later loop turns
-                    self._reconcile_pending = True
-                    self.elections.held = True
-                    asyncio.get_running_loop().call_soon(self._reconcile)
-                    return
-                self._open_partition(key, topic_id, replicas, configs)
-                opened += 1
+                to_open.append((key, spec))
             else:
-                settings = self._settings(configs)
+                settings = self._settings(spec[2])
                 if settings != self.partitions[key].settings:
                     self.partitions[key].apply_settings(settings)
+        self._to_open = to_open
+        if not self._opening:  # else the turn already scheduled takes the new list
+            self._open_some()
+
+    def _open_some(self) -> None:
+        """Opens the next OPEN_PER_TURN missing replicas, and the rest in later loop turns
+        (elections held meanwhile). Each turn once went over every replica the controller
+        assigns, open or not, and compared its settings: at 3,000 partitions that was 190
+        turns over 3,000 replicas, seconds of the loop while the new groups elected."""
+        self._opening = False
+        opened = 0
+        while self._to_open:
+            if opened == OPEN_PER_TURN:
+                self.elections.held = True
+                self._opening = True
+                asyncio.get_running_loop().call_soon(self._open_some)
+                return
+            key, (topic_id, replicas, configs) = self._to_open.popleft()
+            topic = self.controller.state.topics.get(key[0])
+            if topic is not None and topic["id"] == topic_id and key not in self.partitions:
+                self._open_partition(key, topic_id, replicas, configs)
+                opened += 1
         if self.elections.held or opened:
             self._heap.opened()
         self.elections.held = False
