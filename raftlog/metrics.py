@@ -513,9 +513,9 @@ class NodeCollector:
 
 
 # Replicas read per event-loop turn in a scrape: read at once, 3,000 held the loop for 0.24 s
-# on an idle node and over half a second on a loaded one, and with the bench's scrape every
-# 15 s a 3,000-partition spread produce fell into an election storm (74,000 of 200,000
-# records timed out; without the scrape all were acked in 20 s).
+# on an idle node (longer on a loaded one), and with the bench's scrape every 15 s a
+# 3,000-partition spread produce fell into an election storm (74,000 of 200,000 records
+# timed out; without the scrape all were acked in 20 s).
 REPLICAS_PER_TURN = 100
 # Scrapes are formatted here, one at a time, off the event loop.
 _SCRAPES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics")
