@@ -45,6 +45,7 @@ GOSSIP_INTERVAL = 1.0
 OPEN_PER_TURN = 16
 
 PartitionSpec = tuple[str, tuple[int, ...], dict[str, str]]  # topic id, replicas, configs
+ToOpen = collections.deque[tuple[tuple[str, int], PartitionSpec]]
 
 
 class Node:
@@ -61,8 +62,7 @@ class Node:
         self._tasks: list[asyncio.Task] = []
         self._reconcile_pending = False
         # Replicas the last reconcile found missing, opened OPEN_PER_TURN a turn.
-        self._to_open: collections.deque[tuple[tuple[str, int], PartitionSpec]]
-        self._to_open = collections.deque()
+        self._to_open: ToOpen = collections.deque()
         self._opening = False  # an _open_some turn is scheduled
         self._changed = asyncio.Event()
         self._coordinating: set[int] = set()  # __consumer_offsets partitions attached to groups
@@ -250,7 +250,7 @@ class Node:
         for key in list(self.partitions):
             if key not in wanted or wanted[key][0] != self._partition_ids[key]:
                 self._drop_partition(key)
-        to_open: collections.deque[tuple[tuple[str, int], PartitionSpec]] = collections.deque()
+        to_open: ToOpen = collections.deque()
         for key, spec in wanted.items():
             if key not in self.partitions:
                 to_open.append((key, spec))

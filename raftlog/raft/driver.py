@@ -222,14 +222,14 @@ class Driver:
         loop = asyncio.get_running_loop()
         now = self._clock()
         behind = int((now - self._ticked_at) / TICK_SECONDS) - 1
-        missed = min(behind, self._max_catch_up)
+        missed = max(0, min(behind, self._max_catch_up))
         self._ticked_at = now
         # A peer node's silence is real time, and the groups' tick counts are `missed` ticks
         # behind it until the catch-up below: counted from the lagging count, the stall was
         # counted twice, and a stall of a third of an election timeout deposed every leader
         # whose lease was near its end (a loaded node of 3,000 partitions: hundreds a stall).
-        self._tick_groups(self._link.silences(), lag=max(missed, 0))
-        if behind > 0:
+        self._tick_groups(self._link.silences(), lag=missed)
+        if missed:
             # The loop was held (the process stopped, a long stall): the ticks it missed are
             # ticked now, or a leader stopped for seconds would lead on for another election
             # timeout, answering metadata and taking writes in a term already replaced. After

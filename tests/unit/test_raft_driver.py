@@ -45,6 +45,19 @@ class Link:
         return {p: self.silent_for for p in self.heard}
 
 
+class Clocked:
+    """The driver on a clock the test moves: `tick` moves it on and ticks once, as the loop's
+    timer would after that long (a long move is a held loop)."""
+
+    def __init__(self, link: Link) -> None:
+        self.now = 1000.0
+        self.driver = Driver(1, link, election_seconds=0.5, clock=lambda: self.now)
+
+    def tick(self, seconds: float = TICK_SECONDS) -> None:
+        self.now += seconds
+        self.driver.tick()
+
+
 def groups(tmp_path: Path, driver: Driver, count: int) -> list[CoreGroup]:
     made = []
     for g in range(count):
@@ -181,12 +194,12 @@ async def test_a_leader_stopped_longer_than_an_election_timeout_steps_down_when_
     leader's CheckQuorum sees its followers silent and it steps down at once, instead of
     answering metadata and taking writes for another election timeout in a replaced term."""
     link = Link()
-    now = [1000.0]
-    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    clock = Clocked(link)
+    driver = clock.driver
     driver.start()
     group = await elected(tmp_path, link, driver)
     link.heard = set()  # the followers' nodes went silent while this one was stopped
-    now[0] += 5.0  # stopped for five seconds; the loop's next tick finds the clock moved on
+    clock.now += 5.0  # stopped for five seconds; the loop's next tick finds the clock moved on
     await asyncio.sleep(2 * TICK_SECONDS)  # fewer ticks than an election timeout (10)
     assert not group.is_leader
     driver.stop()
@@ -199,14 +212,13 @@ async def test_a_first_replica_stands_on_the_drivers_clock(tmp_path: Path) -> No
     moved has not stood (an in-process test's clock is injected), and once it has moved past
     two heartbeats the replica's pre-votes go out."""
     link = Link()
-    now = [1000.0]
-    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    clock = Clocked(link)
+    driver = clock.driver
     (group,) = groups(tmp_path, driver, 1)  # node 1 is the first of replicas 1, 2, 3
     await asyncio.sleep(0.3)
     assert group.raft.role == Role.FOLLOWER and not link.frames
     for _ in range(4):  # 0.2 s on the driver's clock, two heartbeats
-        now[0] += TICK_SECONDS
-        driver.tick()
+        clock.tick()
     await asyncio.sleep(0.05)  # the turn, and the save its pre-votes wait for
     sent = {
         (peer, decode(item, 1, int(peer))[1].type)
@@ -225,15 +237,13 @@ async def test_a_leader_keeps_its_lease_through_a_stall_shorter_than_an_election
     near its end when the stall began; counting the stall twice (once in the peers' silence,
     once in the missed ticks) deposed it, and under load every leader of a busy node with it."""
     link = Link()
-    now = [1000.0]
-    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    clock = Clocked(link)
+    driver = clock.driver
     group = await elected(tmp_path, link, driver)
     for _ in range(7):  # the lease is 7 ticks old and no follower group answered
-        now[0] += TICK_SECONDS
-        driver.tick()
-    now[0] += 8 * TICK_SECONDS  # held for 0.4 s; nothing read meanwhile
-    link.silent_for = 8 * TICK_SECONDS
-    driver.tick()
+        clock.tick()
+    link.silent_for = 8 * TICK_SECONDS  # held for 0.4 s; nothing read meanwhile
+    clock.tick(8 * TICK_SECONDS)
     await asyncio.sleep(0.05)  # the catch-up of the missed ticks
     assert group.is_leader
     link.durability.close()
@@ -246,8 +256,8 @@ async def test_a_follower_does_not_stand_for_its_own_nodes_stall(tmp_path: Path)
     stood after each long turn. A leader that is really silent is still replaced: after an
     election timeout of the follower's own ticks it stands."""
     link = Link()
-    now = [1000.0]
-    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    clock = Clocked(link)
+    driver = clock.driver
     journal = SegmentJournal(tmp_path / "g", None, RecordingListener())
     group = CoreGroup(
         "g", "1", ["2", "1", "3"], journal, driver, election_seconds=0.5, heartbeat_seconds=0.1
@@ -264,13 +274,11 @@ async def test_a_follower_does_not_stand_for_its_own_nodes_stall(tmp_path: Path)
             for item in items
         )
 
-    now[0] += 1.0
-    driver.tick()
+    clock.tick(1.0)
     await asyncio.sleep(0.05)
     assert not stood() and group.raft.leader == 2
     for _ in range(40):  # two election timeouts of its own ticks without a word from node 2
-        now[0] += TICK_SECONDS
-        driver.tick()
+        clock.tick()
     await asyncio.sleep(0.05)
     assert stood()
     link.durability.close()
@@ -283,20 +291,18 @@ async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
     woken just after by a write, it leads on and takes the write; charged the missed ticks of
     a time it was quiet, it stepped down with nothing heard since its wake."""
     link = Link()
-    now = [1000.0]
-    driver = Driver(1, link, election_seconds=0.5, clock=lambda: now[0])
+    clock = Clocked(link)
+    driver = clock.driver
     group = await elected(tmp_path, link, driver)
     for _ in range(40):
         answer_appends(link)
-        now[0] += TICK_SECONDS
-        driver.tick()
+        clock.tick()
         await asyncio.sleep(0.005)
         if group.quiet:
             break
     assert group.quiet
-    now[0] += 0.8
     link.silent_for = 0.8
-    driver.tick()
+    clock.tick(0.8)
     answers: list[Outcome] = []
     group.propose(b"S" + b"x", answers.append)  # before the catch-up runs
     await asyncio.sleep(0.05)
