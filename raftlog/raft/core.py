@@ -494,14 +494,29 @@ class Raft:
         self._renew_lease()
         return self.ticks - self.lease_from < self.cfg.election_tick
 
-    def lease_ending(self, ahead: int = 0) -> bool:
-        """The next tick (or the `ahead` after it, ticks a stalled driver is about to catch
-        up) checks the lease against the followers heard: the driver gives their nodes' last
-        words first (`heard_from`)."""
+    def lease_ending(self) -> bool:
+        """The next tick checks the lease against the followers heard: the driver gives their
+        nodes' last words first (`heard_from`)."""
         return (
-            self.role == Role.LEADER
-            and self.ticks + 1 + ahead - self.lease_from >= self.cfg.election_tick
+            self.role == Role.LEADER and self.ticks + 1 - self.lease_from >= self.cfg.election_tick
         )
+
+    def resume(self, missed: int, grace: int) -> None:
+        """FORK 5 after a stall: the leader's node was held for `missed` ticks (SIGSTOP, a long
+        loop turn). Its lease ages by the stall, but what is left of it is at least `grace`
+        ticks (or what was left before, if less), and it heartbeats on the next tick: the
+        answers that waited through the stall are read, and a majority that answers keeps it.
+        Deposed at once, every leader of a loaded node stepped down after each long turn (at
+        3,000 partitions, an election storm that never settled); a leader that another
+        replaced learns it from the first stale-term answer, and one cut off stops after
+        `grace` ticks."""
+        if self.role != Role.LEADER or self.quiet or missed <= 0:
+            return
+        left = max(0, self.cfg.election_tick - (self.ticks - self.lease_from))
+        self.ticks += missed
+        floor = self.ticks - self.cfg.election_tick + min(left, grace)
+        self.lease_from = max(self.lease_from, floor)
+        self.heartbeat_elapsed = max(self.heartbeat_elapsed, self.cfg.heartbeat_tick - 1)
 
     def _quorum_heard(self) -> int:
         """The latest tick by which a majority (this leader counting itself) was heard."""

@@ -33,7 +33,6 @@ from raftlog.raft.quorum import quorum_silence
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.05
-CATCH_UP_DELAY = 0.005
 
 _TYPES = tuple(MsgType)
 _CODE = {t: i for i, t in enumerate(_TYPES)}
@@ -126,8 +125,10 @@ class Driver:
         self.node_id = node_id
         self._clock = clock
         self._ticked_at = clock()
-        # A catch-up covers the longest election timeout a replica can draw (two minimums).
-        self._max_catch_up = 2 * round(election_seconds / TICK_SECONDS)
+        # A stall counts up to the longest election timeout a replica can draw (two minimums),
+        # and a leader has at least half a minimum after it to hear its majority again.
+        self._longest_timeout = 2 * round(election_seconds / TICK_SECONDS)
+        self._grace = max(1, round(election_seconds / 2 / TICK_SECONDS))
         # The node's, shared with the controller's ticker: one budget of elections per node.
         self.elections = elections or ElectionBudget(
             ELECTIONS_PER_SECOND, ELECTION_BURST, time.monotonic
@@ -217,26 +218,21 @@ class Driver:
         self.tick()
 
     def tick(self) -> None:
-        """One tick of every awake group, and those the clock says were missed (start() calls
-        it every TICK_SECONDS; an in-process test calls it after moving its clock)."""
-        loop = asyncio.get_running_loop()
+        """One tick of every awake group (start() calls it every TICK_SECONDS; an in-process
+        test calls it after moving its clock). After a stall, the leaders awake through it
+        resume (`Raft.resume`): their leases age by the ticks the loop missed, with a grace to
+        hear their majority again. A follower's missed ticks are dropped, as etcd's ticker
+        drops them: the stall was its own node's, not its leader's silence, and the leader's
+        frames that waited meanwhile are still to be read (one of 1 MB takes several reads).
+        Nor is a group that was quiet then charged them: its timers did not run."""
         now = self._clock()
         behind = int((now - self._ticked_at) / TICK_SECONDS) - 1
-        missed = max(0, min(behind, self._max_catch_up))
+        missed = max(0, min(behind, self._longest_timeout))
         self._ticked_at = now
-        # A peer node's silence is real time, and the groups' tick counts are `missed` ticks
-        # behind it until the catch-up below: counted from the lagging count, the stall was
-        # counted twice, and a stall of a third of an election timeout deposed every leader
-        # whose lease was near its end (a loaded node of 3,000 partitions: hundreds a stall).
-        self._tick_groups(self._link.silences(), lag=missed)
         if missed:
-            # The loop was held (the process stopped, a long stall): the ticks it missed are
-            # ticked now, or a leader stopped for seconds would lead on for another election
-            # timeout, answering metadata and taking writes in a term already replaced. After
-            # a moment, so that frames which waited meanwhile are read first (libuv runs due
-            # timers before it polls): their answers count for CheckQuorum.
-            leaders = [g for g in self._awake.values() if g.raft.role == Role.LEADER]
-            loop.call_later(CATCH_UP_DELAY, self._catch_up, missed, leaders)
+            for group in self._awake.values():
+                group.raft.resume(missed, self._grace)
+        self._tick_groups(self._link.silences())
         timers = self._timers
         while timers and timers[0][0] <= now:
             call = heapq.heappop(timers)[2]
@@ -245,28 +241,11 @@ class Driver:
             except Exception:
                 self._failures.exception("timer", "raft driver timer failed")
 
-    def _catch_up(self, ticks: int, leaders: list[Driven]) -> None:
-        # Ticks of time already past, for the leaders that were awake through it: what a
-        # peer's node said then is not known per tick, and frames read just now were mostly
-        # written before the stall. Only the groups' own answers count; a leader whose
-        # majority fell silent for a whole timeout stops. A follower's missed ticks are
-        # dropped, as etcd's ticker drops them: the stall was its own node's, not its leader's
-        # silence, and its leader's frames that waited meanwhile are still being read (one of
-        # 1 MB takes several reads). Nor is a group that was quiet then, woken since (by a
-        # produce retry, say), charged them: its timers did not run, and its lease starts at
-        # the wake. Ticked, they stood or stepped down by the hundred after each long turn of
-        # a loaded node: at 3,000 partitions an election storm that never settled.
-        for _ in range(ticks):
-            leaders = [g for g in leaders if g.raft.role == Role.LEADER and self.holds(g)]
-            self._tick_groups({}, leaders)
-
-    def _tick_groups(
-        self, silences: dict[str, float], groups: list[Driven] | None = None, lag: int = 0
-    ) -> None:
-        heard = [(int(p), max(0, int(s / TICK_SECONDS) - lag)) for p, s in silences.items()]
-        for group in list(self._awake.values()) if groups is None else groups:
+    def _tick_groups(self, silences: dict[str, float]) -> None:
+        heard = [(int(p), int(s / TICK_SECONDS)) for p, s in silences.items()]
+        for group in list(self._awake.values()):
             raft = group.raft
-            if heard and raft.lease_ending(lag):
+            if heard and raft.lease_ending():
                 for peer, ago in heard:
                     raft.heard_from(peer, ago)  # FORK 10: a busy node's answers may lag its groups'
             raft.tick(group.may_stand() if raft.wants_election() else True)
@@ -285,7 +264,7 @@ class Driver:
             raft = group.raft
             if raft.quiet and raft.concerns(peer):
                 if raft.role == Role.LEADER:
-                    raft.wake(quorum_silence(raft.peers, raft.id, silences, self._max_catch_up))
+                    raft.wake(quorum_silence(raft.peers, raft.id, silences, self._longest_timeout))
                 else:
                     raft.wake(silent_ticks if raft.leader == peer else 0)
                 self._awake[group.name] = group

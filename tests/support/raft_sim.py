@@ -3,7 +3,9 @@
 N replicas of the core in one process; a network that drops, duplicates, delays (so reorders)
 messages and cuts directed links; crashes that lose whatever a replica had not synced (a Ready
 is handed out, then synced later: the hard state and entries it asked for are only durable
-then, and its messages only leave then); restarts from the durable state alone; replicas that
+then, and its messages only leave then); restarts from the durable state alone; stalls (a
+replica's node held for up to two election timeouts, as a SIGSTOP or a long loop turn holds
+it: nothing ticked, read or sent, then `resume` as the driver calls it); replicas that
 compact their logs up to their commit, and snapshot installs (FORK 7) that take a few ticks,
 sometimes fail, and restore the state machine to the snapshot point. After every
 Ready and every sync it checks Raft's safety properties, and after each heal that a leader is
@@ -54,6 +56,7 @@ class SimConfig:
     dup: float = 0.05
     max_delay: int = 3
     crash: float = 0.02
+    stall: float = 0.01  # chance a running replica's node is held, for 1..2 election timeouts
     restart: float = 0.1
     cut: float = 0.04
     mend: float = 0.1
@@ -94,6 +97,7 @@ class Replica:
         self.applied: list[Entry] = []  # this incarnation's state machine
         self.seen_commit = 0
         self.was_leader_term = 0
+        self.held: tuple[int, int] | None = None  # (since, until): its node is stalled
 
 
 class Sim:
@@ -156,21 +160,40 @@ class Sim:
         r.seen_commit = r.durable_hs.commit
         r.pending = None
         r.install = None
+        r.held = None
 
     def crash(self, i: int) -> None:
         r = self.replicas[i]
         r.core = None
         r.pending = None  # whatever was not synced is lost
         r.install = None
+        r.held = None
         self.note(f"crash {i}")
 
     def live(self) -> list[int]:
         return [i for i in self.ids if self.replicas[i].core is not None]
 
     def idle(self, i: int) -> Raft | None:
-        """The core of a live replica with no Ready in flight (one may step it), else None."""
+        """The core of a live, running replica with no Ready in flight (one may step it)."""
         r = self.replicas[i]
-        return r.core if r.pending is None else None
+        return r.core if r.pending is None and r.held is None else None
+
+    def stall(self, i: int) -> None:
+        """Hold replica i's node: no ticks, nothing read, synced or sent until it resumes."""
+        ticks = 1 + self.rng.randrange(2 * self.cfg.election_tick)
+        self.replicas[i].held = (self.time, self.time + ticks)
+        self.note(f"stall {i} for {ticks}")
+
+    def resume(self, i: int) -> None:
+        """The driver's first tick after a stall: the core is told the ticks it missed."""
+        r = self.replicas[i]
+        if r.held is None or r.held[1] > self.time:
+            return
+        since, r.held = r.held[0], None
+        if r.core is not None:
+            r.core.resume(self.time - since, self.cfg.election_tick // 2)
+            self.note(f"resume {i}")
+            self.process(i)
 
     def process(self, i: int) -> None:
         """Take a Ready if there is one; sync it now or leave it pending for a later turn."""
@@ -348,7 +371,7 @@ class Sim:
     def deliver_due(self) -> None:
         """Deliver what is due, in random order; a replica steps all its due messages, then
         makes one Ready (as a driver does each loop turn). One whose Ready is not yet synced
-        takes none of them: they wait a turn."""
+        takes none of them, nor does one whose node is held: they wait a turn."""
         due: list[Message] = []
         while self.net and self.net[0][0] <= self.time:
             due.append(heapq.heappop(self.net)[2])
@@ -360,7 +383,7 @@ class Sim:
             r = self.replicas[dst]
             if r.core is None:
                 continue
-            if r.pending is not None:
+            if r.pending is not None or r.held is not None:
                 for m in msgs:
                     self.seq += 1
                     heapq.heappush(self.net, (self.time + 1, self.seq, m))
@@ -379,6 +402,13 @@ class Sim:
                 r = self.replicas[i]
                 if r.core is not None and rng.random() < self.cfg.crash:
                     self.crash(i)
+                elif (
+                    self.cfg.stall
+                    and r.core is not None
+                    and r.held is None
+                    and rng.random() < self.cfg.stall
+                ):
+                    self.stall(i)
                 elif r.core is None and rng.random() < self.cfg.restart:
                     self.start(i)
                     self.note(f"restart {i}")
@@ -399,8 +429,12 @@ class Sim:
                 if core is not None and core.role == Role.LEADER:
                     core.transfer_leadership(rng.choice(self.ids))
                     self.process(i)
+        for i in self.ids:
+            self.resume(i)
         self.watch_nodes()
         for i in self.ids:
+            if self.replicas[i].held is not None:
+                continue
             if self.cfg.compact and rng.random() < self.cfg.compact:
                 self.compact(i)
             self.finish_install(i)
@@ -410,7 +444,8 @@ class Sim:
                 self.process(i)
         self.deliver_due()
         for i in self.ids:
-            if self.replicas[i].pending is not None and rng.random() < self.cfg.sync:
+            r = self.replicas[i]
+            if r.pending is not None and r.held is None and rng.random() < self.cfg.sync:
                 self.sync(i)
 
     def watch_nodes(self) -> None:
@@ -418,12 +453,15 @@ class Sim:
         whose peer's node fell silent, or is heard again, wakes its quiet group, its election
         timer running from when that node was last heard if it led."""
         for i in self.ids:
+            if self.replicas[i].held is not None:
+                continue  # a held node hears nothing
             core = self.idle(i)
             for j in self.ids:
                 if j == i:
                     continue
                 last = self.heard.get((i, j), self.time)
-                up = self.replicas[j].core is not None and (j, i) not in self.cut
+                peer = self.replicas[j]
+                up = peer.core is not None and peer.held is None and (j, i) not in self.cut
                 silent_for = self.time - last
                 if up:
                     self.heard[(i, j)] = self.time
