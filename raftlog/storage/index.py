@@ -125,21 +125,30 @@ class _SparseIndex:
         self._dirty = True
 
     def flush(self) -> None:
+        self._write(sync=True)
+
+    def write(self) -> bool:
+        """Writes the entries not yet in the file, without an fsync: True if it wrote any (the
+        caller then owes the file one: raftlog.storage.flusher, for a rolled segment's)."""
+        return self._write(sync=False)
+
+    def _write(self, sync: bool) -> bool:
         if not self._dirty:
-            return
+            return False
+        self._dirty = False
         if self._persisted == len(self._keys):  # nothing new (an empty index has no file yet)
-            self._dirty = False
-            return
+            return False
         pack = self.ENTRY.pack
         pending = b"".join(
             pack(self._keys[i], self._values[i]) for i in range(self._persisted, len(self._keys))
         )
         with open(self.path, "ab") as file:
             file.write(pending)
-            file.flush()
-            os.fsync(file.fileno())
+            if sync:
+                file.flush()
+                os.fsync(file.fileno())
         self._persisted = len(self._keys)
-        self._dirty = False
+        return True
 
     def _add(self, key: int, value: int) -> None:
         self._keys.append(key)

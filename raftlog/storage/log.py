@@ -21,6 +21,7 @@ from raftlog.errors import ErrorCode, KafkaError
 from raftlog.storage import compaction
 from raftlog.storage.batch import BatchHeader, parse_header
 from raftlog.storage.compaction import CompactionResult, OffsetMap
+from raftlog.storage.flusher import RecoveryPoint
 from raftlog.storage.segment import Segment, fsync_dir, parse_segment_name, segment_stem
 
 __all__ = [
@@ -96,8 +97,10 @@ class Log:
             fsync_dir(self.directory)
         # Where the log stands when truncation removed every segment (kept in memory only).
         self._empty_at = 0
+        self._recovery = RecoveryPoint(self.directory)
         compaction.finish_swaps(self.directory)
         self._segments = self._open_segments()
+        self._recovery.lower(self.log_end_offset)  # recovery may have cut the log below it
         # Compaction's first dirty offset: below it every key appears at most once.
         self._clean_offset = compaction.read_checkpoint(self.directory)
 
@@ -114,9 +117,10 @@ class Log:
                 del names[base, term]
         keys = sorted(names)
         interval = self.config.index_interval_bytes
-        # Earlier segments were fsynced when they rolled; only the last can be torn.
+        # Below the recovery point every segment but the last is on disk (raftlog.storage.
+        # flusher); after an unclean shutdown those from it on, and the last, are verified.
         last = keys[-1] if keys else None
-        suspect = last if not self.was_clean else None
+        point = -1 if self.was_clean else self._recovery.point
         # Only the last (active) segment loads its indexes; the others check their tail from
         # the indexes' last entries and load them on first use (raftlog.storage.cache).
         segments = [
@@ -125,7 +129,7 @@ class Log:
                 base,
                 term,
                 interval,
-                verify=(base, term) == suspect,
+                verify=point >= 0 and (base >= point or (base, term) == last),
                 active=(base, term) == last,
             )
             for base, term in keys
@@ -193,19 +197,20 @@ class Log:
         self._roll(term)
 
     def _roll(self, term: int) -> None:
-        if self._segments:
-            self._segments[-1].flush()
-        # The previous segment is durable before the new one exists, so only the last
-        # segment can be torn. The new one's directory entry is not fsynced: what it will
-        # hold is not fsynced either (replication, not fsync, keeps acknowledged data, as in
-        # Kafka), and an election storm of a thousand groups spent seconds of its event loop
-        # on these directory fsyncs (issue 12).
+        # The previous segment is fsynced off the loop (raftlog.storage.flusher), and the
+        # recovery point passes the new one once it is. The new one's directory entry is not
+        # fsynced: what it will hold is not fsynced either (replication, not fsync, keeps
+        # acknowledged data, as in Kafka), and an election storm of a thousand groups spent
+        # seconds of its event loop on these directory fsyncs (issue 12).
+        unsynced = self._segments[-1].hand_off() if self._segments else []
         segment = Segment.create(
             self.directory, self.log_end_offset, term, self.config.index_interval_bytes
         )
         self._segments.append(segment)
         if len(self._segments) > 1:  # its indexes and descriptor go under the budgets
             self._segments[-2].deactivate()
+        if unsynced:
+            self._recovery.hand_off(unsynced, segment.base_offset)
 
     def append(
         self, batches: bytes | bytearray | memoryview, term: int, keep_offsets: bool = False
@@ -288,6 +293,7 @@ class Log:
         if self._clean_offset > self.log_end_offset:  # data from here on may be rewritten
             self._clean_offset = self.log_end_offset
             compaction.write_checkpoint(self.directory, self._clean_offset)
+        self._recovery.lower(self.log_end_offset)
         remaining = {segment.term for segment in self._segments}
         terms = list(dict.fromkeys(s.term for s in doomed if s.term not in remaining))
         return TruncateResult(records, batches, removed_bytes, terms)
@@ -423,11 +429,13 @@ class Log:
         return self._segments[i]
 
     def flush(self) -> None:
-        """Only the active segment can have unsynced data: the others were flushed on roll."""
+        """The active segment's data and index entries to disk (rolled ones are the
+        flusher's)."""
         if self._segments:
             self._segments[-1].flush()
 
     def close(self) -> None:
+        self._recovery.close()  # the rolled segments the flusher had not synced yet
         self.flush()
         for segment in self._segments:
             segment.close()

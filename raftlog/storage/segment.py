@@ -357,13 +357,13 @@ class Segment:
         self._active = True
 
     def deactivate(self) -> None:
-        """The Log rolled past it: flushed, its descriptor closed until a read opens it again
-        (under the file budget), its indexes under theirs. Kept open, every past term's
-        segment held a descriptor: repeated elections took a node from 37 to 382, past the
-        few per replica that the partition budget (raftlog/limits.py) counts on."""
+        """The Log rolled past it (and handed its unsynced files to the flusher): its
+        descriptor closed until a read opens it again (under the file budget), its indexes
+        under theirs. Kept open, every past term's segment held a descriptor: repeated
+        elections took a node from 37 to 382, past the few per replica that the partition
+        budget (raftlog/limits.py) counts on."""
         if not self._active:
             return
-        self.flush()
         self._active = False
         self._charge_indexes()
         if self._fd >= 0:
@@ -484,6 +484,18 @@ class Segment:
         if self._offsets is not None and self._times is not None:
             self._offsets.flush()
             self._times.flush()
+
+    def hand_off(self) -> list[str]:
+        """The files of this segment holding what no fsync has covered, its index entries
+        written to theirs first: the log rolled past it and hands them to the flusher (off the
+        event loop). From here on they are the flusher's to sync, not this segment's."""
+        files: list[str] = []
+        if self._dirty:
+            files.append(self._file("log"))
+            self._dirty = False
+        if self._offsets is not None and self._times is not None:
+            files += [str(index.path) for index in (self._offsets, self._times) if index.write()]
+        return files
 
     def close(self) -> None:
         """Releases the descriptor and the indexes without flushing anything."""

@@ -1,6 +1,7 @@
 import os
 import random
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from raftlog.storage.batch import (
     parse_header,
     record_timestamps,
 )
+from raftlog.storage.flusher import POINT_FILE, settle
 from raftlog.storage.log import Location, Log, LogConfig
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
@@ -75,6 +77,12 @@ def read_all(log: Log) -> bytes:
 
 def layout(log: Log) -> list[tuple[int, int, int, int]]:
     return [(s.base_offset, s.term, s.next_offset, s.size) for s in log.segments()]
+
+
+def read_point(directory: Path) -> int:
+    """The log's recovery point as on disk (0 without one)."""
+    path = directory / POINT_FILE
+    return int(path.read_text().split()[1]) if path.exists() else 0
 
 
 def test_append_assigns_offsets_and_epoch(tmp_path: Path) -> None:
@@ -384,7 +392,7 @@ def test_index_files_use_kafka_layout_and_interval_rule(tmp_path: Path) -> None:
     # Kafka indexes a batch once *more than* the interval was written since the last entry.
     for ts in (1_000, 1_050, 1_040, 1_030, 1_020, 1_090, 1_010):
         log.append(records(3, ts=ts), term=1)
-    log.flush()
+    log.close()
     segment = tmp_path / "p" / "00000000000000000000-1"
     assert list(struct.iter_unpack(">ii", segment.with_suffix(".index").read_bytes())) == [
         (6, 2 * size),
@@ -483,7 +491,79 @@ def test_a_gap_between_segments_drops_the_rest_of_the_log(tmp_path: Path) -> Non
         file.truncate(len(records(2)))
     reopened = open_log(directory)
     assert layout(reopened) == [(0, 1, 2, len(records(2)))]
-    assert sorted(p.name for p in directory.iterdir()) == ["00000000000000000000-1.log"]
+    segment_files = sorted(p.name for p in directory.iterdir() if p.name != POINT_FILE)
+    assert segment_files == ["00000000000000000000-1.log"]
+    assert read_point(directory) <= reopened.log_end_offset  # segments to come lie above it
+
+
+def test_a_roll_leaves_the_fsyncs_to_the_flusher_and_the_recovery_point_passes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An election rolls every replica's log: fsynced on the event loop, the rolled segments
+    of a thousand partitions held it for seconds after a leader's kill -9. The flusher thread
+    syncs the rolled segment's data and indexes; then the recovery point passes it."""
+    synced: list[tuple[str, str]] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append((threading.current_thread().name, os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    directory = tmp_path / "p"
+    log = open_log(directory, index_interval_bytes=1)
+    log.append(records(3), term=1)
+    log.append(records(3), term=1)
+    log.append(records(2), term=2)
+    settle()
+    rolled = log.segments()[0].path
+    names = {rolled, rolled.with_suffix(".index"), rolled.with_suffix(".timeindex")}
+    assert {Path(name) for _, name in synced} == names
+    assert all(thread.startswith("segment-flush") for thread, _ in synced)
+    assert read_point(directory) == 6
+    log.close()
+
+
+def test_after_an_unclean_stop_segments_from_the_recovery_point_on_are_verified(
+    tmp_path: Path,
+) -> None:
+    """A segment the flusher had not synced yet may be torn by a power loss like the last one
+    (its size grew, its last pages never reached the disk): from the recovery point on, every
+    segment is checked batch by batch and cut where it tears, and what follows a cut goes.
+    Below the point none is read at start."""
+    directory = tmp_path / "p"
+    log = open_log(directory)
+    for term, count in ((1, 3), (2, 2), (3, 2)):
+        log.append(records(count), term=term)
+    settle()
+    assert read_point(directory) == 5  # segments 1 and 2 are on disk
+    crash(log)
+    torn = directory / "00000000000000000003-2.log"
+    with open(torn, "r+b") as file:
+        file.seek(-10, os.SEEK_END)
+        file.write(bytes(10))
+    assert len(layout(open_log(directory))) == 3  # below the point: trusted as it is
+    (directory / POINT_FILE).write_text("0\n3\n")  # as if the flusher had not synced it
+    reopened = open_log(directory)
+    assert layout(reopened) == [(0, 1, 3, len(records(3))), (3, 2, 3, 0)]
+    assert torn.stat().st_size == 0
+
+
+def test_a_truncation_below_the_recovery_point_lowers_it(tmp_path: Path) -> None:
+    """Segments created after a truncation start where it left the log: the point comes down
+    to there first, or an unclean stop would trust them unsynced."""
+    directory = tmp_path / "p"
+    log = open_log(directory)
+    for term, count in ((1, 3), (2, 2), (3, 2)):
+        log.append(records(count), term=term)
+    settle()
+    assert read_point(directory) == 5
+    log.truncate_to_offset(3)
+    assert read_point(directory) == 3
+    log.append(records(4), term=4)
+    log.append(records(1), term=5)
+    settle()
+    assert read_point(directory) == 7
 
 
 def test_a_failed_write_leaves_no_partial_batch(
