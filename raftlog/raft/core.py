@@ -24,7 +24,7 @@ driver's too, asked through `wants_election` / `tick(may_stand)`.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -242,6 +242,7 @@ class Rules:
     conflict_hint: bool = True  # 8: a refused append names and cuts what is divergent
     leader_commit_own_term: bool = True  # Raft 5.4.2: count replicas only in own term
     transfer_skips_lease: bool = True  # 3: a transfer's vote request passes stickiness
+    leader_may_stand_again: bool = True  # 3: so does the request of the leader followed
     snapshot_keeps_log: bool = True  # 7: a log holding the snapshot's last entry keeps its tail
 
 
@@ -449,10 +450,11 @@ class Raft:
             and self.election_elapsed + 1 >= self.randomized_timeout
         )
 
-    def tick(self, may_stand: bool = True) -> None:
+    def tick(self, may_stand: bool = True, connected: Container[int] | None = None) -> None:
         """One logical time unit. `may_stand` False (the node's election budget is spent, or
         a new group's first replica has the first go): an election due now waits another
-        random timeout instead."""
+        random timeout instead. `connected`: the nodes a leader waits for before it goes quiet
+        (`caught_up`; None: all)."""
         if self.quiet:
             return
         self.ticks += 1
@@ -470,7 +472,7 @@ class Raft:
                 for pr in self.progress.values():
                     pr.paused = False
                 self.broadcast_append()
-            self.idle_ticks = self.idle_ticks + 1 if self.caught_up() else 0
+            self.idle_ticks = self.idle_ticks + 1 if self.caught_up(connected) else 0
             if self.cfg.quiesce_ticks and self.idle_ticks >= self.cfg.quiesce_ticks:
                 self.quiesce()
         elif self.election_elapsed >= self.randomized_timeout:
@@ -538,15 +540,21 @@ class Raft:
         if at > self.heard_at.get(peer, -1):
             self.heard_at[peer] = at
 
-    def caught_up(self) -> bool:
+    def caught_up(self, connected: Container[int] | None = None) -> bool:
         """FORK 9: nothing is left to do in this group: every follower holds the whole log and
         knows it committed, a majority answered within the last two heartbeats (a leader cut
-        off does not go quiet: CheckQuorum must depose it), and no transfer is under way."""
+        off does not go quiet: CheckQuorum must depose it), and no transfer is under way.
+        A follower on a node not `connected` (the driver holds no connection to it: killed,
+        cut off, or silent past the mesh's DEAD_AFTER) is not waited for, as CockroachDB
+        quiesces without a dead replica: its node's reconnection wakes the group
+        (`concerns`). Waited for, one node's death kept every group it was in ticking on the
+        others, thousands a tick at 3,000 partitions."""
         last = self.last_index()
         if self.commit != last or self.stable != last or self.lead_transferee != NONE:
             return False
-        for pr in self.progress.values():
-            if pr.match != last or pr.commit != last:
+        for p, pr in self.progress.items():
+            behind = pr.match != last or pr.commit != last
+            if behind and (connected is None or p in connected):
                 return False
         return self.ticks - self._quorum_heard() <= 2 * self.cfg.heartbeat_tick
 
@@ -594,11 +602,12 @@ class Raft:
         """The two messages of the quiet exchange (the leader's quiesce heartbeat, a follower's
         success answer naming the leader's last index), a heartbeat that brings nothing new
         (one sent just before the quiesce heartbeat may arrive after it), and a vote request
-        to a follower: its leader was alive when it went quiet and, the driver says, still is
-        (or this replica would have been woken), so stickiness refuses it. Woken by it, the follower's timer
-        would run with its leader quiet and it would depose a healthy leader."""
+        to a follower (other than its leader's own, or a transfer's): its leader was alive when
+        it went quiet and, the driver says, still is (or this replica would have been woken),
+        so stickiness refuses it. Woken by it, the follower's timer would run with its leader
+        quiet and it would depose a healthy leader."""
         if m.type in (MsgType.VOTE, MsgType.PREVOTE):
-            return self.role == Role.FOLLOWER and not m.transfer
+            return self.role == Role.FOLLOWER and not self._passes_lease(m)
         if m.term != self.term:
             return False
         if m.type == MsgType.APP:  # the quiesce heartbeat, or a plain one that brings nothing new
@@ -613,6 +622,16 @@ class Raft:
             and self.role == Role.LEADER
             and not m.reject
             and m.index == self.last_index()
+        )
+
+    def _passes_lease(self, m: Message) -> bool:
+        """FORK 3: the (pre-)vote requests stickiness does not refuse: a leadership transfer's,
+        and the request of the leader this replica follows, which stepped down (CheckQuorum
+        after a stall, say). Refused, a group whose followers were quiet never elected
+        again: their leader's node was alive, so nothing woke them, and it was the only one
+        standing (the simulation's seed 4263)."""
+        return (m.transfer and self.rules.transfer_skips_lease) or (
+            m.src == self.leader and self.rules.leader_may_stand_again
         )
 
     def in_lease(self) -> bool:
@@ -663,10 +682,9 @@ class Raft:
         if self.quiet and not self._keeps_quiet(m):
             self.wake()
         if m.term > self.term:
-            if m.type in (MsgType.VOTE, MsgType.PREVOTE):
-                force = m.transfer and self.rules.transfer_skips_lease
-                if self.in_lease() and not force:
-                    return  # FORK 3: a live leader was heard; do not even take the term
+            vote = m.type in (MsgType.VOTE, MsgType.PREVOTE)
+            if vote and self.in_lease() and not self._passes_lease(m):
+                return  # FORK 3: a live leader was heard; do not even take the term
             if m.type == MsgType.PREVOTE or (m.type == MsgType.PREVOTE_RESP and not m.reject):
                 pass  # a pre-vote never changes terms
             else:

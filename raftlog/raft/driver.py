@@ -243,12 +243,13 @@ class Driver:
 
     def _tick_groups(self, silences: dict[str, float]) -> None:
         heard = [(int(p), int(s / TICK_SECONDS)) for p, s in silences.items()]
+        connected = frozenset(int(p) for p in silences)
         for group in list(self._awake.values()):
             raft = group.raft
             if heard and raft.lease_ending():
                 for peer, ago in heard:
                     raft.heard_from(peer, ago)  # FORK 10: a busy node's answers may lag its groups'
-            raft.tick(group.may_stand() if raft.wants_election() else True)
+            raft.tick(group.may_stand() if raft.wants_election() else True, connected)
             if raft.has_ready():
                 self.wake(group)
 

@@ -61,6 +61,9 @@ class SimConfig:
     cut: float = 0.04
     mend: float = 0.1
     propose: float = 0.5
+    # Chance a seed's clients propose 25 times less often: its groups go quiet (FORK 9),
+    # with followers down too, and wake.
+    sparse: float = 0.3
     transfer: float = 0.01
     sync: float = 0.6  # chance a pending Ready is synced at each turn
     compact: float = 0.03  # chance a replica compacts its log to its commit at each turn
@@ -75,6 +78,7 @@ class SimConfig:
     # The driver's view of a peer's node (its pings): a replica that has heard nothing from
     # a node for this many ticks, or hears it again, wakes its quiet group.
     silent_ticks: int = 10
+    watch: bool = True  # False: no node-level liveness at all (its rule test)
 
 
 def replay_hint(seed: int) -> str:
@@ -108,6 +112,9 @@ class Sim:
         n = self.rng.choice(self.cfg.nodes)
         self.ids = tuple(range(1, n + 1))
         self.max_append = self.rng.choice(self.cfg.max_append)
+        self.propose_rate = self.cfg.propose
+        if self.cfg.sparse and self.rng.random() < self.cfg.sparse:
+            self.propose_rate /= 25
         self.replicas = {i: Replica(i) for i in self.ids}
         self.time = 0
         self.seq = 0
@@ -125,6 +132,7 @@ class Sim:
         self.heal_ticks: list[int] = []  # how long each heal took to commit everywhere
         self.sent: list[Message] = []  # every message a replica sent (the rule tests count them)
         self.heard: dict[tuple[int, int], int] = {}  # (node, peer) -> when node last heard peer
+        self.linked: dict[tuple[int, int], bool] = {}  # (node, peer) -> connected, as last seen
         for i in self.ids:
             self.start(i)
 
@@ -419,7 +427,7 @@ class Sim:
                     self.cut.add((b, a))
             if self.cut and rng.random() < self.cfg.mend:
                 self.cut.discard(rng.choice(sorted(self.cut)))
-        if rng.random() < self.cfg.propose:
+        if rng.random() < self.propose_rate:
             # clients mostly find the leader; some ask a follower and are refused
             leader = self.leader()
             self.propose(leader if leader and rng.random() < 0.8 else rng.choice(self.ids))
@@ -440,7 +448,7 @@ class Sim:
             self.finish_install(i)
             core = self.idle(i)
             if core is not None:
-                core.tick()
+                core.tick(connected=self.connected(i))
                 self.process(i)
         self.deliver_due()
         for i in self.ids:
@@ -449,9 +457,13 @@ class Sim:
                 self.sync(i)
 
     def watch_nodes(self) -> None:
-        """The driver's node-level liveness (pings over each link, raft/driver.py): a replica
-        whose peer's node fell silent, or is heard again, wakes its quiet group, its election
-        timer running from when that node was last heard if it led."""
+        """The driver's node-level liveness (raft/driver.py): a replica whose peer's node fell
+        silent (a cut, a stall) or is heard again, or whose connection to it closed or opened
+        again (a crash, a restart), wakes its quiet group, its election timer running from
+        when that node was last heard if it led. A replica with a Ready in flight takes a
+        connection's change on a later turn."""
+        if not self.cfg.watch:
+            return
         for i in self.ids:
             if self.replicas[i].held is not None:
                 continue  # a held node hears nothing
@@ -460,21 +472,36 @@ class Sim:
                 if j == i:
                     continue
                 last = self.heard.get((i, j), self.time)
-                peer = self.replicas[j]
-                up = peer.core is not None and peer.held is None and (j, i) not in self.cut
+                up = self.up(j, i)
                 silent_for = self.time - last
                 if up:
                     self.heard[(i, j)] = self.time
                 changed = (up and silent_for > self.cfg.silent_ticks) or (
                     not up and silent_for == self.cfg.silent_ticks
                 )
-                if changed and core is not None and core.quiet and core.concerns(j):
+                if core is None:
+                    continue
+                alive = self.replicas[j].core is not None
+                if self.linked.get((i, j), True) != alive:
+                    self.linked[(i, j)] = alive
+                    changed = True
+                if changed and core.quiet and core.concerns(j):
                     if core.role == Role.LEADER:
                         core.wake(quorum_silence(self.ids, i, self.silences(i), 0))
                     else:
                         core.wake(silent_for if core.leader == j and not up else 0)
                     self.note(f"{i} wakes: node {j} {'back' if up else 'silent'}")
                     self.process(i)
+
+    def connected(self, i: int) -> set[int]:
+        """The nodes node i holds a connection to: those running (a cut or a stall leaves the
+        connection open). A leader goes quiet without the others."""
+        return {j for j in self.ids if j != i and self.replicas[j].core is not None}
+
+    def up(self, j: int, i: int) -> bool:
+        """Node i hears node j: j runs and the link from j is not cut."""
+        peer = self.replicas[j]
+        return peer.core is not None and peer.held is None and (j, i) not in self.cut
 
     def silences(self, i: int) -> dict[int, int]:
         """Ticks since node `i` last heard each other node."""
@@ -587,6 +614,7 @@ def scripted(
     max_append: int = 64,
     quiesce_ticks: int = 4,
     silent_ticks: int = 10,
+    watch: bool = True,
     seed: int = 0,
 ) -> Sim:
     """A lossless group that only moves when a test says so: every Ready synced at once,
@@ -594,6 +622,7 @@ def scripted(
     cfg = SimConfig(
         quiesce_ticks=quiesce_ticks,
         silent_ticks=silent_ticks,
+        watch=watch,
         nodes=(nodes,),
         drop=0.0,
         dup=0.0,

@@ -88,10 +88,12 @@ async def elected(tmp_path: Path, link: Link, driver: Driver) -> CoreGroup:
     return group
 
 
-def answer_appends(link: Link) -> None:
+def answer_appends(link: Link, peers: tuple[str, ...] = ("2", "3")) -> None:
     """The followers answer the last frames' appends (heartbeats included) with success."""
     answers = []
     for peer, items, _ in link.frames[-10:]:
+        if peer not in peers:
+            continue
         for item in items:
             name, m = decode(item, 1, int(peer))
             if m.type == MsgType.APP:
@@ -232,6 +234,29 @@ async def test_a_leader_stalled_past_its_lease_leads_on_when_its_majority_is_hea
     for _ in range(20):  # two election timeouts
         clock.tick()
     assert group.is_leader
+    link.durability.close()
+
+
+async def test_a_leader_goes_quiet_without_a_follower_whose_node_is_gone(
+    tmp_path: Path,
+) -> None:
+    """Node 3 is not connected (killed): the group's leader goes quiet once node 2 holds its
+    whole log, instead of ticking and heartbeating for good. After one node's kill -9 that
+    was every group on the other two, thousands a tick at 3,000 partitions. Its return wakes
+    the group again."""
+    link = Link()
+    link.heard = {"2"}
+    clock = Clocked(link)
+    group = await elected(tmp_path, link, clock.driver)
+    for _ in range(20):
+        answer_appends(link, ("2",))  # node 3 sends nothing
+        clock.tick()
+        await asyncio.sleep(0.005)
+    assert group.quiet and group.is_leader
+    link.heard = {"2", "3"}
+    for reconnected in link.on_peer_change:
+        reconnected("3", True)
+    assert not group.quiet
     link.durability.close()
 
 
