@@ -1,5 +1,6 @@
-"""Fsyncs the segments a log rolled past off the event loop, and keeps each log's recovery
-point: the base offset below which every segment but the last is on disk.
+"""Writes the index entries of the segments a log rolled past and fsyncs them, off the event
+loop, and keeps each log's recovery point: the base offset below which every segment but the
+last is on disk.
 
 A roll used to fsync the previous segment (its data and both indexes) on the event loop
 before creating the next. Every election rolls each replica's log to the new term's segment:
@@ -28,23 +29,26 @@ _VERSION = "0"
 _FLUSHER = ThreadPoolExecutor(1, thread_name_prefix="segment-flush")
 
 
+Write = tuple[str, bytes]  # a file, and bytes to append to it before its fsync
+
+
 class RecoveryPoint:
-    """One log's files handed off at its rolls and its recovery point, shared by the event loop
-    (`hand_off`, `lower`, `close`) and the flusher thread under one lock."""
+    """One log's writes handed off at its rolls and its recovery point, shared by the event
+    loop (`hand_off`, `lower`, `drain`, `close`) and the flusher thread under one lock."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.point = _read(directory)
         self._lock = threading.Condition()
-        self._files: list[str] = []  # handed off, not yet taken by the flusher
+        self._files: list[Write] = []  # handed off, not yet taken by the flusher
         self._target = 0  # the point once they are on disk
         self._generation = 0  # moves on a truncation: a target from before it is stale
         self._busy = False  # the flusher is syncing this log's files
         self._closed = False
 
-    def hand_off(self, files: list[str], point: int) -> None:
-        """A roll: `files` (the rolled segment's, written but not fsynced) are the flusher's;
-        once they are on disk every segment below `point` is."""
+    def hand_off(self, files: list[Write], point: int) -> None:
+        """A roll: `files` (the rolled segment's) are the flusher's to write and fsync; once
+        they are on disk every segment below `point` is."""
         with self._lock:
             queued = bool(self._files)
             self._files.extend(files)
@@ -62,12 +66,13 @@ class RecoveryPoint:
                 self.point = offset
                 _write(self.directory, offset)
 
-    def close(self) -> None:
-        """Syncs, on the caller's thread, what the flusher has not taken yet, after waiting
-        for what it is syncing: then every segment but the last is on disk (a clean shutdown's
-        marker may follow), and the flusher writes nothing more to the directory."""
+    def drain(self, closing: bool = False) -> None:
+        """Writes and syncs, on the caller's thread, what the flusher has not taken yet, after
+        waiting for what it is writing: then every segment but the last is on disk, and the
+        log may cut, delete or replace their files. `closing`: the flusher writes nothing more
+        to the directory (a clean shutdown's marker may follow, or the directory goes)."""
         with self._lock:
-            self._closed = True
+            self._closed = self._closed or closing
             while self._busy:
                 self._lock.wait()
             files, self._files = self._files, []
@@ -102,16 +107,19 @@ def settle() -> None:
     _FLUSHER.submit(lambda: None).result()
 
 
-def _sync(files: list[str]) -> bool:
-    """fsync of each file by name (a rolled segment's descriptor may be closed meanwhile); one
-    deleted since (a truncation, retention) needs none. False if one failed."""
+def _sync(files: list[Write]) -> bool:
+    """Appends and fsyncs each file, by name (a rolled segment's descriptor may be closed
+    meanwhile); a .log deleted since needs none. False if one failed."""
     ok = True
-    for name in files:
+    for name, data in files:
         try:
-            fd = os.open(name, os.O_RDONLY)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT if data else os.O_RDONLY
+            fd = os.open(name, flags, 0o666)
         except FileNotFoundError:
             continue
         try:
+            while data:  # a write may be short
+                data = data[os.write(fd, data) :]
             os.fsync(fd)
         except OSError as exc:
             log.error("%s: fsync failed: %s", name, exc)

@@ -125,30 +125,27 @@ class _SparseIndex:
         self._dirty = True
 
     def flush(self) -> None:
-        self._write(sync=True)
+        pending = self.take()
+        if pending:
+            with open(self.path, "ab") as file:
+                file.write(pending)
+                file.flush()
+                os.fsync(file.fileno())
 
-    def write(self) -> bool:
-        """Writes the entries not yet in the file, without an fsync: True if it wrote any (the
-        caller then owes the file one: raftlog.storage.flusher, for a rolled segment's)."""
-        return self._write(sync=False)
-
-    def _write(self, sync: bool) -> bool:
+    def take(self) -> bytes:
+        """The entries not yet in the file, packed, from here on counted as written: the
+        caller appends them (raftlog.storage.flusher, for a rolled segment's, off the loop)."""
         if not self._dirty:
-            return False
+            return b""
         self._dirty = False
         if self._persisted == len(self._keys):  # nothing new (an empty index has no file yet)
-            return False
+            return b""
         pack = self.ENTRY.pack
         pending = b"".join(
             pack(self._keys[i], self._values[i]) for i in range(self._persisted, len(self._keys))
         )
-        with open(self.path, "ab") as file:
-            file.write(pending)
-            if sync:
-                file.flush()
-                os.fsync(file.fileno())
         self._persisted = len(self._keys)
-        return True
+        return pending
 
     def _add(self, key: int, value: int) -> None:
         self._keys.append(key)

@@ -273,6 +273,7 @@ class Log:
 
     def _remove(self, i: int, position: int, whole: bool) -> TruncateResult:
         """Cuts segment i at `position` (or removes it when `whole`) and removes all later ones."""
+        self._recovery.drain()  # no write of the flusher's lands in a cut or deleted file
         target = self._segments[i]
         doomed = self._segments[i if whole else i + 1 :]
         records = batches = removed_bytes = 0
@@ -314,6 +315,7 @@ class Log:
             if not (expired or oversized):
                 break
             total -= segment.size
+            self._recovery.drain()  # the flusher would write its index files again
             segment.delete()
             del self._segments[0]
             deleted += 1
@@ -411,6 +413,7 @@ class Log:
     def _swap_in(self, i: int) -> Segment:
         """Replaces segment i by its fsynced rewrite; the rename to .swap is the commit point.
         Until the reopen the old descriptor keeps serving the old, equally valid, data."""
+        self._recovery.drain()  # the flusher appends to index files by name
         segment = self._segments[i]
         cleaned = compaction.cleaned_path(segment)
         swap = cleaned.with_name(segment.path.name + compaction.SWAP)
@@ -435,7 +438,7 @@ class Log:
             self._segments[-1].flush()
 
     def close(self) -> None:
-        self._recovery.close()  # the rolled segments the flusher had not synced yet
+        self._recovery.drain(closing=True)  # rolled segments the flusher had not synced yet
         self.flush()
         for segment in self._segments:
             segment.close()

@@ -485,17 +485,21 @@ class Segment:
             self._offsets.flush()
             self._times.flush()
 
-    def hand_off(self) -> list[str]:
-        """The files of this segment holding what no fsync has covered, its index entries
-        written to theirs first: the log rolled past it and hands them to the flusher (off the
-        event loop). From here on they are the flusher's to sync, not this segment's."""
-        files: list[str] = []
+    def hand_off(self) -> list[tuple[str, bytes]]:
+        """What of this segment no fsync has covered yet, as (file, bytes to append first):
+        the log rolled past it and hands it to the flusher, off the event loop (creating and
+        writing the index files there cost a failover 12 % of a node's loop). From here on
+        it is the flusher's, and the log drains it before it cuts or replaces the files."""
+        writes: list[tuple[str, bytes]] = []
         if self._dirty:
-            files.append(self._file("log"))
+            writes.append((self._file("log"), b""))
             self._dirty = False
         if self._offsets is not None and self._times is not None:
-            files += [str(index.path) for index in (self._offsets, self._times) if index.write()]
-        return files
+            for index in (self._offsets, self._times):
+                pending = index.take()
+                if pending:
+                    writes.append((str(index.path), pending))
+        return writes
 
     def close(self) -> None:
         """Releases the descriptor and the indexes without flushing anything."""
