@@ -588,6 +588,17 @@ class Raft:
                 self.heard_at = {}
                 self.lease_from = self.ticks - elapsed
 
+    def leader_gone(self) -> None:
+        """The driver's connection to this follower's leader's node closed (its process died,
+        or the link failed): a whole minimum election timeout counts as passed, so it stands
+        within a random part of one and grants a fellow follower's vote at once. Counted from
+        zero, a killed leader's partitions waited an extra timeout for their next leader.
+        PreVote keeps a follower whose link alone failed from deposing a leader the others
+        still hear: they refuse its pre-votes."""
+        if self.role == Role.FOLLOWER and self.leader != NONE:
+            self.wake()
+            self.election_elapsed = max(self.election_elapsed, self.cfg.election_tick)
+
     def concerns(self, node: int) -> bool:
         """Whether a change in `node`'s liveness is this quiet replica's business: a leader's
         for every follower (CheckQuorum, catching it up), a follower's only for its leader.

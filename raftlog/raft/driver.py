@@ -255,15 +255,20 @@ class Driver:
 
     def _peer_changed(self, peer_id: str, up: bool) -> None:
         """A peer's node came, went or fell silent: the quiet groups it is in wake (FORK.md 9),
-        so that one whose leader it was elects another and one it followed checks its quorum.
+        so that one whose leader it was elects another and one it followed checks its quorum;
+        the followers of a node whose connection closed stand sooner (`leader_gone`).
         A follower's election timer runs from when the leader's node was last heard, a
         leader's lease from when a majority of its followers' nodes was."""
         peer = int(peer_id)
         silences = {int(p): int(s / TICK_SECONDS) for p, s in self._link.silences().items()}
         silent_ticks = 0 if up else silences.get(peer, 0)
+        gone = not up and peer not in silences  # the connection closed
         for group in self._groups.values():
             raft = group.raft
-            if raft.quiet and raft.concerns(peer):
+            if gone and raft.role == Role.FOLLOWER and raft.leader == peer:
+                raft.leader_gone()
+                self._awake[group.name] = group
+            elif raft.quiet and raft.concerns(peer):
                 if raft.role == Role.LEADER:
                     raft.wake(quorum_silence(raft.peers, raft.id, silences, self._longest_timeout))
                 else:

@@ -485,6 +485,11 @@ class Sim:
                 if self.linked.get((i, j), True) != alive:
                     self.linked[(i, j)] = alive
                     changed = True
+                    if not alive and core.role == Role.FOLLOWER and core.leader == j:
+                        core.leader_gone()
+                        self.note(f"{i}: leader {j} gone")
+                        self.process(i)
+                        continue
                 if changed and core.quiet and core.concerns(j):
                     if core.role == Role.LEADER:
                         core.wake(quorum_silence(self.ids, i, self.silences(i), 0))

@@ -338,6 +338,39 @@ async def test_a_follower_does_not_stand_for_its_own_nodes_stall(tmp_path: Path)
     link.durability.close()
 
 
+async def test_a_follower_whose_leaders_node_disconnects_stands_within_an_election_timeout(
+    tmp_path: Path,
+) -> None:
+    """The connection to the leader's node closed (kill -9): a whole minimum election timeout
+    counts as passed, and the follower stands within a random part of one (0.5 s), not after
+    another whole one as when its leader merely fell silent."""
+    link = Link()
+    clock = Clocked(link)
+    journal = SegmentJournal(tmp_path / "g", None, RecordingListener())
+    group = CoreGroup(
+        "g",
+        "1",
+        ["2", "1", "3"],
+        journal,
+        clock.driver,
+        election_seconds=0.5,
+        heartbeat_seconds=0.1,
+    )
+    link.handler("2", [encode("g", Message(MsgType.APP, 2, 1, 1, index=1, log_term=0))])
+    await asyncio.sleep(0.05)
+    assert group.raft.leader == 2
+    link.frames.clear()
+    link.heard = {"3"}
+    for closed in link.on_peer_change:
+        closed("2", False)
+    for _ in range(9):  # less than a minimum election timeout (10 ticks)
+        clock.tick()
+    await asyncio.sleep(0.05)  # the turn, and the save its pre-votes wait for
+    sent = {(p, decode(item, 1, int(p))[1].type) for p, items, _ in link.frames for item in items}
+    assert ("3", MsgType.PREVOTE) in sent
+    link.durability.close()
+
+
 async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
     tmp_path: Path,
 ) -> None:
