@@ -43,17 +43,18 @@ class RecoveryPoint:
         self._files: list[Write] = []  # handed off, not yet taken by the flusher
         self._target = 0  # the point once they are on disk
         self._generation = 0  # moves on a truncation: a target from before it is stale
+        self._queued = False  # a flush of this log is waiting for the flusher thread
         self._busy = False  # the flusher is syncing this log's files
         self._closed = False
 
     def hand_off(self, files: list[Write], point: int) -> None:
-        """A roll: `files` (the rolled segment's) are the flusher's to write and fsync; once
-        they are on disk every segment below `point` is."""
+        """A roll: `files` (the rolled segment's, none if it was synced already) are the
+        flusher's to write and fsync; once they are on disk every segment below `point` is."""
         with self._lock:
-            queued = bool(self._files)
             self._files.extend(files)
             self._target = point
-        if not queued:
+            submit, self._queued = not self._queued, True
+        if submit:
             _FLUSHER.submit(self._flush)
 
     def lower(self, offset: int) -> None:
@@ -80,7 +81,8 @@ class RecoveryPoint:
 
     def _flush(self) -> None:
         with self._lock:
-            if self._closed or not self._files:
+            self._queued = False
+            if self._closed or (not self._files and self._target <= self.point):
                 return
             files, self._files = self._files, []
             target, generation = self._target, self._generation

@@ -202,14 +202,14 @@ class Log:
         # fsynced: what it will hold is not fsynced either (replication, not fsync, keeps
         # acknowledged data, as in Kafka), and an election storm of a thousand groups spent
         # seconds of its event loop on these directory fsyncs (issue 12).
-        unsynced = self._segments[-1].hand_off() if self._segments else []
+        previous = self._segments[-1] if self._segments else None
+        unsynced = previous.hand_off() if previous is not None else []
         segment = Segment.create(
             self.directory, self.log_end_offset, term, self.config.index_interval_bytes
         )
         self._segments.append(segment)
-        if len(self._segments) > 1:  # its indexes and descriptor go under the budgets
-            self._segments[-2].deactivate()
-        if unsynced:
+        if previous is not None:  # its indexes and descriptor go under the budgets
+            previous.deactivate()
             self._recovery.hand_off(unsynced, segment.base_offset)
 
     def append(

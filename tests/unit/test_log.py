@@ -550,6 +550,21 @@ def test_after_an_unclean_stop_segments_from_the_recovery_point_on_are_verified(
     assert torn.stat().st_size == 0
 
 
+def test_the_recovery_point_passes_a_rolled_segment_that_was_synced_already(
+    tmp_path: Path,
+) -> None:
+    """A segment flushed by a clean shutdown has nothing to hand off when the log rolls past
+    it; the point moves on all the same, or every unclean start would verify it again."""
+    directory = tmp_path / "p"
+    log = open_log(directory)
+    log.append(records(3), term=1)
+    log.close()
+    log = open_log(directory)
+    log.append(records(2), term=2)
+    settle()
+    assert read_point(directory) == 3
+
+
 def test_a_truncation_below_the_recovery_point_lowers_it(tmp_path: Path) -> None:
     """Segments created after a truncation start where it left the log: the point comes down
     to there first, or an unclean stop would trust them unsynced."""
