@@ -43,7 +43,7 @@ class LeadershipDirectory:
         info = Leadership(leader, term, isr)
         self._remember(group, info)
         if leader == self._node_id:
-            # Only a change is told at once; announce() repeats everything every second.
+            # Only a change is told at once; announce() repeats everything every ten seconds.
             # Told again each second per partition, a node leading a thousand sent two
             # thousand frames a second while idle.
             if self._led.get(group) != info:
