@@ -503,20 +503,21 @@ class Raft:
             self.role == Role.LEADER and self.ticks + 1 - self.lease_from >= self.cfg.election_tick
         )
 
-    def resume(self, missed: int, grace: int) -> None:
+    def resume(self, missed: int) -> None:
         """FORK 5 after a stall: the leader's node was held for `missed` ticks (SIGSTOP, a long
-        loop turn). Its lease ages by the stall, but what is left of it is at least `grace`
-        ticks (or what was left before, if less), and it heartbeats on the next tick: the
-        answers that waited through the stall are read, and a majority that answers keeps it.
+        loop turn). Its lease ages by the stall, but what is left of it is at least half an
+        election timeout (or what was left before, if less), and it heartbeats on the next
+        tick: the answers that waited through the stall are read, and a majority that answers
+        keeps it.
         Deposed at once, every leader of a loaded node stepped down after each long turn (at
         3,000 partitions, an election storm that never settled); a leader that another
         replaced learns it from the first stale-term answer, and one cut off stops after
-        `grace` ticks."""
+        that grace."""
         if self.role != Role.LEADER or self.quiet or missed <= 0:
             return
         left = max(0, self.cfg.election_tick - (self.ticks - self.lease_from))
         self.ticks += missed
-        floor = self.ticks - self.cfg.election_tick + min(left, grace)
+        floor = self.ticks - self.cfg.election_tick + min(left, self.cfg.election_tick // 2)
         self.lease_from = max(self.lease_from, floor)
         self.heartbeat_elapsed = max(self.heartbeat_elapsed, self.cfg.heartbeat_tick - 1)
 

@@ -125,10 +125,8 @@ class Driver:
         self.node_id = node_id
         self._clock = clock
         self._ticked_at = clock()
-        # A stall counts up to the longest election timeout a replica can draw (two minimums),
-        # and a leader has at least half a minimum after it to hear its majority again.
+        # A stall counts up to the longest election timeout a replica can draw (two minimums).
         self._longest_timeout = 2 * round(election_seconds / TICK_SECONDS)
-        self._grace = max(1, round(election_seconds / 2 / TICK_SECONDS))
         # The node's, shared with the controller's ticker: one budget of elections per node.
         self.elections = elections or ElectionBudget(
             ELECTIONS_PER_SECOND, ELECTION_BURST, time.monotonic
@@ -231,7 +229,7 @@ class Driver:
         self._ticked_at = now
         if missed:
             for group in self._awake.values():
-                group.raft.resume(missed, self._grace)
+                group.raft.resume(missed)
         self._tick_groups(self._link.silences())
         timers = self._timers
         while timers and timers[0][0] <= now:

@@ -199,7 +199,7 @@ class Sim:
             return
         since, r.held = r.held[0], None
         if r.core is not None:
-            r.core.resume(self.time - since, self.cfg.election_tick // 2)
+            r.core.resume(self.time - since)
             self.note(f"resume {i}")
             self.process(i)
 
