@@ -106,10 +106,13 @@ class Log:
 
     def _open_segments(self) -> list[Segment]:
         names: dict[tuple[int, int], set[str]] = {}
+        sizes: dict[tuple[int, int], int] = {}
         for entry in os.scandir(self.directory):
             parsed = parse_segment_name(entry.name)
             if parsed is not None and entry.is_file():
                 names.setdefault(parsed[:2], set()).add(parsed[2])
+                if parsed[2] == "log":
+                    sizes[parsed[:2]] = entry.stat().st_size
         for (base, term), extensions in list(names.items()):
             if "log" not in extensions:  # a crash interrupted Segment.delete()
                 for extension in extensions:
@@ -121,19 +124,22 @@ class Log:
         # flusher); after an unclean shutdown those from it on, and the last, are verified.
         last = keys[-1] if keys else None
         point = -1 if self.was_clean else self._recovery.point
-        # Only the last (active) segment loads its indexes; the others check their tail from
-        # the indexes' last entries and load them on first use (raftlog.storage.cache).
-        segments = [
-            Segment.open(
-                self.directory,
-                base,
-                term,
-                interval,
-                verify=point >= 0 and (base >= point or (base, term) == last),
-                active=(base, term) == last,
+        # Only the last (active) segment loads its indexes; the others below the point are
+        # trusted whole if their index files are there (Kafka's check), and read on first use
+        # (raftlog.storage.cache).
+        segments = []
+        for i, (base, term) in enumerate(keys):
+            verify = point >= 0 and (base >= point or (base, term) == last)
+            size, end = sizes[base, term], keys[i + 1][0] if i + 1 < len(keys) else -1
+            whole = (size == 0) == (end == base) and {"index", "timeindex"} <= names[base, term]
+            if not verify and end >= 0 and whole:
+                segments.append(Segment.trusted(self.directory, base, term, interval, size, end))
+                continue
+            segments.append(
+                Segment.open(
+                    self.directory, base, term, interval, verify, active=(base, term) == last
+                )
             )
-            for base, term in keys
-        ]
         for i in range(1, len(segments)):
             previous, segment = segments[i - 1], segments[i]
             if segment.base_offset != previous.next_offset or segment.term < previous.term:

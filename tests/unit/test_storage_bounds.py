@@ -17,7 +17,7 @@ from raftlog.storage.batch import iter_batches
 from raftlog.storage.index import OffsetIndex
 from raftlog.storage.log import Location, Log, LogConfig
 
-from .test_log import max_timestamp, offset_for_timestamp
+from .test_log import crash, max_timestamp, offset_for_timestamp
 
 SEGMENTS = 240
 MAX_FILES = 6
@@ -326,13 +326,17 @@ def test_a_malformed_index_of_a_non_active_segment_is_rebuilt_on_first_use(
     reopened.close()
 
 
-def test_a_gap_found_by_peeking_drops_the_rest_and_activates_the_new_last(tmp_path: Path) -> None:
+def test_a_gap_found_by_verifying_drops_the_rest_and_activates_the_new_last(
+    tmp_path: Path,
+) -> None:
     directory = tmp_path / "p"
     write_log(directory, segments=5)
     log = open_log(directory)
     third = log.segments()[2]
     position, header = list(third.headers())[-1]
-    log.close()
+    crash(log)
+    # No recovery point (a release before it, or a torn file): every segment is verified.
+    (directory / flusher.POINT_FILE).unlink(missing_ok=True)
     with open(third.path, "r+b") as file:  # lose the last batch of a rolled segment
         file.truncate(position)
     reopened = open_log(directory)
@@ -345,6 +349,25 @@ def test_a_gap_found_by_peeking_drops_the_rest_and_activates_the_new_last(tmp_pa
         header.base_offset,
         last.base_offset,
     )
+    reopened.close()
+
+
+def test_segments_below_the_recovery_point_are_not_read_until_used(tmp_path: Path) -> None:
+    """A restart opens a log of many segments without reading them: each is trusted as the
+    directory lists it, and its max timestamp is read the first time something asks."""
+    directory = tmp_path / "p"
+    write_log(directory, segments=6)
+    log = open_log(directory)
+    before = [(s.base_offset, s.size, s.next_offset, s.max_timestamp) for s in log.segments()]
+    newest = max_timestamp(log, log.log_end_offset)
+    log.close()
+    opens = cache.stats().file_opens
+    reopened = open_log(directory)
+    assert cache.stats().file_opens == opens
+    assert all(s.resident == (False, False) for s in reopened.segments()[:-1])
+    after = [(s.base_offset, s.size, s.next_offset, s.max_timestamp) for s in reopened.segments()]
+    assert after == before
+    assert max_timestamp(reopened, reopened.log_end_offset) == newest
     reopened.close()
 
 
