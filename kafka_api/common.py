@@ -109,4 +109,6 @@ def current_leader(broker: Broker, topic: TopicInfo | None, index: int) -> tuple
 def endpoints(broker: Broker, node_ids: Iterable[int]) -> list[BrokerInfo]:
     """The listeners of the given nodes, for KIP-951's node_endpoints."""
     wanted = set(node_ids)
+    if not wanted:  # most answers name no leader: the broker list is not built for them
+        return []
     return [b for b in broker.live_brokers() if b.node_id in wanted]

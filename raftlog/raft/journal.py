@@ -194,6 +194,7 @@ class SegmentJournal:
         # before anything can acknowledge it; a buffered record lost to kill -9 would make the
         # next start cut acknowledged batches the window does not know.
         self._file = open(self._window_path, "ab", buffering=0)  # noqa: SIM115 - kept open
+        self._file_end = self._file.seek(0, os.SEEK_END)  # kept here: a tell() per entry
         self._high_watermark = self._hw_for(self._state.commit_index)
         self._commit_saved_at = -COMMIT_SAVE_SECONDS
 
@@ -308,6 +309,20 @@ class SegmentJournal:
             if e.idx > after and e.inline is not None and e.inline[:1] == bytes([kind])
         ]
 
+    def raft_entries(self, lo: int, hi: int) -> list[RaftEntry]:
+        """The window's entries of Raft indexes lo to hi - 1, as the Raft core reads them (a
+        WindowView's walk cost the core's every Ready a generator and a slice object)."""
+        entries = self._entries
+        if not entries:
+            return []
+        first = entries[0].idx
+        raft_entry = self._raft_entry
+        return [raft_entry(e) for e in entries[max(lo - first, 0) : max(hi - first, 0)]]
+
+    @property
+    def last_index(self) -> int:
+        return self._entries[-1].idx
+
     def entry_by_index(self, idx: int) -> Entry | None:
         if not self._entries:
             return None
@@ -371,7 +386,9 @@ class SegmentJournal:
     # --- internals ---------------------------------------------------------------------------
 
     def _tuple(self, position: int) -> RaftEntry:
-        e = self._entries[position]
+        return self._raft_entry(self._entries[position])
+
+    def _raft_entry(self, e: Entry) -> RaftEntry:
         if e.location is None:
             assert e.inline is not None  # an entry is inline or has its batches in the log
             return (e.inline, e.idx, e.term)
@@ -397,10 +414,16 @@ class SegmentJournal:
         self._rewrite_window()
 
     def _append_record(self, entry: Entry) -> None:
-        entry.file_pos = self._file.tell()
-        record = memoryview(_frame(entry))
-        while record:  # an unbuffered write may be short
-            record = record[self._file.write(record) :]
+        entry.file_pos = self._file_end
+        frame = _frame(entry)
+        record = memoryview(frame)
+        try:
+            while record:  # an unbuffered write may be short
+                record = record[self._file.write(record) :]
+        except OSError:
+            self._file_end = self._file.seek(0, os.SEEK_END)
+            raise
+        self._file_end += len(frame)
 
     def _rewrite_window(self) -> None:
         tmp = self._window_path.with_suffix(".tmp")
@@ -418,6 +441,7 @@ class SegmentJournal:
         os.replace(tmp, self._window_path)
         _fsync_dir(self._dir)
         self._file = open(self._window_path, "ab", buffering=0)  # noqa: SIM115
+        self._file_end = pos
 
     def _load_window(self) -> None:
         if not self._window_path.exists():
@@ -487,7 +511,7 @@ class SegmentJournal:
         del self._entries[position:]
         self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
         self._file.truncate(removed[0].file_pos)
-        self._file.seek(0, os.SEEK_END)
+        self._file_end = self._file.seek(0, os.SEEK_END)
         first = removed[0]
         result = None
         if self._log is not None:

@@ -62,7 +62,7 @@ class JournalLog:
         return self._journal.first_index
 
     def last_index(self) -> int:
-        return self._journal.entry(-1).idx
+        return self._journal.last_index
 
     def term_at(self, index: int) -> int | None:
         if index == 0:
@@ -71,9 +71,9 @@ class JournalLog:
         return None if entry is None else entry.term
 
     def entries(self, lo: int, hi: int) -> list[Entry]:
-        first = self._journal.first_index
-        view = self._journal[max(lo, first) - first : max(hi, first) - first]
-        return [Entry(term, idx, command) for command, idx, term in view]
+        return [
+            Entry(term, idx, command) for command, idx, term in self._journal.raft_entries(lo, hi)
+        ]
 
     def truncate_and_append(self, after: int, entries: Sequence[Entry]) -> None:
         if after < self.last_index():
