@@ -26,7 +26,7 @@ from kio.serial._introspect import (
     get_schema_field_type,
 )
 
-from kafka_api.fetch_encoding import uvarint
+from kafka_api.wire_writers import uvarint
 
 _FIXED = {
     "bool": 1,

@@ -23,7 +23,9 @@ from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kafka_api.bounds import check_body
-from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response, uvarint
+from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
+from kafka_api.produce_encoding import PRODUCE_API_KEY, encode_produce_response
+from kafka_api.wire_writers import uvarint
 from raftlog.heap import collection_paused
 from raftlog.metrics import response_error
 
@@ -222,6 +224,10 @@ def encode_response(
         parts = encode_fetch_response(response, bytearray(head))
         _INT32.pack_into(parts[0], 0, sum(map(len, parts)) - 4)
         return parts
+    if response_type.__api_key__ == PRODUCE_API_KEY:
+        out = encode_produce_response(response, bytearray(head))
+        _INT32.pack_into(out, 0, len(out) - 4)
+        return [out]
     buffer = io.BytesIO()
     buffer.write(head)
     _writer(response_type)(buffer, response)

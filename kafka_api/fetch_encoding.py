@@ -12,12 +12,20 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from kafka_api.wire_writers import (
+    I32,
+    array_length,
+    node_endpoints,
+    string,
+    tagged,
+    uvarint,
+)
+
 FETCH_API_KEY = 1
 # Record sets at least this large are passed through as their own buffer instead of being
 # copied into the surrounding bytearray.
 INLINE_RECORDS_LIMIT = 16 * 1024
 
-_I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _TOP_V4 = struct.Struct(">i")  # throttle
 _TOP_V7 = struct.Struct(">ihi")  # throttle, error, session id
@@ -29,47 +37,6 @@ _SNAPSHOT = struct.Struct(">qiB")  # end offset, epoch, no tagged fields
 _NO_UUID = bytes(16)
 
 
-def uvarint(value: int) -> bytes:
-    """Kafka's unsigned varint (compact lengths, tag numbers and sizes)."""
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _string(out: bytearray, value: str, flexible: bool) -> None:
-    data = value.encode()
-    if flexible:
-        out += uvarint(len(data) + 1)
-    else:
-        out += len(data).to_bytes(2, "big", signed=True)
-    out += data
-
-
-def _nullable_string(out: bytearray, value: str | None, flexible: bool) -> None:
-    if value is not None:
-        _string(out, value, flexible)
-    elif flexible:
-        out.append(0)
-    else:
-        out += b"\xff\xff"
-
-
-def _array_length(out: bytearray, length: int | None, flexible: bool) -> None:
-    if flexible:
-        out += uvarint(0 if length is None else length + 1)
-    else:
-        out += _I32.pack(-1 if length is None else length)
-
-
-def _tagged(tag: int, data: bytes) -> bytes:
-    return uvarint(tag) + uvarint(len(data)) + data
-
-
 def _partition_tags(partition: Any) -> bytes:
     """Tagged fields 0-2 of a v12+ partition, each only when it differs from its default."""
     diverging = partition.diverging_epoch
@@ -77,23 +44,12 @@ def _partition_tags(partition: Any) -> bytes:
     snapshot = partition.snapshot_id
     tags = []
     if diverging.epoch != -1 or diverging.end_offset != -1:
-        tags.append(_tagged(0, _EPOCH_END.pack(diverging.epoch, diverging.end_offset, 0)))
+        tags.append(tagged(0, _EPOCH_END.pack(diverging.epoch, diverging.end_offset, 0)))
     if leader.leader_id != -1 or leader.leader_epoch != -1:
-        tags.append(_tagged(1, _LEADER.pack(leader.leader_id, leader.leader_epoch, 0)))
+        tags.append(tagged(1, _LEADER.pack(leader.leader_id, leader.leader_epoch, 0)))
     if snapshot.end_offset != -1 or snapshot.epoch != -1:
-        tags.append(_tagged(2, _SNAPSHOT.pack(snapshot.end_offset, snapshot.epoch, 0)))
+        tags.append(tagged(2, _SNAPSHOT.pack(snapshot.end_offset, snapshot.epoch, 0)))
     return uvarint(len(tags)) + b"".join(tags) if tags else b"\x00"
-
-
-def _node_endpoints(endpoints: Any) -> bytes:
-    out = bytearray(uvarint(len(endpoints) + 1))
-    for endpoint in endpoints:
-        out += _I32.pack(endpoint.node_id)
-        _string(out, endpoint.host, True)
-        out += _I32.pack(endpoint.port)
-        _nullable_string(out, endpoint.rack, True)
-        out.append(0)
-    return bytes(out)
 
 
 def encode_fetch_response(response: Any, out: bytearray) -> list[bytes | bytearray]:
@@ -107,13 +63,13 @@ def encode_fetch_response(response: Any, out: bytearray) -> list[bytes | bytearr
         out += _TOP_V7.pack(throttle, response.error_code, response.session_id)
     else:
         out += _TOP_V4.pack(throttle)
-    _array_length(out, len(response.responses), flexible)
+    array_length(out, len(response.responses), flexible)
     for topic in response.responses:
         if version >= 13:
             out += topic.topic_id.bytes if topic.topic_id is not None else _NO_UUID
         else:
-            _string(out, topic.topic, flexible)
-        _array_length(out, len(topic.partitions), flexible)
+            string(out, topic.topic, flexible)
+        array_length(out, len(topic.partitions), flexible)
         for partition in topic.partitions:
             out += _PARTITION.pack(
                 partition.partition_index,
@@ -124,18 +80,18 @@ def encode_fetch_response(response: Any, out: bytearray) -> list[bytes | bytearr
             if version >= 5:
                 out += _I64.pack(partition.log_start_offset)
             aborted = partition.aborted_transactions
-            _array_length(out, None if aborted is None else len(aborted), flexible)
+            array_length(out, None if aborted is None else len(aborted), flexible)
             for transaction in aborted or ():
                 out += _ABORTED.pack(transaction.producer_id, transaction.first_offset)
                 if flexible:
                     out.append(0)
             if version >= 11:
-                out += _I32.pack(partition.preferred_read_replica)
+                out += I32.pack(partition.preferred_read_replica)
             records = partition.records
             if records is None:
                 out += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                out += uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
+                out += uvarint(len(records) + 1) if flexible else I32.pack(len(records))
                 if len(records) >= INLINE_RECORDS_LIMIT:
                     parts.append(records)
                     out = bytearray()
@@ -148,7 +104,7 @@ def encode_fetch_response(response: Any, out: bytearray) -> list[bytes | bytearr
             out.append(0)
     if flexible:
         if version >= 16 and response.node_endpoints:
-            out += b"\x01" + _tagged(0, _node_endpoints(response.node_endpoints))
+            out += b"\x01" + tagged(0, node_endpoints(response.node_endpoints))
         else:
             out.append(0)
     if not out:
