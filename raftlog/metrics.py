@@ -45,8 +45,8 @@ SHARE_STATES = tuple(s.name for s in RecordState)
 
 # The cardinality budget (docs/metrics.md): series of one node's /metrics.
 PROCESS_SERIES = 6  # prometheus_client's ProcessCollector on Linux
-# replicas, leaders; Raft counters, histogram; loop stalls: histogram, longest
-NODE_SERIES = 2 + 4 + len(COMMIT_BUCKETS) + 3 + len(STALL_BUCKETS) + 3 + 1
+# replicas, leaders; Raft counters, groups awake, histogram; loop stalls: histogram, longest
+NODE_SERIES = 2 + 4 + 1 + len(COMMIT_BUCKETS) + 3 + len(STALL_BUCKETS) + 3 + 1
 KAFKA_SERIES = 3  # connections open and total, authentication failures
 SERIES_PER_API = 1 + len(REQUEST_BUCKETS) + 3 + ERROR_CODES_PER_API + 1
 SERIES_PER_REPLICA = 11  # every hosted replica: offsets, size, epoch, roles, bytes and records
@@ -405,6 +405,12 @@ class NodeCollector:
                 "raftlog_raft_truncated_entries_total",
                 "Raft entries those truncations removed.",
             ).add([], raft.truncated_entries),
+            Family(
+                GAUGE,
+                "raftlog_raft_groups_awake",
+                "This node's Raft groups that are not quiet (idle groups go quiet and cost "
+                "nothing until something wakes them).",
+            ).add([], self._node.ctx.driver.awake),
             Family(
                 HISTOGRAM,
                 "raftlog_raft_commit_latency_seconds",

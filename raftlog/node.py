@@ -71,6 +71,7 @@ class Node:
         self._opening = False  # an _open_some turn is scheduled
         self._changed = asyncio.Event()
         self._coordinating: set[int] = set()  # __consumer_offsets partitions attached to groups
+        self._gossiped_quiet: set[tuple[str, int]] = set()  # led, quiet, observed since
         self.loop_stalls = LoopStallMonitor(LOOP_CLOCK)
         # Judges requests by the controller's ACLs; None without authorizer.class.name. Made
         # here so a bad setting stops the node before it starts anything.
@@ -340,6 +341,7 @@ class Node:
 
     def _drop_partition(self, key: tuple[str, int]) -> None:
         partition = self.partitions.pop(key)
+        self._gossiped_quiet.discard(key)
         self._heap.dropped()
         self.share.forget_partition(key)
         if key[0] == OFFSETS_TOPIC and key[1] in self._coordinating:
@@ -427,13 +429,32 @@ class Node:
                 await asyncio.sleep(0.5)
 
     async def _gossip(self) -> None:
+        heard: set[str] = set()
         for rounds in itertools.count(1):
             await asyncio.sleep(GOSSIP_INTERVAL)
-            for partition in self.partitions.values():
-                if partition.is_leader:
+            if (now_heard := self.ctx.driver.heard()) != heard:
+                # A quiet leader's in-sync replicas are the peers heard lately (a paused node
+                # that resumes wakes no group): all are observed again.
+                heard = now_heard
+                self._gossiped_quiet.clear()
+            for key, partition in self.partitions.items():
+                if partition.is_leader and self._may_have_changed(key, partition):
                     self._partition_changed(partition)
             if rounds % ANNOUNCE_EVERY == 0:
                 self.leadership.announce()
+
+    def _may_have_changed(self, key: tuple[str, int], partition: Partition) -> bool:
+        """A quiet group's leader, term and in-sync replicas stay as they are until something
+        wakes it (a peer's node coming, going or falling silent does, FORK.md 9) or the peers
+        heard change: once seen quiet it is skipped. Observing every led partition every second was two thirds of an
+        idle node's CPU at 3,000 partitions (py-spy)."""
+        if not partition.group.quiet:
+            self._gossiped_quiet.discard(key)
+            return True
+        if key in self._gossiped_quiet:
+            return False
+        self._gossiped_quiet.add(key)
+        return True
 
     async def _retention(self) -> None:
         interval = self.config.broker_setting("log.retention.check.interval.ms") / 1000

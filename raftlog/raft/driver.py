@@ -177,6 +177,11 @@ class Driver:
         """Peers whose nodes were heard within an election timeout (pings included)."""
         return self._link.heard_from(self._election_seconds)
 
+    @property
+    def awake(self) -> int:
+        """Groups that are not quiet (FORK.md 9): the ones ticked."""
+        return len(self._awake)
+
     def holds(self, group: Driven) -> bool:
         return self._groups.get(group.name) is group
 
