@@ -24,6 +24,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kafka_api.bounds import check_body
 from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
+from kafka_api.metadata_encoding import METADATA_API_KEY, encode_metadata_response
 from kafka_api.produce_encoding import PRODUCE_API_KEY, encode_produce_response
 from kafka_api.wire_writers import uvarint
 from raftlog.heap import collection_paused
@@ -207,6 +208,13 @@ def leading_count(header: RequestHeader, frame: Frame) -> int | None:
     return int(raw) - 1
 
 
+# Responses written by hand, each byte for byte what kio's writer writes: the hot ones.
+_HAND_ENCODED: dict[int, Callable[[Any, bytearray], bytearray]] = {
+    PRODUCE_API_KEY: encode_produce_response,
+    METADATA_API_KEY: encode_metadata_response,
+}
+
+
 def encode_response(
     correlation_id: int, response: ResponsePayload | Encoded
 ) -> list[bytes | bytearray]:
@@ -224,8 +232,8 @@ def encode_response(
         parts = encode_fetch_response(response, bytearray(head))
         _INT32.pack_into(parts[0], 0, sum(map(len, parts)) - 4)
         return parts
-    if response_type.__api_key__ == PRODUCE_API_KEY:
-        out = encode_produce_response(response, bytearray(head))
+    if response_type.__api_key__ in _HAND_ENCODED:
+        out = _HAND_ENCODED[response_type.__api_key__](response, bytearray(head))
         _INT32.pack_into(out, 0, len(out) - 4)
         return [out]
     buffer = io.BytesIO()

@@ -90,25 +90,40 @@ class ClusterView:
     def _topic_info(self, name: str, topic: dict[str, Any]) -> TopicInfo:
         assigned = tuple(topic["partitions"])
         topic_id = topic["id"]
+        alive = self._alive_now()
         partitions = LazyPartitions(
-            lambda i: self.partition_info(name, topic_id, i, tuple(assigned[i])), len(assigned)
+            lambda i: self.partition_info(name, topic_id, i, tuple(assigned[i]), alive),
+            len(assigned),
         )
         return TopicInfo(
             name, uuid.UUID(topic_id), partitions, dict(topic["configs"]), topic["internal"]
         )
 
+    def _alive_now(self) -> Callable[[int], bool]:
+        """Which nodes are up, asked once a node for a whole topic instead of three times a
+        partition (9,000 times for a Metadata answer of 3,000 partitions)."""
+        alive = self._node.leadership.alive
+        up = {node_id: alive(node_id) for node_id in self._node.controller.state.nodes}
+        return lambda node_id: up[node_id] if node_id in up else alive(node_id)
+
     def partition_info(
-        self, name: str, topic_id: str, index: int, replicas: tuple[int, ...]
+        self,
+        name: str,
+        topic_id: str,
+        index: int,
+        replicas: tuple[int, ...],
+        alive: Callable[[int], bool] | None = None,
     ) -> PartitionInfo:
+        alive = alive or self._node.leadership.alive
         group = f"{topic_id}/{index}"
         known = self._node.leadership.lookup(group)
         local = self._node.partitions.get((name, index))
-        offline = tuple(r for r in replicas if not self._node.leadership.alive(r))
+        offline = tuple(r for r in replicas if not alive(r))
         if known is None:
             return PartitionInfo(name, index, replicas, offline=offline)
         leader = known.leader
         electing = local is not None and local.group.leader_id is None
-        if electing or not self._node.leadership.alive(leader):
+        if electing or not alive(leader):
             leader = -1
         isr = tuple(r for r in known.isr if r not in offline) or tuple(
             r for r in replicas if r not in offline
