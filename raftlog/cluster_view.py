@@ -90,11 +90,15 @@ class ClusterView:
     def _topic_info(self, name: str, topic: dict[str, Any]) -> TopicInfo:
         assigned = tuple(topic["partitions"])
         topic_id = topic["id"]
-        alive = self._alive_now()
-        partitions = LazyPartitions(
-            lambda i: self.partition_info(name, topic_id, i, tuple(assigned[i]), alive),
-            len(assigned),
-        )
+        alive: Callable[[int], bool] | None = None
+
+        def look_up(i: int) -> PartitionInfo:
+            nonlocal alive
+            if alive is None:  # a produce resolves the topic and reads no partition of it
+                alive = self._alive_now()
+            return self.partition_info(name, topic_id, i, tuple(assigned[i]), alive)
+
+        partitions = LazyPartitions(look_up, len(assigned))
         return TopicInfo(
             name, uuid.UUID(topic_id), partitions, dict(topic["configs"]), topic["internal"]
         )
