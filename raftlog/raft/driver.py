@@ -252,8 +252,7 @@ class Driver:
             if heard and raft.lease_ending():
                 for peer, ago in heard:
                     raft.heard_from(peer, ago)  # FORK 10: a busy node's answers may lag its groups'
-            raft.tick(group.may_stand() if raft.wants_election() else True, connected)
-            if raft.has_ready():
+            if raft.tick(group.may_stand() if raft.wants_election() else True, connected):
                 self.wake(group)
 
     def _peer_changed(self, peer_id: str, up: bool) -> None:
