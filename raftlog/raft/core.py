@@ -934,6 +934,8 @@ class Raft:
         """Entries from `lo` for one append: up to max_append of them and max_append_bytes of
         data, at least one."""
         hi = min(self.last_index() + 1, lo + self.cfg.max_append)
+        if lo >= hi:
+            return ()  # a heartbeat: most appends of an awake group carry nothing
         entries = self.log.entries(lo, hi)
         budget = self.cfg.max_append_bytes
         for i, e in enumerate(entries):
@@ -1033,18 +1035,22 @@ class Raft:
             or self.install_wanted is not None
         )
 
-    def _apply_hi(self) -> int:
-        return min(self.commit, self.last_index())
-
     def ready(self) -> Ready:
         hs = self.hard_state()
-        hi = self._apply_hi()
+        last = self.last_index()
+        hi = min(self.commit, last)
+        # Most Readies of an awake group carry a heartbeat or its answer and no entries: the
+        # log is not asked for empty ranges.
         rd = Ready(
             hard_state=hs if hs != self.prev_hs else None,
             truncate_after=None if self.truncated_to is None else self.unsent_from - 1,
-            entries=tuple(self.log.entries(self.unsent_from, self.last_index() + 1)),
+            entries=tuple(self.log.entries(self.unsent_from, last + 1))
+            if self.unsent_from <= last
+            else (),
             messages=tuple(self.outbox),
-            committed=tuple(self.log.entries(self.applied + 1, hi + 1)),
+            committed=tuple(self.log.entries(self.applied + 1, hi + 1))
+            if self.applied < hi
+            else (),
             soft_state=self.soft_state(),
             install=self.install_wanted,
         )
@@ -1053,7 +1059,7 @@ class Raft:
         self.prev_hs = hs
         self.prev_soft = rd.soft_state
         self.truncated_to = None
-        self.unsent_from = self.last_index() + 1
+        self.unsent_from = last + 1
         self.applied = max(self.applied, hi)
         return rd
 
