@@ -125,13 +125,14 @@ class Log:
         last = keys[-1] if keys else None
         point = -1 if self.was_clean else self._recovery.point
         # Only the last (active) segment loads its indexes; the others below the point are
-        # trusted whole if their index files are there (Kafka's check), and read on first use
-        # (raftlog.storage.cache).
+        # trusted whole if their index files are there (Kafka's check; a segment too small
+        # for an index entry has none), and read on first use (raftlog.storage.cache).
         segments = []
         for i, (base, term) in enumerate(keys):
             verify = point >= 0 and (base >= point or (base, term) == last)
             size, end = sizes[base, term], keys[i + 1][0] if i + 1 < len(keys) else -1
-            whole = (size == 0) == (end == base) and {"index", "timeindex"} <= names[base, term]
+            indexed = size <= interval or {"index", "timeindex"} <= names[base, term]
+            whole = (size == 0) == (end == base) and indexed
             if not verify and end >= 0 and whole:
                 segments.append(Segment.trusted(self.directory, base, term, interval, size, end))
                 continue

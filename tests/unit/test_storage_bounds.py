@@ -59,11 +59,11 @@ def open_log(path: Path, **config: int) -> Log:
     return Log(path, LogConfig(**{**CONFIG, **config}))
 
 
-def write_log(path: Path, segments: int = SEGMENTS) -> None:
+def write_log(path: Path, segments: int = SEGMENTS, **config: int) -> None:
     """`segments` full segments of 8 batches (plus the active one), a new term every 50, with
     timestamps rising with jitter so the time index is not trivial."""
     rng = random.Random(3)
-    log = open_log(path)
+    log = open_log(path, **config)
     ts = 1_000_000
     while len(log.segments()) <= segments:
         ts += rng.randrange(1, 40)
@@ -335,6 +335,7 @@ def test_a_gap_found_by_verifying_drops_the_rest_and_activates_the_new_last(
     third = log.segments()[2]
     position, header = list(third.headers())[-1]
     crash(log)
+    flusher.settle()  # the flusher would write the point again
     # No recovery point (a release before it, or a torn file): every segment is verified.
     (directory / flusher.POINT_FILE).unlink(missing_ok=True)
     with open(third.path, "r+b") as file:  # lose the last batch of a rolled segment
@@ -352,17 +353,22 @@ def test_a_gap_found_by_verifying_drops_the_rest_and_activates_the_new_last(
     reopened.close()
 
 
-def test_segments_below_the_recovery_point_are_not_read_until_used(tmp_path: Path) -> None:
+@pytest.mark.parametrize("interval", [BATCH // 2, 1 << 30], ids=["indexed", "too small to index"])
+def test_segments_below_the_recovery_point_are_not_read_until_used(
+    tmp_path: Path, interval: int
+) -> None:
     """A restart opens a log of many segments without reading them: each is trusted as the
-    directory lists it, and its max timestamp is read the first time something asks."""
+    directory lists it (one too small for an index entry has no index files), and its max
+    timestamp is read the first time something asks."""
     directory = tmp_path / "p"
-    write_log(directory, segments=6)
-    log = open_log(directory)
+    write_log(directory, segments=6, index_interval_bytes=interval)
+    log = open_log(directory, index_interval_bytes=interval)
     before = [(s.base_offset, s.size, s.next_offset, s.max_timestamp) for s in log.segments()]
     newest = max_timestamp(log, log.log_end_offset)
     log.close()
+    assert (interval > BATCH * 8) == (not list(directory.glob("*.index")))
     opens = cache.stats().file_opens
-    reopened = open_log(directory)
+    reopened = open_log(directory, index_interval_bytes=interval)
     assert cache.stats().file_opens == opens
     assert all(s.resident == (False, False) for s in reopened.segments()[:-1])
     after = [(s.base_offset, s.size, s.next_offset, s.max_timestamp) for s in reopened.segments()]
