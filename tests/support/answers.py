@@ -3,10 +3,11 @@ off the loop too), then decoded with kio."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from kio.index import load_response_schema
-from kio.serial import entity_reader
+from kio.serial import entity_reader, entity_writer
 
 from kafka_api.codec import Encoded, encode_response
 
@@ -21,3 +22,14 @@ def client_reads(response: Any, api_key: int, version: int) -> Any:
     if not isinstance(response, Encoded):
         assert decoded == response
     return decoded
+
+
+def kio_frame(correlation_id: int, response: Any) -> bytes:
+    """The response frame kio's own writer makes: what a hand-written encoder must match."""
+    body = io.BytesIO()
+    entity_writer(type(response))(body, response)
+    header = correlation_id.to_bytes(4, "big", signed=True)
+    if type(response).__header_schema__.__flexible__:
+        header += b"\x00"
+    payload = header + body.getvalue()
+    return len(payload).to_bytes(4, "big") + payload

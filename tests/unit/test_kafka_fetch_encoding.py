@@ -1,11 +1,10 @@
 """The hand-written Fetch encoder must match kio's writer byte for byte in every version served."""
 
-import io
 import uuid
 from datetime import timedelta
 
 import pytest
-from kio.serial import entity_writer
+from support.answers import kio_frame
 
 from kafka_api.codec import build, encode_response, response_module
 from kafka_api.fetch_encoding import FETCH_API_KEY, INLINE_RECORDS_LIMIT
@@ -91,21 +90,11 @@ def _response(version):
     )
 
 
-def _kio_frame(correlation_id, response):
-    body = io.BytesIO()
-    entity_writer(type(response))(body, response)
-    header = correlation_id.to_bytes(4, "big", signed=True)
-    if type(response).__header_schema__.__flexible__:
-        header += b"\x00"
-    payload = header + body.getvalue()
-    return len(payload).to_bytes(4, "big") + payload
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_fetch_encoder_matches_kio(version):
     response = _response(version)
     parts = encode_response(77, response)
-    assert b"".join(parts) == _kio_frame(77, response)
+    assert b"".join(parts) == kio_frame(77, response)
     assert any(len(part) >= INLINE_RECORDS_LIMIT for part in parts[1:]), "large records not split"
 
 
@@ -119,4 +108,4 @@ def test_fetch_encoder_matches_kio_for_top_level_error(version):
         session_id=0,
         responses=(),
     )
-    assert b"".join(encode_response(-5, response)) == _kio_frame(-5, response)
+    assert b"".join(encode_response(-5, response)) == kio_frame(-5, response)

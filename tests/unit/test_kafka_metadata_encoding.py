@@ -2,12 +2,11 @@
 served: brokers with and without racks, topics with errors, ids, internal flags, authorized
 operations, and partitions with and without leaders, offline replicas and epochs."""
 
-import io
 import uuid
 from datetime import timedelta
 
 import pytest
-from kio.serial import entity_writer
+from support.answers import kio_frame
 
 from kafka_api.codec import build, encode_response, response_module
 from kafka_api.handlers import metadata
@@ -82,20 +81,10 @@ def _response(version):
     )
 
 
-def _kio_frame(correlation_id, response):
-    body = io.BytesIO()
-    entity_writer(type(response))(body, response)
-    header = correlation_id.to_bytes(4, "big", signed=True)
-    if type(response).__header_schema__.__flexible__:
-        header += b"\x00"
-    payload = header + body.getvalue()
-    return len(payload).to_bytes(4, "big") + payload
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_metadata_encoder_matches_kio(version):
     response = _response(version)
-    assert b"".join(encode_response(9, response)) == _kio_frame(9, response)
+    assert b"".join(encode_response(9, response)) == kio_frame(9, response)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -111,4 +100,4 @@ def test_metadata_encoder_matches_kio_for_an_empty_cluster(version):
         cluster_authorized_operations=-2147483648,
         error_code=ErrorCode.none,
     )
-    assert b"".join(encode_response(-1, response)) == _kio_frame(-1, response)
+    assert b"".join(encode_response(-1, response)) == kio_frame(-1, response)

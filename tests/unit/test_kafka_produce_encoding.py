@@ -1,12 +1,11 @@
 """The hand-written Produce encoder must match kio's writer byte for byte in every version
 served, errors, record errors, KIP-951's leader hints and append times included."""
 
-import io
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from kio.serial import entity_writer
+from support.answers import kio_frame
 
 from kafka_api.codec import build, encode_response, response_module
 from kafka_api.handlers import produce
@@ -87,24 +86,14 @@ def _response(version):
     )
 
 
-def _kio_frame(correlation_id, response):
-    body = io.BytesIO()
-    entity_writer(type(response))(body, response)
-    header = correlation_id.to_bytes(4, "big", signed=True)
-    if type(response).__header_schema__.__flexible__:
-        header += b"\x00"
-    payload = header + body.getvalue()
-    return len(payload).to_bytes(4, "big") + payload
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_produce_encoder_matches_kio(version):
     response = _response(version)
-    assert b"".join(encode_response(77, response)) == _kio_frame(77, response)
+    assert b"".join(encode_response(77, response)) == kio_frame(77, response)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_produce_encoder_matches_kio_for_an_empty_answer(version):
     m = response_module(PRODUCE_API_KEY, version)
     response = build(m.ProduceResponse, responses=(), throttle_time=timedelta(0))
-    assert b"".join(encode_response(-5, response)) == _kio_frame(-5, response)
+    assert b"".join(encode_response(-5, response)) == kio_frame(-5, response)
