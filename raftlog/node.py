@@ -446,8 +446,8 @@ class Node:
     def _may_have_changed(self, key: tuple[str, int], partition: Partition) -> bool:
         """A quiet group's leader, term and in-sync replicas stay as they are until something
         wakes it (a peer's node coming, going or falling silent does, FORK.md 9) or the peers
-        heard change: once seen quiet it is skipped. Observing every led partition every second was two thirds of an
-        idle node's CPU at 3,000 partitions (py-spy)."""
+        heard change: once seen quiet it is skipped. Observing every led partition every
+        second was two thirds of an idle node's CPU at 3,000 partitions (py-spy)."""
         if not partition.group.quiet:
             self._gossiped_quiet.discard(key)
             return True
