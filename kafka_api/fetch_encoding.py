@@ -14,10 +14,13 @@ from typing import Any
 
 from kafka_api.wire_writers import (
     I32,
+    I64,
+    LEADER_AND_EPOCH,
     array_length,
     node_endpoints,
     string,
     tagged,
+    uuid_bytes,
     uvarint,
 )
 
@@ -26,15 +29,12 @@ FETCH_API_KEY = 1
 # copied into the surrounding bytearray.
 INLINE_RECORDS_LIMIT = 16 * 1024
 
-_I64 = struct.Struct(">q")
 _TOP_V4 = struct.Struct(">i")  # throttle
 _TOP_V7 = struct.Struct(">ihi")  # throttle, error, session id
 _PARTITION = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
 _ABORTED = struct.Struct(">qq")
 _EPOCH_END = struct.Struct(">iqB")  # epoch, end offset, no tagged fields
-_LEADER = struct.Struct(">iiB")  # leader id, leader epoch, no tagged fields
 _SNAPSHOT = struct.Struct(">qiB")  # end offset, epoch, no tagged fields
-_NO_UUID = bytes(16)
 
 
 def _partition_tags(partition: Any) -> bytes:
@@ -46,7 +46,7 @@ def _partition_tags(partition: Any) -> bytes:
     if diverging.epoch != -1 or diverging.end_offset != -1:
         tags.append(tagged(0, _EPOCH_END.pack(diverging.epoch, diverging.end_offset, 0)))
     if leader.leader_id != -1 or leader.leader_epoch != -1:
-        tags.append(tagged(1, _LEADER.pack(leader.leader_id, leader.leader_epoch, 0)))
+        tags.append(tagged(1, LEADER_AND_EPOCH.pack(leader.leader_id, leader.leader_epoch, 0)))
     if snapshot.end_offset != -1 or snapshot.epoch != -1:
         tags.append(tagged(2, _SNAPSHOT.pack(snapshot.end_offset, snapshot.epoch, 0)))
     return uvarint(len(tags)) + b"".join(tags) if tags else b"\x00"
@@ -66,7 +66,7 @@ def encode_fetch_response(response: Any, out: bytearray) -> list[bytes | bytearr
     array_length(out, len(response.responses), flexible)
     for topic in response.responses:
         if version >= 13:
-            out += topic.topic_id.bytes if topic.topic_id is not None else _NO_UUID
+            out += uuid_bytes(topic.topic_id)
         else:
             string(out, topic.topic, flexible)
         array_length(out, len(topic.partitions), flexible)
@@ -78,7 +78,7 @@ def encode_fetch_response(response: Any, out: bytearray) -> list[bytes | bytearr
                 partition.last_stable_offset,
             )
             if version >= 5:
-                out += _I64.pack(partition.log_start_offset)
+                out += I64.pack(partition.log_start_offset)
             aborted = partition.aborted_transactions
             array_length(out, None if aborted is None else len(aborted), flexible)
             for transaction in aborted or ():

@@ -11,13 +11,18 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kafka_api.wire_writers import I32, array_length, nullable_string, string
+from kafka_api.wire_writers import (
+    I16,
+    I32,
+    array_length,
+    nullable_string,
+    string,
+    uuid_bytes,
+)
 
 METADATA_API_KEY = 3
 
-_I16 = struct.Struct(">h")
 _PARTITION = struct.Struct(">hii")  # error, index, leader
-_NO_UUID = bytes(16)
 
 
 def _ids(out: bytearray, ids: Any, flexible: bool) -> None:
@@ -47,13 +52,13 @@ def encode_metadata_response(response: Any, out: bytearray) -> bytearray:
         out += I32.pack(response.controller_id)
     array_length(out, len(response.topics), flexible)
     for topic in response.topics:
-        out += _I16.pack(topic.error_code)
+        out += I16.pack(topic.error_code)
         if version >= 12:
             nullable_string(out, topic.name, flexible)
         else:
             string(out, topic.name, flexible)
         if version >= 10:
-            out += topic.topic_id.bytes if topic.topic_id is not None else _NO_UUID
+            out += uuid_bytes(topic.topic_id)
         if version >= 1:
             out.append(1 if topic.is_internal else 0)
         array_length(out, len(topic.partitions), flexible)
@@ -72,6 +77,6 @@ def encode_metadata_response(response: Any, out: bytearray) -> bytearray:
     if 8 <= version <= 10:
         out += I32.pack(response.cluster_authorized_operations)
     if version >= 13:
-        out += _I16.pack(response.error_code)
+        out += I16.pack(response.error_code)
     out += tags
     return out

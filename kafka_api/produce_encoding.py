@@ -13,19 +13,19 @@ from typing import Any
 
 from kafka_api.wire_writers import (
     I32,
+    I64,
+    LEADER_AND_EPOCH,
     array_length,
     node_endpoints,
     nullable_string,
     string,
     tagged,
+    uuid_bytes,
 )
 
 PRODUCE_API_KEY = 0
 
 _PARTITION = struct.Struct(">ihq")  # index, error, base offset
-_I64 = struct.Struct(">q")
-_LEADER = struct.Struct(">iiB")  # leader id, leader epoch, no tagged fields
-_NO_UUID = bytes(16)
 
 
 def encode_produce_response(response: Any, out: bytearray) -> bytearray:
@@ -36,16 +36,16 @@ def encode_produce_response(response: Any, out: bytearray) -> bytearray:
     array_length(out, len(response.responses), flexible)
     for topic in response.responses:
         if version >= 13:
-            out += topic.topic_id.bytes if topic.topic_id is not None else _NO_UUID
+            out += uuid_bytes(topic.topic_id)
         else:
             string(out, topic.name, flexible)
         array_length(out, len(topic.partition_responses), flexible)
         for partition in topic.partition_responses:
             out += _PARTITION.pack(partition.index, partition.error_code, partition.base_offset)
             append_time = partition.log_append_time
-            out += _I64.pack(-1 if append_time is None else round(append_time.timestamp() * 1000))
+            out += I64.pack(-1 if append_time is None else round(append_time.timestamp() * 1000))
             if version >= 5:
-                out += _I64.pack(partition.log_start_offset)
+                out += I64.pack(partition.log_start_offset)
             if version >= 8:
                 array_length(out, len(partition.record_errors), flexible)
                 for error in partition.record_errors:
@@ -58,7 +58,7 @@ def encode_produce_response(response: Any, out: bytearray) -> bytearray:
                 leader = partition.current_leader if version >= 10 else None
                 if leader is not None and (leader.leader_id != -1 or leader.leader_epoch != -1):
                     out += b"\x01" + tagged(
-                        0, _LEADER.pack(leader.leader_id, leader.leader_epoch, 0)
+                        0, LEADER_AND_EPOCH.pack(leader.leader_id, leader.leader_epoch, 0)
                     )
                 else:
                     out.append(0)

@@ -4,9 +4,15 @@ Produce) and the bounds checks; each writes what kio's writer writes."""
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Any
 
+I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
+I64 = struct.Struct(">q")
+# KIP-951's LeaderIdAndEpoch (leader id, leader epoch), with no tagged fields of its own
+LEADER_AND_EPOCH = struct.Struct(">iiB")
+_NO_UUID = bytes(16)
 
 
 def uvarint(value: int) -> bytes:
@@ -37,6 +43,11 @@ def nullable_string(out: bytearray, value: str | None, flexible: bool) -> None:
         out.append(0)
     else:
         out += b"\xff\xff"
+
+
+def uuid_bytes(value: uuid.UUID | None) -> bytes:
+    """A uuid field; kio writes None (the null id) as sixteen zero bytes."""
+    return value.bytes if value is not None else _NO_UUID
 
 
 def array_length(out: bytearray, length: int | None, flexible: bool) -> None:
