@@ -19,13 +19,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kafka.record.memory_records import MemoryRecords
 from kio.schema.share_acknowledge.v2 import request as ack_req
 from kio.schema.share_fetch.v2 import request as fetch_req
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
 from consume_proxy.client import ClusterClient, KafkaUnavailable, make
 from raftlog.share.partition_state import PROXY_MEMBER_PREFIX
+from raftlog.storage.batch import records_in_range
+from raftlog.storage.records import fields
 
 log = logging.getLogger(__name__)
 
@@ -420,26 +421,17 @@ def _all_records(acquired: list[tuple[str, int, bytes, Iterable[object]]]) -> li
 
 
 def _records(topic: str, partition: int, data: bytes, acquired: Iterable[object]) -> list[Record]:
-    """The acquired records of a ShareFetch answer (its batches may hold others)."""
+    """The acquired records of a ShareFetch answer. Its batches may hold many others (a
+    producer's batch of 10,000 records for a read of 10): only the acquired ones are decoded."""
     counts: dict[int, int] = {}
     for a in acquired:
         for offset in range(a.first_offset, a.last_offset + 1):  # type: ignore[attr-defined]
             counts[offset] = int(a.delivery_count)  # type: ignore[attr-defined]
+    if not counts:
+        return []
     found: list[Record] = []
-    batches = MemoryRecords(bytes(data))
-    while (batch := batches.next_batch()) is not None:
-        for r in batch:
-            if r.offset in counts:
-                found.append(
-                    Record(
-                        topic,
-                        partition,
-                        r.offset,
-                        r.key,
-                        r.value,
-                        list(r.headers),
-                        r.timestamp,
-                        counts[r.offset],
-                    )
-                )
+    for offset, stamp, section, start, end in records_in_range(data, min(counts), max(counts)):
+        if (count := counts.get(offset)) is not None:
+            key, value, headers = fields(section, start, end)
+            found.append(Record(topic, partition, offset, key, value, headers, stamp, count))
     return found

@@ -1,6 +1,6 @@
 """The records inside a batch's (decompressed) records section, walked without building
 record objects: produce checks their lengths, ListOffsets reads their timestamps, compaction
-their keys. Kafka's record layout (magic 2): a zigzag varint length, then attributes (1 byte),
+their keys, the consume proxy decodes only the records it was handed. Kafka's record layout (magic 2): a zigzag varint length, then attributes (1 byte),
 timestamp delta (varlong), offset delta, key length, key, value length, value, headers.
 """
 
@@ -36,10 +36,9 @@ def varint(data: bytes, pos: int) -> tuple[int, int]:
             raise _corrupt("varint longer than 10 bytes")
 
 
-def walk(data: bytes, count: int) -> Iterator[Record]:
-    """The batch's `count` records in order; KafkaError CORRUPT_MESSAGE when one overruns
-    the section or, once all are read, bytes are left over."""
-    pos = 0
+def walk(data: bytes, count: int, pos: int = 0) -> Iterator[Record]:
+    """The batch's `count` records from `pos` in order; KafkaError CORRUPT_MESSAGE when one
+    overruns the section or, once all are read, bytes are left over."""
     try:
         for _ in range(count):
             length, body = varint(data, pos)
@@ -62,13 +61,68 @@ def walk(data: bytes, count: int) -> Iterator[Record]:
         raise _corrupt(f"{len(data) - pos} bytes follow the last record")
 
 
-def count(data: bytes | memoryview, expected: int) -> None:
-    """Walks only the length prefixes (the produce path's check: about 0.25 us a record,
-    one- and two-byte lengths, records under 8 KiB, taken without the general loop):
-    exactly `expected` records, filling the bytes."""
-    pos, found, end = 0, 0, len(data)
+Header = tuple[str, bytes | None]
+
+
+def fields(data: bytes, start: int, end: int) -> tuple[bytes | None, bytes | None, list[Header]]:
+    """Key, value and headers of the record at `start` (a walk's start and end): the walk
+    leaves them undecoded, so a reader pays for the records it wants only. KafkaError
+    CORRUPT_MESSAGE when a field runs past the record."""
     try:
-        while pos < end:
+        _, p = varint(data, start)
+        _, p = varint(data, p + 1)  # timestamp delta, after the attributes byte
+        _, p = varint(data, p)  # offset delta
+        key, p = _bytes(data, p)
+        value, p = _bytes(data, p)
+        header_count, p = varint(data, p)
+        headers: list[Header] = []
+        for _ in range(header_count):
+            name, p = _bytes(data, p)
+            header_value, p = _bytes(data, p)
+            headers.append(((name or b"").decode("utf-8", "replace"), header_value))
+    except IndexError:
+        p = end + 1
+    if p > end:
+        raise _corrupt(f"record at byte {start} has fields past its end")
+    return key, value, headers
+
+
+def _bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    """A varint-length-prefixed field; length -1 is null."""
+    length, pos = varint(data, pos)
+    if length < 0:
+        return None, pos
+    if pos + length > len(data):
+        raise IndexError(pos)
+    return data[pos : pos + length], pos + length
+
+
+def count(data: bytes | memoryview, expected: int) -> None:
+    """Walks only the length prefixes (the produce path's check): exactly `expected` records,
+    filling the bytes."""
+    end = len(data)
+    pos, found = _skip(data, 0, end, end)
+    if pos != end:
+        raise _corrupt(f"record {found - 1} runs past the batch")
+    if found != expected:
+        raise _corrupt(f"batch holds {found} records, its header says {expected}")
+
+
+def skip(data: bytes | memoryview, records: int) -> int:
+    """The position of the record after the first `records` ones, reading only lengths."""
+    pos, found = _skip(data, 0, len(data), records)
+    if found < records:
+        raise _corrupt(f"batch holds {found} records, not {records}")
+    return pos
+
+
+def _skip(data: bytes | memoryview, pos: int, end: int, records: int) -> tuple[int, int]:
+    """(position, records passed) after up to `records` records from `pos`, stopping at
+    `end`: about 0.25 us a record (one- and two-byte lengths, records under 8 KiB, are taken
+    without the general loop)."""
+    found = 0
+    try:
+        while pos < end and found < records:
             byte = data[pos]
             if byte < 0x80:
                 zigzag = byte
@@ -84,10 +138,7 @@ def count(data: bytes | memoryview, expected: int) -> None:
             found += 1
     except IndexError:
         raise _corrupt("record length runs past the batch") from None
-    if pos != end:
-        raise _corrupt(f"record {found - 1} runs past the batch")
-    if found != expected:
-        raise _corrupt(f"batch holds {found} records, its header says {expected}")
+    return pos, found
 
 
 def _uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:

@@ -3,7 +3,10 @@ import struct
 import cramjam
 import pytest
 from crc32c import crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import (
@@ -18,8 +21,10 @@ from raftlog.storage.batch import (
     offset_stamped,
     parse_header,
     record_timestamps,
+    records_in_range,
     validate_produce,
 )
+from raftlog.storage.records import fields
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 LIMIT = 1 << 20
@@ -297,3 +302,70 @@ def test_first_record_at_skips_a_batch_whose_max_timestamp_lies() -> None:
     assert first_record_at(bytes(reseal(batch)), 50, 10) is None
     assert offset_stamped(bytes(batch), 100) == 2  # no record holds it: the last offset
     assert offset_stamped(bytes(batch), 9) == 1
+
+
+_header_key = st.text(max_size=8)
+_field = st.none() | st.binary(max_size=40)
+_record = st.tuples(_field, _field, st.lists(st.tuples(_header_key, _field), max_size=3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.lists(_record, min_size=1, max_size=12),
+            st.sampled_from([NONE, GZIP, LZ4]),
+            st.integers(1, 3),  # offset step: above 1, a compacted batch's gaps
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    window=st.tuples(st.integers(-2, 100), st.integers(-2, 100)),
+)
+def test_records_in_range_decodes_as_kafka_python_does(
+    batches: list[tuple[list[tuple[bytes | None, bytes | None, list]], int, int]],
+    window: tuple[int, int],
+) -> None:
+    """The consume proxy's reader against kafka-python's on whole runs of batches: every
+    record whose offset is in the window, with its timestamp, key, value and headers."""
+    data, expected, base = b"", [], 0
+    for records, codec, step in batches:
+        builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, LIMIT)
+        for i, (key, value, headers) in enumerate(records):
+            builder.append(i * step, timestamp=1_000 + i, key=key, value=value, headers=headers)
+        batch = builder.build()
+        assign(batch, 0, base, 1)
+        data += bytes(batch)
+        base += (len(records) - 1) * step + 1
+    first, last = window
+    reader = MemoryRecords(data)
+    while (batch := reader.next_batch()) is not None:
+        expected += [
+            (r.offset, r.timestamp, r.key, r.value, list(r.headers))
+            for r in batch
+            if first <= r.offset <= last
+        ]
+    got = [
+        (offset, stamp, *fields(section, start, end))
+        for offset, stamp, section, start, end in records_in_range(data, first, last)
+    ]
+    assert got == [(o, t, k, v, [(n, hv) for n, hv in h]) for o, t, k, v, h in expected]
+
+
+def test_records_in_range_leaves_out_control_batches() -> None:
+    data = make_batch([5, 6])
+    marker = make_batch([7])
+    struct.pack_into(">h", marker, 21, 0x20)  # control
+    assign(marker, 0, 2, 1)
+    reseal(marker)
+    both = bytes(data) + bytes(reseal(marker))
+    assert [o for o, *_ in records_in_range(both, 0, 10)] == [0, 1]
+
+
+def test_a_record_field_past_its_end_is_corrupt() -> None:
+    batch = make_batch([5])
+    section = bytes(batch[HEADER_SIZE:])
+    _, _, _, start, end = next(records_in_range(bytes(batch), 0, 0))
+    with pytest.raises(KafkaError) as raised:
+        fields(section[: end - 3], start, end - 3)
+    assert raised.value.code == ErrorCode.corrupt_message

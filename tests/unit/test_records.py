@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from support.wire import zigzag
 
 from raftlog.errors import ErrorCode, KafkaError
-from raftlog.storage.records import count, walk
+from raftlog.storage.records import count, skip, walk
 
 
 def record(offset_delta: int, key: bytes | None, value: bytes | None) -> bytes:
@@ -51,9 +51,13 @@ sections = st.lists(st.tuples(fields, fields), min_size=1, max_size=8)
 def test_whole_sections_pass_both_walks(section: list[tuple[bytes | None, bytes | None]]) -> None:
     data = b"".join(record(i, k, v) for i, (k, v) in enumerate(section))
     count(data, len(section))
-    assert [(r[2], r[4]) for r in walk(data, len(section))] == [
-        (i, k) for i, (k, _) in enumerate(section)
-    ]
+    walked = list(walk(data, len(section)))
+    assert [(r[2], r[4]) for r in walked] == [(i, k) for i, (k, _) in enumerate(section)]
+    for passed, (start, *_) in enumerate(walked):  # the length-only skip lands on each record
+        assert skip(data, passed) == start
+    assert skip(data, len(section)) == len(data)
+    with pytest.raises(KafkaError):
+        skip(data, len(section) + 1)
 
 
 @given(sections, st.data())
