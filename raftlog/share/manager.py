@@ -35,6 +35,8 @@ from raftlog.storage.batch import iter_batches
 
 log = logging.getLogger(__name__)
 
+READ_START_BYTES = 256 * 1024  # a share fetch's first read of the log (_read_for)
+
 
 @dataclass(frozen=True, slots=True)
 class Fetched:
@@ -315,11 +317,7 @@ class ShareManager:
             offset = state.next_fetch_offset()
             if offset >= partition.high_watermark or not state.can_acquire():
                 continue
-            data = partition.read(offset, max_bytes, True)
-            batches = [
-                (h.base_offset, h.base_offset + h.last_offset_delta, pos + h.size)
-                for pos, h in iter_batches(data)
-            ]
+            data, batches = _read_for(partition, offset, max_bytes, max_records)
             ranges = state.acquire(
                 member_id,
                 [(b, last) for b, last, _ in batches],
@@ -403,6 +401,31 @@ class ShareManager:
         for (group_id, key), held in list(self._held.items()):
             self._drop(group_id, key, held)
         self._wake()
+
+
+def _read_for(
+    partition: Partition, offset: int, max_bytes: int, max_records: int
+) -> tuple[bytes, list[tuple[int, int, int]]]:
+    """The log from `offset`, enough of it for `max_records`, and its batches as (base offset,
+    last offset, end position). A fetch acquires at most max_records, so reading its whole
+    byte budget (8 MiB for each of the proxy's reads of 10 records) was wasted: the read
+    starts at READ_START_BYTES and grows fourfold until its batches span max_records offsets,
+    reach the high watermark or fill max_bytes."""
+    size = min(max_bytes, READ_START_BYTES)
+    while True:
+        data = partition.read(offset, size, True)
+        batches = [
+            (h.base_offset, h.base_offset + h.last_offset_delta, pos + h.size)
+            for pos, h in iter_batches(data)
+        ]
+        reached = batches[-1][1] + 1 if batches else offset
+        if (
+            size >= max_bytes
+            or reached - offset >= max_records
+            or reached >= partition.high_watermark
+        ):
+            return data, batches
+        size = min(max_bytes, size * 4)
 
 
 def _done(code: ErrorCode) -> Awaitable[ErrorCode]:

@@ -18,6 +18,7 @@ from support.wire import make_batch
 from raftlog import group_config as gc
 from raftlog.errors import ErrorCode
 from raftlog.partition import Partition
+from raftlog.share import manager
 from raftlog.share.manager import Fetched, ShareManager
 from raftlog.share.partition_state import AckBatch, AckType, RecordState
 
@@ -144,6 +145,15 @@ async def test_a_member_that_left_hands_its_records_back_at_once(rig: Rig) -> No
     rig.share.member_left("g", "a")
     assert rig.share.sessions.get("g", "a") is None
     assert set(counts(await rig.fetch("b")).values()) == {2}
+
+
+async def test_a_fetch_reads_on_until_it_has_enough_records(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log is read a chunk at a time (not the fetch's whole byte budget); a chunk that
+    holds fewer records than the fetch may take is read again, larger."""
+    monkeypatch.setattr(manager, "READ_START_BYTES", 100)  # one or two of the batches
+    assert values(await rig.fetch("a")) == {i: b"v%d" % i for i in range(10)}
 
 
 async def test_a_fetch_waits_for_new_records(rig: Rig) -> None:
