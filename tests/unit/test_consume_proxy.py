@@ -68,7 +68,7 @@ async def test_a_body_nested_too_deeply_is_a_400_logged_in_one_line(
     assert (status, body["error"]) == (400, "the body must be a JSON object")
 
 
-async def test_the_answer_is_json_built_off_the_loop() -> None:
+async def test_an_answer_falls_back_to_base64_when_a_field_is_not_utf8() -> None:
     record = Record("t", 0, 7, None, b"\xff", [("h", b"v")], 1, 2)
     assert http._records_json([record], text=True) == (
         b'{"records": [{"topic": "t", "partition": 0, "offset": 7, "key": null, '
