@@ -373,6 +373,7 @@ class SegmentJournal:
         self._file.close()
         self._state.persist_commit()
         self._state.save()
+        self._state.close()
 
     def durable_through(self, durability: Durability) -> None:
         """Term and vote saves join the node's batches (a group with peers)."""

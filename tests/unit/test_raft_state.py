@@ -96,3 +96,20 @@ def test_a_state_too_big_for_its_slot_is_refused_and_the_other_slot_kept(tmp_pat
     data[newest + 4 : newest + 18] = b"\xff" * 14  # that save torn
     path.write_bytes(bytes(data))
     assert (RaftState(path).term, RaftState(path).voted_for) == (3, "2")
+
+
+def test_the_commit_index_file_is_written_in_place_and_closed_with_the_state(tmp_path) -> None:
+    """persist_commit keeps its descriptor (one pwrite a commit, no open and close) and
+    close() lets it go: a deleted partition's replica must not hold its file."""
+    path = tmp_path / "state"
+    state = RaftState(path)
+    for index in (5, 9, 12):
+        state.commit_index = index
+        state.persist_commit()
+        assert RaftState(path).commit_index == index
+    fd = state._commit_fd
+    os.fstat(fd)
+    state.close()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    state.close()  # twice is harmless
