@@ -529,8 +529,12 @@ class Raft:
         self.heartbeat_elapsed = max(self.heartbeat_elapsed, self.cfg.heartbeat_tick - 1)
 
     def _quorum_heard(self) -> int:
-        """The latest tick by which a majority (this leader counting itself) was heard."""
-        heard = dict(self.heard_at)
+        """The latest tick by which a majority (this leader counting itself) was heard. A
+        follower not heard (since the election, or the wake) counts as heard never, not at
+        tick 0: ticks count from the replica's start, and a leader a few ticks old kept its
+        lease for a whole timeout with nobody heard."""
+        never = self.ticks - 2 * self.cfg.election_tick
+        heard = {p: self.heard_at.get(p, never) for p in self.peers}
         heard[self.id] = self.ticks
         return committed_index(self.peers, heard)
 

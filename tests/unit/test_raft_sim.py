@@ -345,6 +345,21 @@ def test_a_cut_off_leader_stops_before_another_can_be_elected(quiet: bool) -> No
         assert stopped <= elected, (seed, stopped, elected)
 
 
+def test_a_follower_never_heard_counts_as_never_heard_however_young_the_leader() -> None:
+    """FORK 5: a leader woken to find its followers silent for a whole election timeout stops
+    at its next check. A follower not heard since the wake counted as heard at tick 0: a
+    leader that went quiet a few ticks into its term led on until its own tick count reached
+    the timeout, while the others, whose timers ran from the same silence, elected another
+    (the simulation's lease test, once groups went quiet sooner)."""
+    sim = scripted(3, seed=1)
+    _elect(sim, 1)
+    core = sim.core(1)
+    assert core.ticks < core.cfg.election_tick
+    core.quiesce()
+    core.wake(core.cfg.election_tick)  # the driver: no follower's node heard for that long
+    assert not core.check_quorum()
+
+
 # ---- FORK 9: quiet groups ------------------------------------------------------------------------
 
 
