@@ -1,7 +1,8 @@
 """The records inside a batch's (decompressed) records section, walked without building
 record objects: produce checks their lengths, ListOffsets reads their timestamps, compaction
-their keys, the consume proxy decodes only the records it was handed. Kafka's record layout (magic 2): a zigzag varint length, then attributes (1 byte),
-timestamp delta (varlong), offset delta, key length, key, value length, value, headers.
+their keys, the consume proxy decodes only the records it was handed. Kafka's record layout
+(magic 2): a zigzag varint length, then attributes (1 byte), timestamp delta (varlong),
+offset delta, key length, key, value length, value, headers.
 """
 
 from __future__ import annotations
@@ -100,9 +101,8 @@ def _bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
 def count(data: bytes | memoryview, expected: int) -> None:
     """Walks only the length prefixes (the produce path's check): exactly `expected` records,
     filling the bytes."""
-    end = len(data)
-    pos, found = _skip(data, 0, end, end)
-    if pos != end:
+    pos, found = _skip(data, len(data))
+    if pos != len(data):
         raise _corrupt(f"record {found - 1} runs past the batch")
     if found != expected:
         raise _corrupt(f"batch holds {found} records, its header says {expected}")
@@ -110,17 +110,17 @@ def count(data: bytes | memoryview, expected: int) -> None:
 
 def skip(data: bytes | memoryview, records: int) -> int:
     """The position of the record after the first `records` ones, reading only lengths."""
-    pos, found = _skip(data, 0, len(data), records)
+    pos, found = _skip(data, records)
     if found < records:
         raise _corrupt(f"batch holds {found} records, not {records}")
     return pos
 
 
-def _skip(data: bytes | memoryview, pos: int, end: int, records: int) -> tuple[int, int]:
-    """(position, records passed) after up to `records` records from `pos`, stopping at
-    `end`: about 0.25 us a record (one- and two-byte lengths, records under 8 KiB, are taken
+def _skip(data: bytes | memoryview, records: int) -> tuple[int, int]:
+    """(position, records passed) after up to `records` records, stopping at the end of the
+    data: about 0.25 us a record (one- and two-byte lengths, records under 8 KiB, are taken
     without the general loop)."""
-    found = 0
+    pos, found, end = 0, 0, len(data)
     try:
         while pos < end and found < records:
             byte = data[pos]
