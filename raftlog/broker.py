@@ -171,6 +171,14 @@ class TimestampOffset:
     leader_epoch: int
 
 
+class AbortedTransaction(Protocol):
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def first_offset(self) -> int: ...
+
+
 class Partition(Protocol):
     """A replica hosted on this node. Every method that serves clients must be called on the
     leader; they raise KafkaError(NOT_LEADER_OR_FOLLOWER) otherwise."""
@@ -189,26 +197,44 @@ class Partition(Protocol):
     def high_watermark(self) -> int: ...
 
     @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or below it the first offset of the oldest open transaction."""
+
+    def aborted_transactions(self, start: int, end: int) -> Sequence[AbortedTransaction]:
+        """Aborted transactions that may have records in [start, end) (read_committed Fetch)."""
+
+    @property
     def log_start_offset(self) -> int: ...
 
     @property
     def log_end_offset(self) -> int: ...
 
-    def produce(self, records: bytes, acks: int, timeout_ms: int) -> Awaitable[ProduceResult]:
+    def produce(
+        self, records: bytes, acks: int, timeout_ms: int, transactional: bool = False
+    ) -> Awaitable[ProduceResult]:
         """Validates the batches in `records` (CRC, magic, sizes) and proposes them *before
         returning*, so calls made in request order reach the log in request order. The awaitable
         resolves after the local append (acks=1) or the Raft commit (acks=-1); for acks=0 it
-        resolves at once. Errors come back as ProduceResult.error, never as exceptions."""
+        resolves at once. Errors come back as ProduceResult.error, never as exceptions.
+        `transactional`: the coordinator confirmed that the producer's transaction includes
+        this partition; transactional batches are refused (INVALID_TXN_STATE) otherwise."""
 
-    def read(self, offset: int, max_bytes: int, min_one: bool) -> bytes:
-        """Whole batches from `offset` up to the high watermark, at most max_bytes unless
-        min_one and the first batch is larger. Raises KafkaError(OFFSET_OUT_OF_RANGE)."""
+    def write_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> Awaitable[ProduceResult]:
+        """Appends a transaction's commit or abort marker; resolves once it is committed."""
+
+    def read(self, offset: int, max_bytes: int, min_one: bool, committed: bool = False) -> bytes:
+        """Whole batches from `offset` up to the high watermark (`committed`: the last stable
+        offset), at most max_bytes unless min_one and the first batch is larger. Raises
+        KafkaError(OFFSET_OUT_OF_RANGE)."""
 
     def sent(self, size: int, records: int) -> None:
         """Counts what an answer hands a consumer (bytes and records out, a metric)."""
 
-    async def wait_for_data(self, offset: int, timeout: float) -> None:
-        """Returns when the high watermark passes `offset`, leadership is lost or timeout."""
+    async def wait_for_data(self, offset: int, timeout: float, committed: bool = False) -> None:
+        """Returns when the high watermark (`committed`: the last stable offset) passes
+        `offset`, leadership is lost or timeout."""
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch answer (epoch, end offset) as DESIGN.md section 3."""
@@ -216,9 +242,12 @@ class Partition(Protocol):
     def epoch_for_offset(self, offset: int) -> int:
         """Leader epoch of the batch holding `offset` (-1 if unknown)."""
 
-    async def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+    async def offset_for_timestamp(
+        self, timestamp: int, committed: bool = False
+    ) -> TimestampOffset | None:
         """First offset whose record timestamp >= timestamp; None when there is none. Records
-        are read off the event loop. Also answers the special timestamps above."""
+        are read off the event loop. Also answers the special timestamps above. `committed`
+        (read_committed) looks only below the last stable offset."""
 
     @property
     def term_committed(self) -> bool:

@@ -27,7 +27,7 @@ from raftlog.broker import (
 from raftlog.counters import PartitionCounters, RaftMetrics
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
-from raftlog.producer_state import ProducerState
+from raftlog.producer_state import AbortedTxn, ProducerState
 from raftlog.raft.driver import Driver
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import Entry, SegmentJournal
@@ -38,6 +38,7 @@ from raftlog.share.store import SHARE, ShareStore, ShareUpdate, StoredShare
 from raftlog.share.writer import ShareWriter
 from raftlog.storage import codecs
 from raftlog.storage.batch import (
+    BatchHeader,
     check_records,
     first_record_at,
     iter_batches,
@@ -46,6 +47,7 @@ from raftlog.storage.batch import (
     parse_header,
     validate_produce,
 )
+from raftlog.storage.control import Marker, marker_batch, read_marker
 from raftlog.storage.log import Log, LogConfig, TruncateResult
 from raftlog.topic_config import cleanup_policies
 
@@ -164,6 +166,17 @@ class Partition:
         return self.journal.high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """What a read_committed consumer may read below: the high watermark, held back by the
+        first offset of the oldest transaction still open here."""
+        hw = self.journal.high_watermark
+        first = self._producers.first_unstable()
+        return hw if first is None or first > hw else first
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        return self._producers.aborted(start, end)
+
+    @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
@@ -173,7 +186,9 @@ class Partition:
 
     # --- facade: produce -------------------------------------------------------------------------
 
-    def produce(self, records: bytes, acks: int, timeout_ms: int) -> Awaitable[ProduceResult]:
+    def produce(
+        self, records: bytes, acks: int, timeout_ms: int, transactional: bool = False
+    ) -> Awaitable[ProduceResult]:
         if not self.is_leader:
             return _done(self._refusal(records))
         if len(records) >= self._ctx.timings.max_message_bytes:
@@ -184,7 +199,7 @@ class Partition:
                 )
             )
         try:
-            headers = validate_produce(records, self.max_message_bytes)
+            headers = validate_produce(records, self.max_message_bytes, transactional)
         except KafkaError as e:
             return _done(ProduceResult(e.code, message=e.message))
         loop = asyncio.get_running_loop()
@@ -202,6 +217,20 @@ class Partition:
         if future is None:
             return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
         return answer_within(future, timeout_ms)
+
+    def write_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> Awaitable[ProduceResult]:
+        """Ends the producer's transaction on this partition (the coordinator's
+        WriteTxnMarkers); answered once committed, like an acks=all produce."""
+        if not self.is_leader:
+            return _done(ProduceResult(ErrorCode.not_leader_or_follower))
+        batch = marker_batch(
+            producer_id, producer_epoch, commit, coordinator_epoch, history.now_ms()
+        )
+        future = asyncio.get_running_loop().create_future()
+        self.produce_queue.submit(ProduceRequest(batch, 1, 1, -1, future))
+        return future
 
     def _refusal(self, records: bytes) -> ProduceResult:
         """What a produce request this replica will not propose is answered (it is not the
@@ -243,22 +272,32 @@ class Partition:
 
     # --- facade: reads ---------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, min_one: bool) -> bytes:
+    def read(self, offset: int, max_bytes: int, min_one: bool, committed: bool = False) -> bytes:
+        """Up to the high watermark, or (`committed`: read_committed) the last stable offset."""
         self._require_leader()
-        return self.log.read(offset, max_bytes, self.high_watermark, min_one)
+        end = self.last_stable_offset if committed else self.high_watermark
+        return self.log.read(offset, max_bytes, end, min_one)
 
-    async def wait_for_data(self, offset: int, timeout: float) -> None:
-        if self.high_watermark > offset or not self.is_leader:
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
+    async def wait_for_data(self, offset: int, timeout: float, committed: bool = False) -> None:
+        """Until the readable end passes `offset` or the timeout: every commit wakes the
+        waiters, and a read_committed one goes on waiting while a transaction holds the last
+        stable offset where it was (answering it at once would have it fetch in a loop)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.is_leader:
+            end = self.last_stable_offset if committed else self.high_watermark
+            left = deadline - loop.time()
+            if end > offset or left <= 0:
+                return
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, left)
+            except TimeoutError:
+                return
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         self._require_leader()
@@ -275,9 +314,13 @@ class Partition:
     def epoch_for_offset(self, offset: int) -> int:
         return self.epochs.epoch_for_offset(offset)
 
-    async def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+    async def offset_for_timestamp(
+        self, timestamp: int, committed: bool = False
+    ) -> TimestampOffset | None:
+        """ListOffsets: below the high watermark, or (`committed`) the last stable offset."""
         self._require_leader()
         hw = self.high_watermark
+        end = self.last_stable_offset if committed else hw
         if timestamp == LATEST_TIMESTAMP:
             start = self.epochs.start_offset(self.leader_epoch)
             if start is not None and hw < start:
@@ -285,13 +328,13 @@ class Partition:
                     ErrorCode.offset_not_available,
                     "the high watermark has not reached the start of the current epoch",
                 )
-            return TimestampOffset(-1, hw, self.leader_epoch)
+            return TimestampOffset(-1, end, self.leader_epoch)
         if timestamp == EARLIEST_TIMESTAMP:
             start = self.log_start_offset
             return TimestampOffset(-1, start, self.epoch_for_offset(start))
         batch: bytes | None
         if timestamp == MAX_TIMESTAMP:
-            newest = self.log.newest_batch(hw)
+            newest = self.log.newest_batch(end)
             if newest is None:
                 return None
             ts, batch = newest
@@ -299,8 +342,8 @@ class Partition:
             self._require_leader()
             return TimestampOffset(ts, offset, self.epoch_for_offset(offset))
         start = self.log_start_offset
-        while (batch := self.log.batch_reaching(timestamp, start, hw)) is not None:
-            found = await _scan(first_record_at, batch, timestamp, hw)
+        while (batch := self.log.batch_reaching(timestamp, start, end)) is not None:
+            found = await _scan(first_record_at, batch, timestamp, end)
             self._require_leader()
             if found is not None:
                 offset, ts = found
@@ -316,8 +359,8 @@ class Partition:
         self._producers_unsaved = True
         offset = self.log.log_end_offset
         if not isinstance(command, Proposal):
-            for _, header in iter_batches(batches):
-                self._producers.record(header, offset)
+            for pos, header in iter_batches(batches):
+                self._producers.record(header, offset, _marker(batches, pos, header))
                 offset += header.last_offset_delta + 1
             return batches
         kept: list[memoryview] = []
@@ -331,7 +374,7 @@ class Partition:
                     continue
                 if i == 0:
                     request.base_offset = offset
-                self._producers.record(header, offset)
+                self._producers.record(header, offset, _marker(batches, pos, header))
                 kept.append(batches[pos : pos + header.size])
                 offset += header.last_offset_delta + 1
         if all(r.verdict is None for r in command.requests):
@@ -443,6 +486,7 @@ class Partition:
             return
         if self.log.apply_retention(history.now_ms(), self._cleanable_floor):
             self.epochs.refresh(self.log.epochs())
+            self._producers.forget_aborted_before(self.log.log_start_offset)
 
     async def compact(self) -> None:
         """Keeps the latest record per key (cleanup.policy=compact), a slice at a time so
@@ -493,9 +537,10 @@ class Partition:
             data = self.log.read(offset, REBUILD_CHUNK, end, True)
             if not data:
                 break
-            for _, header in iter_batches(data):
-                state.record(header, header.base_offset)
+            for pos, header in iter_batches(data):
+                state.record(header, header.base_offset, _marker(data, pos, header))
                 offset = header.next_offset
+        state.forget_aborted_before(self.log.log_start_offset)
         self._producers = state
 
     def _save_shares(self) -> None:
@@ -586,6 +631,18 @@ class Partition:
     def _write(self, record: history.Record) -> None:
         self.journal.persist_commit()  # what the record says must hold after a kill -9
         self._ctx.history.write(record)
+
+
+def _marker(data: bytes | memoryview, pos: int, header: BatchHeader) -> Marker | None:
+    """The transaction marker of a control batch in the log (written by a coordinator, so
+    readable; an unreadable one ends nothing rather than stopping the replica)."""
+    if not header.is_control:
+        return None
+    try:
+        return read_marker(memoryview(data)[pos : pos + header.size], header)
+    except KafkaError:
+        log.error("unreadable control batch at offset %d", header.base_offset)
+        return None
 
 
 def _done(result: _T) -> Awaitable[_T]:

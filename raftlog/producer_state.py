@@ -1,10 +1,17 @@
-"""Idempotent producers (KIP-98, without transactions): per-partition producer sequences.
+"""Idempotent and transactional producers (KIP-98) on one partition: sequences, and the
+transactions open on it.
 
 A producer with enable.idempotence numbers its batches per partition; a retry after a lost
 answer resends the same numbers, and the leader must not write it twice. Only the leader
 judges a batch, when its proposal is appended; followers get the leader's log with rejected
 batches already left out and simply record what they append, so replicas never disagree
 over a verdict. The state is rebuilt at start from a snapshot plus the batches after it.
+
+A transactional batch opens its producer's transaction here (its first offset holds the last
+stable offset back) until the coordinator's marker closes it; an abort marker adds the
+transaction to the aborted list a read_committed Fetch returns (Kafka keeps it per segment,
+in .txnindex files). Both are part of the state, so every replica computes the same last
+stable offset from the same log.
 """
 
 from __future__ import annotations
@@ -13,11 +20,13 @@ import os
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import msgpack
 
 from raftlog.errors import ErrorCode
 from raftlog.storage.batch import BatchHeader
+from raftlog.storage.control import Marker
 
 # Kafka keeps the last five batches of each producer for duplicate detection; a producer
 # never has more than five requests in flight when idempotent.
@@ -42,10 +51,20 @@ class Verdict:
     message: str | None = None
 
 
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the abort marker's
+
+
 class ProducerState:
     def __init__(self) -> None:
         # least recently written first, so the state stays bounded whatever the traffic
         self._producers: OrderedDict[int, _Producer] = OrderedDict()
+        # first offset of each open transaction, by producer id: never evicted with the
+        # producer's sequences, since it holds the last stable offset
+        self._open: dict[int, int] = {}
+        self._aborted: deque[AbortedTxn] = deque()  # in marker order, so by last offset
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -56,6 +75,20 @@ class ProducerState:
         if pid < 0:
             return None
         known = self._producers.get(pid)
+        if header.is_control:
+            if known is not None and header.producer_epoch < known.epoch:
+                return Verdict(
+                    ErrorCode.invalid_producer_epoch,
+                    message=f"marker of producer {pid} epoch {header.producer_epoch} is older "
+                    f"than {known.epoch}",
+                )
+            return None
+        if pid in self._open and not header.is_transactional:
+            return Verdict(
+                ErrorCode.invalid_txn_state,
+                message=f"producer {pid} has a transaction open here: it must write "
+                "transactional batches until it ends",
+            )
         if known is None:
             return None  # a producer we never saw, or forgot: accept, as Kafka does
         epoch, first = header.producer_epoch, header.base_sequence
@@ -83,11 +116,17 @@ class ProducerState:
             )
         return None
 
-    def record(self, header: BatchHeader, base_offset: int) -> None:
-        """Notes a batch that went into the log (on every replica)."""
+    def record(self, header: BatchHeader, base_offset: int, marker: Marker | None = None) -> None:
+        """Notes a batch that went into the log (on every replica); `marker` is what a control
+        batch holds."""
         pid = header.producer_id
         if pid < 0:
             return
+        if header.is_control:
+            self._end(header, base_offset, marker)
+            return
+        if header.is_transactional and pid not in self._open:
+            self._open[pid] = base_offset
         entry = self._producers.pop(pid, None)
         if entry is None or header.producer_epoch != entry.epoch:
             entry = _Producer(header.producer_epoch)
@@ -97,12 +136,52 @@ class ProducerState:
         while len(self._producers) > MAX_PRODUCERS:
             self._producers.popitem(last=False)
 
+    def _end(self, header: BatchHeader, offset: int, marker: Marker | None) -> None:
+        """A marker closes the producer's open transaction here (one it did not write to is
+        closed by doing nothing); a marker's epoch can be newer than the producer's batches
+        (the coordinator bumped it to fence), and its sequences then start again."""
+        pid = header.producer_id
+        first = self._open.pop(pid, None)
+        if marker is not None and not marker.commit and first is not None:
+            self._aborted.append(AbortedTxn(pid, first, offset))
+        entry = self._producers.get(pid)
+        if entry is not None and header.producer_epoch > entry.epoch:
+            self._producers[pid] = _Producer(header.producer_epoch)
+
+    def first_unstable(self) -> int | None:
+        """The first offset of the oldest open transaction: the last stable offset, when it is
+        below the high watermark."""
+        return min(self._open.values(), default=None)
+
+    def aborted(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions a read of [start, end) may hold records of (Kafka's
+        collectAbortedTransactions: the abort marker at or after start, the first offset
+        before end)."""
+        found: list[AbortedTxn] = []
+        for txn in reversed(self._aborted):
+            if txn.last_offset < start:
+                break
+            if txn.first_offset < end:
+                found.append(txn)
+        found.reverse()
+        return found
+
+    def forget_aborted_before(self, offset: int) -> None:
+        """Aborts whose markers are below the log start offset have nothing left to hide."""
+        while self._aborted and self._aborted[0].last_offset < offset:
+            self._aborted.popleft()
+
     # --- persistence ---------------------------------------------------------------------------
 
     def save(self, path: Path, offset: int) -> None:
         """The state as of `offset` (every batch before it recorded); atomic replace."""
         payload = msgpack.packb(
-            [offset, [[pid, p.epoch, list(p.batches)] for pid, p in self._producers.items()]]
+            [
+                offset,
+                [[pid, p.epoch, list(p.batches)] for pid, p in self._producers.items()],
+                list(self._open.items()),
+                [list(t) for t in self._aborted],
+            ]
         )
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
@@ -117,9 +196,12 @@ class ProducerState:
         state = cls()
         if not path.exists():
             return state, 0
-        offset, producers = msgpack.unpackb(path.read_bytes())
+        offset, producers, *txns = msgpack.unpackb(path.read_bytes())
         for pid, epoch, batches in producers:
             entry = _Producer(epoch)
             entry.batches.extend(tuple(b) for b in batches)
             state._producers[pid] = entry
+        if txns:  # files written before transactions hold only the sequences
+            state._open = {pid: first for pid, first in txns[0]}
+            state._aborted.extend(AbortedTxn(*t) for t in txns[1])
         return state, offset

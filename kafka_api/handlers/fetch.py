@@ -48,6 +48,7 @@ class _Slot:
     error: ErrorCode
     partition: Partition | None = None
     high_watermark: int = -1
+    last_stable_offset: int = -1
     log_start_offset: int = -1
     records: bytes = b""
     diverging: tuple[int, int] | None = None
@@ -72,12 +73,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = loop.time() + millis(request.max_wait) / 1000
     # The broker's fetch.max.bytes caps what a client may ask for in one response.
     max_bytes = min(request.max_bytes, ctx.broker.fetch_max_bytes)
+    committed = version >= 4 and request.isolation_level == _READ_COMMITTED
     while True:
-        gathered, answer_now = _read(ctx.broker, slots, max_bytes, version >= 12)
+        gathered, answer_now = _read(ctx.broker, slots, max_bytes, version >= 12, committed)
         remaining = deadline - loop.time()
         if answer_now or gathered >= request.min_bytes or remaining <= 0 or not slots:
             break
-        await _wait_for_data(slots, remaining)
+        await _wait_for_data(slots, remaining, committed)
     for slot in slots:  # the last read is the one answered: its data counts as sent
         if slot.records and slot.partition is not None:
             slot.partition.sent(len(slot.records), records_in_batches(slot.records))
@@ -85,7 +87,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for slot in slots:
             if slot.error in LEADER_MOVED:
                 slot.leader = current_leader(ctx.broker, slot.topic, slot.index)
-    aborted = () if request.isolation_level == _READ_COMMITTED else None
     return build(
         m.FetchResponse,
         throttle_time=NO_THROTTLE,
@@ -96,7 +97,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 m.FetchableTopicResponse,
                 topic=getattr(fetch_topic, "topic", None),
                 topic_id=getattr(fetch_topic, "topic_id", None),
-                partitions=tuple(_partition_data(m, slot, aborted) for slot in topic_slots),
+                partitions=tuple(_partition_data(m, slot, committed) for slot in topic_slots),
             )
             for fetch_topic, topic_slots in topics
         ),
@@ -153,7 +154,7 @@ def _requested(ctx: RequestContext, request: Any) -> list[tuple[Any, list[_Slot]
 
 
 def _read(
-    broker: Broker, slots: list[_Slot], max_bytes: int, check_divergence: bool
+    broker: Broker, slots: list[_Slot], max_bytes: int, check_divergence: bool, committed: bool
 ) -> tuple[int, bool]:
     """Reads every slot again; returns the record bytes gathered and whether something (an
     error or a divergence) must be answered without waiting, as Kafka does. Leadership and the
@@ -169,7 +170,7 @@ def _read(
                 broker, slot.topic, slot.index, slot.client_epoch
             )
         if partition is None:
-            slot.high_watermark = slot.log_start_offset = -1
+            slot.high_watermark = slot.last_stable_offset = slot.log_start_offset = -1
             answer_now = True
             continue
         slot.partition = partition
@@ -185,6 +186,7 @@ def _read(
                     slot.fetch_offset,
                     min(slot.max_bytes, max(0, max_bytes - gathered)),
                     gathered == 0,
+                    committed,
                 )
                 gathered += len(slot.records)
         except KafkaError as exc:
@@ -192,9 +194,10 @@ def _read(
             answer_now = True
         if slot.error in (ErrorCode.none, ErrorCode.offset_out_of_range):
             slot.high_watermark = partition.high_watermark
+            slot.last_stable_offset = partition.last_stable_offset
             slot.log_start_offset = partition.log_start_offset
         else:
-            slot.high_watermark = slot.log_start_offset = -1
+            slot.high_watermark = slot.last_stable_offset = slot.log_start_offset = -1
     return gathered, answer_now
 
 
@@ -210,11 +213,19 @@ def _may_diverge(slot: _Slot, partition: Partition) -> bool:
     )
 
 
-async def _wait_for_data(slots: list[_Slot], timeout: float) -> None:
-    """Until any partition's high watermark passes what the last read saw, or the timeout."""
+async def _wait_for_data(slots: list[_Slot], timeout: float, committed: bool) -> None:
+    """Until any partition's readable end (high watermark, or last stable offset) passes what
+    the last read saw, or the timeout."""
     waiters = [
         asyncio.ensure_future(
-            slot.partition.wait_for_data(max(slot.fetch_offset, slot.high_watermark), timeout)
+            slot.partition.wait_for_data(
+                max(
+                    slot.fetch_offset,
+                    slot.last_stable_offset if committed else slot.high_watermark,
+                ),
+                timeout,
+                committed,
+            )
         )
         for slot in slots
         if slot.partition is not None
@@ -226,8 +237,20 @@ async def _wait_for_data(slots: list[_Slot], timeout: float) -> None:
             waiter.cancel()
 
 
-def _partition_data(m: Any, slot: _Slot, aborted: tuple[()] | None) -> Any:
+def _partition_data(m: Any, slot: _Slot, committed: bool) -> Any:
+    """A read_committed answer lists the aborted transactions its records may include (the
+    client drops their records); a read_uncommitted one lists none (null)."""
     values: dict[str, Any] = {}
+    aborted: tuple[Any, ...] | None = None
+    if committed:
+        aborted = ()
+        if slot.records and slot.partition is not None:
+            aborted = tuple(
+                m.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                for t in slot.partition.aborted_transactions(
+                    slot.fetch_offset, slot.last_stable_offset
+                )
+            )
     if slot.diverging is not None:
         epoch, end_offset = slot.diverging
         values["diverging_epoch"] = m.EpochEndOffset(epoch=epoch, end_offset=end_offset)
@@ -241,7 +264,7 @@ def _partition_data(m: Any, slot: _Slot, aborted: tuple[()] | None) -> Any:
         partition_index=slot.index,
         error_code=slot.error,
         high_watermark=slot.high_watermark,
-        last_stable_offset=slot.high_watermark,
+        last_stable_offset=slot.last_stable_offset,
         log_start_offset=slot.log_start_offset,
         aborted_transactions=aborted,
         preferred_read_replica=-1,

@@ -23,6 +23,7 @@ MAX_VERSION = 11
 # timestamp -1, epoch -1) for LATEST_TIERED and EARLIEST_PENDING_UPLOAD.
 EARLIEST_LOCAL = -4
 NOTHING_TIERED = (-5, -6)
+READ_COMMITTED = 1  # isolation_level: LATEST is the last stable offset, lookups stay below it
 _NOT_FOUND = TimestampOffset(timestamp=-1, offset=-1, leader_epoch=NO_EPOCH)
 
 
@@ -50,6 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     requested.partition_index,
                     requested.current_leader_epoch if version >= 4 else NO_EPOCH,
                     requested.timestamp,
+                    version >= 2 and request.isolation_level == READ_COMMITTED,
                 )
             partitions.append(
                 build(
@@ -70,7 +72,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _lookup(
-    broker: Broker, topic: TopicInfo | None, index: int, client_epoch: int, timestamp: int
+    broker: Broker,
+    topic: TopicInfo | None,
+    index: int,
+    client_epoch: int,
+    timestamp: int,
+    committed: bool,
 ) -> tuple[ErrorCode, TimestampOffset]:
     if topic is None:
         return ErrorCode.unknown_topic_or_partition, _NOT_FOUND
@@ -81,7 +88,7 @@ async def _lookup(
         return ErrorCode.none, _NOT_FOUND
     try:
         found = await partition.offset_for_timestamp(
-            EARLIEST_TIMESTAMP if timestamp == EARLIEST_LOCAL else timestamp
+            EARLIEST_TIMESTAMP if timestamp == EARLIEST_LOCAL else timestamp, committed
         )
     except KafkaError as exc:
         return exc.code, _NOT_FOUND

@@ -113,9 +113,11 @@ def _corrupt(message: str) -> KafkaError:
 
 
 def validate_produce(
-    records: bytes | bytearray | memoryview | None, max_batch_bytes: int
+    records: bytes | bytearray | memoryview | None, max_batch_bytes: int, transactional: bool
 ) -> list[BatchHeader]:
-    """Checks producer data batch by batch without decoding records (the produce hot path)."""
+    """Checks producer data batch by batch without decoding records (the produce hot path).
+    `transactional`: the producer's transaction is known to include the partition (only then
+    may its batches be transactional)."""
     if not records:
         raise _corrupt("produce request carries no record batch")
     view = memoryview(records)
@@ -150,11 +152,12 @@ def validate_produce(
             raise KafkaError(
                 ErrorCode.invalid_record, "Clients are not allowed to write control records"
             )
-        if header.is_transactional:
-            # No transaction coordinator, so no transaction can be ongoing (Kafka's answer to
-            # a transactional batch outside one).
+        if header.is_transactional and not transactional:
+            # Kafka's answer to a transactional batch outside a transaction (KIP-890): one
+            # written here would hold the last stable offset back with no marker to come.
             raise KafkaError(
-                ErrorCode.invalid_txn_state, "transactions are not supported by this broker"
+                ErrorCode.invalid_txn_state,
+                "a transactional batch outside a transaction that includes this partition",
             )
         count = header.record_count
         if count <= 0 or count != header.last_offset_delta + 1:

@@ -192,6 +192,7 @@ def make_batch(
     timestamp_ms: int | None = None,
     headers: Sequence[tuple[str, bytes | None]] = (),
     producer: tuple[int, int, int] = (-1, -1, -1),
+    transactional: bool = False,
 ) -> bytes:
     """One uncompressed magic-2 RecordBatch (base offset 0); `producer` is
     (producer id, epoch, base sequence), none by default."""
@@ -205,7 +206,7 @@ def make_batch(
         producer_id=producer[0],
         producer_epoch=producer[1],
         base_sequence=producer[2],
-        attributes=0,
+        attributes=0x10 if transactional else 0,
         records=tuple(
             Record(attributes=0, timestamp=ts, offset=i, key=k, value=v, headers=hdrs)
             for i, (k, v) in enumerate(records)

@@ -72,7 +72,7 @@ def snappy_batch(timestamps: list[int], xerial: bool) -> bytearray:
 
 def code_of(records: object) -> ErrorCode:
     with pytest.raises(KafkaError) as info:
-        validate_produce(records, LIMIT)  # type: ignore[arg-type]
+        validate_produce(records, LIMIT, False)  # type: ignore[arg-type]
     return info.value.code
 
 
@@ -113,10 +113,10 @@ def test_crc_detects_a_flipped_byte_but_not_offset_or_epoch_rewrites() -> None:
 
 def test_validate_produce_accepts_concatenated_batches() -> None:
     first, second = make_batch([1, 2, 3]), make_batch([4], ZSTD)
-    headers = validate_produce(bytes(first + second), LIMIT)
+    headers = validate_produce(bytes(first + second), LIMIT, False)
     assert [h.record_count for h in headers] == [3, 1]
     assert [h.compression for h in headers] == [NONE, ZSTD]
-    assert validate_produce(memoryview(first), LIMIT)[0].size == len(first)
+    assert validate_produce(memoryview(first), LIMIT, False)[0].size == len(first)
 
 
 @pytest.mark.parametrize("records", [b"", None])
@@ -140,7 +140,7 @@ def test_validate_produce_rejects_old_magic() -> None:
     batch = make_batch([1])
     batch[16] = 1
     with pytest.raises(KafkaError) as info:
-        validate_produce(bytes(batch), LIMIT)
+        validate_produce(bytes(batch), LIMIT, False)
     assert info.value.code == ErrorCode.unsupported_for_message_format
     assert "v2" in str(info.value)
 
@@ -154,9 +154,9 @@ def test_validate_produce_rejects_bad_crc() -> None:
 def test_validate_produce_rejects_oversized_batch() -> None:
     batch = bytes(make_batch([1, 2]))
     with pytest.raises(KafkaError) as info:
-        validate_produce(batch, len(batch) - 1)
+        validate_produce(batch, len(batch) - 1, False)
     assert info.value.code == ErrorCode.message_too_large
-    assert validate_produce(batch, len(batch))
+    assert validate_produce(batch, len(batch), False)
 
 
 @pytest.mark.parametrize(("count", "last_delta"), [(2, 2), (0, -1), (-3, -4)])
@@ -193,6 +193,19 @@ def test_validate_produce_rejects_what_a_producer_may_not_write(
     assert code_of(bytes(reseal(batch))) == code
 
 
+def test_a_transactional_batch_passes_only_in_a_transaction_and_a_marker_never() -> None:
+    """The produce handler says when the coordinator confirmed the partition is in the
+    producer's transaction; markers are the coordinator's to write, even then."""
+    batch = make_batch([1, 2])
+    struct.pack_into(">h", batch, 21, 0x10)
+    (header,) = validate_produce(bytes(reseal(batch)), LIMIT, True)
+    assert header.is_transactional
+    struct.pack_into(">h", batch, 21, 0x30)
+    with pytest.raises(KafkaError) as info:
+        validate_produce(bytes(reseal(batch)), LIMIT, True)
+    assert info.value.code == ErrorCode.invalid_record
+
+
 def test_assign_rewrites_only_offset_and_epoch() -> None:
     batch = make_batch([1, 2])
     before = bytes(batch)
@@ -227,7 +240,7 @@ def test_record_timestamps_decodes_every_codec(compression: int | str) -> None:
         batch = make_batch(stamps, compression)
         expected_codec = compression
     assert parse_header(batch).compression == expected_codec
-    validate_produce(bytes(batch), LIMIT)
+    validate_produce(bytes(batch), LIMIT, False)
     assign(batch, 0, 1_000, 4)
     assert list(record_timestamps(bytes(batch))) == [(1_000 + i, ts) for i, ts in enumerate(stamps)]
 
@@ -284,13 +297,13 @@ def test_long_plain_batches_are_walked_in_the_thread_not_inline() -> None:
     good = plain_batch(tiny_records(count), count)
     bad = plain_batch(tiny_records(count - 1) + bytes([16, 0, 0, 0, 1, 1, 0]), count)
     for batch in (good, bad):
-        (header,) = validate_produce(batch, LIMIT)
+        (header,) = validate_produce(batch, LIMIT, False)
         assert needs_record_walk(header)
     check_records(good, LIMIT)
     with pytest.raises(KafkaError) as info:
         check_records(bad, LIMIT)
     assert info.value.code == ErrorCode.corrupt_message
-    assert not needs_record_walk(validate_produce(plain_batch(tiny_records(3), 3), LIMIT)[0])
+    assert not needs_record_walk(validate_produce(plain_batch(tiny_records(3), 3), LIMIT, False)[0])
 
 
 def test_first_record_at_skips_a_batch_whose_max_timestamp_lies() -> None:

@@ -47,6 +47,7 @@ from raftlog.broker import (
 )
 from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.producer_state import AbortedTxn
 from raftlog.raft.mesh import Mesh
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.security.acl import AclOperation as Op
@@ -78,6 +79,21 @@ class FakePartition:
         self.term_committed = True
         self.shares = ShareStore()  # share updates count as committed when written
         self.out = [0, 0]  # bytes and records answers handed out (sent)
+        self.open_from: int | None = None  # first offset of an open transaction
+        self.aborted: list[AbortedTxn] = []
+        self.committed_reads: list[bool] = []  # isolation of each read and lookup
+
+    @property
+    def last_stable_offset(self):
+        if self.open_from is None:
+            return self.high_watermark
+        return min(self.open_from, self.high_watermark)
+
+    def aborted_transactions(self, start, end):
+        return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]
+
+    def write_marker(self, producer_id, producer_epoch, commit, coordinator_epoch):
+        raise NotImplementedError  # the transaction coordinator's; no handler calls it
 
     def share_state(self, group_id):
         return self.shares.get(group_id)
@@ -88,7 +104,7 @@ class FakePartition:
         done.set_result(E.none)
         return done
 
-    def produce(self, records, acks, timeout_ms):
+    def produce(self, records, acks, timeout_ms, transactional=False):
         self.calls.append(("produce", records, acks, timeout_ms))
         self.results.append(asyncio.get_running_loop().create_future())
         return self.results[-1]
@@ -102,8 +118,12 @@ class FakePartition:
         self.high_watermark = offset + 1
         self._appended.set()
 
-    def read(self, offset, max_bytes, min_one):
+    def read(self, offset, max_bytes, min_one, committed=False):
         self.calls.append(("read", offset, max_bytes, min_one))
+        self.committed_reads.append(committed)
+        end = self.last_stable_offset if committed else self.high_watermark
+        if offset >= end and self.log_start_offset <= offset <= self.high_watermark:
+            return b""
         if not self.log_start_offset <= offset <= self.high_watermark:
             raise KafkaError(E.offset_out_of_range)
         data = self.data.get(offset, b"")
@@ -113,9 +133,9 @@ class FakePartition:
         self.out[0] += size
         self.out[1] += records
 
-    async def wait_for_data(self, offset, timeout):
+    async def wait_for_data(self, offset, timeout, committed=False):
         self.waits.append(timeout)
-        if self.high_watermark <= offset:
+        if (self.last_stable_offset if committed else self.high_watermark) <= offset:
             self._appended.clear()
             await asyncio.wait_for(self._appended.wait(), timeout)
 
@@ -126,8 +146,9 @@ class FakePartition:
     def epoch_for_offset(self, offset):
         raise NotImplementedError  # in the Partition Protocol; no handler calls it
 
-    async def offset_for_timestamp(self, timestamp):
+    async def offset_for_timestamp(self, timestamp, committed=False):
         self.calls.append(("timestamp", timestamp))
+        self.committed_reads.append(committed)
         found = self.timestamps.get(timestamp)
         if isinstance(found, KafkaError):
             raise found
@@ -443,6 +464,36 @@ async def test_fetch_reads_a_partition_named_twice_once_and_caps_the_response():
     assert broker.partitions["a", 1].calls == [("read", 0, 50, False)]
 
 
+async def test_fetch_read_committed_stops_at_the_last_stable_offset_and_lists_aborts():
+    """read_committed (isolation 1): the read ends at the last stable offset, the answer says
+    where that is and lists the aborted transactions its records may hold; read_uncommitted
+    reads to the high watermark and lists none (null), as Kafka answers."""
+    broker = FakeBroker()
+    broker.add_topic("a", 1)
+    part = broker.partitions["a", 0]
+    part.append(0, bytes(100))
+    part.append(1, bytes(100))
+    part.open_from = 1
+    part.aborted = [AbortedTxn(9, 0, 0)]
+    committed = await fetch.handle(
+        ctx(broker, 11), fetch_request(11, [("a", 0, 1, 1000, -1, -1)], isolation_level=1)
+    )
+    (answer,) = committed.responses[0].partitions
+    assert (answer.high_watermark, answer.last_stable_offset, answer.records) == (2, 1, b"")
+    from_start = await fetch.handle(
+        ctx(broker, 11), fetch_request(11, [("a", 0, 0, 1000, -1, -1)], isolation_level=1)
+    )
+    (answer,) = from_start.responses[0].partitions
+    assert answer.records == bytes(100)
+    assert [(t.producer_id, t.first_offset) for t in answer.aborted_transactions] == [(9, 0)]
+    uncommitted = await fetch.handle(
+        ctx(broker, 11), fetch_request(11, [("a", 0, 1, 1000, -1, -1)])
+    )
+    (answer,) = uncommitted.responses[0].partitions
+    assert answer.records == bytes(100) and answer.aborted_transactions is None
+    assert part.committed_reads == [True, True, False]
+
+
 async def test_fetch_long_poll_wakes_on_new_data():
     broker = FakeBroker()
     broker.add_topic("a", 2)
@@ -574,12 +625,12 @@ async def test_fetch_from_a_follower_names_the_leader():
 # --------------------------------------------------------------------------- ListOffsets
 
 
-def list_offsets_request(partitions):
+def list_offsets_request(partitions, isolation_level=0):
     """ListOffsets v7 for topic "a": partitions [(index, current leader epoch, timestamp)]."""
     m = request_module(list_offsets.API_KEY, 7)
     return m.ListOffsetsRequest(
         replica_id=-1,
-        isolation_level=0,
+        isolation_level=isolation_level,
         topics=(
             m.ListOffsetsTopic(
                 name="a",
@@ -619,6 +670,17 @@ async def test_list_offsets(timestamp, asked, answer):
     p = response.topics[0].partitions[0]
     assert (p.error_code, p.timestamp, p.offset, p.leader_epoch) == answer
     assert partition.calls == ([("timestamp", asked)] if asked is not None else [])
+
+
+@pytest.mark.parametrize("isolation_level", [0, 1])
+async def test_list_offsets_looks_below_the_last_stable_offset_for_read_committed(isolation_level):
+    broker = FakeBroker()
+    broker.add_topic("a")
+    partition = broker.partitions["a", 0]
+    partition.timestamps = {-1: TimestampOffset(-1, 10, 5)}
+    request = list_offsets_request([(0, 5, -1)], isolation_level)
+    await list_offsets.handle(ctx(broker, 7), request)
+    assert partition.committed_reads == [isolation_level == 1]
 
 
 async def test_list_offsets_answers_a_partition_named_twice_invalid_request_unread():

@@ -1,12 +1,30 @@
-"""Idempotent producer sequence rules (KIP-98), as the leader applies them."""
+"""Idempotent producer sequence rules (KIP-98), as the leader applies them, and the
+transactions open on a partition: its last stable offset and its aborted transactions."""
+
+import msgpack
 
 from raftlog.errors import ErrorCode
-from raftlog.producer_state import BATCHES_KEPT, MAX_PRODUCERS, SEQUENCE_WRAP, ProducerState
+from raftlog.producer_state import (
+    BATCHES_KEPT,
+    MAX_PRODUCERS,
+    SEQUENCE_WRAP,
+    AbortedTxn,
+    ProducerState,
+)
 from raftlog.storage.batch import BatchHeader
+from raftlog.storage.control import Marker
 
 
-def batch(pid=7, epoch=0, seq=0, count=10):
-    return BatchHeader(0, 100, 0, 2, 0, 0, count - 1, 0, 0, pid, epoch, seq, count)
+def batch(pid=7, epoch=0, seq=0, count=10, transactional=False):
+    attributes = 0x10 if transactional else 0
+    return BatchHeader(0, 100, 0, 2, 0, attributes, count - 1, 0, 0, pid, epoch, seq, count)
+
+
+def marker(pid=7, epoch=0):
+    return BatchHeader(0, 66, 0, 2, 0, 0x30, 0, 0, 0, pid, epoch, -1, 1)
+
+
+COMMIT, ABORT = Marker(True, 0), Marker(False, 0)
 
 
 def test_in_order_batches_are_accepted():
@@ -95,3 +113,77 @@ def test_a_new_epoch_forgets_the_batches_of_the_old_one():
     assert s.check(batch(epoch=1, seq=0)).base_offset == 20
     assert s.check(batch(epoch=1, seq=10)) is None
     assert s.check(batch(epoch=0, seq=10)).error == ErrorCode.invalid_producer_epoch
+
+
+def test_an_open_transaction_holds_the_first_unstable_offset_until_its_marker():
+    """The last stable offset stops at the oldest open transaction's first offset, whichever
+    producer's later transactions end first; a commit leaves nothing to hide."""
+    s = ProducerState()
+    assert s.first_unstable() is None
+    s.record(batch(pid=1, transactional=True), 10)
+    s.record(batch(pid=2, transactional=True), 20)
+    s.record(batch(pid=1, seq=10, transactional=True), 30)  # same transaction: still 10
+    assert s.first_unstable() == 10
+    s.record(marker(pid=2), 40, COMMIT)
+    assert s.first_unstable() == 10
+    s.record(marker(pid=1), 41, COMMIT)
+    assert s.first_unstable() is None
+    assert s.aborted(0, 100) == []
+
+
+def test_an_abort_is_listed_for_the_reads_that_may_hold_its_records():
+    s = ProducerState()
+    s.record(batch(pid=1, transactional=True), 10)
+    s.record(marker(pid=1), 20, ABORT)
+    s.record(batch(pid=2, transactional=True), 30)
+    s.record(marker(pid=2), 40, ABORT)
+    assert s.aborted(0, 100) == [AbortedTxn(1, 10, 20), AbortedTxn(2, 30, 40)]
+    assert s.aborted(21, 100) == [AbortedTxn(2, 30, 40)]  # the first one's marker is behind
+    assert s.aborted(0, 30) == [AbortedTxn(1, 10, 20)]  # the second starts at the read's end
+    s.forget_aborted_before(21)
+    assert s.aborted(0, 100) == [AbortedTxn(2, 30, 40)]
+
+
+def test_a_marker_for_a_partition_the_producer_did_not_write_ends_nothing():
+    s = ProducerState()
+    s.record(marker(pid=1), 5, ABORT)
+    assert s.aborted(0, 100) == [] and s.first_unstable() is None
+
+
+def test_a_producer_in_a_transaction_may_not_write_outside_it():
+    s = ProducerState()
+    s.record(batch(pid=1, transactional=True), 0)
+    verdict = s.check(batch(pid=1, seq=10))
+    assert verdict is not None and verdict.error == ErrorCode.invalid_txn_state
+    assert s.check(batch(pid=1, seq=10, transactional=True)) is None
+
+
+def test_a_fencing_marker_moves_the_epoch_and_stale_batches_and_markers_are_refused():
+    """The coordinator fences a producer by ending its transaction with a newer epoch: the old
+    epoch's batches are refused from then on, and its sequences start again at 0."""
+    s = ProducerState()
+    s.record(batch(pid=1, epoch=3, transactional=True), 0)
+    assert s.check(marker(pid=1, epoch=2)).error == ErrorCode.invalid_producer_epoch
+    assert s.check(marker(pid=1, epoch=4)) is None
+    s.record(marker(pid=1, epoch=4), 10, ABORT)
+    assert s.check(batch(pid=1, epoch=3, seq=10)).error == ErrorCode.invalid_producer_epoch
+    assert s.check(batch(pid=1, epoch=4, seq=0, transactional=True)) is None
+
+
+def test_open_and_aborted_transactions_survive_a_snapshot(tmp_path):
+    s = ProducerState()
+    s.record(batch(pid=1, transactional=True), 10)
+    s.record(marker(pid=1), 20, ABORT)
+    s.record(batch(pid=2, transactional=True), 30)
+    s.save(tmp_path / "producer-state", offset=31)
+    loaded, _ = ProducerState.load(tmp_path / "producer-state")
+    assert loaded.first_unstable() == 30
+    assert loaded.aborted(0, 100) == [AbortedTxn(1, 10, 20)]
+
+
+def test_a_snapshot_written_before_transactions_still_loads(tmp_path):
+    path = tmp_path / "producer-state"
+    path.write_bytes(msgpack.packb([50, [[1, 2, [[0, 9, 40]]]]]))
+    loaded, offset = ProducerState.load(path)
+    assert offset == 50 and loaded.check(batch(pid=1, epoch=2, seq=0)).base_offset == 40
+    assert loaded.first_unstable() is None
