@@ -170,7 +170,7 @@ class Partition:
         """What a read_committed consumer may read below: the high watermark, held back by the
         first offset of the oldest transaction still open here."""
         hw = self.journal.high_watermark
-        first = self._producers.first_unstable()
+        first = self._producers.first_unstable(hw)
         return hw if first is None or first > hw else first
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:

@@ -65,6 +65,10 @@ class ProducerState:
         # producer's sequences, since it holds the last stable offset
         self._open: dict[int, int] = {}
         self._aborted: deque[AbortedTxn] = deque()  # in marker order, so by last offset
+        # (marker offset, first offset) of transactions whose marker may not be committed yet:
+        # they hold the last stable offset until it is, as in Kafka (a marker a new leader's
+        # log lacks must not have let a consumer read its transaction meanwhile)
+        self._ending: deque[tuple[int, int]] = deque()
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -142,16 +146,24 @@ class ProducerState:
         (the coordinator bumped it to fence), and its sequences then start again."""
         pid = header.producer_id
         first = self._open.pop(pid, None)
+        if first is not None:
+            self._ending.append((offset, first))
         if marker is not None and not marker.commit and first is not None:
             self._aborted.append(AbortedTxn(pid, first, offset))
         entry = self._producers.get(pid)
         if entry is not None and header.producer_epoch > entry.epoch:
             self._producers[pid] = _Producer(header.producer_epoch)
 
-    def first_unstable(self) -> int | None:
-        """The first offset of the oldest open transaction: the last stable offset, when it is
-        below the high watermark."""
-        return min(self._open.values(), default=None)
+    def first_unstable(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction open, or ended by a marker not yet below
+        the high watermark: the last stable offset, when it is below the high watermark."""
+        ending = self._ending
+        while ending and ending[0][0] < high_watermark:
+            ending.popleft()
+        first = min(self._open.values(), default=None)
+        for _, start in ending:
+            first = start if first is None else min(first, start)
+        return first
 
     def aborted(self, start: int, end: int) -> list[AbortedTxn]:
         """The aborted transactions a read of [start, end) may hold records of (Kafka's
@@ -181,6 +193,7 @@ class ProducerState:
                 [[pid, p.epoch, list(p.batches)] for pid, p in self._producers.items()],
                 list(self._open.items()),
                 [list(t) for t in self._aborted],
+                [list(e) for e in self._ending],
             ]
         )
         tmp = path.with_name(path.name + ".tmp")
@@ -204,4 +217,5 @@ class ProducerState:
         if txns:  # files written before transactions hold only the sequences
             state._open = {pid: first for pid, first in txns[0]}
             state._aborted.extend(AbortedTxn(*t) for t in txns[1])
+            state._ending.extend((marker, first) for marker, first in txns[2])
         return state, offset

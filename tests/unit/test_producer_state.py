@@ -119,16 +119,26 @@ def test_an_open_transaction_holds_the_first_unstable_offset_until_its_marker():
     """The last stable offset stops at the oldest open transaction's first offset, whichever
     producer's later transactions end first; a commit leaves nothing to hide."""
     s = ProducerState()
-    assert s.first_unstable() is None
+    assert s.first_unstable(0) is None
     s.record(batch(pid=1, transactional=True), 10)
     s.record(batch(pid=2, transactional=True), 20)
     s.record(batch(pid=1, seq=10, transactional=True), 30)  # same transaction: still 10
-    assert s.first_unstable() == 10
+    assert s.first_unstable(40) == 10
     s.record(marker(pid=2), 40, COMMIT)
-    assert s.first_unstable() == 10
+    assert s.first_unstable(41) == 10
     s.record(marker(pid=1), 41, COMMIT)
-    assert s.first_unstable() is None
+    assert s.first_unstable(42) is None
     assert s.aborted(0, 100) == []
+
+
+def test_a_transaction_stays_unstable_until_its_marker_is_below_the_high_watermark():
+    """Kafka's rule: a marker appended but not committed may be cut by the next leader, so
+    the transaction it ends holds the last stable offset until the high watermark passes it."""
+    s = ProducerState()
+    s.record(batch(pid=1, transactional=True), 10)
+    s.record(marker(pid=1), 20, COMMIT)
+    assert s.first_unstable(20) == 10
+    assert s.first_unstable(21) is None
 
 
 def test_an_abort_is_listed_for_the_reads_that_may_hold_its_records():
@@ -147,7 +157,7 @@ def test_an_abort_is_listed_for_the_reads_that_may_hold_its_records():
 def test_a_marker_for_a_partition_the_producer_did_not_write_ends_nothing():
     s = ProducerState()
     s.record(marker(pid=1), 5, ABORT)
-    assert s.aborted(0, 100) == [] and s.first_unstable() is None
+    assert s.aborted(0, 100) == [] and s.first_unstable(100) is None
 
 
 def test_a_producer_in_a_transaction_may_not_write_outside_it():
@@ -177,7 +187,7 @@ def test_open_and_aborted_transactions_survive_a_snapshot(tmp_path):
     s.record(batch(pid=2, transactional=True), 30)
     s.save(tmp_path / "producer-state", offset=31)
     loaded, _ = ProducerState.load(tmp_path / "producer-state")
-    assert loaded.first_unstable() == 30
+    assert loaded.first_unstable(31) == 30
     assert loaded.aborted(0, 100) == [AbortedTxn(1, 10, 20)]
 
 
@@ -186,4 +196,4 @@ def test_a_snapshot_written_before_transactions_still_loads(tmp_path):
     path.write_bytes(msgpack.packb([50, [[1, 2, [[0, 9, 40]]]]]))
     loaded, offset = ProducerState.load(path)
     assert offset == 50 and loaded.check(batch(pid=1, epoch=2, seq=0)).base_offset == 40
-    assert loaded.first_unstable() is None
+    assert loaded.first_unstable(50) is None
