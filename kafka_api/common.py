@@ -112,3 +112,11 @@ def endpoints(broker: Broker, node_ids: Iterable[int]) -> list[BrokerInfo]:
     if not wanted:  # most answers name no leader: the broker list is not built for them
         return []
     return [b for b in broker.live_brokers() if b.node_id in wanted]
+
+
+def fenced_as(error: ErrorCode, version: int, fenced_since: int) -> ErrorCode:
+    """PRODUCER_FENCED as a request of `version` may be told it: INVALID_PRODUCER_EPOCH before
+    `fenced_since` (Kafka's rule; aiokafka, which sends v0, raises on a code it does not know)."""
+    if error == ErrorCode.producer_fenced and version < fenced_since:
+        return ErrorCode.invalid_producer_epoch
+    return error

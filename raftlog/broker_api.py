@@ -22,6 +22,7 @@ from raftlog.groups.coordinator import GroupCoordinator
 from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
 from raftlog.security.users import UserAdmin
 from raftlog.share.manager import ShareManager
+from raftlog.txn.coordinator import TxnCoordinator
 
 
 class Broker(Protocol):
@@ -78,14 +79,29 @@ class Broker(Protocol):
     ) -> TopicResult: ...
 
     async def init_producer_id(
-        self, transactional_id: str | None, producer_id: int, producer_epoch: int
+        self,
+        transactional_id: str | None,
+        transaction_timeout_ms: int,
+        producer_id: int,
+        producer_epoch: int,
     ) -> tuple[ErrorCode, int, int]:
-        """(error, producer id, epoch) for an idempotent producer; a known id gets its epoch
-        bumped (KIP-360). Transactions are not supported."""
+        """(error, producer id, epoch) for an idempotent producer, whose known id gets its
+        epoch bumped (KIP-360), or from the transaction coordinator for a transactional id."""
 
     async def find_coordinator(self, key: str, key_type: int) -> Coordinator:
-        """The node coordinating `key` (key type 0: group; 1, transactions, is not served).
-        Creates __consumer_offsets when it is missing and enough nodes are live (KIP-115)."""
+        """The node coordinating `key` (key type 0: group; 1: transactional id). Creates
+        __consumer_offsets or __transaction_state when missing and enough nodes are live
+        (KIP-115)."""
+
+    @property
+    def transactions(self) -> TxnCoordinator:
+        """This node's transaction coordinator (the ids it coordinates)."""
+
+    async def verify_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int
+    ) -> ErrorCode:
+        """NONE if the producer's ongoing transaction includes the partition (KIP-890), as its
+        coordinator says, wherever it is."""
 
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool

@@ -29,6 +29,7 @@ from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
 from raftlog.security.users import UserAdmin
 from raftlog.topic_admin import TopicAdmin
+from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 
 if TYPE_CHECKING:
     import uuid
@@ -37,9 +38,10 @@ if TYPE_CHECKING:
     from raftlog.node import Node
     from raftlog.partition import Partition
     from raftlog.share.manager import ShareManager
+    from raftlog.txn.coordinator import TxnCoordinator
 
-PRODUCER_ID_BLOCK = 1000
 MAX_PRODUCER_EPOCH = 32767
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
 
 
 class BrokerFacade:
@@ -53,7 +55,6 @@ class BrokerFacade:
         self.users = UserAdmin(node)
         self.admin = TopicAdmin(node, self.view)
         self.group_admin = GroupAdmin(node)
-        self._producer_ids: tuple[int, int] | None = None  # [next, end) of this node's block
 
     @property
     def cluster_id(self) -> str:
@@ -66,6 +67,10 @@ class BrokerFacade:
     @property
     def groups(self) -> GroupCoordinator:
         return self._node.groups
+
+    @property
+    def transactions(self) -> TxnCoordinator:
+        return self._node.transactions
 
     @property
     def share(self) -> ShareManager:
@@ -157,46 +162,54 @@ class BrokerFacade:
         return change
 
     async def init_producer_id(
-        self, transactional_id: str | None, producer_id: int, producer_epoch: int
+        self,
+        transactional_id: str | None,
+        transaction_timeout_ms: int,
+        producer_id: int,
+        producer_epoch: int,
     ) -> tuple[ErrorCode, int, int]:
         if transactional_id is not None:
-            return ErrorCode.invalid_request, -1, -1
+            return await self._node.transactions.init_producer_id(
+                transactional_id, transaction_timeout_ms, producer_id, producer_epoch
+            )
         if producer_id >= 0 and 0 <= producer_epoch < MAX_PRODUCER_EPOCH:
             return ErrorCode.none, producer_id, producer_epoch + 1
-        if self._producer_ids is None or self._producer_ids[0] >= self._producer_ids[1]:
-            try:
-                first = await self._node.controller.call("allocate_producer_ids", PRODUCER_ID_BLOCK)
-            except ControllerUnavailable:
-                return ErrorCode.coordinator_not_available, -1, -1
-            self._producer_ids = (first, first + PRODUCER_ID_BLOCK)
-        pid = self._producer_ids[0]
-        self._producer_ids = (pid + 1, self._producer_ids[1])
-        return ErrorCode.none, pid, 0
+        try:
+            return ErrorCode.none, await self._node.producer_ids.allocate(), 0
+        except ControllerUnavailable:
+            return ErrorCode.coordinator_not_available, -1, -1
 
     async def find_coordinator(self, key: str, key_type: int) -> Coordinator:
-        if key_type != 0:
-            return Coordinator(
-                ErrorCode.invalid_request, message="transactions are not supported by raftlog"
-            )
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+            return Coordinator(ErrorCode.invalid_request, message=f"unknown key type {key_type}")
         if not key:
-            return Coordinator(ErrorCode.invalid_request, message="empty group id")
-        topic = self._node.controller.state.topics.get(OFFSETS_TOPIC)
+            return Coordinator(ErrorCode.invalid_request, message="empty group or transactional id")
+        name = OFFSETS_TOPIC if key_type == GROUP_KEY else TXN_TOPIC
+        topic = self._node.controller.state.topics.get(name)
         if topic is None:
-            result = await self.admin.create_topic(TopicSpec(OFFSETS_TOPIC), False, 5000)
-            topic = self._node.controller.state.topics.get(OFFSETS_TOPIC)
+            result = await self.admin.create_topic(TopicSpec(name), False, 5000)
+            topic = self._node.controller.state.topics.get(name)
             if topic is None:
                 return Coordinator(ErrorCode.coordinator_not_available, message=result.message)
-        index = self._node.groups.partition_for(key)
-        info = self.view.partition_info(
-            OFFSETS_TOPIC, topic["id"], index, tuple(topic["partitions"][index])
-        )
+        if key_type == GROUP_KEY:
+            index = self._node.groups.partition_for(key)
+        else:
+            index = self._node.transactions.partition_for(key)
+        info = self.view.partition_info(name, topic["id"], index, tuple(topic["partitions"][index]))
         address = self.view.address(info.leader) if info.leader >= 0 else None
         if address is None:
             return Coordinator(
                 ErrorCode.coordinator_not_available,
-                message=f"{OFFSETS_TOPIC} partition {index} has no leader yet",
+                message=f"{name} partition {index} has no leader yet",
             )
         return Coordinator(ErrorCode.none, info.leader, *address)
+
+    async def verify_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int
+    ) -> ErrorCode:
+        return await self._node.verify_transaction(
+            transactional_id, producer_id, epoch, topic, index
+        )
 
     def log_dirs(self) -> list[LogDirInfo]:
         path = self._node.config.data_dir / "data"

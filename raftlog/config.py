@@ -54,6 +54,10 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 3000,
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1800000,
+    # __transaction_state and the transaction coordinator; 16 partitions for the same reason.
+    "transaction.state.log.num.partitions": 16,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.max.timeout.ms": 900000,
     # The Kafka listener: largest request frame, and how long a quiet connection is kept.
     "socket.request.max.bytes": 104857600,
     "fetch.max.bytes": 57671680,  # Kafka's: the most one Fetch response carries

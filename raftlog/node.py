@@ -13,6 +13,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from epoch.history import HistoryJournal
 from raftlog import group_config, limits, topic_config
@@ -26,8 +27,10 @@ from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.heap import HeapFreezer
 from raftlog.leadership import LeadershipDirectory
 from raftlog.loop_stall import LoopStallMonitor
+from raftlog.mesh_calls import MeshCalls
 from raftlog.offsets_partition import OffsetsPartition
 from raftlog.partition import NodeContext, Partition
+from raftlog.producer_ids import ProducerIds
 from raftlog.raft.driver import Driver
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.install import Installs
@@ -37,10 +40,15 @@ from raftlog.security.acl import authorizer_for
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings
+from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
+from raftlog.txn.coordinator import TxnCoordinator
+from raftlog.txn.markers import Markers
 
 log = logging.getLogger(__name__)
 
 GOSSIP_INTERVAL = 1.0
+VERIFY = "txn-verify"  # [txn id, producer id, epoch, topic, partition] -> error code
+VERIFY_TIMEOUT_S = 5.0
 # Gossip rounds between two announcements of every led group. A (re)connected peer gets the
 # whole view at once and every change goes out as it happens; repeated each second, the
 # announcements and their decoding were a third of a node's idle CPU at 3,000 partitions.
@@ -71,6 +79,7 @@ class Node:
         self._opening = False  # an _open_some turn is scheduled
         self._changed = asyncio.Event()
         self._coordinating: set[int] = set()  # __consumer_offsets partitions attached to groups
+        self._txn_coordinating: set[int] = set()  # __transaction_state partitions attached
         self._gossiped_quiet: set[tuple[str, int]] = set()  # led, quiet, observed since
         self.loop_stalls = LoopStallMonitor(LOOP_CLOCK)
         # Judges requests by the controller's ACLs; None without authorizer.class.name. Made
@@ -142,6 +151,22 @@ class Node:
             self.share.member_left,
         )
         self.groups.share_groups.on_member_left.append(self.share_members.left)
+        self.producer_ids = ProducerIds(lambda n: self.controller.call("allocate_producer_ids", n))
+        self.calls = MeshCalls(self.mesh)
+        self.markers = Markers(
+            self.node_id,
+            self.calls,
+            lambda topic, index: self.partitions.get((topic, index)),
+            self._leader_of,
+            self._partition_exists,
+        )
+        self.transactions = TxnCoordinator(
+            int(cfg.broker_setting("transaction.state.log.num.partitions")),
+            self._allocate_producer_id,
+            self.markers.write,
+            int(cfg.broker_setting("transaction.max.timeout.ms")),
+        )
+        self.calls.serve(VERIFY, self._verify_here)
         self.controller = Controller(
             self.node_id,
             cfg.node_ids,
@@ -171,6 +196,56 @@ class Node:
             return None
         return known.leader
 
+    def _leader_of(self, topic: str, index: int) -> int | None:
+        """The live node leading the partition, if this node knows one."""
+        known = self.controller.state.topics.get(topic)
+        if known is None:
+            return None
+        seen = self.leadership.lookup(f"{known['id']}/{index}")
+        if seen is None or not self.leadership.alive(seen.leader):
+            return None
+        return seen.leader
+
+    def _partition_exists(self, topic: str, index: int) -> bool:
+        known = self.controller.state.topics.get(topic)
+        return known is not None and index < len(known["partitions"])
+
+    def transaction_coordinator(self, transactional_id: str) -> int | None:
+        """The node leading the transactional id's `__transaction_state` partition."""
+        return self._leader_of(TXN_TOPIC, self.transactions.partition_for(transactional_id))
+
+    async def _allocate_producer_id(self) -> int | None:
+        try:
+            return await self.producer_ids.allocate()
+        except ControllerUnavailable:
+            return None
+
+    async def verify_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int
+    ) -> ErrorCode:
+        """KIP-890's check before a transactional batch goes into a log: its coordinator, here
+        or asked over the mesh, says whether the producer's transaction includes the
+        partition."""
+        coordinator = self.transaction_coordinator(transactional_id)
+        if coordinator == self.node_id:
+            return self.transactions.verify(transactional_id, producer_id, epoch, topic, index)
+        if coordinator is None:
+            return ErrorCode.coordinator_not_available
+        args = [transactional_id, producer_id, epoch, topic, index]
+        answer = await self.calls.call(str(coordinator), VERIFY, args, VERIFY_TIMEOUT_S)
+        if not isinstance(answer, int):
+            return ErrorCode.coordinator_not_available
+        try:
+            return ErrorCode(answer)
+        except ValueError:
+            return ErrorCode.unknown_server_error
+
+    async def _verify_here(self, _peer: str, args: list[Any]) -> int:
+        match args:
+            case [str(txn_id), int(pid), int(epoch), str(topic), int(index)]:
+                return int(self.transactions.verify(txn_id, pid, epoch, topic, index))
+        return int(ErrorCode.invalid_request)
+
     def _share_incarnation(self, group_id: str) -> int:
         return int(self.controller.state.share_incarnations.get(group_id, 0))
 
@@ -188,6 +263,8 @@ class Node:
         for task in self._tasks:
             task.cancel()
         self.groups.close()
+        self.transactions.close()
+        self.calls.close()
         self.share_members.close()
         self.share.close()
         for partition in self.partitions.values():
@@ -248,6 +325,9 @@ class Node:
         if offsets_topic is not None:
             # a group's partition follows the topic's real partition count
             self.groups.config.num_partitions = len(offsets_topic["partitions"])
+        txn_topic = self.controller.state.topics.get(TXN_TOPIC)
+        if txn_topic is not None:
+            self.transactions.num_partitions = len(txn_topic["partitions"])
         wanted: dict[tuple[str, int], PartitionSpec] = {}
         for name, topic in self.controller.state.topics.items():
             for index, replicas in enumerate(topic["partitions"]):
@@ -347,6 +427,9 @@ class Node:
         if key[0] == OFFSETS_TOPIC and key[1] in self._coordinating:
             self._coordinating.discard(key[1])
             self.groups.detach(key[1])
+        if key[0] == TXN_TOPIC and key[1] in self._txn_coordinating:
+            self._txn_coordinating.discard(key[1])
+            self.transactions.detach(key[1])
         group = partition.group.name
         partition.close()
         self.leadership.forget(group)
@@ -361,6 +444,8 @@ class Node:
         self.leadership.observe(group.name, leader, group.term, self.in_sync_replicas(partition))
         if partition.topic == OFFSETS_TOPIC:
             self._coordinate(partition)
+        elif partition.topic == TXN_TOPIC:
+            self._coordinate_transactions(partition)
         self._changed.set()
 
     def _coordinate(self, partition: Partition) -> None:
@@ -372,6 +457,17 @@ class Node:
         elif not partition.is_leader and index in self._coordinating:
             self._coordinating.discard(index)
             self.groups.detach(index)
+
+    def _coordinate_transactions(self, partition: Partition) -> None:
+        """The coordinator of a transactional id is the leader of its `__transaction_state`
+        partition, once its term is committed (its log then holds every decision)."""
+        index = partition.index
+        if partition.term_committed and index not in self._txn_coordinating:
+            self._txn_coordinating.add(index)
+            self.transactions.attach(index, OffsetsPartition(partition))
+        elif not partition.is_leader and index in self._txn_coordinating:
+            self._txn_coordinating.discard(index)
+            self.transactions.detach(index)
 
     def _group_config(self, offsets_topic: dict | None) -> GroupConfig:
         setting = self.config.broker_setting

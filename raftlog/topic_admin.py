@@ -16,12 +16,23 @@ from raftlog.controller import EXISTS, ControllerUnavailable
 from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.limits import MAX_RECORDS_PER_USER_OP
+from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 
 if TYPE_CHECKING:
     from raftlog.cluster_view import ClusterView
     from raftlog.node import Node
 
 LEADER_WAIT = 10.0
+
+
+# The coordinators' topics: (partition count, replication factor) settings.
+_INTERNAL_SETTINGS = {
+    OFFSETS_TOPIC: ("offsets.topic.num.partitions", "offsets.topic.replication.factor"),
+    TXN_TOPIC: (
+        "transaction.state.log.num.partitions",
+        "transaction.state.log.replication.factor",
+    ),
+}
 
 
 class TopicAdmin:
@@ -55,9 +66,9 @@ class TopicAdmin:
             return TopicResult(
                 name, ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
             )
-        internal = name == OFFSETS_TOPIC
+        internal = name in _INTERNAL_SETTINGS
         if internal:
-            spec = self._offsets_topic_spec(spec)
+            spec = self._internal_topic_spec(spec)
         problem = topic_config.validate(spec.configs)
         if problem:
             return TopicResult(name, ErrorCode.invalid_config, problem)
@@ -79,7 +90,7 @@ class TopicAdmin:
                     name,
                     ErrorCode.invalid_replication_factor,
                     f"Replication factor: {rf} larger than available brokers: {len(live)}."
-                    + (" (offsets.topic.replication.factor, KIP-115)" if internal else ""),
+                    + (f" ({_INTERNAL_SETTINGS[name][1]}, KIP-115)" if internal else ""),
                 )
             # Before anything the size of the request is built (2^31-1 partitions, even
             # validate_only, grew a node to 24 GB).
@@ -111,18 +122,19 @@ class TopicAdmin:
             return len(spec.assignments)
         if spec.num_partitions != -1:
             return spec.num_partitions
-        setting = "offsets.topic.num.partitions" if spec.name == OFFSETS_TOPIC else "num.partitions"
+        setting = _INTERNAL_SETTINGS.get(spec.name, ("num.partitions", ""))[0]
         return int(self._node.config.broker_setting(setting))
 
-    def _offsets_topic_spec(self, spec: TopicSpec) -> TopicSpec:
-        """__consumer_offsets gets Kafka's settings unless the request names its own, and is
-        always compacted: only the latest record per key matters."""
+    def _internal_topic_spec(self, spec: TopicSpec) -> TopicSpec:
+        """__consumer_offsets and __transaction_state get Kafka's settings unless the request
+        names its own, and are always compacted: only the latest record per key matters."""
         setting = self._node.config.broker_setting
+        count_setting, rf_setting = _INTERNAL_SETTINGS[spec.name]
         partitions, rf = spec.num_partitions, spec.replication_factor
         if partitions == -1:
-            partitions = int(setting("offsets.topic.num.partitions"))
+            partitions = int(setting(count_setting))
         if rf == -1:
-            rf = int(setting("offsets.topic.replication.factor"))
+            rf = int(setting(rf_setting))
         configs = {**spec.configs, "cleanup.policy": "compact"}
         return TopicSpec(spec.name, partitions, rf, spec.assignments, configs)
 
@@ -210,8 +222,8 @@ class TopicAdmin:
                     TopicResult(
                         name,
                         ErrorCode.invalid_topic_exception,
-                        f"Cannot delete internal topic {name}: it holds every group's "
-                        "committed offsets.",
+                        f"Cannot delete internal topic {name}: it holds the coordinators' "
+                        "state (committed offsets, transactions).",
                     )
                 )
                 continue
@@ -237,13 +249,13 @@ class TopicAdmin:
         topic = self._node.controller.state.topics.get(name)
         if topic is None:
             return TopicResult(name, ErrorCode.unknown_topic_or_partition, "Unknown topic.")
-        if name == OFFSETS_TOPIC:
+        if name in _INTERNAL_SETTINGS:
             return TopicResult(
                 name,
                 ErrorCode.policy_violation,
-                f"The partition count of {OFFSETS_TOPIC} cannot change: a group's coordinator "
-                "is chosen by hashing its id over the partitions, so every group would move "
-                "to a partition that does not hold its offsets.",
+                f"The partition count of {name} cannot change: a coordinator is chosen by "
+                "hashing its group or transactional id over the partitions, so every one "
+                "would move to a partition that does not hold its state.",
             )
         current = len(topic["partitions"])
         if count <= current:

@@ -9,6 +9,8 @@ from typing import Any, Protocol
 
 from kafka_api.context import RequestContext
 from kafka_api.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
@@ -24,6 +26,7 @@ from kafka_api.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_user_scram_credentials,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -62,6 +65,8 @@ class ApiHandler(Protocol):
 # and `handle`'s signature); a tuple or dict of modules would be taken as ModuleType, whose
 # attributes are all Any, and pass unchecked.
 _MODULES: list[ApiHandler] = [
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
@@ -77,6 +82,7 @@ _MODULES: list[ApiHandler] = [
     describe_groups,
     describe_log_dirs,
     describe_user_scram_credentials,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,

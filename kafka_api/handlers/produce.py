@@ -27,17 +27,24 @@ from kafka_api.errors import CloseConnection
 from raftlog.broker import ProduceResult, TopicInfo
 from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.storage.batch import HEADER_SIZE, parse_header
 
 API_KEY = 0
 MIN_VERSION = 3  # v3 is the first with magic-2 batches only; Kafka 4 serves no older one
 MAX_VERSION = 13  # v13 addresses topics by id (KIP-516)
 
 _VALID_ACKS = (0, 1, -1)
-# raftlog has no transaction coordinator, so no transaction can be ongoing: Kafka answers a
-# transactional write to a partition outside an ongoing transaction with INVALID_TXN_STATE.
-_NO_TRANSACTIONS = ProduceResult(
-    error=ErrorCode.invalid_txn_state, message="transactions are not supported by this broker"
-)
+# What a transactional batch is answered when its coordinator's verification fails (Kafka's
+# AddPartitionsToTxnManager for Produce below v11): the coordinator busy or moving is
+# retriable, a fenced producer is told so, anything else means "not in a transaction".
+_VERIFY_ANSWERS = {
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.invalid_producer_epoch: ErrorCode.invalid_producer_epoch,
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
+}
 # Refusals that come before any other check of a partition (Kafka authorizes first).
 _DENIED = (ErrorCode.topic_authorization_failed, ErrorCode.transactional_id_authorization_failed)
 
@@ -56,11 +63,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         and request.transactional_id is not None
         and not authorize(ctx, Op.WRITE, Resource.TRANSACTIONAL_ID, request.transactional_id)
     )
-    for topic_data in request.topic_data:
-        name = getattr(topic_data, "name", None)
-        topic, topic_error = resolve_topic(
-            broker, name, getattr(topic_data, "topic_id", None), version >= 13
+    resolved = [
+        (
+            topic_data,
+            *resolve_topic(
+                broker,
+                getattr(topic_data, "name", None),
+                getattr(topic_data, "topic_id", None),
+                version >= 13,
+            ),
         )
+        for topic_data in request.topic_data
+    ]
+    verified: dict[tuple[str, int], ErrorCode] = {}
+    if request.transactional_id is not None and not txn_denied:
+        verified = await _verify(broker, request.transactional_id, resolved)
+    for topic_data, topic, topic_error in resolved:
+        name = getattr(topic_data, "name", None)
         if txn_denied:
             topic, topic_error = None, ErrorCode.transactional_id_authorization_failed
         elif (
@@ -72,7 +91,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         outcomes = [
             (
                 data.index,
-                _propose(broker, request, topic, topic_error, data.index, data.records, timeout_ms),
+                _propose(
+                    broker,
+                    request,
+                    topic,
+                    topic_error,
+                    data.index,
+                    data.records,
+                    timeout_ms,
+                    verified.get((topic.name, data.index)) if topic is not None else None,
+                ),
             )
             for data in topic_data.partition_data
         ]
@@ -130,15 +158,21 @@ def _propose(
     index: int,
     records: bytes | None,
     timeout_ms: int,
+    verified: ErrorCode | None,
 ) -> ProduceResult | Awaitable[ProduceResult]:
     """The result for a partition that fails before reaching the log, else the facade's
-    awaitable, whose proposal has already happened when this returns."""
+    awaitable, whose proposal has already happened when this returns. `verified`: what the
+    transaction coordinator said of a transactional batch's partition (None: no such
+    batch)."""
     if topic_error in _DENIED:
         return ProduceResult(error=topic_error)
     if request.acks not in _VALID_ACKS:
         return ProduceResult(error=ErrorCode.invalid_required_acks)
-    if request.transactional_id is not None:
-        return _NO_TRANSACTIONS
+    if verified is not None and verified != ErrorCode.none:
+        return ProduceResult(
+            error=_VERIFY_ANSWERS.get(verified, ErrorCode.invalid_txn_state),
+            message=f"Partition was not added to the transaction ({verified.name})",
+        )
     if topic is None:
         return ProduceResult(error=topic_error)
     if topic.internal:
@@ -158,9 +192,37 @@ def _propose(
             message="Produce requests must have at least one record batch per partition",
         )
     try:
-        return partition.produce(records, request.acks, timeout_ms)
+        return partition.produce(records, request.acks, timeout_ms, verified == ErrorCode.none)
     except KafkaError as exc:  # the facade may refuse at once (e.g. NOT_LEADER_OR_FOLLOWER)
         return ProduceResult(error=exc.code, message=exc.message)
+
+
+async def _verify(
+    broker: Broker,
+    transactional_id: str,
+    resolved: list[tuple[Any, TopicInfo | None, ErrorCode]],
+) -> dict[tuple[str, int], ErrorCode]:
+    """KIP-890: each partition a transactional batch is for, checked with its coordinator
+    before anything is proposed. One at a time: asked here, the answer comes without
+    yielding, so this request's proposals keep their place among the connection's."""
+    answers: dict[tuple[str, int], ErrorCode] = {}
+    for topic_data, topic, _ in resolved:
+        if topic is None:
+            continue
+        for data in topic_data.partition_data:
+            records = data.records
+            if not records or len(records) < HEADER_SIZE:
+                continue
+            header = parse_header(records)
+            if header.is_transactional and (topic.name, data.index) not in answers:
+                answers[topic.name, data.index] = await broker.verify_transaction(
+                    transactional_id,
+                    header.producer_id,
+                    header.producer_epoch,
+                    topic.name,
+                    data.index,
+                )
+    return answers
 
 
 def _partition_response(m: Any, index: int, result: ProduceResult, extra: dict[str, Any]) -> Any:

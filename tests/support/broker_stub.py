@@ -21,6 +21,7 @@ from raftlog.broker import (
 )
 from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode
+from raftlog.txn.coordinator import TxnCoordinator
 
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
@@ -81,11 +82,24 @@ class BrokerStub:
         raise NotImplementedError
 
     async def init_producer_id(
-        self, transactional_id: str | None, producer_id: int, producer_epoch: int
+        self,
+        transactional_id: str | None,
+        transaction_timeout_ms: int,
+        producer_id: int,
+        producer_epoch: int,
     ) -> tuple[ErrorCode, int, int]:
         raise NotImplementedError
 
     async def find_coordinator(self, key: str, key_type: int) -> Coordinator:
+        raise NotImplementedError
+
+    @property
+    def transactions(self) -> TxnCoordinator:
+        raise NotImplementedError
+
+    async def verify_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int
+    ) -> ErrorCode:
         raise NotImplementedError
 
     async def alter_topic_configs(

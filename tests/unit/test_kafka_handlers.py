@@ -168,6 +168,13 @@ class FakeBroker(BrokerStub):
         self.deleted: list = []
         self.altered: list = []  # (resource name, changes, incremental, validate_only)
         self.group_errors: dict[str, tuple[ErrorCode, str]] = {}  # what altering a group answers
+        # what the transaction coordinator says of a partition; asked: what it was asked
+        self.in_transaction: dict[tuple[str, int], ErrorCode] = {}
+        self.verified: list[tuple] = []
+
+    async def verify_transaction(self, transactional_id, producer_id, epoch, topic, index):
+        self.verified.append((transactional_id, producer_id, epoch, topic, index))
+        return self.in_transaction.get((topic, index), E.invalid_txn_state)
 
     def add_topic(self, name, count=1, leader=1, **partition_args):
         infos = tuple(PartitionInfo(name, i, (1, 2), leader, 5, (1, 2)) for i in range(count))
@@ -298,11 +305,14 @@ async def test_produce_proposes_every_partition_before_awaiting_any():
     assert partition_results(response) == [(1, E.none, 10), (0, E.none, 20), (0, E.none, 30)]
 
 
+TXN_BATCH = make_batch([(None, b"v")], producer=(42, 3, 0), transactional=True)
+
+
 @pytest.mark.parametrize(
     ("acks", "transactional_id", "partitions", "error"),
     [
         (2, None, [("a", 0, b"x")], E.invalid_required_acks),
-        (-1, "txn", [("a", 0, b"x")], E.invalid_txn_state),
+        (-1, "txn", [("a", 0, TXN_BATCH)], E.invalid_txn_state),
         (-1, None, [("nope", 0, b"x")], E.unknown_topic_or_partition),
         (-1, None, [("a", 9, b"x")], E.unknown_topic_or_partition),
         (-1, None, [("a", 0, b"")], E.invalid_record),
@@ -316,6 +326,33 @@ async def test_produce_rejections_never_reach_the_log(acks, transactional_id, pa
     response = await produce.handle(ctx(broker, 9), request)
     assert [e for _, e, _ in partition_results(response)] == [error]
     assert broker.partitions["a", 0].calls == []
+
+
+@pytest.mark.parametrize(
+    ("coordinator_says", "answer"),
+    [
+        (E.concurrent_transactions, E.not_enough_replicas),  # retriable: the coordinator is busy
+        (E.not_coordinator, E.not_enough_replicas),
+        (E.producer_fenced, E.invalid_producer_epoch),
+        (E.invalid_txn_state, E.invalid_txn_state),
+    ],
+)
+async def test_a_transactional_batch_is_written_only_where_its_coordinator_says_so(
+    coordinator_says, answer
+):
+    """KIP-890: the coordinator is asked about each partition before anything is proposed;
+    a batch it does not vouch for never reaches the log."""
+    broker = FakeBroker()
+    broker.add_topic("a", 2)
+    broker.in_transaction = {("a", 0): E.none, ("a", 1): coordinator_says}
+    request = produce_request(9, [("a", 0, TXN_BATCH), ("a", 1, TXN_BATCH)], -1, "txn")
+    task = asyncio.ensure_future(produce.handle(ctx(broker, 9), request))
+    await asyncio.sleep(0)
+    assert broker.verified == [("txn", 42, 3, "a", 0), ("txn", 42, 3, "a", 1)]
+    assert [c[0] for c in broker.partitions["a", 0].calls] == ["produce"]
+    assert broker.partitions["a", 1].calls == []
+    broker.partitions["a", 0].results[0].set_result(ProduceResult(base_offset=7))
+    assert [(i, e) for i, e, _ in partition_results(await task)] == [(0, E.none), (1, answer)]
 
 
 async def test_produce_to_a_follower_names_the_leader_from_v10():
@@ -1328,7 +1365,7 @@ async def test_produce_transactional_and_by_id():
     broker = FakeBroker()
     topic_id = broker.add_topic("a").topic_id
     secure(broker, (Res.TOPIC, "a", Op.WRITE))
-    request = produce_request(9, [("a", 0, b"x")], transactional_id="tx")
+    request = produce_request(9, [("a", 0, TXN_BATCH)], transactional_id="tx")
     response = await produce.handle(ctx(broker, 9), request)
     assert partition_results(response) == [(0, E.transactional_id_authorization_failed, -1)]
     secure(broker, (Res.TOPIC, "a", Op.WRITE), (Res.TRANSACTIONAL_ID, "tx", Op.WRITE))
@@ -1672,7 +1709,7 @@ async def test_init_producer_id_needs_idempotent_write_or_write_on_some_topic():
     assert await error() == (E.none, 42)
 
 
-async def _producer_id(transactional_id, producer_id, producer_epoch):
+async def _producer_id(transactional_id, timeout_ms, producer_id, producer_epoch):
     return E.none, 42, 0
 
 

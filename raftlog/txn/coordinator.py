@@ -1,0 +1,315 @@
+"""The transaction coordinator: for each `__transaction_state` partition this node leads, the
+transactional ids hashed to it, their state (metadata.py) and the work that finishes a
+transaction (its markers, then the Complete record).
+
+Like the group coordinator, memory changes only once the log holds the record, and a
+transactional id has at most one write in flight (others answer CONCURRENT_TRANSACTIONS).
+A PrepareCommit or PrepareAbort in the log is a decision: whoever leads the partition next
+loads it and sends the markers again until every partition has one, so a transaction is
+never left half done by a failover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any, Protocol
+
+from raftlog.clock import LOOP_CLOCK, Clock, Timer, now_ms
+from raftlog.errors import ErrorCode, KafkaError
+from raftlog.groups.metadata_manager import java_string_hash
+from raftlog.txn import metadata as rules
+from raftlog.txn.log_records import (
+    Partitions,
+    RecordError,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from raftlog.txn.metadata import PREPARING, Decision, TxnMetadata, TxnState
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+TOPIC = "__transaction_state"
+# Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms
+TIMEOUT_CHECK_S = 10.0
+LOAD_YIELD_RECORDS = 1000  # a long log is loaded a slice per loop turn
+
+
+class TxnLog(Protocol):
+    """A `__transaction_state` partition led by this node (offsets_partition.py's)."""
+
+    @property
+    def leader_epoch(self) -> int: ...
+
+    async def append(self, records: list[tuple[bytes, bytes | None]]) -> int: ...
+
+    def read_committed(self) -> Iterator[tuple[int, bytes, bytes | None]]: ...
+
+
+# (topic, partition, producer id, epoch, commit, coordinator epoch) -> the marker's outcome
+WriteMarker = Callable[[str, int, int, int, bool, int], Awaitable[ErrorCode]]
+
+
+class _Shard:
+    def __init__(self, index: int, txn_log: TxnLog) -> None:
+        self.index = index
+        self.log = txn_log
+        self.txns: dict[str, TxnMetadata] = {}
+        self.writing: set[str] = set()  # ids with a record on its way to the log
+        self.loading = True
+        self.attached = True
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.timer: Timer | None = None
+
+
+class TxnCoordinator:
+    def __init__(
+        self,
+        num_partitions: int,
+        allocate_id: Callable[[], Awaitable[int | None]],
+        write_marker: WriteMarker,
+        max_timeout_ms: int,
+        clock: Clock = LOOP_CLOCK,
+    ) -> None:
+        """allocate_id: a fresh producer id (the controller's blocks), None when none can be
+        had now; write_marker: the marker on one partition, retried until it is written or
+        cannot be (markers.py)."""
+        self.num_partitions = num_partitions
+        self._allocate_id = allocate_id
+        self._write_marker = write_marker
+        self._max_timeout_ms = max_timeout_ms
+        self._clock = clock
+        self._shards: dict[int, _Shard] = {}
+
+    def partition_for(self, transactional_id: str) -> int:
+        """Kafka's placement: abs(String.hashCode) mod the partition count."""
+        h = java_string_hash(transactional_id)
+        return (0 if h == -(2**31) else abs(h)) % self.num_partitions
+
+    # --- leadership of the log's partitions ---------------------------------------------------
+
+    def attach(self, index: int, txn_log: TxnLog) -> None:
+        """This node now leads the partition (its term committed): load, then serve."""
+        self.detach(index)
+        shard = self._shards[index] = _Shard(index, txn_log)
+        self._spawn(shard, self._load(shard))
+
+    def detach(self, index: int) -> None:
+        shard = self._shards.pop(index, None)
+        if shard is None:
+            return
+        shard.attached = False
+        if shard.timer is not None:
+            shard.timer.cancel()
+        for task in list(shard.tasks):
+            task.cancel()
+
+    def close(self) -> None:
+        for index in list(self._shards):
+            self.detach(index)
+
+    async def _load(self, shard: _Shard) -> None:
+        for n, (_offset, key, value) in enumerate(shard.log.read_committed()):
+            if n % LOAD_YIELD_RECORDS == LOAD_YIELD_RECORDS - 1:
+                await asyncio.sleep(0)
+            try:
+                txn_id = decode_key(key)
+                if txn_id is None:
+                    continue
+                if value is None:
+                    shard.txns.pop(txn_id, None)
+                else:
+                    shard.txns[txn_id] = TxnMetadata.from_log(txn_id, decode_value(value))
+            except (RecordError, ValueError) as exc:
+                log.error("%s partition %d: unreadable record skipped: %s", TOPIC, shard.index, exc)
+        shard.loading = False
+        for txn in list(shard.txns.values()):
+            if txn.state in PREPARING:
+                self._spawn(shard, self._finish(shard, txn))
+        self._schedule_timeouts(shard)
+
+    # --- the APIs ----------------------------------------------------------------------------
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        shard, error = self._serving(transactional_id)
+        if shard is None:
+            return error, -1, -1
+        if not 0 < timeout_ms <= self._max_timeout_ms:
+            return E.invalid_transaction_timeout, -1, -1
+        txn = shard.txns.get(transactional_id)
+        fresh = -1
+        if txn is None or txn.producer_epoch + 1 > rules.MAX_EPOCH:
+            allocated = await self._allocate_id()
+            if allocated is None:
+                return E.coordinator_not_available, -1, -1
+            fresh = allocated
+            shard, error = self._serving(transactional_id)
+            if shard is None:
+                return error, -1, -1
+            txn = shard.txns.get(transactional_id)
+        if txn is None:
+            txn = rules.new_producer(transactional_id, fresh, timeout_ms)
+        decision = rules.init_producer(
+            txn, timeout_ms, producer_id, producer_epoch, fresh, now_ms(self._clock)
+        )
+        if decision.error == E.concurrent_transactions and decision.write is not None:
+            # an ongoing transaction fenced: its abort goes on without this caller
+            if await self._write(shard, decision.write) == E.none:
+                self._spawn(shard, self._finish(shard, decision.write))
+            return E.concurrent_transactions, -1, -1
+        error = await self._decided(shard, decision)
+        if error != E.none:
+            return error, -1, -1
+        current = shard.txns[transactional_id]
+        return E.none, current.producer_id, current.producer_epoch
+
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Partitions
+    ) -> ErrorCode:
+        shard, error = self._serving(transactional_id)
+        if shard is None:
+            return error
+        decision = rules.add_partitions(
+            shard.txns.get(transactional_id), producer_id, epoch, partitions, now_ms(self._clock)
+        )
+        return await self._decided(shard, decision)
+
+    async def end_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> ErrorCode:
+        """Answered once the decision (PrepareCommit/PrepareAbort) is in the log, as Kafka
+        does; the markers and the Complete record follow."""
+        shard, error = self._serving(transactional_id)
+        if shard is None:
+            return error
+        decision = rules.end_transaction(
+            shard.txns.get(transactional_id), producer_id, epoch, commit, now_ms(self._clock)
+        )
+        error = await self._decided(shard, decision)
+        if error == E.none and decision.write is not None:
+            self._spawn(shard, self._finish(shard, decision.write))
+        return error
+
+    def verify(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int
+    ) -> ErrorCode:
+        shard, error = self._serving(transactional_id)
+        if shard is None:
+            return error
+        return rules.in_transaction(
+            shard.txns.get(transactional_id), producer_id, epoch, topic, index
+        )
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
+        shard, error = self._serving(transactional_id)
+        if shard is None:
+            return error, None
+        txn = shard.txns.get(transactional_id)
+        return (E.none, txn) if txn is not None else (E.transactional_id_not_found, None)
+
+    def transactions(self) -> list[TxnMetadata]:
+        """Every transactional id this node coordinates (ListTransactions)."""
+        return [t for s in self._shards.values() if not s.loading for t in s.txns.values()]
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _serving(self, transactional_id: str) -> tuple[_Shard | None, ErrorCode]:
+        if not transactional_id:
+            return None, E.invalid_request
+        shard = self._shards.get(self.partition_for(transactional_id))
+        if shard is None or not shard.attached:
+            return None, E.not_coordinator
+        if shard.loading:
+            return None, E.coordinator_load_in_progress
+        if transactional_id in shard.writing:
+            return None, E.concurrent_transactions
+        return shard, E.none
+
+    async def _decided(self, shard: _Shard, decision: Decision) -> ErrorCode:
+        if decision.error != E.none or decision.write is None:
+            return decision.error
+        return await self._write(shard, decision.write)
+
+    async def _write(self, shard: _Shard, txn: TxnMetadata) -> ErrorCode:
+        """Appends the record; memory follows only if the log took it."""
+        txn_id = txn.transactional_id
+        shard.writing.add(txn_id)
+        try:
+            await shard.log.append([(encode_key(txn_id), encode_value(txn.to_log()))])
+        except KafkaError as exc:
+            return _append_error(exc.code)
+        except asyncio.CancelledError:
+            return E.not_coordinator
+        finally:
+            shard.writing.discard(txn_id)
+        if not shard.attached:
+            return E.not_coordinator
+        shard.txns[txn_id] = txn
+        return E.none
+
+    async def _finish(self, shard: _Shard, txn: TxnMetadata) -> None:
+        """Markers on every partition of the transaction, then CompleteCommit/CompleteAbort.
+        A marker that cannot be written (its topic deleted, the producer fenced since) is
+        given up, as Kafka does."""
+        commit = txn.state == TxnState.PREPARE_COMMIT
+        epoch = shard.log.leader_epoch
+        await asyncio.gather(
+            *(
+                self._write_marker(topic, index, txn.producer_id, txn.producer_epoch, commit, epoch)
+                for topic, indexes in sorted(txn.partitions.items())
+                for index in sorted(indexes)
+            )
+        )
+        while shard.attached:
+            error = await self._write(shard, rules.complete(txn, now_ms(self._clock)))
+            if error in (E.none, E.not_coordinator):
+                return
+            await self._clock.sleep(0.1)  # the log is busy or short of replicas: again
+
+    def _schedule_timeouts(self, shard: _Shard) -> None:
+        shard.timer = self._clock.call_later(TIMEOUT_CHECK_S, self._abort_timed_out, shard)
+
+    def _abort_timed_out(self, shard: _Shard) -> None:
+        if not shard.attached:
+            return
+        now = now_ms(self._clock)
+        for txn in list(shard.txns.values()):
+            if rules.timed_out(txn, now) and txn.transactional_id not in shard.writing:
+                self._spawn(shard, self._fence_and_abort(shard, txn, now))
+        self._schedule_timeouts(shard)
+
+    async def _fence_and_abort(self, shard: _Shard, txn: TxnMetadata, now: int) -> None:
+        fenced = rules.fence(txn, now)
+        if await self._write(shard, fenced) == E.none:
+            log.info("transaction of %r timed out: aborted", txn.transactional_id)
+            await self._finish(shard, fenced)
+
+    def _spawn(self, shard: _Shard, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        shard.tasks.add(task)
+        task.add_done_callback(lambda t: _task_done(shard, t))
+
+
+def _task_done(shard: _Shard, task: asyncio.Task[None]) -> None:
+    shard.tasks.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.error(
+            "transaction coordinator task for partition %d failed",
+            shard.index,
+            exc_info=task.exception(),
+        )
+
+
+def _append_error(code: ErrorCode) -> ErrorCode:
+    """Kafka's mapping of a failed `__transaction_state` append (TransactionStateManager)."""
+    if code in (E.not_leader_or_follower, E.not_coordinator, E.kafka_storage_error):
+        return E.not_coordinator
+    if code in (E.message_too_large, E.record_list_too_large):
+        return E.unknown_server_error
+    return E.coordinator_not_available

@@ -1,0 +1,132 @@
+"""Kafka transactions with real clients: a transactional producer's commits become visible
+whole to read_committed consumers, its aborts never, and a producer that loses its
+transactional id to a new instance is fenced. Three real nodes, so the coordinator, the
+partition leaders and the markers between them are usually on different nodes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kafka import KafkaConsumer
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+PARTITIONS = 3
+
+
+def _producer(bootstrap: str, txn_id: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    producer.init_transactions()
+    return producer
+
+
+def _send(producer: Producer, topic: str, values: list[bytes]) -> None:
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % PARTITIONS)
+
+
+def _read_confluent(bootstrap: str, topic: str, isolation: str, settle_s: float = 5.0) -> list:
+    """Every value a consumer of this isolation reads from the start, once it has read for
+    `settle_s` without getting more."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"txn-reader-{time.monotonic_ns()}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    values, quiet_since = [], time.monotonic()
+    try:
+        while time.monotonic() - quiet_since < settle_s:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            values.append(message.value())
+            quiet_since = time.monotonic()
+    finally:
+        consumer.close()
+    return sorted(values)
+
+
+def _read_kafka_python(bootstrap: str, topic: str) -> list:
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    )
+    from kafka import TopicPartition as KTP
+
+    consumer.assign([KTP(topic, p) for p in range(PARTITIONS)])
+    consumer.seek_to_beginning()
+    try:
+        return sorted(m.value for m in consumer)
+    finally:
+        consumer.close()
+
+
+def test_committed_transactions_are_read_whole_and_aborted_ones_never(cluster_factory):
+    cluster = cluster_factory(name="txn")
+    cluster.create_topic("orders", partitions=PARTITIONS, replication_factor=3)
+    producer = _producer(cluster.bootstrap, "orders-writer")
+
+    producer.begin_transaction()
+    _send(producer, "orders", [b"c1-%d" % i for i in range(30)])
+    producer.commit_transaction()
+
+    producer.begin_transaction()
+    _send(producer, "orders", [b"a1-%d" % i for i in range(30)])
+    producer.flush()  # in the log, acknowledged, then thrown away
+    producer.abort_transaction()
+
+    producer.begin_transaction()
+    _send(producer, "orders", [b"c2-%d" % i for i in range(30)])
+    producer.commit_transaction()
+
+    committed = sorted([b"c1-%d" % i for i in range(30)] + [b"c2-%d" % i for i in range(30)])
+    assert _read_confluent(cluster.bootstrap, "orders", "read_committed") == committed
+    assert _read_kafka_python(cluster.bootstrap, "orders") == committed
+    everything = _read_confluent(cluster.bootstrap, "orders", "read_uncommitted")
+    assert everything == sorted(committed + [b"a1-%d" % i for i in range(30)])
+
+
+def test_an_open_transaction_holds_read_committed_back_until_it_commits(cluster_factory):
+    cluster = cluster_factory(name="txn-open")
+    cluster.create_topic("held", partitions=PARTITIONS, replication_factor=3)
+    plain = Producer({"bootstrap.servers": cluster.bootstrap})
+    producer = _producer(cluster.bootstrap, "held-writer")
+    producer.begin_transaction()
+    _send(producer, "held", [b"t-%d" % i for i in range(6)])
+    producer.flush()
+    _send(plain, "held", [b"p-%d" % i for i in range(6)])  # after the open transaction
+    plain.flush()
+    assert _read_confluent(cluster.bootstrap, "held", "read_committed", settle_s=3) == []
+    producer.commit_transaction()
+    values = _read_confluent(cluster.bootstrap, "held", "read_committed")
+    assert values == sorted([b"t-%d" % i for i in range(6)] + [b"p-%d" % i for i in range(6)])
+
+
+def test_a_new_producer_with_the_same_id_fences_the_old_and_aborts_its_transaction(
+    cluster_factory,
+):
+    cluster = cluster_factory(name="txn-fence")
+    cluster.create_topic("fenced", partitions=PARTITIONS, replication_factor=3)
+    old = _producer(cluster.bootstrap, "same-id")
+    old.begin_transaction()
+    _send(old, "fenced", [b"zombie-%d" % i for i in range(6)])
+    old.flush()
+    new = _producer(cluster.bootstrap, "same-id")  # aborts what the old one left open
+    new.begin_transaction()
+    _send(new, "fenced", [b"new-%d" % i for i in range(6)])
+    new.commit_transaction()
+    with pytest.raises(KafkaException) as raised:
+        old.commit_transaction()
+    assert raised.value.args[0].fatal()
+    assert _read_confluent(cluster.bootstrap, "fenced", "read_committed") == sorted(
+        b"new-%d" % i for i in range(6)
+    )

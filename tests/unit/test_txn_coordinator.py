@@ -1,0 +1,166 @@
+"""The transaction coordinator's sequencing: memory follows the log, a decision in the log is
+finished by whoever loads it, and an expired transaction is aborted with its producer fenced.
+The `__transaction_state` partition is an in-memory list here (end to end, in
+tests/e2e/test_transactions.py, it is a real replicated partition)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from support.clock import ManualClock, settle
+
+from raftlog.errors import ErrorCode as E
+from raftlog.errors import KafkaError
+from raftlog.txn.coordinator import TxnCoordinator
+from raftlog.txn.log_records import decode_key, decode_value, encode_key, encode_value
+from raftlog.txn.metadata import TxnMetadata, TxnState
+
+TXN = "tx"
+
+
+class ListLog:
+    def __init__(self, records: list[tuple[bytes, bytes | None]] | None = None) -> None:
+        self.records = list(records or [])
+        self.leader_epoch = 7
+        self.failing: E | None = None
+        self.held: asyncio.Future[None] | None = None  # set: appends wait for it
+
+    async def append(self, records: list[tuple[bytes, bytes | None]]) -> int:
+        if self.held is not None:
+            await self.held
+        if self.failing is not None:
+            raise KafkaError(self.failing)
+        self.records.extend(records)
+        return len(self.records)
+
+    def read_committed(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+        for i, (key, value) in enumerate(list(self.records)):
+            yield i, key, value
+
+    def states(self) -> list[tuple[str, TxnState, int]]:
+        out = []
+        for key, value in self.records:
+            assert value is not None
+            v = decode_value(value)
+            out.append((decode_key(key) or "", TxnState(v.state), v.producer_epoch))
+        return out
+
+
+class Markers:
+    def __init__(self) -> None:
+        self.written: list[tuple[str, int, int, int, bool, int]] = []
+        self.gate: asyncio.Future[None] | None = None
+
+    async def write(
+        self, topic: str, index: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> E:
+        if self.gate is not None:
+            await self.gate
+        self.written.append((topic, index, pid, epoch, commit, coordinator_epoch))
+        return E.none
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+def coordinator(clock: ManualClock, markers: Markers, log: ListLog) -> TxnCoordinator:
+    ids = iter(range(100, 200))
+
+    async def allocate() -> int:
+        return next(ids)
+
+    c = TxnCoordinator(1, allocate, markers.write, 900_000, clock)
+    c.attach(0, log)
+    return c
+
+
+async def started(c: TxnCoordinator) -> tuple[int, int]:
+    await settle()
+    error, pid, epoch = await c.init_producer_id(TXN, 60_000, -1, -1)
+    assert error == E.none
+    assert await c.add_partitions(TXN, pid, epoch, {"t": frozenset({0, 1})}) == E.none
+    return pid, epoch
+
+
+async def test_end_is_answered_at_the_decision_and_the_next_transaction_waits_for_markers(clock):
+    markers, log = Markers(), ListLog()
+    c = coordinator(clock, markers, log)
+    pid, epoch = await started(c)
+    markers.gate = asyncio.get_running_loop().create_future()
+    assert await c.end_transaction(TXN, pid, epoch, True) == E.none
+    assert log.states()[-1] == (TXN, TxnState.PREPARE_COMMIT, 0)
+    added = await c.add_partitions(TXN, pid, epoch, {"t": frozenset({0})})
+    assert added == E.concurrent_transactions
+    markers.gate.set_result(None)
+    await settle()
+    assert sorted(m[:2] for m in markers.written) == [("t", 0), ("t", 1)]
+    assert all(m[4] and m[5] == 7 for m in markers.written)  # commit, coordinator epoch
+    assert log.states()[-1] == (TXN, TxnState.COMPLETE_COMMIT, 0)
+    assert await c.add_partitions(TXN, pid, epoch, {"t": frozenset({0})}) == E.none
+
+
+async def test_a_decision_found_at_load_is_finished_by_the_new_coordinator(clock):
+    """A failover between PrepareCommit and its markers: the partition's next leader loads the
+    decision and writes every marker, then CompleteCommit."""
+    prepared = TxnMetadata(TXN, 42, 3, 60_000, TxnState.PREPARE_COMMIT, {"t": frozenset({2})}, 1, 1)
+    log = ListLog([(encode_key(TXN), encode_value(prepared.to_log()))])
+    markers = Markers()
+    c = coordinator(clock, markers, log)
+    await settle()
+    assert markers.written == [("t", 2, 42, 3, True, 7)]
+    assert log.states()[-1] == (TXN, TxnState.COMPLETE_COMMIT, 3)
+    assert c.describe(TXN)[1].state == TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+
+
+async def test_a_failed_append_changes_nothing(clock):
+    markers, log = Markers(), ListLog()
+    c = coordinator(clock, markers, log)
+    pid, epoch = await started(c)
+    log.failing = E.not_leader_or_follower
+    assert await c.end_transaction(TXN, pid, epoch, False) == E.not_coordinator
+    assert c.describe(TXN)[1].state == TxnState.ONGOING  # type: ignore[union-attr]
+    assert markers.written == []
+
+
+async def test_one_write_at_a_time_per_transactional_id(clock):
+    markers, log = Markers(), ListLog()
+    c = coordinator(clock, markers, log)
+    pid, epoch = await started(c)
+    log.held = asyncio.get_running_loop().create_future()
+    ending = asyncio.ensure_future(c.end_transaction(TXN, pid, epoch, True))
+    await settle()
+    assert await c.end_transaction(TXN, pid, epoch, True) == E.concurrent_transactions
+    log.held.set_result(None)
+    assert await ending == E.none
+
+
+async def test_an_expired_transaction_is_aborted_and_its_producer_fenced(clock):
+    markers, log = Markers(), ListLog()
+    c = coordinator(clock, markers, log)
+    pid, epoch = await started(c)
+    await clock.advance(59)
+    assert markers.written == []  # not yet: 60 s from its start
+    await clock.advance(20)  # the next check after the timeout
+    assert {(m[3], m[4]) for m in markers.written} == {(epoch + 1, False)}
+    assert log.states()[-2:] == [
+        (TXN, TxnState.PREPARE_ABORT, epoch + 1),
+        (TXN, TxnState.COMPLETE_ABORT, epoch + 1),
+    ]
+    assert await c.end_transaction(TXN, pid, epoch, True) == E.producer_fenced
+
+
+async def test_ids_of_other_partitions_and_a_loading_one_are_refused(clock):
+    log = ListLog()
+    c = TxnCoordinator(2, lambda: asyncio.sleep(0, 1), Markers().write, 900_000, clock)
+    here = next(t for t in (f"id-{i}" for i in range(50)) if c.partition_for(t) == 0)
+    there = next(t for t in (f"id-{i}" for i in range(50)) if c.partition_for(t) == 1)
+    c.attach(0, log)
+    assert (await c.init_producer_id(here, 60_000, -1, -1))[0] == E.coordinator_load_in_progress
+    await settle()
+    assert (await c.init_producer_id(here, 60_000, -1, -1))[0] == E.none
+    assert (await c.init_producer_id(there, 60_000, -1, -1))[0] == E.not_coordinator
+    assert (await c.init_producer_id(here, 900_001, -1, -1))[0] == E.invalid_transaction_timeout
