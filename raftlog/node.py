@@ -159,6 +159,7 @@ class Node:
             lambda topic, index: self.partitions.get((topic, index)),
             self._leader_of,
             self._partition_exists,
+            self._marker_written,
         )
         self.transactions = TxnCoordinator(
             int(cfg.broker_setting("transaction.state.log.num.partitions")),
@@ -209,6 +210,10 @@ class Node:
     def _partition_exists(self, topic: str, index: int) -> bool:
         known = self.controller.state.topics.get(topic)
         return known is not None and index < len(known["partitions"])
+
+    def _marker_written(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
+        if topic == OFFSETS_TOPIC:
+            self.groups.end_transaction(index, producer_id, commit)
 
     def transaction_coordinator(self, transactional_id: str) -> int | None:
         """The node leading the transactional id's `__transaction_state` partition."""

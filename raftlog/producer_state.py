@@ -102,6 +102,8 @@ class ProducerState:
                 ErrorCode.invalid_producer_epoch,
                 message=f"producer {pid} epoch {epoch} is older than {known.epoch}",
             )
+        if first < 0:  # no sequence: the group coordinator's transactional offsets
+            return None
         if epoch > known.epoch:
             if first != 0:
                 return Verdict(
@@ -134,6 +136,9 @@ class ProducerState:
         entry = self._producers.pop(pid, None)
         if entry is None or header.producer_epoch != entry.epoch:
             entry = _Producer(header.producer_epoch)
+        if header.base_sequence < 0:  # nothing to judge its retries by
+            self._producers[pid] = entry
+            return
         last = (header.base_sequence + header.last_offset_delta) % SEQUENCE_WRAP
         entry.batches.append((header.base_sequence, last, base_offset))
         self._producers[pid] = entry

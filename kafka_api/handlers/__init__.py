@@ -48,6 +48,7 @@ from kafka_api.handlers import (
     share_group_describe,
     share_group_heartbeat,
     sync_group,
+    txn_offset_commit,
 )
 
 
@@ -104,6 +105,7 @@ _MODULES: list[ApiHandler] = [
     share_group_describe,
     share_group_heartbeat,
     sync_group,
+    txn_offset_commit,
 ]
 
 HANDLERS: dict[int, ApiHandler] = {module.API_KEY: module for module in _MODULES}

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from epoch import NO_EPOCH
-from kafka_api.authz import Op, Resource, authorize, authorized
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
+from kafka_api.commit_entries import commit_entries
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from raftlog.errors import ErrorCode
-from raftlog.groups.results import CommitOffset
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -28,30 +27,10 @@ GROUP_ID_NOT_FOUND_VERSION = 9  # older versions report a missing group as ILLEG
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    entries = [(topic.name, p) for topic in request.topics for p in topic.partitions]
     if not authorize(ctx, Op.READ, Resource.GROUP, request.group_id):
-        return _answer(ctx, request, [ErrorCode.group_authorization_failed] * len(entries))
-    readable = authorized(ctx, Op.READ, Resource.TOPIC, (t.name for t in request.topics))
-    errors: list[ErrorCode] = []
-    commits: list[CommitOffset] = []
-    for name, p in entries:
-        topic = broker.topic(name)
-        if name not in readable:
-            errors.append(ErrorCode.topic_authorization_failed)
-            continue
-        if topic is None or not 0 <= p.partition_index < len(topic.partitions):
-            errors.append(ErrorCode.unknown_topic_or_partition)
-            continue
-        errors.append(ErrorCode.none)
-        commits.append(
-            CommitOffset(
-                name,
-                p.partition_index,
-                p.committed_offset,
-                getattr(p, "committed_leader_epoch", NO_EPOCH),
-                p.committed_metadata,
-            )
-        )
+        count = sum(len(t.partitions) for t in request.topics)
+        return _answer(ctx, request, [ErrorCode.group_authorization_failed] * count)
+    errors, commits = commit_entries(ctx, request.topics)
     if commits:
         results = iter(
             await broker.groups.offset_commit(

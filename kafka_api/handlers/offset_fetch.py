@@ -1,7 +1,8 @@
 """OffsetFetch (9): a group's committed positions. v1 (the first kio models; v0 read ZooKeeper)
 names partitions, v2+ may ask for all of them (null topics) and reports coordinator errors at
-the top, v5 returns the committed leader epoch, v7 adds require_stable (nothing is ever unstable
-without transactions), v8 asks for several groups at once. v10 names topics by id only and is
+the top, v5 returns the committed leader epoch, v7 adds require_stable (a partition an open
+transaction committed an offset for is UNSTABLE_OFFSET_COMMIT until it ends), v8 asks for
+several groups at once. v10 names topics by id only and is
 not served. A group needs DESCRIBE; so does each topic, whose offsets are otherwise left out
 of an answer for every topic and refused (TOPIC_AUTHORIZATION_FAILED) when asked for. Every
 copy of a group named twice in one v8+ request is INVALID_REQUEST and not read (Kafka reads
@@ -34,7 +35,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         repeated = duplicates(g.group_id for g in request.groups)
         results = await asyncio.gather(
             *(
-                _fetch(ctx, g.group_id, _partitions(g.topics))
+                _fetch(ctx, g.group_id, _partitions(g.topics), request.require_stable)
                 if g.group_id not in repeated
                 else _refused(ErrorCode.invalid_request)
                 for g in request.groups
@@ -51,7 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=answers)
     wanted = _partitions(request.topics)
-    result = await _fetch(ctx, request.group_id, wanted)
+    result = await _fetch(ctx, request.group_id, wanted, getattr(request, "require_stable", False))
     if version < TOP_LEVEL_ERROR_VERSION and result.error is not ErrorCode.none:
         # No top-level error field yet: every requested partition carries it.
         failed = tuple(FetchedOffset(t, p, error=result.error) for t, p in wanted or ())
@@ -65,7 +66,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _fetch(
-    ctx: RequestContext, group_id: str, wanted: list[tuple[str, int]] | None
+    ctx: RequestContext, group_id: str, wanted: list[tuple[str, int]] | None, stable: bool
 ) -> OffsetFetchResult:
     """The group's offsets as this principal may see them (Kafka's order: the group, then the
     coordinator with the describable topics only, then the refused topics appended)."""
@@ -73,15 +74,15 @@ async def _fetch(
         return OffsetFetchResult(ErrorCode.group_authorization_failed)
     groups = ctx.broker.groups
     if ctx.broker.authorizer is None:
-        return await groups.offset_fetch(group_id, wanted)
+        return await groups.offset_fetch(group_id, wanted, stable)
     if wanted is None:
-        result = await groups.offset_fetch(group_id, None)
+        result = await groups.offset_fetch(group_id, None, stable)
         if result.error is not ErrorCode.none:
             return result
         shown = authorized(ctx, Op.DESCRIBE, Resource.TOPIC, (o.topic for o in result.offsets))
         return OffsetFetchResult(result.error, tuple(o for o in result.offsets if o.topic in shown))
     shown = authorized(ctx, Op.DESCRIBE, Resource.TOPIC, (topic for topic, _ in wanted))
-    result = await groups.offset_fetch(group_id, [(t, p) for t, p in wanted if t in shown])
+    result = await groups.offset_fetch(group_id, [(t, p) for t, p in wanted if t in shown], stable)
     if result.error is not ErrorCode.none:
         return result
     refused = tuple(

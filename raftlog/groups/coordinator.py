@@ -427,10 +427,42 @@ class GroupCoordinator:
             self._rebalance.arm_session(shard, group, member)
         return await self._manager.store_offsets(shard, group, offsets)
 
+    async def txn_offset_commit(
+        self,
+        group_id: str,
+        producer: tuple[int, int],
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: Sequence[CommitOffset],
+    ) -> list[ErrorCode]:
+        """TxnOffsetCommit: like offset_commit (KIP-447: a member's generation is checked when
+        given), but the offsets count only once the producer's transaction commits."""
+        shard = self._manager.lookup(group_id, allow_empty=True)
+        if isinstance(shard, ErrorCode):
+            return [shard] * len(offsets)
+        group = shard.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return [E.illegal_generation] * len(offsets)
+            group = shard.groups[group_id] = Group(group_id, now_ms(self._clock))
+        error = _commit_error(group, generation_id, member_id, group_instance_id)
+        if error is not E.none:
+            shard.discard_if_unused(group)
+            return [error] * len(offsets)
+        return await self._manager.store_txn_offsets(shard, group, offsets, producer)
+
+    def end_transaction(self, index: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker was written on `__consumer_offsets` partition `index`."""
+        self._manager.end_transaction(index, producer_id, commit)
+
     async def offset_fetch(
-        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+        self,
+        group_id: str,
+        partitions: Sequence[tuple[str, int]] | None,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
-        return await self._manager.fetch_offsets(group_id, partitions)
+        return await self._manager.fetch_offsets(group_id, partitions, require_stable)
 
     async def delete_groups(self, group_ids: Sequence[str]) -> list[DeletedGroup]:
         share = [g for g in group_ids if self.share_groups.has_group(g)]

@@ -78,6 +78,9 @@ class Group:
         self.sync_timer: Timer | None = None
         self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.pending_commits: Counter[TopicPartition] = Counter()  # appends in flight
+        # offsets of open transactions, by producer id: in the log, applied by the commit
+        # marker (TxnOffsetCommit)
+        self.txn_offsets: dict[int, dict[TopicPartition, OffsetCommitValue]] = {}
         self.rebalances = 0  # started since this coordinator loaded the group (a metric)
 
     @classmethod
@@ -259,4 +262,16 @@ class Group:
             and not self.pending_members
             and not self.offsets
             and not self.pending_commits
+            and not self.txn_offsets
         )
+
+    def unstable(self, tp: TopicPartition) -> bool:
+        """An open transaction holds an offset for the partition (OffsetFetch require_stable
+        answers UNSTABLE_OFFSET_COMMIT until it ends)."""
+        return any(tp in pending for pending in self.txn_offsets.values())
+
+    def end_transaction(self, producer_id: int, commit: bool) -> None:
+        """The transaction's marker is in the log: its offsets become the group's, or go."""
+        pending = self.txn_offsets.pop(producer_id, None)
+        if pending and commit:
+            self.offsets.update(pending)

@@ -35,19 +35,36 @@ class Replayed:
     metadata: dict[str, GroupMetadataValue] = field(default_factory=dict)
     offsets: defaultdict[str, Committed] = field(default_factory=lambda: defaultdict(dict))
     share_groups: dict[str, int] = field(default_factory=dict)  # share group -> epoch
+    # producer id -> group -> offsets of a transaction whose marker is not in the log yet
+    txn_offsets: defaultdict[int, defaultdict[str, Committed]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(dict))
+    )
 
 
 async def replay(offsets_log: OffsetsLog) -> Replayed:
     """The latest record per key wins, a tombstone deletes; a partition of millions of records
-    yields to the loop as it goes, and an undecodable record is skipped, not fatal."""
+    yields to the loop as it goes, and an undecodable record is skipped, not fatal. A
+    transaction's offsets wait for its marker: a commit applies them, an abort drops them."""
     found = Replayed()
     metadata, offsets, share_groups = found.metadata, found.offsets, found.share_groups
-    for count, (offset, key, value) in enumerate(offsets_log.read_committed(), 1):
+    txn_offsets = found.txn_offsets
+    for count, (offset, key, value, producer_id, marker) in enumerate(
+        offsets_log.read_committed(), 1
+    ):
         if count % LOAD_YIELD_EVERY == 0:
             await asyncio.sleep(0)
+        if marker is not None:
+            for group_id, pending in txn_offsets.pop(producer_id, {}).items():
+                if marker:
+                    offsets[group_id].update(pending)
+            continue
         try:
             parsed = decode_key(key)
-            if isinstance(parsed, OffsetCommitKey):
+            if isinstance(parsed, OffsetCommitKey) and producer_id >= 0:
+                if value is not None:
+                    tp = (parsed.topic, parsed.partition)
+                    txn_offsets[producer_id][parsed.group][tp] = decode_offset_commit_value(value)
+            elif isinstance(parsed, OffsetCommitKey):
                 tp = (parsed.topic, parsed.partition)
                 if value is None:
                     offsets[parsed.group].pop(tp, None)
@@ -74,11 +91,20 @@ async def replay(offsets_log: OffsetsLog) -> Replayed:
 
 
 def build_groups(
-    metadata: dict[str, GroupMetadataValue], offsets: dict[str, Committed], now_ms: int
+    metadata: dict[str, GroupMetadataValue],
+    offsets: dict[str, Committed],
+    now_ms: int,
+    txn_offsets: dict[int, defaultdict[str, Committed]] | None = None,
 ) -> dict[str, Group]:
-    """A group exists if it has a GroupMetadata record or any committed offset."""
+    """A group exists if it has a GroupMetadata record or any committed offset, its
+    transactions' included."""
+    pending: defaultdict[str, dict[int, Committed]] = defaultdict(dict)
+    for producer_id, by_group in (txn_offsets or {}).items():
+        for group_id, committed in by_group.items():
+            pending[group_id][producer_id] = committed
     groups: dict[str, Group] = {}
-    for group_id in metadata.keys() | {g for g, committed in offsets.items() if committed}:
+    named = {g for g, committed in offsets.items() if committed} | pending.keys()
+    for group_id in metadata.keys() | named:
         value = metadata.get(group_id)
         group = (
             Group.from_record(group_id, value, now_ms)
@@ -86,5 +112,6 @@ def build_groups(
             else Group(group_id, now_ms)
         )
         group.offsets = offsets.get(group_id, {})
+        group.txn_offsets = pending.get(group_id, {})
         groups[group_id] = group
     return groups

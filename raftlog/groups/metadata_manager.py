@@ -99,7 +99,9 @@ class GroupMetadataManager:
     ) -> None:
         started = time.monotonic()  # how long the replay really took, whatever the clock
         found = await replay(shard.log)
-        shard.groups.update(build_groups(found.metadata, found.offsets, now_ms(self._clock)))
+        shard.groups.update(
+            build_groups(found.metadata, found.offsets, now_ms(self._clock), found.txn_offsets)
+        )
         for group in shard.groups.values():
             on_loaded(shard, group)
         for group_id, epoch in found.share_groups.items():
@@ -134,6 +136,22 @@ class GroupMetadataManager:
         """One error per entry, in order; the caller has checked the committer's membership.
         Accepted offsets are written in one append and answered (and visible to OffsetFetch)
         only once it resolved."""
+        errors, accepted = self._accepted(offsets)
+        if not accepted:
+            shard.discard_if_unused(group)
+            return errors
+        group.pending_commits.update(accepted.keys())
+        written = await shard.append(
+            _records(group, accepted),
+            partial(self._offsets_written, shard, group, accepted),
+            commit=True,
+        )
+        return [written if e is E.none else e for e in errors]
+
+    def _accepted(
+        self, offsets: Sequence[CommitOffset]
+    ) -> tuple[list[ErrorCode], dict[TopicPartition, OffsetCommitValue]]:
+        """One error per entry, and the offsets to write."""
         now = now_ms(self._clock)
         errors: list[ErrorCode] = []
         accepted: dict[TopicPartition, OffsetCommitValue] = {}
@@ -147,18 +165,43 @@ class GroupMetadataManager:
             accepted[(entry.topic, entry.partition)] = OffsetCommitValue(
                 entry.offset, entry.leader_epoch, metadata, now
             )
+        return errors, accepted
+
+    async def store_txn_offsets(
+        self,
+        shard: Shard,
+        group: Group,
+        offsets: Sequence[CommitOffset],
+        producer: tuple[int, int],
+    ) -> list[ErrorCode]:
+        """TxnOffsetCommit: the offsets go into the log in the producer's transaction and are
+        held aside until its marker lands here (end_transaction)."""
+        errors, accepted = self._accepted(offsets)
         if not accepted:
             shard.discard_if_unused(group)
             return errors
-        records: Records = [
-            (offset_commit_key(group.group_id, topic, partition), offset_commit_value(value))
-            for (topic, partition), value in accepted.items()
-        ]
-        group.pending_commits.update(accepted.keys())
-        written = await shard.append(
-            records, partial(self._offsets_written, shard, group, accepted), commit=True
+
+        def written(error: ErrorCode) -> None:
+            if error is E.none:
+                group.txn_offsets.setdefault(producer[0], {}).update(accepted)
+            else:
+                shard.discard_if_unused(group)
+
+        result = await shard.append(
+            _records(group, accepted), written, commit=True, producer=producer
         )
-        return [written if e is E.none else e for e in errors]
+        return [result if e is E.none else e for e in errors]
+
+    def end_transaction(self, index: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker is in partition `index`'s log: its offsets are applied or
+        dropped in every group there."""
+        shard = self._shards.get(index)
+        if shard is None:
+            return
+        for group in list(shard.groups.values()):
+            if producer_id in group.txn_offsets:
+                group.end_transaction(producer_id, commit)
+                shard.discard_if_unused(group)
 
     @staticmethod
     def _offsets_written(
@@ -174,10 +217,15 @@ class GroupMetadataManager:
             shard.discard_if_unused(group)
 
     async def fetch_offsets(
-        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+        self,
+        group_id: str,
+        partitions: Sequence[tuple[str, int]] | None,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
         """Committed offsets of the given partitions (-1 for none), or of every partition the
-        group committed when `partitions` is None. Answers mid-rebalance too."""
+        group committed when `partitions` is None. Answers mid-rebalance too. `require_stable`
+        (a read_committed consumer): a partition an open transaction holds an offset for is
+        UNSTABLE_OFFSET_COMMIT, for the client to ask again."""
         shard = self.lookup(group_id, allow_empty=True)
         if isinstance(shard, ErrorCode):
             return OffsetFetchResult(shard)
@@ -187,7 +235,15 @@ class GroupMetadataManager:
             wanted: Collection[TopicPartition] = sorted(committed)
         else:
             wanted = partitions
-        return OffsetFetchResult(E.none, tuple(_fetched(tp, committed.get(tp)) for tp in wanted))
+        return OffsetFetchResult(
+            E.none,
+            tuple(
+                FetchedOffset(tp[0], tp[1], error=E.unstable_offset_commit)
+                if require_stable and group is not None and group.unstable(tp)
+                else _fetched(tp, committed.get(tp))
+                for tp in wanted
+            ),
+        )
 
     # ------------------------------------------------------------------ deletion
 
@@ -296,6 +352,13 @@ class GroupMetadataManager:
                     del group.offsets[tp]
         for group, _ in dead:
             shard.forget(group)
+
+
+def _records(group: Group, accepted: dict[TopicPartition, OffsetCommitValue]) -> Records:
+    return [
+        (offset_commit_key(group.group_id, topic, partition), offset_commit_value(value))
+        for (topic, partition), value in accepted.items()
+    ]
 
 
 def _fetched(tp: TopicPartition, value: OffsetCommitValue | None) -> FetchedOffset:

@@ -66,6 +66,7 @@ class Shard:
         effect: Callable[[ErrorCode], None],
         *,
         commit: bool = False,
+        producer: tuple[int, int] | None = None,
     ) -> asyncio.Future[ErrorCode]:
         """Starts the append now, so the log's order is the order of these calls. `effect`
         applies the outcome to memory when the append resolves, even if nobody awaits the
@@ -88,7 +89,7 @@ class Shard:
             finally:
                 answer(reply, error)
 
-        asyncio.ensure_future(self.log.append(records)).add_done_callback(resolved)
+        asyncio.ensure_future(self.log.append(records, producer)).add_done_callback(resolved)
         return reply
 
     def store_group(

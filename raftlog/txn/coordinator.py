@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from raftlog.clock import LOOP_CLOCK, Clock, Timer, now_ms
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.groups.metadata_manager import java_string_hash
+from raftlog.groups.offsets_log import LogRecord
 from raftlog.txn import metadata as rules
 from raftlog.txn.log_records import (
     Partitions,
@@ -47,7 +48,7 @@ class TxnLog(Protocol):
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> int: ...
 
-    def read_committed(self) -> Iterator[tuple[int, bytes, bytes | None]]: ...
+    def read_committed(self) -> Iterator[LogRecord]: ...
 
 
 # (topic, partition, producer id, epoch, commit, coordinator epoch) -> the marker's outcome
@@ -113,9 +114,11 @@ class TxnCoordinator:
             self.detach(index)
 
     async def _load(self, shard: _Shard) -> None:
-        for n, (_offset, key, value) in enumerate(shard.log.read_committed()):
+        for n, (_offset, key, value, _pid, marker) in enumerate(shard.log.read_committed()):
             if n % LOAD_YIELD_RECORDS == LOAD_YIELD_RECORDS - 1:
                 await asyncio.sleep(0)
+            if marker is not None:
+                continue
             try:
                 txn_id = decode_key(key)
                 if txn_id is None:

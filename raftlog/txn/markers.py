@@ -47,15 +47,19 @@ class Markers:
         local: Callable[[str, int], MarkerPartition | None],
         leader_of: Callable[[str, int], int | None],
         exists: Callable[[str, int], bool],
+        written: Callable[[str, int, int, bool], None],
         clock: Clock = LOOP_CLOCK,
     ) -> None:
         """local(topic, index): this node's replica; leader_of: the node leading it, if known;
-        exists: the controller still lists the partition."""
+        exists: the controller still lists the partition; written(topic, index, producer id,
+        commit): a marker this node led the partition for is committed (the group coordinator
+        applies a transaction's offsets then)."""
         self._node = node_id
         self._calls = calls
         self._local = local
         self._leader_of = leader_of
         self._exists = exists
+        self._written = written
         self._clock = clock
         calls.serve(CALL, self._serve)
 
@@ -114,6 +118,8 @@ class Markers:
             )
         except TimeoutError:
             return E.request_timed_out
+        if result.error == E.none:
+            self._written(topic, index, producer_id, commit)
         return result.error
 
     async def _serve(self, _peer: str, args: list[Any]) -> int:

@@ -130,3 +130,63 @@ def test_a_new_producer_with_the_same_id_fences_the_old_and_aborts_its_transacti
     assert _read_confluent(cluster.bootstrap, "fenced", "read_committed") == sorted(
         b"new-%d" % i for i in range(6)
     )
+
+
+def test_read_process_write_commits_output_and_offsets_together(cluster_factory):
+    """The exactly-once loop: records consumed, transformed and produced, and the consumer's
+    offsets committed in the same transaction (send_offsets_to_transaction). An aborted
+    round moves neither the output nor the group's offsets; the next round redoes it."""
+    cluster = cluster_factory(name="txn-rpw")
+    cluster.create_topic("in", partitions=PARTITIONS, replication_factor=3)
+    cluster.create_topic("out", partitions=PARTITIONS, replication_factor=3)
+    source = Producer({"bootstrap.servers": cluster.bootstrap})
+    _send(source, "in", [b"%d" % i for i in range(60)])
+    source.flush()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "rpw",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["in"])
+    producer = _producer(cluster.bootstrap, "rpw-writer")
+    done, aborted_once = 0, False
+    deadline = time.monotonic() + 120
+    try:
+        while done < 60 and time.monotonic() < deadline:
+            batch = consumer.consume(20, 1.0)
+            batch = [m for m in batch if not m.error()]
+            if not batch:
+                continue
+            producer.begin_transaction()
+            for message in batch:
+                producer.produce("out", b"x" + message.value(), partition=message.partition())
+            producer.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata()
+            )
+            if not aborted_once:
+                aborted_once = True
+                producer.abort_transaction()
+                # back to the last committed offsets, as a restarted processor would be
+                committed = consumer.committed(consumer.assignment(), timeout=30)
+                for tp in committed:
+                    consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                continue
+            producer.commit_transaction()
+            done += len(batch)
+    finally:
+        consumer.close()
+    assert done == 60
+    out = _read_confluent(cluster.bootstrap, "out", "read_committed")
+    assert out == sorted(b"x%d" % i for i in range(60))
+    checker = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "rpw"})
+    try:
+        committed = checker.committed(
+            [TopicPartition("in", p) for p in range(PARTITIONS)], timeout=30
+        )
+    finally:
+        checker.close()
+    assert sum(tp.offset for tp in committed) == 60

@@ -15,6 +15,7 @@ from raftlog.errors import ErrorCode, KafkaError
 from raftlog.groups import records as R
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.metadata_manager import java_string_hash
+from raftlog.groups.offsets_log import LogRecord
 from raftlog.groups.results import CommitOffset, JoinResult, LeavingMember
 
 E = ErrorCode
@@ -29,25 +30,33 @@ class MemoryLog:
     def __init__(self, index: int = 0, records=()) -> None:
         self.index = index
         self.leader_epoch = 1
-        self.records: list[tuple[int, bytes, bytes | None]] = []
+        self.records: list[LogRecord] = []
         self.appends: list[list[tuple[bytes, bytes | None]]] = []
-        self.held: list[tuple[asyncio.Future, list]] | None = None
+        self.producers: list[tuple[int, int] | None] = []  # each append's transaction
+        self.held: list[tuple[asyncio.Future, tuple]] | None = None
         for key, value in records:
-            self.records.append((len(self.records), key, value))
+            self.records.append(LogRecord(len(self.records), key, value))
 
-    def append(self, records):
+    def append(self, records, producer=None):
         future = asyncio.get_running_loop().create_future()
         if self.held is not None:
-            self.held.append((future, list(records)))
+            self.held.append((future, (list(records), producer)))
         else:
-            self._write(future, list(records))
+            self._write(future, (list(records), producer))
         return future
 
-    def _write(self, future, records) -> None:
+    def _write(self, future, written) -> None:
+        records, producer = written
         base = len(self.records)
         self.appends.append(records)
-        self.records += [(base + i, k, v) for i, (k, v) in enumerate(records)]
+        self.producers.append(producer)
+        pid = producer[0] if producer else -1
+        self.records += [LogRecord(base + i, k, v, pid) for i, (k, v) in enumerate(records)]
         future.set_result(base)
+
+    def marker(self, producer_id: int, commit: bool) -> None:
+        """A transaction's marker, as the transaction coordinator writes it."""
+        self.records.append(LogRecord(len(self.records), b"", None, producer_id, commit))
 
     def hold(self) -> None:
         self.held = []
@@ -65,7 +74,9 @@ class MemoryLog:
 
     def decoded(self) -> list[tuple[object, object]]:
         out = []
-        for _, key, value in self.records:
+        for _, key, value, _, marker in self.records:
+            if marker is not None:
+                continue
             k = R.decode_key(key)
             out.append((k, R.decode_value(k, value)))
         return out
@@ -899,3 +910,55 @@ async def test_a_share_member_is_known_only_where_its_group_is_coordinated(clock
     assert coord.share_member(elsewhere, "m1") is E.not_coordinator
     coord.share_heartbeat(here, "m1", -1, None, None, "c", HOST)  # it leaves
     assert coord.share_member(here, "m1") is E.unknown_member_id
+
+
+# ------------------------------------------------------------------ transactional offsets
+
+
+async def test_a_transactions_offsets_count_only_once_its_commit_marker_is_written(clock):
+    """TxnOffsetCommit: written in the producer's transaction and held aside; a read_committed
+    consumer (require_stable) is told UNSTABLE_OFFSET_COMMIT meanwhile; the commit marker makes
+    them the group's, an abort's drops them."""
+    coord, log = await coordinator(clock)
+    assert await coord.offset_commit("g", -1, "", None, [CommitOffset("t", 0, 5)]) == [E.none]
+    commit = [CommitOffset("t", 0, 9), CommitOffset("t", 1, 3)]
+    assert await coord.txn_offset_commit("g", (42, 0), -1, "", None, commit) == [E.none, E.none]
+    assert log.producers[-1] == (42, 0)  # a transactional batch of the producer
+    fetched = await coord.offset_fetch("g", [("t", 0), ("t", 1)])
+    assert [o.offset for o in fetched.offsets] == [5, -1]
+    stable = await coord.offset_fetch("g", [("t", 0), ("t", 1)], require_stable=True)
+    assert [o.error for o in stable.offsets] == [E.unstable_offset_commit] * 2
+    coord.end_transaction(0, 42, commit=True)
+    fetched = await coord.offset_fetch("g", [("t", 0), ("t", 1)], require_stable=True)
+    assert [(o.offset, o.error) for o in fetched.offsets] == [(9, E.none), (3, E.none)]
+
+    assert await coord.txn_offset_commit("g", (42, 0), -1, "", None, [CommitOffset("t", 0, 20)])
+    coord.end_transaction(0, 42, commit=False)
+    assert [o.offset for o in (await coord.offset_fetch("g", [("t", 0)])).offsets] == [9]
+
+
+async def test_a_new_coordinator_applies_what_the_markers_in_the_log_decided(clock):
+    """Loaded from the log: a committed transaction's offsets are the group's, an aborted
+    one's are not, and one with no marker yet stays pending (unstable)."""
+    _, log = await coordinator(clock)
+    coord = GroupCoordinator(1, config(), clock=clock)
+    log.held = None
+    first = GroupCoordinator(1, config(), clock=clock)
+    first.attach(0, log)
+    await settle()
+    for pid, offset in ((1, 10), (2, 20), (3, 30)):
+        await first.txn_offset_commit("g", (pid, 0), -1, "", None, [CommitOffset("t", pid, offset)])
+    log.marker(1, commit=True)
+    log.marker(2, commit=False)
+    first.detach(0)
+    coord = GroupCoordinator(1, config(), clock=clock)
+    coord.attach(0, log)
+    await settle()
+    fetched = await coord.offset_fetch("g", [("t", 1), ("t", 2), ("t", 3)], require_stable=True)
+    assert [(o.offset, o.error) for o in fetched.offsets] == [
+        (10, E.none),
+        (-1, E.none),
+        (-1, E.unstable_offset_commit),
+    ]
+    coord.end_transaction(0, 3, commit=True)
+    assert [o.offset for o in (await coord.offset_fetch("g", [("t", 3)])).offsets] == [30]

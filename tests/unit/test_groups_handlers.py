@@ -49,7 +49,7 @@ class Log:
     def __init__(self) -> None:
         self.records: list = []
 
-    async def append(self, records):
+    async def append(self, records, producer=None):
         self.records += records
         return len(self.records)
 

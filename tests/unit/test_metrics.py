@@ -22,6 +22,7 @@ from raftlog import group_config, metrics
 from raftlog.counters import Histogram
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
+from raftlog.groups.offsets_log import LogRecord
 from raftlog.groups.results import CommitOffset
 from raftlog.loop_stall import LoopStallMonitor
 from raftlog.metrics import (
@@ -133,13 +134,17 @@ class OffsetsLog:
     def __init__(self) -> None:
         self.end = 0
 
-    def append(self, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future[int]:
+    def append(
+        self,
+        records: Sequence[tuple[bytes, bytes | None]],
+        producer: tuple[int, int] | None = None,
+    ) -> asyncio.Future[int]:
         future = asyncio.get_running_loop().create_future()
         future.set_result(self.end)
         self.end += len(records)
         return future
 
-    def read_committed(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+    def read_committed(self) -> Iterator[LogRecord]:
         return iter(())
 
 

@@ -13,6 +13,7 @@ from support.clock import ManualClock, settle
 
 from raftlog.errors import ErrorCode as E
 from raftlog.errors import KafkaError
+from raftlog.groups.offsets_log import LogRecord
 from raftlog.txn.coordinator import TxnCoordinator
 from raftlog.txn.log_records import decode_key, decode_value, encode_key, encode_value
 from raftlog.txn.metadata import TxnMetadata, TxnState
@@ -35,9 +36,9 @@ class ListLog:
         self.records.extend(records)
         return len(self.records)
 
-    def read_committed(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+    def read_committed(self) -> Iterator[LogRecord]:
         for i, (key, value) in enumerate(list(self.records)):
-            yield i, key, value
+            yield LogRecord(i, key, value)
 
     def states(self) -> list[tuple[str, TxnState, int]]:
         out = []
