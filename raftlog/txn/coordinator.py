@@ -130,9 +130,16 @@ class TxnCoordinator:
             except (RecordError, ValueError) as exc:
                 log.error("%s partition %d: unreadable record skipped: %s", TOPIC, shard.index, exc)
         shard.loading = False
-        for txn in list(shard.txns.values()):
-            if txn.state in PREPARING:
-                self._spawn(shard, self._finish(shard, txn))
+        decided = [t for t in shard.txns.values() if t.state in PREPARING]
+        if decided:
+            log.info(
+                "%s partition %d: finishing %d transactions decided before this node led it",
+                TOPIC,
+                shard.index,
+                len(decided),
+            )
+        for txn in decided:
+            self._spawn(shard, self._finish(shard, txn))
         self._schedule_timeouts(shard)
 
     # --- the APIs ----------------------------------------------------------------------------

@@ -24,6 +24,14 @@ hand-made histories. Each rule flags only what Kafka's contract forbids:
   the committed prefix both hold; epoch_cache_vs_log: a replica's cache names another epoch
   for a committed offset than the record read there carries.
 - audit: `raftlog audit` did not exit 0.
+
+The transactional producer's own topic, read back read_committed, against what its client
+was told of each transaction:
+
+- txn_partial: a committed transaction is not all there, or one whose outcome was left open
+  is partly there (a transaction is read whole or not at all).
+- txn_aborted_visible: a record of an aborted transaction was read.
+- and duplicate / unexpected_record as above (the transactional producer is idempotent).
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ DATA_KINDS = {
     "epoch_cache_disagreement",
     "epoch_cache_vs_log",
     "audit",
+    "txn_partial",
+    "txn_aborted_visible",
 }
 
 
@@ -382,11 +392,12 @@ def _cache(state: dict[str, Any]) -> list[tuple[int, int]]:
 
 
 def check_epoch_caches(
-    epochs: dict[int, dict[str, Any]], log: Iterable[ReadRecord] = ()
+    epochs: dict[int, dict[str, Any]], logs: dict[str, Iterable[ReadRecord]] | None = None
 ) -> list[Anomaly]:
-    """epoch_cache_disagreement between each pair of replicas, on the epochs starting in
-    [highest log start, lowest high watermark) of the two; epoch_cache_vs_log for each
-    record read below a replica's high watermark. `epochs`: {node: its /v1/epochs answer}."""
+    """epoch_cache_disagreement between each pair of replicas of every partition, on the
+    epochs starting in [highest log start, lowest high watermark) of the two;
+    epoch_cache_vs_log for each record read back (`logs`: {topic: records}) below a
+    replica's high watermark. `epochs`: {node: its /v1/epochs answer}."""
     states: dict[tuple[str, int], dict[int, dict[str, Any]]] = defaultdict(dict)
     for node, answer in epochs.items():
         for s in answer.get("partitions") or []:
@@ -418,17 +429,18 @@ def check_epoch_caches(
                             },
                         )
                     )
-    per: dict[int, list[ReadRecord]] = defaultdict(list)
-    for r in log:
-        if r.leader_epoch is not None and r.leader_epoch >= 0:
-            per[r.partition].append(r)
+    per: dict[tuple[str, int], list[ReadRecord]] = defaultdict(list)
+    for topic, log in (logs or {}).items():
+        for r in log:
+            if r.leader_epoch is not None and r.leader_epoch >= 0:
+                per[(topic, r.partition)].append(r)
     for (topic, p), replicas in sorted(states.items()):
         for node, s in sorted(replicas.items()):
             cache = _cache(s)
             starts = [start for _, start in cache]
             hw, log_start = int(s["high_watermark"]), int(s["log_start_offset"])
             wrong = []
-            for r in per.get(p, []):
+            for r in per.get((topic, p), []):
                 if not log_start <= r.offset < hw:
                     continue
                 i = bisect.bisect_right(starts, r.offset) - 1  # the last epoch starting <= it
@@ -479,6 +491,98 @@ def check_audit(
             {"exit_code": code, "failing": failing},
         )
     ]
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """One transaction of the transactional producer: sequences first..last, and what its
+    client was told (committed, aborted, unknown)."""
+
+    producer: str
+    first: int
+    last: int
+    outcome: str
+    t: float
+
+    def values(self) -> list[str]:
+        return [f"{self.producer}:{seq}" for seq in range(self.first, self.last + 1)]
+
+
+def check_transactions(txns: Iterable[Transaction], log: Iterable[ReadRecord]) -> list[Anomaly]:
+    """txn_partial, txn_aborted_visible, duplicate and unexpected_record over a transactional
+    topic read back read_committed."""
+    where: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r in log:
+        if r.value is not None:
+            where[r.value].append((r.partition, r.offset))
+    out: list[Anomaly] = []
+    sent: set[str] = set()
+    for txn in txns:
+        values = txn.values()
+        sent.update(values)
+        there = [v for v in values if v in where]
+        detail = {"producer": txn.producer, "first": txn.first, "last": txn.last}
+        if txn.outcome == "aborted" and there:
+            out.append(
+                Anomaly(
+                    "txn_aborted_visible",
+                    f"{len(there)} of {len(values)} records of aborted transaction "
+                    f"{txn.producer}:{txn.first}..{txn.last} were read",
+                    txn.t,
+                    detail | {"found": there[:10]},
+                )
+            )
+        elif (there and len(there) < len(values)) or (txn.outcome == "committed" and not there):
+            out.append(
+                Anomaly(
+                    "txn_partial",
+                    f"{txn.outcome} transaction {txn.producer}:{txn.first}..{txn.last}: "
+                    f"{len(there)} of {len(values)} records read",
+                    txn.t,
+                    detail | {"missing": [v for v in values if v not in where][:10]},
+                )
+            )
+    for value, places in sorted(where.items()):
+        if value not in sent:
+            out.append(
+                Anomaly(
+                    "unexpected_record",
+                    f"{value!r} at {places} is in no transaction",
+                    None,
+                    {"value": value, "found_at": places},
+                )
+            )
+        elif len(places) > 1:
+            out.append(
+                Anomaly(
+                    "duplicate",
+                    f"{value} of a transaction is in the log {len(places)} times: {places}",
+                    None,
+                    {"value": value, "found_at": places},
+                )
+            )
+    return out
+
+
+def load_transactions(path: Any) -> tuple[list[Transaction], dict[str, Any]]:
+    """A transactional producer's file -> its transactions and its other rows."""
+    out, meta = [], {"errors": [], "restarts": 0}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            row = json.loads(line)
+            kind = row.get("kind")
+            if kind == "txn":
+                name = meta.get("start", {}).get("name", "")
+                out.append(Transaction(name, row["first"], row["last"], row["outcome"], row["t"]))
+            elif kind == "error":
+                meta["errors"].append(row)
+            elif kind == "restart":
+                meta["restarts"] += 1
+            elif kind in ("start", "stopping", "done"):
+                meta[kind] = row
+    return out, meta
 
 
 def summarize(anomalies: list[Anomaly]) -> dict[str, int]:

@@ -96,6 +96,15 @@ def markdown(summary: dict[str, Any], anomalies: list[Anomaly], examples: int = 
     if summary.get("rechecked"):
         lines.append(f"- checked again (`--recheck`) at {summary['rechecked']}")
     for name, p in summary["producers"].items():
+        if p.get("transactional"):
+            lines.append(
+                f"- producer {name} (transactional, its own topic): {p['sent']} records in "
+                f"{p['transactions']} transactions: {p['committed']} committed, "
+                f"{p['aborted']} aborted, {p['unknown']} with the outcome left open; "
+                f"{p['records_read']} records read back read_committed, client errors "
+                f"{p['client_errors']}, fatal restarts {p['fatal_restarts']}"
+            )
+            continue
         lines.append(
             f"- producer {name} (idempotence {p['idempotent']}): {p['sent']} sent, "
             f"{p['acked']} acked ({p['acked_without_offset']} without an offset"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import checker
 from .checker import (
     Anomaly,
     Delivery,
@@ -236,7 +237,7 @@ def test_epoch_caches_that_agree_on_the_committed_prefix() -> None:
         replica(3, [(1, 0), (2, 10), (5, 20), (6, 30)], hw=30, leo=35),
     )
     log = [rec(0, o, f"v{o}", 1 if o < 10 else 2 if o < 20 else 5) for o in range(30)]
-    assert check_epoch_caches(epochs, log) == []
+    assert check_epoch_caches(epochs, {"t": log}) == []
 
 
 def test_epoch_caches_that_disagree() -> None:
@@ -252,9 +253,11 @@ def test_epoch_caches_that_disagree() -> None:
 def test_epoch_cache_against_the_log() -> None:
     epochs = answers(replica(1, [(1, 0), (2, 10)], hw=20))
     log = [rec(0, o, f"v{o}", 1 if o < 12 else 2) for o in range(20)]  # 10, 11 read as epoch 1
-    (a,) = check_epoch_caches(epochs, log)
+    (a,) = check_epoch_caches(epochs, {"t": log})
     assert a.kind == "epoch_cache_vs_log"
     assert a.details["count"] == 2 and a.details["first"][0] == [10, 1, 2]
+    # another topic's partition 0 is not compared with these records
+    assert check_epoch_caches(epochs, {"other": log}) == []
 
 
 def test_audit_verdicts() -> None:
@@ -368,3 +371,38 @@ def test_epoch_bumps_are_counted_by_reason(tmp_path) -> None:
         "3 message(s) timed out on faults [1]": 1,
     }
     assert epoch_bumps(tmp_path / "absent.log") == {}
+
+
+# --------------------------------------------------------------------------- transactions
+
+
+def _txn(first: int, last: int, outcome: str) -> checker.Transaction:
+    return checker.Transaction("txn", first, last, outcome, 0.0)
+
+
+def _read(*values: str) -> list[checker.ReadRecord]:
+    return [checker.ReadRecord(0, i, v, 1) for i, v in enumerate(values)]
+
+
+def test_transactions_are_read_whole_or_not_at_all():
+    txns = [
+        _txn(0, 1, "committed"),
+        _txn(2, 3, "aborted"),
+        _txn(4, 5, "unknown"),
+        _txn(6, 7, "unknown"),
+        _txn(8, 9, "committed"),
+    ]
+    log = _read("txn:0", "txn:1", "txn:2", "txn:4", "txn:5", "txn:6", "txn:9", "txn:9", "x:1")
+    kinds = sorted((a.kind, a.details.get("first")) for a in checker.check_transactions(txns, log))
+    assert kinds == [
+        ("duplicate", None),
+        ("txn_aborted_visible", 2),
+        ("txn_partial", 6),  # open outcome, half there
+        ("txn_partial", 8),  # committed, one missing
+        ("unexpected_record", None),
+    ]
+
+
+def test_a_clean_transactional_history_has_no_anomaly():
+    txns = [_txn(0, 1, "committed"), _txn(2, 3, "aborted"), _txn(4, 5, "unknown")]
+    assert checker.check_transactions(txns, _read("txn:0", "txn:1")) == []

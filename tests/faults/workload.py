@@ -8,6 +8,12 @@ acknowledgements must be able to show), and writes one JSON line per delivery re
 file: value, partition, offset, error, send and report time, leader epoch. It stops by
 itself (time or count bound, or SIGTERM), flushes (bounded), purges what is left and writes
 a final `done` line.
+
+A transactional producer (`--transactional`) sends its values in transactions of
+`--txn-size` records over the partitions, aborts every `--abort-every`th on purpose, and
+writes one `txn` line per transaction: its sequences and its outcome as the client saw it
+(committed, aborted, or unknown: the commit failed in a way that leaves the coordinator's
+decision open, so the transaction must be read whole or not at all).
 """
 
 from __future__ import annotations
@@ -158,6 +164,93 @@ def produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def produce_transactions(args: argparse.Namespace) -> int:
+    """Transactions until stopped or bounded; one `txn` line each."""
+    from confluent_kafka import KafkaException, Producer
+
+    stop = {"flag": False}
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop["flag"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    out = open(args.out, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+    write = _Writer(out)
+    conf: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "transactional.id": args.name,
+        "client.id": args.name,
+    }
+    write(kind="start", t=time.time(), name=args.name, transactional=True, conf=conf)
+    conf["error_cb"] = lambda err: write(kind="error", t=time.time(), error=str(err))
+
+    def retried(call: Callable[[], None], seconds: float = 120.0) -> None:
+        """A transactional call again while it fails retriably (the coordinator moving)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                call()
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def fresh() -> Any:
+        producer = Producer(conf)
+        retried(producer.init_transactions)
+        return producer
+
+    producer = fresh()
+    start = time.monotonic()
+    parent = os.getppid()
+    seq = count = 0
+    outcomes: dict[str, int] = defaultdict(int)
+    while not stop["flag"] and os.getppid() == parent:
+        now = time.monotonic()
+        if now - start > args.max_seconds or seq >= args.max_records:
+            break
+        if seq + args.txn_size > (now - start) * args.rate:
+            producer.poll(0.02)
+            write.tick()
+            continue
+        first, abort = seq, count % args.abort_every == args.abort_every - 1
+        outcome, error = "committed", None
+        try:
+            producer.begin_transaction()
+            for _ in range(args.txn_size):
+                value = f"{args.name}:{seq}".encode()
+                producer.produce(args.topic, value=value, partition=seq % args.partitions)
+                seq += 1
+            if abort:
+                retried(producer.abort_transaction)
+                outcome = "aborted"
+            else:
+                retried(producer.commit_transaction)
+        except KafkaException as exc:
+            error = str(exc.args[0])
+            outcome = "unknown"
+            if exc.args[0].txn_requires_abort():
+                try:
+                    retried(producer.abort_transaction)
+                    outcome = "aborted"
+                except KafkaException:
+                    pass
+            if outcome == "unknown":  # fatal: a new producer fences the old one's transaction
+                write(kind="restart", t=time.time(), error=error)
+                producer = fresh()
+        outcomes[outcome] += 1
+        write(kind="txn", first=first, last=seq - 1, outcome=outcome, error=error, t=time.time())
+        count += 1
+        write.tick()
+    write(kind="stopping", t=time.time(), sent=seq)
+    write(kind="done", t=time.time(), unresolved=0, sent=seq, **outcomes)
+    write.tick(force=True)
+    out.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--name", required=True)
@@ -171,7 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-records", type=int, default=10_000_000)
     ap.add_argument("--max-in-flight", type=int, default=200_000)
     ap.add_argument("--flush-timeout", type=float, default=330.0)
-    return produce(ap.parse_args(argv))
+    ap.add_argument("--transactional", action="store_true")
+    ap.add_argument("--txn-size", type=int, default=10, help="records per transaction")
+    ap.add_argument("--abort-every", type=int, default=4, help="every Nth transaction aborts")
+    args = ap.parse_args(argv)
+    return produce_transactions(args) if args.transactional else produce(args)
 
 
 # --------------------------------------------------------------------------- the parent's side
@@ -233,6 +330,7 @@ def start_producer(
     rate: float,
     max_seconds: float,
     flush_timeout: float,
+    transactional: bool = False,
 ) -> ProducerProc:
     path = out_dir / f"{name}.jsonl"
     argv = [
@@ -243,6 +341,7 @@ def start_producer(
         *("--partitions", str(partitions), "--out", str(path), "--rate", str(rate)),
         *("--max-seconds", str(max_seconds), "--flush-timeout", str(flush_timeout)),
         *(["--idempotent"] if idempotent else []),
+        *(["--transactional"] if transactional else []),
     ]
     log = open(out_dir / f"{name}.stderr.log", "ab")  # noqa: SIM115 - handed to the child
     popen = subprocess.Popen(
