@@ -295,6 +295,12 @@ class TxnCoordinator:
         self._schedule_timeouts(shard)
 
     async def _fence_and_abort(self, shard: _Shard, txn: TxnMetadata, now: int) -> None:
+        """Only if nothing changed the transaction since it was found expired: its producer's
+        EndTxn may have been decided meanwhile, and two decisions would mean markers of both
+        kinds. Checked and written with no await between, as `_serving` does for clients."""
+        txn_id = txn.transactional_id
+        if shard.txns.get(txn_id) is not txn or txn_id in shard.writing:
+            return
         fenced = rules.fence(txn, now)
         if await self._write(shard, fenced) == E.none:
             log.info("transaction of %r timed out: aborted", txn.transactional_id)

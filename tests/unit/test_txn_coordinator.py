@@ -165,3 +165,22 @@ async def test_ids_of_other_partitions_and_a_loading_one_are_refused(clock):
     assert (await c.init_producer_id(here, 60_000, -1, -1))[0] == E.none
     assert (await c.init_producer_id(there, 60_000, -1, -1))[0] == E.not_coordinator
     assert (await c.init_producer_id(here, 900_001, -1, -1))[0] == E.invalid_transaction_timeout
+
+
+async def test_an_expiry_found_while_the_producer_ends_its_transaction_decides_nothing(clock):
+    """The timeout check finds the transaction expired and queues its abort; the producer's
+    EndTxn, queued just before, runs first and starts writing its commit. The abort must then
+    write nothing: two decisions would put markers of both kinds on the partitions."""
+    markers, log = Markers(), ListLog()
+    c = coordinator(clock, markers, log)
+    pid, epoch = await started(c)
+    log.held = asyncio.get_running_loop().create_future()
+    clock.hold(70)  # past its 60 s timeout
+    ending = asyncio.ensure_future(c.end_transaction(TXN, pid, epoch, True))
+    c._abort_timed_out(c._shards[0])  # the check, as its timer runs it
+    await settle()
+    log.held.set_result(None)
+    assert await ending == E.none
+    await settle()
+    assert [s for _, s, _ in log.states()].count(TxnState.PREPARE_ABORT) == 0
+    assert {m[4] for m in markers.written} == {True}
