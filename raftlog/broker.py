@@ -179,6 +179,22 @@ class AbortedTransaction(Protocol):
     def first_offset(self) -> int: ...
 
 
+class ActiveProducer(Protocol):
+    """A producer of a partition as DescribeProducers reports it."""
+
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def producer_epoch(self) -> int: ...
+
+    @property
+    def last_sequence(self) -> int: ...
+
+    @property
+    def txn_start_offset(self) -> int: ...
+
+
 class Partition(Protocol):
     """A replica hosted on this node. Every method that serves clients must be called on the
     leader; they raise KafkaError(NOT_LEADER_OR_FOLLOWER) otherwise."""
@@ -202,6 +218,10 @@ class Partition(Protocol):
 
     def aborted_transactions(self, start: int, end: int) -> Sequence[AbortedTransaction]:
         """Aborted transactions that may have records in [start, end) (read_committed Fetch)."""
+
+    def active_producers(self) -> Sequence[ActiveProducer]:
+        """The producers this replica's producer state knows, those with a transaction open
+        first; bounded (raftlog.producer_state.MAX_PRODUCERS). Read-only."""
 
     @property
     def log_start_offset(self) -> int: ...

@@ -27,7 +27,7 @@ from raftlog.broker import (
 from raftlog.counters import PartitionCounters, RaftMetrics
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
-from raftlog.producer_state import AbortedTxn, ProducerState
+from raftlog.producer_state import AbortedTxn, ActiveProducer, ProducerState
 from raftlog.raft.driver import Driver
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import Entry, SegmentJournal
@@ -175,6 +175,11 @@ class Partition:
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         return self._producers.aborted(start, end)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """DescribeProducers: the leader's, the replica that judges every batch."""
+        self._require_leader()
+        return self._producers.active()
 
     @property
     def log_start_offset(self) -> int:

@@ -57,6 +57,16 @@ class AbortedTxn(NamedTuple):
     last_offset: int  # the abort marker's
 
 
+class ActiveProducer(NamedTuple):
+    """A producer as DescribeProducers reports it (Kafka keeps its last timestamp and its
+    coordinator's epoch too; this state has neither)."""
+
+    producer_id: int
+    producer_epoch: int  # -1: its sequences were forgotten while its transaction stays open
+    last_sequence: int  # -1 before its first batch with a sequence in this epoch
+    txn_start_offset: int  # first offset of its open transaction here, -1 with none
+
+
 class ProducerState:
     def __init__(self) -> None:
         # least recently written first, so the state stays bounded whatever the traffic
@@ -159,6 +169,23 @@ class ProducerState:
         if entry is not None and header.producer_epoch > entry.epoch:
             self._producers[pid] = _Producer(header.producer_epoch)
 
+    def active(self) -> list[ActiveProducer]:
+        """Every producer known here, those with a transaction open first (oldest first: a
+        hanging transaction is what an operator asks DescribeProducers for), then the most
+        recently written. At most MAX_PRODUCERS, so an answer stays bounded even though open
+        transactions are never evicted."""
+        found: list[ActiveProducer] = []
+        for pid, first in sorted(self._open.items(), key=lambda item: item[1]):
+            if len(found) == MAX_PRODUCERS:
+                return found
+            found.append(_active(pid, self._producers.get(pid), first))
+        for pid in reversed(self._producers):
+            if len(found) == MAX_PRODUCERS:
+                break
+            if pid not in self._open:
+                found.append(_active(pid, self._producers[pid], -1))
+        return found
+
     def first_unstable(self, high_watermark: int) -> int | None:
         """The first offset of the oldest transaction open, or ended by a marker not yet below
         the high watermark: the last stable offset, when it is below the high watermark."""
@@ -224,3 +251,10 @@ class ProducerState:
             state._aborted.extend(AbortedTxn(*t) for t in txns[1])
             state._ending.extend((marker, first) for marker, first in txns[2])
         return state, offset
+
+
+def _active(pid: int, entry: _Producer | None, txn_start: int) -> ActiveProducer:
+    if entry is None:  # evicted from the sequences, kept for its open transaction
+        return ActiveProducer(pid, -1, -1, txn_start)
+    last = entry.batches[-1][1] if entry.batches else -1
+    return ActiveProducer(pid, entry.epoch, last, txn_start)

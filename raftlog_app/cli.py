@@ -17,7 +17,16 @@ import uvloop
 from kafka.errors import KafkaError as ClientError
 
 from raftlog.config import ConfigError, NodeConfig, parse_address
-from raftlog_app import acl_cli, audit_cli, client_config, cluster, groups_cli, logs, user_cli
+from raftlog_app import (
+    acl_cli,
+    audit_cli,
+    client_config,
+    cluster,
+    groups_cli,
+    logs,
+    transactions_cli,
+    user_cli,
+)
 
 # The node process and the share CLI are imported where they run: together with the Kafka
 # handlers and kio's schemas they took over a second of every other command's start (and the
@@ -144,10 +153,14 @@ def _parser() -> argparse.ArgumentParser:
     acl_actions = acl_cli.add_parsers(sub)
     for p in acl_actions:
         p.set_defaults(run=lambda a: a.run_acl(_bootstrap(a), a))
-    for p in (create, listing, describe, glist, gdesc, dump, slist, sdesc, *acl_actions):
+    txn_actions = transactions_cli.add_parsers(sub)
+    for p in txn_actions:
+        p.set_defaults(run=lambda a: a.run_transactions(_bootstrap(a), a))
+    clients = (create, listing, describe, glist, gdesc, dump, *acl_actions, *txn_actions)
+    for p in (*clients, slist, sdesc):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    for p in (create, listing, describe, glist, gdesc, dump, *acl_actions):
+    for p in clients:
         p.add_argument(
             "--command-config",
             type=Path,

@@ -25,6 +25,8 @@ from kafka_api.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
     end_txn,
     fetch,
@@ -36,6 +38,7 @@ from kafka_api.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_fetch,
@@ -49,6 +52,7 @@ from kafka_api.handlers import (
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 
 
@@ -82,6 +86,8 @@ _MODULES: list[ApiHandler] = [
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
     end_txn,
     fetch,
@@ -93,6 +99,7 @@ _MODULES: list[ApiHandler] = [
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_fetch,
@@ -106,6 +113,7 @@ _MODULES: list[ApiHandler] = [
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 ]
 
 HANDLERS: dict[int, ApiHandler] = {module.API_KEY: module for module in _MODULES}

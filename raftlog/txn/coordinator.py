@@ -217,7 +217,10 @@ class TxnCoordinator:
         )
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
-        shard, error = self._serving(transactional_id)
+        """The state the log last recorded (a write in flight shows the state it replaces:
+        Kafka's DescribeTransactions never answers CONCURRENT_TRANSACTIONS, and an admin
+        client takes any error as a failure)."""
+        shard, error = self._shard(transactional_id)
         if shard is None:
             return error, None
         txn = shard.txns.get(transactional_id)
@@ -229,7 +232,8 @@ class TxnCoordinator:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _serving(self, transactional_id: str) -> tuple[_Shard | None, ErrorCode]:
+    def _shard(self, transactional_id: str) -> tuple[_Shard | None, ErrorCode]:
+        """The loaded partition of the id this node coordinates, or why there is none."""
         if not transactional_id:
             return None, E.invalid_request
         shard = self._shards.get(self.partition_for(transactional_id))
@@ -237,9 +241,14 @@ class TxnCoordinator:
             return None, E.not_coordinator
         if shard.loading:
             return None, E.coordinator_load_in_progress
-        if transactional_id in shard.writing:
-            return None, E.concurrent_transactions
         return shard, E.none
+
+    def _serving(self, transactional_id: str) -> tuple[_Shard | None, ErrorCode]:
+        """As _shard, and no write of the id in flight (Kafka's pending transition)."""
+        shard, error = self._shard(transactional_id)
+        if shard is not None and transactional_id in shard.writing:
+            return None, E.concurrent_transactions
+        return shard, error
 
     async def _decided(self, shard: _Shard, decision: Decision) -> ErrorCode:
         if decision.error != E.none or decision.write is None:
@@ -310,6 +319,12 @@ class TxnCoordinator:
         task = asyncio.get_running_loop().create_task(coro)
         shard.tasks.add(task)
         task.add_done_callback(lambda t: _task_done(shard, t))
+
+    @property
+    def loading(self) -> bool:
+        """A partition this node leads is still being read: Kafka's ListTransactions answers
+        COORDINATOR_LOAD_IN_PROGRESS then, rather than a list missing its ids."""
+        return any(shard.loading for shard in self._shards.values())
 
 
 def _task_done(shard: _Shard, task: asyncio.Task[None]) -> None:

@@ -95,6 +95,9 @@ class FakePartition:
     def write_marker(self, producer_id, producer_epoch, commit, coordinator_epoch):
         raise NotImplementedError  # the transaction coordinator's; no handler calls it
 
+    def active_producers(self):
+        raise NotImplementedError  # DescribeProducers', tested in test_txn_admin_handlers.py
+
     def share_state(self, group_id):
         return self.shares.get(group_id)
 

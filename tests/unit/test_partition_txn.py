@@ -14,9 +14,9 @@ from support.replicas import IDS, Replicas
 from support.wire import make_batch
 
 from raftlog.broker import LATEST_TIMESTAMP
-from raftlog.errors import ErrorCode
+from raftlog.errors import ErrorCode, KafkaError
 from raftlog.partition import Partition
-from raftlog.producer_state import AbortedTxn
+from raftlog.producer_state import AbortedTxn, ActiveProducer
 from raftlog.storage.batch import iter_batches
 
 PID = 7
@@ -124,3 +124,20 @@ async def test_a_stale_epochs_marker_is_refused_and_ends_nothing(replicas: Repli
     answer = await replicas.until(asyncio.ensure_future(p.write_marker(PID, 2, True, 0)))
     assert answer.error == ErrorCode.invalid_producer_epoch
     assert p.last_stable_offset == 0
+
+
+async def test_the_leader_describes_its_producers_and_their_open_transactions(
+    replicas: Replicas,
+) -> None:
+    """DescribeProducers reads the leader's producer state; a follower refuses, as every read
+    a client is served from does."""
+    leader, p = await leading(replicas)
+    await committed(replicas, p.produce(make_batch([(None, b"plain")]), -1, 30_000))
+    await committed(replicas, p.produce(txn_batch(b"a", b"b"), -1, 30_000, transactional=True))
+    assert p.active_producers() == [ActiveProducer(PID, 0, 1, 1)]
+    await committed(replicas, p.write_marker(PID, 0, True, 0))
+    assert p.active_producers() == [ActiveProducer(PID, 0, 1, -1)]
+    follower = next(r for node, r in replicas.partitions.items() if node != leader)
+    with pytest.raises(KafkaError) as refused:
+        follower.active_producers()
+    assert refused.value.code == ErrorCode.not_leader_or_follower

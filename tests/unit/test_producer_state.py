@@ -9,6 +9,7 @@ from raftlog.producer_state import (
     MAX_PRODUCERS,
     SEQUENCE_WRAP,
     AbortedTxn,
+    ActiveProducer,
     ProducerState,
 )
 from raftlog.storage.batch import BatchHeader
@@ -197,3 +198,28 @@ def test_a_snapshot_written_before_transactions_still_loads(tmp_path):
     loaded, offset = ProducerState.load(path)
     assert offset == 50 and loaded.check(batch(pid=1, epoch=2, seq=0)).base_offset == 40
     assert loaded.first_unstable(50) is None
+
+
+def test_active_producers_list_open_transactions_first_then_the_latest_written():
+    """DescribeProducers' view: an operator looks for the transaction holding the last stable
+    offset back, so open ones come first, oldest first; a producer whose sequences were
+    evicted still shows while its transaction is open (its epoch unknown: -1)."""
+    s = ProducerState()
+    s.record(batch(pid=1, epoch=2, seq=0, count=5), 0)  # sequences 0-4
+    s.record(batch(pid=2, transactional=True), 5)
+    s.record(batch(pid=3, transactional=True), 15)
+    s.record(batch(pid=2, seq=10, transactional=True), 25)  # same transaction: from 5
+    s.record(batch(pid=4, seq=-1), 35)  # no sequence (the group coordinator's)
+    s.record(marker(pid=3), 36, COMMIT)
+    assert s.active() == [
+        ActiveProducer(2, 0, 19, 5),
+        ActiveProducer(4, 0, -1, -1),
+        ActiveProducer(3, 0, 9, -1),
+        ActiveProducer(1, 2, 4, -1),
+    ]
+    for pid in range(100, 100 + MAX_PRODUCERS):  # pid 2's sequences are evicted
+        s.record(batch(pid=pid), 40)
+    found = s.active()
+    assert len(found) == MAX_PRODUCERS  # bounded, open transactions included
+    assert found[0] == ActiveProducer(2, -1, -1, 5)
+    assert found[1] == ActiveProducer(100 + MAX_PRODUCERS - 1, 0, 9, -1)

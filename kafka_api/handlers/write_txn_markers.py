@@ -1,0 +1,110 @@
+"""WriteTxnMarkers (27): commit or abort markers written on partitions this node leads. In
+Kafka the transaction coordinator sends it to partition leaders; raftlog's coordinators do
+that over the mesh (raftlog/txn/markers.py), so here it serves an admin's abort of a
+hanging transaction (KIP-664: kafka-python's `abort_transaction`, Java's
+`Admin.abortTransaction`), which names the producer and epoch DescribeProducers showed.
+
+Kafka's rules: ALTER or CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for
+every partition; per partition UNKNOWN_TOPIC_OR_PARTITION for one the cluster does not have,
+NOT_LEADER_OR_FOLLOWER for one this node does not lead, else the marker's own outcome (an
+epoch older than the producer's is INVALID_PRODUCER_EPOCH). A partition is answered once its
+marker is committed, or REQUEST_TIMED_OUT after MARKER_TIMEOUT_S (the marker may still land);
+a committed marker on `__consumer_offsets` settles the transaction's offsets, as the
+coordinator's own markers do. v1 only: kio has no v0, and v2's transaction version (KIP-890
+part 2) is not offered. The same producer and partition named twice is INVALID_REQUEST for
+every copy, and none of them is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kafka_api.authz import Op, authorize_cluster
+from kafka_api.codec import build, response_module
+from kafka_api.common import duplicates
+from kafka_api.context import RequestContext
+from raftlog.errors import ErrorCode
+from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
+
+API_KEY = 27
+MIN_VERSION = 1
+MAX_VERSION = 1
+# An answer before an admin client's own request timeout (30 s by default) gives up on it.
+MARKER_TIMEOUT_S = 15.0
+
+E = ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    asked = [
+        (marker, topic.name, index)
+        for marker in request.markers
+        for topic in marker.topics
+        for index in topic.partition_indexes
+    ]
+    if not (authorize_cluster(ctx, Op.ALTER) or authorize_cluster(ctx, Op.CLUSTER_ACTION)):
+        errors = [E.cluster_authorization_failed] * len(asked)
+    else:
+        repeated = duplicates((marker.producer_id, name, index) for marker, name, index in asked)
+        errors = list(
+            await asyncio.gather(
+                *(
+                    _refused(E.invalid_request)
+                    if (marker.producer_id, name, index) in repeated
+                    else _write(ctx, marker, name, index)
+                    for marker, name, index in asked
+                )
+            )
+        )
+    found = iter(errors)
+    return build(
+        m.WriteTxnMarkersResponse,
+        markers=tuple(
+            m.WritableTxnMarkerResult(
+                producer_id=marker.producer_id,
+                topics=tuple(
+                    m.WritableTxnMarkerTopicResult(
+                        name=topic.name,
+                        partitions=tuple(
+                            m.WritableTxnMarkerPartitionResult(
+                                partition_index=index, error_code=next(found)
+                            )
+                            for index in topic.partition_indexes
+                        ),
+                    )
+                    for topic in marker.topics
+                ),
+            )
+            for marker in request.markers
+        ),
+    )
+
+
+async def _refused(error: ErrorCode) -> ErrorCode:
+    return error
+
+
+async def _write(ctx: RequestContext, marker: Any, name: str, index: int) -> ErrorCode:
+    topic = ctx.broker.topic(name)
+    if topic is None or not 0 <= index < len(topic.partitions):
+        return E.unknown_topic_or_partition
+    if marker.producer_id < 0:  # no producer (Kafka's NO_PRODUCER_ID): nothing to end
+        return E.invalid_request
+    partition = ctx.broker.local_partition(name, index)
+    if partition is None or not partition.is_leader:
+        return E.not_leader_or_follower
+    commit = bool(marker.transaction_result)
+    try:
+        result = await asyncio.wait_for(
+            partition.write_marker(
+                marker.producer_id, marker.producer_epoch, commit, marker.coordinator_epoch
+            ),
+            MARKER_TIMEOUT_S,
+        )
+    except TimeoutError:
+        return E.request_timed_out
+    if result.error == E.none and name == OFFSETS_TOPIC:
+        ctx.broker.groups.end_transaction(index, marker.producer_id, commit)
+    return result.error
