@@ -446,7 +446,7 @@ class GroupCoordinator:
             if generation_id >= 0:
                 return [E.illegal_generation] * len(offsets)
             group = shard.groups[group_id] = Group(group_id, now_ms(self._clock))
-        error = _commit_error(group, generation_id, member_id, group_instance_id)
+        error = _commit_error(group, generation_id, member_id, group_instance_id, txn=True)
         if error is not E.none:
             shard.discard_if_unused(group)
             return [error] * len(offsets)
@@ -549,10 +549,17 @@ class GroupCoordinator:
 
 
 def _commit_error(
-    group: Group, generation_id: int, member_id: str, group_instance_id: str | None
+    group: Group,
+    generation_id: int,
+    member_id: str,
+    group_instance_id: str | None,
+    txn: bool = False,
 ) -> ErrorCode:
     """Kafka's order: only members of the current generation may commit, except a standalone
-    consumer (generation < 0) while the group is Empty."""
+    consumer (generation < 0) while the group is Empty. A transactional commit (`txn`) that
+    names no member is taken in any state: TxnOffsetCommit below v3 has no member fields
+    (aiokafka sends only v0), so its producer cannot name the group's member. Nor is one
+    refused for a rebalance that is completing (Kafka's ClassicGroup.validateOffsetCommit)."""
     if group.state is DEAD:
         return E.coordinator_not_available
     if group_instance_id is not None:
@@ -561,7 +568,9 @@ def _commit_error(
             return E.fenced_instance_id
     if generation_id < 0 and group.state is EMPTY:
         return E.none
-    if group.state is COMPLETING:
+    if txn and generation_id < 0 and not member_id and group_instance_id is None:
+        return E.none
+    if group.state is COMPLETING and not txn:
         return E.rebalance_in_progress
     if member_id not in group.members:
         return E.unknown_member_id

@@ -937,6 +937,28 @@ async def test_a_transactions_offsets_count_only_once_its_commit_marker_is_writt
     assert [o.offset for o in (await coord.offset_fetch("g", [("t", 0)])).offsets] == [9]
 
 
+async def test_a_transactional_commit_without_member_fields_is_taken_by_a_group_with_members(
+    clock,
+):
+    """TxnOffsetCommit below v3 has no member id or generation (aiokafka sends only v0): it is
+    taken while the group has members, where a plain OffsetCommit without them is not; with
+    them it is checked, but not refused for a rebalance that is completing (Kafka's rules)."""
+    coord, _ = await coordinator(clock)
+    a, b = await form_group(clock, coord, 2)
+    txn = coord.txn_offset_commit
+    assert await txn("g", (42, 0), -1, "", None, [CommitOffset("t", 0, 1)]) == [E.none]
+    assert await txn("g", (42, 0), 1, "nobody", None, [CommitOffset("t", 0, 1)]) == [
+        E.unknown_member_id
+    ]
+    assert await txn("g", (42, 0), 9, a.member_id, None, [CommitOffset("t", 0, 1)]) == [
+        E.illegal_generation
+    ]
+    await asyncio.gather(join(coord, member_id=a.member_id), join(coord, member_id=b.member_id))
+    assert await state(coord) == "CompletingRebalance"
+    assert await txn("g", (42, 0), 2, a.member_id, None, [CommitOffset("t", 0, 2)]) == [E.none]
+    assert await txn("g", (42, 0), -1, "", None, [CommitOffset("t", 0, 3)]) == [E.none]
+
+
 async def test_a_new_coordinator_applies_what_the_markers_in_the_log_decided(clock):
     """Loaded from the log: a committed transaction's offsets are the group's, an aborted
     one's are not, and one with no marker yet stays pending (unstable)."""
