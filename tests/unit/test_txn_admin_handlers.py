@@ -232,7 +232,7 @@ async def test_describe_transactions_shows_the_state_a_write_in_flight_replaces(
     log.held.set_result(None)
     assert await ending == E.none
     r = await call(describe_transactions, Broker(c), 0, transactional_ids=("busy",))
-    assert r.transaction_states[0].transaction_state == "PrepareCommit"
+    assert r.transaction_states[0].transaction_state == "CompleteCommit"  # EndTxn waited
 
 
 async def test_describe_transactions_is_answered_by_the_coordinator_only():

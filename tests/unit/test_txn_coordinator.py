@@ -87,12 +87,16 @@ async def started(c: TxnCoordinator) -> tuple[int, int]:
     return pid, epoch
 
 
-async def test_end_is_answered_at_the_decision_and_the_next_transaction_waits_for_markers(clock):
+async def test_end_waits_a_while_for_markers_and_the_next_transaction_waits_for_them(clock):
     markers, log = Markers(), ListLog()
     c = coordinator(clock, markers, log)
     pid, epoch = await started(c)
     markers.gate = asyncio.get_running_loop().create_future()
-    assert await c.end_transaction(TXN, pid, epoch, True) == E.none
+    ending = asyncio.ensure_future(c.end_transaction(TXN, pid, epoch, True))
+    await clock.advance(0.9)
+    assert not ending.done()  # waits a while for the markers
+    await clock.advance(0.1)
+    assert ending.result() == E.none  # then answers at the decision
     assert log.states()[-1] == (TXN, TxnState.PREPARE_COMMIT, 0)
     added = await c.add_partitions(TXN, pid, epoch, {"t": frozenset({0})})
     assert added == E.concurrent_transactions
@@ -137,6 +141,15 @@ async def test_one_write_at_a_time_per_transactional_id(clock):
     assert await c.end_transaction(TXN, pid, epoch, True) == E.concurrent_transactions
     log.held.set_result(None)
     assert await ending == E.none
+
+
+async def test_end_is_answered_once_its_markers_are_written(clock):
+    markers, log = Markers(), ListLog()
+    c = coordinator(clock, markers, log)
+    pid, epoch = await started(c)
+    assert await c.end_transaction(TXN, pid, epoch, False) == E.none  # no time passes
+    assert log.states()[-1] == (TXN, TxnState.COMPLETE_ABORT, 0)
+    assert await c.add_partitions(TXN, pid, epoch, {"t": frozenset({0})}) == E.none
 
 
 async def test_an_expired_transaction_is_aborted_and_its_producer_fenced(clock):
