@@ -26,6 +26,8 @@ from bench.workloads import (
     SCALE_CREATE_TIMEOUT,
     SCALE_FAILOVER_TIMEOUT,
     SCRAPE_SAMPLES,
+    TXN_INIT_TIMEOUT_S,
+    TXN_RECORDS,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +71,9 @@ class Metric:
     unit: str
     higher_is_better: bool
     target: Target | None = None
+    # False for a ratio within one system: divided by the peer's it would be a ratio of
+    # ratios, which no row of the table means.
+    peer_ratio: bool = True
 
     @property
     def key(self) -> str:
@@ -111,6 +116,28 @@ METRICS = [
     ),
     Metric("e2e", "p50_ms", "end-to-end latency, p50", "ms", False),
     Metric("e2e", "p99_ms", "end-to-end latency, p99", "ms", False),
+    Metric(
+        "txn",
+        "records_s",
+        f"transactional produce, {TXN_RECORDS} records per transaction, each committed",
+        "records/s",
+        True,
+    ),
+    Metric(
+        "txn",
+        "idempotent_records_s",
+        "the same records, idempotent, no transactions",
+        "records/s",
+        True,
+    ),
+    Metric(
+        "txn",
+        "vs_idempotent",
+        "transactional / idempotent produce, same system",
+        "x",
+        True,
+        peer_ratio=False,
+    ),
     Metric(
         "failover", "seconds", "failover: leader kill -9 to next ack", "s", False, Target(bound=2)
     ),
@@ -169,9 +196,10 @@ def _figure(run: dict, system: str, metric: Metric) -> float | None:
 
 
 def _state(runs: list[dict], system: str, metric: Metric) -> str:
-    """Why a system has no figure: "n/a" (does not apply), "error", or "absent" (not run)."""
+    """Why a system has no figure: "n/a" (does not apply, or the system lacks the feature:
+    "unsupported"), "error", or "absent" (not run)."""
     results = [r["results"].get(system, {}).get(metric.workload) for r in runs]
-    if "n/a" in results:
+    if "n/a" in results or any(isinstance(x, dict) and "unsupported" in x for x in results):
         return "n/a"
     if any(isinstance(x, dict) and "error" in x for x in results):
         return "error"
@@ -195,7 +223,9 @@ def summarize(runs: list[dict], systems: list[str]) -> dict:
         for system in systems:
             values = [v for r in runs if (v := _figure(r, system, metric)) is not None]
             entry["systems"][system] = _stats(values) or _state(runs, system, metric)
-        for system, base in _ratio_pairs(systems):
+            if why := _unsupported(runs, system, metric):
+                entry.setdefault("unsupported", {})[system] = why
+        for system, base in _ratio_pairs(systems) if metric.peer_ratio else []:
             pairs = [(_figure(r, system, metric), _figure(r, base, metric)) for r in runs]
             entry["ratios"][system] = _stats([a / b for a, b in pairs if a is not None and b])
         if metric.target:
@@ -211,6 +241,16 @@ def summarize(runs: list[dict], systems: list[str]) -> dict:
         if any(isinstance(v, dict) or v == "error" for v in entry["systems"].values()):
             summary[metric.key] = entry
     return summary
+
+
+def _unsupported(runs: list[dict], system: str, metric: Metric) -> str | None:
+    """Why `system` lacks this figure because it lacks the feature (a workload's
+    "unsupported"), the first run's reason; None if it has the figure or none says so."""
+    for run in runs:
+        result = run["results"].get(system, {}).get(metric.workload)
+        if isinstance(result, dict) and "unsupported" in result and metric.field not in result:
+            return f"run {run['run']}: {result['unsupported']}"
+    return None
 
 
 def _ratio_pairs(systems: list[str]) -> list[tuple[str, str]]:
@@ -254,15 +294,18 @@ def table(summary: dict, systems: list[str]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for entry in summary.values():
         row = [entry["label"], entry["unit"], entry["better"]]
-        row += [_cell(entry["systems"][s]) for s in systems]
+        # A ratio within one system (unit "x") keeps two significant digits: 0.025x.
+        cell = _ratio_cell if entry["unit"] == "x" else _cell
+        row += [cell(entry["systems"][s]) for s in systems]
         row += [_cell(entry["ratios"].get(s), "x") for s in ratio_cols]
         row += [entry["target"] or "", _met(entry)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
-def notes(settings: dict, runs: int, values: str) -> list[str]:
-    """How to read the table, and what each workload did (paragraphs)."""
+def notes(settings: dict, runs: int, values: str, summary: dict | None = None) -> list[str]:
+    """How to read the table, what each workload did, and why a system that lacks a
+    feature has n/a (from `summary`) (paragraphs)."""
     s = settings
     workloads = [
         f"produce: {s['produce_mb']:g} MB per run over {s['partitions']} partitions, acks=all, "
@@ -282,7 +325,23 @@ def notes(settings: dict, runs: int, values: str) -> list[str]:
         f"idle CPU: {s['idle_partitions']} partitions, no clients, over {s['idle_seconds']:g} s.",
         f"small requests: 16 producers, each one 100-byte acks=all record in flight, over 12 "
         f"partitions, for {s.get('small_seconds', 0):g} s; server CPU = all broker processes.",
+        f"transactional produce: {s.get('txn_mb', 0):g} MB per run on a fresh instance, in "
+        f"transactions of {TXN_RECORDS} records round-robin over {s['partitions']} partitions, "
+        "each committed before the next begins, with produce's batching (acks=all, "
+        "linger.ms=5, batch.size=1 MiB), timed from after init_transactions to the last "
+        "commit, then checked visible to read_committed; idempotent: the same records "
+        "produced just before without transactions, enable.idempotence=true, the same "
+        "batching, so transactional / idempotent is what transactions cost that system "
+        f"(no peer ratio). A peer whose init_transactions fails or takes over "
+        f"{TXN_INIT_TIMEOUT_S:g} s has n/a, and the reason in these notes.",
     ]
+    # One line per system and reason (a workload's rows share it), under its first row.
+    reasons: dict[tuple[str, str], str] = {}
+    for entry in (summary or {}).values():
+        for system, why in entry.get("unsupported", {}).items():
+            reasons.setdefault((system, why.splitlines()[0][:300]), entry["label"])
+    unsupported = [f"{system}, {label}: {why}" for (system, why), label in reasons.items()]
+    na = ["n/a where a system lacks the feature: " + "; ".join(unsupported) + "."]
     return [
         f"Median of {runs} run(s), (min–max) when more than one. MB = 10^6 bytes of record "
         f"values. Ratio = raftlog / {PEER} in the same run: above 1 is better for "
@@ -296,6 +355,7 @@ def notes(settings: dict, runs: int, values: str) -> list[str]:
         "cost of TLS. "
         "Every raftlog node's /metrics is scraped every "
         f"{SCRAPE_INTERVAL_S:g} s throughout, as a Prometheus server would.",
+        *(na if unsupported else []),
     ]
 
 

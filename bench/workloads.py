@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import os
 import random
 import signal
@@ -25,6 +26,7 @@ from confluent_kafka import (
     OFFSET_END,
     Consumer,
     KafkaError,
+    KafkaException,
     Producer,
     ShareConsumer,
     TopicPartition,
@@ -83,6 +85,11 @@ HTTP_QUEUE_RECORDS = 20000
 HTTP_TIMEOUT_MS = 1000  # a read's long poll
 QUEUE_FIGURES = (*(f"http_{n}" for n in HTTP_WORKERS), "share_consumer", "consume")
 QUEUE_STALL_S = 30.0  # no record newly settled this long: the figure fails
+# txn: transactions of TXN_RECORDS records, each committed before the next begins.
+TXN_RECORDS = 100
+TXN_INIT_TIMEOUT_S = 30.0  # a peer without transactions answers or hangs: n/a after this
+TXN_COMMIT_TIMEOUT_S = 30.0
+TXN_MAX_S = 300.0  # all transactions; ~15 s on raftlog3 at full size
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,7 @@ class Settings:
     scale_records: int
     queue_records: int
     small_seconds: float
+    txn_mb: float
 
 
 def make_values(record_bytes: int) -> list[bytes]:
@@ -153,19 +161,28 @@ def _percentiles_ms(samples_ns: list[int]) -> dict:
 
 # ----------------------------------------------------------------------------- produce
 
+# Workload 1's producer settings; txn uses them too, so its ratio is the cost of transactions.
+BATCHING = {"acks": "all", "linger.ms": 5, "batch.size": 1 << 20}
+
 
 def produce(
-    system: System, topic: str, records: int, compression: str, values: list[bytes]
+    system: System,
+    topic: str,
+    records: int,
+    compression: str,
+    values: list[bytes],
+    overrides: dict[str, object] | None = None,
 ) -> dict:
     """Workload 1: as fast as librdkafka takes them, acks=all, linger.ms=5, batch.size
-    1 MiB, round-robin over the topic's partitions; timed until every record is acked."""
+    1 MiB, round-robin over the topic's partitions; timed until every record is acked.
+    `overrides`: more producer settings (txn's baseline turns on enable.idempotence)."""
     errors: list[KafkaError] = []
     producer = Producer(
         _client(
             system,
-            acks="all",
-            **{"linger.ms": 5, "batch.size": 1 << 20, "compression.type": compression},
-            **{"delivery.report.only.error": True},
+            **BATCHING,
+            **{"compression.type": compression, "delivery.report.only.error": True},
+            **(overrides or {}),
             on_delivery=lambda err, _msg: errors.append(err),
         )
     )
@@ -187,6 +204,99 @@ def produce(
     if left or errors:
         raise BenchError(f"{left} records unacknowledged, {len(errors)} failed: {errors[:3]}")
     return _throughput(records, nbytes, seconds)
+
+
+# ----------------------------------------------------------------------------- txn
+
+
+def transactions(system: System, settings: Settings, values: list[bytes], peer: bool) -> dict:
+    """Workload 11: `txn_mb` of records in transactions of TXN_RECORDS, each committed
+    before the next begins, with produce's batching, round-robin over `partitions`; timed
+    from after init_transactions to the last commit. First the same records without
+    transactions but with enable.idempotence, on a topic of their own, so
+    `vs_idempotent` is what transactions cost on this system. `peer`: a system that may
+    lack transactions, so a failed or timed-out init_transactions is n/a ("unsupported",
+    with the reason) rather than an error; every wait is bounded either way."""
+    count = max(1, math.ceil(records_for(settings.txn_mb, settings.record_bytes) / TXN_RECORDS))
+    records = count * TXN_RECORDS
+    for topic in ("txn-idempotent", "txn"):
+        system.create_topic(topic, settings.partitions)
+    plain = produce(system, "txn-idempotent", records, "none", values, {"enable.idempotence": True})
+    result: dict = {
+        "transactions": count,
+        "records_per_txn": TXN_RECORDS,
+        "idempotent_records_s": plain["records_s"],
+        "idempotent": plain,
+    }
+    errors: list[KafkaError] = []
+    producer = Producer(
+        _client(
+            system,
+            **BATCHING,
+            **{"compression.type": "none", "delivery.report.only.error": True},
+            **{"transactional.id": f"bench-txn-{uuid.uuid4().hex[:8]}"},
+            on_delivery=lambda err, _msg: errors.append(err),
+        )
+    )
+    start = time.perf_counter()
+    try:
+        producer.init_transactions(TXN_INIT_TIMEOUT_S)
+    except KafkaException as exc:
+        err = exc.args[0]
+        why = f"init_transactions failed after {time.perf_counter() - start:.1f} s: {err.name()}"
+        if not peer:
+            raise BenchError(f"{why}: {err.str()}") from None
+        return {**result, "unsupported": f"{why} ({err.str()})"}
+    result["init_s"] = time.perf_counter() - start
+    partitions = len(producer.list_topics("txn", timeout=30).topics["txn"].partitions)
+    send, mask = producer.produce, VALUE_POOL - 1
+    nbytes, per_txn = 0, []
+    start = time.perf_counter()
+    for t in range(count):
+        began = time.perf_counter_ns()
+        producer.begin_transaction()
+        for i in range(t * TXN_RECORDS, (t + 1) * TXN_RECORDS):
+            value = values[i & mask]
+            send("txn", value, partition=i % partitions)  # 100 records: the queue never fills
+            nbytes += len(value)
+        producer.commit_transaction(TXN_COMMIT_TIMEOUT_S)
+        per_txn.append(time.perf_counter_ns() - began)
+        if errors:
+            raise BenchError(f"{t + 1}/{count} transactions committed; failed: {errors[:3]}")
+        if time.perf_counter() - start > TXN_MAX_S and t + 1 < count:
+            raise BenchError(f"{t + 1}/{count} transactions committed in {TXN_MAX_S:g} s")
+    seconds = time.perf_counter() - start
+    committed = _committed_end(system, "txn", partitions, records)
+    txn = _throughput(records, nbytes, seconds)
+    return {
+        **result,
+        **txn,
+        "vs_idempotent": txn["records_s"] / plain["records_s"],
+        "per_txn_ms": _percentiles_ms(per_txn),
+        "committed_end_offsets": committed,
+    }
+
+
+def _committed_end(system: System, topic: str, partitions: int, records: int) -> int:
+    """The sum of `topic`'s end offsets a read_committed consumer sees (the last stable
+    offsets, markers included), once at least `records`: a commit that was acknowledged
+    but left its records invisible would otherwise pass for a fast one. The markers of
+    the last commit may land just after it returns, hence the wait."""
+    consumer = _consumer(system, **{"isolation.level": "read_committed"})
+
+    def end() -> int:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        return sum(consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps)
+
+    try:
+        return wait_until(
+            lambda: (n := end()) >= records and n,
+            30,
+            f"{records} committed records of {topic} for read_committed",
+            step=0.2,
+        )
+    finally:
+        consumer.close()
 
 
 # ----------------------------------------------------------------------------- consume
