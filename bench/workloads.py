@@ -89,7 +89,7 @@ QUEUE_STALL_S = 30.0  # no record newly settled this long: the figure fails
 TXN_RECORDS = 100
 TXN_INIT_TIMEOUT_S = 30.0  # a peer without transactions answers or hangs: n/a after this
 TXN_COMMIT_TIMEOUT_S = 30.0
-TXN_MAX_S = 300.0  # all transactions; ~15 s on raftlog3 at full size
+TXN_MAX_S = 300.0  # all transactions; ~5 s on raftlog3 at full size
 
 
 @dataclass(frozen=True)
