@@ -42,14 +42,19 @@ def epochs_increase(i: Inputs, d: Derived) -> DataFrame:
     """Epochs strictly increase along every log (each replica's epoch cache), and a node's term
     never goes back in its own journal. An ack record's term is the epoch the acknowledged
     records were written in, not the node's term: a leader that stepped down answers for
-    what it wrote and committed before, so acks are left out of the journal order."""
+    what it wrote and committed before, so acks are left out of the journal order, as are
+    markers a transaction coordinator gave up (recorded in its own term, not the
+    partition's)."""
     along = Window.partitionBy(*NODE_TP).orderBy("pos")
     cache = i.spans.withColumn("prev", F.lag("epoch").over(along)).filter(
         F.col("epoch") <= F.col("prev")
     )
     journal_order = Window.partitionBy(*NODE_TP).orderBy("seq")
     journal = (
-        i.events.filter(F.col("kind") != "ack")
+        i.events.filter(
+            (F.col("kind") != "ack")
+            & ~((F.col("kind") == "txn_marker") & (F.col("marker_offset") < 0))
+        )
         .withColumn("prev", F.lag("term").over(journal_order))
         .withColumn("prev_kind", F.lag("kind").over(journal_order))
         .filter(F.col("term") < F.col("prev"))
@@ -245,6 +250,103 @@ def replica_epoch_caches_agree(i: Inputs, d: Derived) -> DataFrame:
     )
 
 
+def transactions_whole(i: Inputs, d: Derived) -> DataFrame:
+    """A transaction is read whole or not at all: every marker written for a coordinator's
+    decision says what the decision said, on a partition the decision names; one decision
+    is never recorded both ways; and a decision its coordinator completed has a marker on
+    every partition it names (or one given up: the partition gone, or its producer fenced
+    since). Decisions and markers are recorded once committed, so no truncation shows here."""
+    ev = i.events
+    key = ["decision_partition", "decision_offset"]
+    decisions = ev.filter(F.col("kind") == "txn_decision").select(
+        "topic",
+        F.col("partition").alias("decision_partition"),
+        "decision_offset",
+        "node",
+        "term",
+        "time_ms",
+        "transactional_id",
+        F.col("commit").alias("decided"),
+        "partitions",
+    )
+    twice = (
+        decisions.groupBy(*key)
+        .agg(
+            F.countDistinct("decided").alias("ways"),
+            F.first("topic").alias("topic"),
+            F.first("node").alias("node"),
+            F.first("term").alias("term"),
+            F.first("transactional_id").alias("transactional_id"),
+        )
+        .filter(F.col("ways") > 1)
+        .withColumn("partition", F.col("decision_partition"))
+    )
+    once = decisions.dropDuplicates(key)
+    markers = ev.filter(F.col("kind") == "txn_marker").select(
+        "topic",
+        "partition",
+        "node",
+        "term",
+        "time_ms",
+        "commit",
+        "marker_offset",
+        *key,
+        F.concat_ws(":", "topic", F.col("partition").cast("string")).alias("tp"),
+    )
+    contrary = (
+        markers.filter(F.col("marker_offset") >= 0)
+        .join(once.drop("topic", "node", "term", "time_ms"), key)
+        .filter(
+            (F.col("commit") != F.col("decided")) | ~F.array_contains("partitions", F.col("tp"))
+        )
+    )
+    completed = ev.filter(F.col("kind") == "txn_complete").select(
+        F.col("partition").alias("decision_partition"), "decision_offset"
+    )
+    expected = once.join(completed.distinct(), key).select(
+        *key, "node", "term", "time_ms", "transactional_id", F.explode("partitions").alias("tp")
+    )
+    missing = (
+        expected.join(markers.select(*key, "tp").distinct(), [*key, "tp"], "left_anti")
+        .withColumn("topic", F.substring_index("tp", ":", 1))
+        .withColumn("partition", F.substring_index("tp", ":", -1).cast("long"))
+    )
+    decision_name = F.format_string(
+        "decision %d of __transaction_state-%d (%s)",
+        "decision_offset",
+        "decision_partition",
+        "transactional_id",
+    )
+    return (
+        _rows(
+            contrary,
+            "transactions_whole",
+            F.format_string(
+                "%s marker at offset %d for %s, which said %s for partitions %s",
+                F.when(F.col("commit") == 1, "commit").otherwise("abort"),
+                "marker_offset",
+                decision_name,
+                F.when(F.col("decided") == 1, "commit").otherwise("abort"),
+                F.concat_ws(",", "partitions"),
+            ),
+        )
+        .unionByName(
+            _rows(
+                twice,
+                "transactions_whole",
+                F.concat(decision_name, F.lit(" recorded as both commit and abort")),
+            )
+        )
+        .unionByName(
+            _rows(
+                missing,
+                "transactions_whole",
+                F.concat(F.lit("completed "), decision_name, F.lit(" has no marker here")),
+            )
+        )
+    )
+
+
 Check = Callable[[Inputs, Derived], DataFrame]
 INVARIANTS: dict[str, Check] = {
     check.__name__: check
@@ -256,6 +358,7 @@ INVARIANTS: dict[str, Check] = {
         no_committed_record_truncated,
         offset_for_leader_epoch_agrees,
         replica_epoch_caches_agree,
+        transactions_whole,
     )
 }
 

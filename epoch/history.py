@@ -107,9 +107,66 @@ class EpochAnswer(Record):
     end_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class TxnDecision(Record):
+    """This node, coordinating a transactional id from `__transaction_state` partition
+    `partition` in `term`, has its decision committed there: the PrepareCommit or PrepareAbort
+    record at `decision_offset`, which names the transaction's partitions ("topic:index").
+    Written again by a coordinator that loads a decision and finishes it."""
+
+    kind: ClassVar[str] = "txn_decision"
+    term: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: int  # 1 commit, 0 abort
+    decision_offset: int
+    partitions: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker(Record):
+    """This node, leading `topic`/`partition` in `term`, has a transaction's marker committed at
+    `marker_offset`, written for the decision at `decision_offset` of `__transaction_state`
+    partition `decision_partition`. `marker_offset` -1: the coordinator (this node, `term` its
+    own) gave the marker up, the partition gone or its producer fenced there since."""
+
+    kind: ClassVar[str] = "txn_marker"
+    term: int
+    producer_id: int
+    producer_epoch: int
+    commit: int
+    marker_offset: int
+    decision_partition: int
+    decision_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnComplete(Record):
+    """The coordinator wrote CompleteCommit or CompleteAbort for the decision at
+    `decision_offset`: every partition of the transaction has its marker (or, deleted since,
+    never will)."""
+
+    kind: ClassVar[str] = "txn_complete"
+    term: int
+    transactional_id: str
+    decision_offset: int
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.kind: cls
-    for cls in (Ack, Election, LeaderSeen, Truncation, HighWatermark, SnapshotInstall, EpochAnswer)
+    for cls in (
+        Ack,
+        Election,
+        LeaderSeen,
+        Truncation,
+        HighWatermark,
+        SnapshotInstall,
+        EpochAnswer,
+        TxnDecision,
+        TxnMarker,
+        TxnComplete,
+    )
 }
 
 

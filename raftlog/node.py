@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from epoch import history
 from epoch.history import HistoryJournal
 from raftlog import group_config, limits, topic_config
 from raftlog.clock import LOOP_CLOCK
@@ -42,7 +43,7 @@ from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 from raftlog.txn.coordinator import TxnCoordinator
-from raftlog.txn.markers import Markers
+from raftlog.txn.markers import Markers, WrittenMarker
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +167,8 @@ class Node:
             self._allocate_producer_id,
             self.markers.write,
             int(cfg.broker_setting("transaction.max.timeout.ms")),
+            node_id=self.node_id,
+            journal=self.history.write,
         )
         self.calls.serve(VERIFY, self._verify_here)
         self.controller = Controller(
@@ -211,9 +214,24 @@ class Node:
         known = self.controller.state.topics.get(topic)
         return known is not None and index < len(known["partitions"])
 
-    def _marker_written(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
-        if topic == OFFSETS_TOPIC:
-            self.groups.end_transaction(index, producer_id, commit)
+    def _marker_written(self, marker: WrittenMarker) -> None:
+        if marker.topic == OFFSETS_TOPIC:
+            self.groups.end_transaction(marker.partition, marker.producer_id, marker.commit)
+        self.history.write(
+            history.TxnMarker(
+                time_ms=history.now_ms(),
+                node=self.node_id,
+                topic=marker.topic,
+                partition=marker.partition,
+                term=marker.term,
+                producer_id=marker.producer_id,
+                producer_epoch=marker.producer_epoch,
+                commit=int(marker.commit),
+                marker_offset=marker.offset,
+                decision_partition=marker.decision_partition,
+                decision_offset=marker.decision_offset,
+            )
+        )
 
     def transaction_coordinator(self, transactional_id: str) -> int | None:
         """The node leading the transactional id's `__transaction_state` partition."""

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, Protocol
 
+from epoch import history
 from raftlog.clock import LOOP_CLOCK, Clock, Timer, now_ms
 from raftlog.errors import ErrorCode, KafkaError
 from raftlog.groups.metadata_manager import java_string_hash
@@ -53,8 +54,9 @@ class TxnLog(Protocol):
     def read_committed(self) -> Iterator[LogRecord]: ...
 
 
-# (topic, partition, producer id, epoch, commit, coordinator epoch) -> the marker's outcome
-WriteMarker = Callable[[str, int, int, int, bool, int], Awaitable[ErrorCode]]
+# (topic, partition, producer id, epoch, commit, coordinator epoch, the decision: its
+# `__transaction_state` partition and offset) -> the marker's outcome
+WriteMarker = Callable[[str, int, int, int, bool, int, tuple[int, int]], Awaitable[ErrorCode]]
 
 
 class _Shard:
@@ -62,6 +64,7 @@ class _Shard:
         self.index = index
         self.log = txn_log
         self.txns: dict[str, TxnMetadata] = {}
+        self.offsets: dict[str, int] = {}  # where each id's state was last written
         self.writing: set[str] = set()  # ids with a record on its way to the log
         self.loading = True
         self.attached = True
@@ -77,15 +80,20 @@ class TxnCoordinator:
         write_marker: WriteMarker,
         max_timeout_ms: int,
         clock: Clock = LOOP_CLOCK,
+        node_id: int = -1,
+        journal: Callable[[history.Record], None] | None = None,
     ) -> None:
         """allocate_id: a fresh producer id (the controller's blocks), None when none can be
         had now; write_marker: the marker on one partition, retried until it is written or
-        cannot be (markers.py)."""
+        cannot be (markers.py); journal: the node's history, where decisions and completions
+        go for the epoch audit."""
         self.num_partitions = num_partitions
         self._allocate_id = allocate_id
         self._write_marker = write_marker
         self._max_timeout_ms = max_timeout_ms
         self._clock = clock
+        self._node_id = node_id
+        self._journal = journal
         self._shards: dict[int, _Shard] = {}
 
     def partition_for(self, transactional_id: str) -> int:
@@ -116,7 +124,7 @@ class TxnCoordinator:
             self.detach(index)
 
     async def _load(self, shard: _Shard) -> None:
-        for n, (_offset, key, value, _pid, marker) in enumerate(shard.log.read_committed()):
+        for n, (offset, key, value, _pid, marker) in enumerate(shard.log.read_committed()):
             if n % LOAD_YIELD_RECORDS == LOAD_YIELD_RECORDS - 1:
                 await asyncio.sleep(0)
             if marker is not None:
@@ -129,6 +137,7 @@ class TxnCoordinator:
                     shard.txns.pop(txn_id, None)
                 else:
                     shard.txns[txn_id] = TxnMetadata.from_log(txn_id, decode_value(value))
+                    shard.offsets[txn_id] = offset
             except (RecordError, ValueError) as exc:
                 log.error("%s partition %d: unreadable record skipped: %s", TOPIC, shard.index, exc)
         shard.loading = False
@@ -277,7 +286,7 @@ class TxnCoordinator:
         txn_id = txn.transactional_id
         shard.writing.add(txn_id)
         try:
-            await shard.log.append([(encode_key(txn_id), encode_value(txn.to_log()))])
+            offset = await shard.log.append([(encode_key(txn_id), encode_value(txn.to_log()))])
         except KafkaError as exc:
             return _append_error(exc.code)
         except asyncio.CancelledError:
@@ -287,6 +296,7 @@ class TxnCoordinator:
         if not shard.attached:
             return E.not_coordinator
         shard.txns[txn_id] = txn
+        shard.offsets[txn_id] = offset
         return E.none
 
     async def _finish(self, shard: _Shard, txn: TxnMetadata) -> None:
@@ -295,18 +305,75 @@ class TxnCoordinator:
         given up, as Kafka does."""
         commit = txn.state == TxnState.PREPARE_COMMIT
         epoch = shard.log.leader_epoch
-        await asyncio.gather(
+        decided_at = shard.offsets.get(txn.transactional_id, -1)
+        partitions = [
+            (t, i) for t, indexes in sorted(txn.partitions.items()) for i in sorted(indexes)
+        ]
+        self._record(
+            history.TxnDecision,
+            shard,
+            transactional_id=txn.transactional_id,
+            producer_id=txn.producer_id,
+            producer_epoch=txn.producer_epoch,
+            commit=int(commit),
+            decision_offset=decided_at,
+            partitions=[f"{t}:{i}" for t, i in partitions],
+        )
+        decision = (shard.index, decided_at)
+        pid, producer_epoch = txn.producer_id, txn.producer_epoch
+        outcomes = await asyncio.gather(
             *(
-                self._write_marker(topic, index, txn.producer_id, txn.producer_epoch, commit, epoch)
-                for topic, indexes in sorted(txn.partitions.items())
-                for index in sorted(indexes)
+                self._write_marker(t, i, pid, producer_epoch, commit, epoch, decision)
+                for t, i in partitions
             )
         )
+        for (topic, index), outcome in zip(partitions, outcomes, strict=True):
+            if outcome != E.none:  # given up: the audit counts it as accounted for
+                self._record(
+                    history.TxnMarker,
+                    shard,
+                    producer_id=pid,
+                    producer_epoch=producer_epoch,
+                    commit=int(commit),
+                    marker_offset=-1,
+                    decision_partition=shard.index,
+                    decision_offset=decided_at,
+                    data_partition=(topic, index),
+                )
         while shard.attached:
             error = await self._write(shard, rules.complete(txn, now_ms(self._clock)))
+            if error == E.none:
+                self._record(
+                    history.TxnComplete,
+                    shard,
+                    transactional_id=txn.transactional_id,
+                    decision_offset=decided_at,
+                )
             if error in (E.none, E.not_coordinator):
                 return
             await self._clock.sleep(0.1)  # the log is busy or short of replicas: again
+
+    def _record(
+        self,
+        cls: type[history.Record],
+        shard: _Shard,
+        data_partition: tuple[str, int] | None = None,
+        **fields: Any,
+    ) -> None:
+        """A history record of the partition's term (its leader's: this node), about the
+        partition itself or (`data_partition`) a partition of a transaction."""
+        if self._journal is not None:
+            topic, index = data_partition or (TOPIC, shard.index)
+            fields["term"] = shard.log.leader_epoch
+            self._journal(
+                cls(
+                    time_ms=now_ms(self._clock),
+                    node=self._node_id,
+                    topic=topic,
+                    partition=index,
+                    **fields,
+                )
+            )
 
     def _schedule_timeouts(self, shard: _Shard) -> None:
         shard.timer = self._clock.call_later(TIMEOUT_CHECK_S, self._abort_timed_out, shard)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from raftlog.broker import ProduceResult
 from raftlog.clock import LOOP_CLOCK, Clock
@@ -23,7 +23,9 @@ from raftlog.mesh_calls import MeshCalls
 log = logging.getLogger(__name__)
 E = ErrorCode
 
-CALL = "txn-marker"  # [topic, partition, producer id, epoch, commit, coordinator epoch] -> code
+# [topic, partition, producer id, epoch, commit, coordinator epoch, decision partition,
+# decision offset] -> error code
+CALL = "txn-marker"
 CALL_TIMEOUT_S = 15.0
 RETRY_S = 0.1
 MAX_RETRY_S = 2.0
@@ -34,9 +36,24 @@ class MarkerPartition(Protocol):
     @property
     def is_leader(self) -> bool: ...
 
+    @property
+    def leader_epoch(self) -> int: ...
+
     def write_marker(
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
     ) -> Awaitable[ProduceResult]: ...
+
+
+class WrittenMarker(NamedTuple):
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    offset: int
+    term: int  # of the partition's leader that wrote it
+    decision_partition: int
+    decision_offset: int
 
 
 class Markers:
@@ -47,13 +64,13 @@ class Markers:
         local: Callable[[str, int], MarkerPartition | None],
         leader_of: Callable[[str, int], int | None],
         exists: Callable[[str, int], bool],
-        written: Callable[[str, int, int, bool], None],
+        written: Callable[[WrittenMarker], None],
         clock: Clock = LOOP_CLOCK,
     ) -> None:
         """local(topic, index): this node's replica; leader_of: the node leading it, if known;
-        exists: the controller still lists the partition; written(topic, index, producer id,
-        commit): a marker this node led the partition for is committed (the group coordinator
-        applies a transaction's offsets then)."""
+        exists: the controller still lists the partition; written: a marker this node led the
+        partition for is committed (the group coordinator applies a transaction's offsets
+        then, and the history records it)."""
         self._node = node_id
         self._calls = calls
         self._local = local
@@ -71,7 +88,10 @@ class Markers:
         epoch: int,
         commit: bool,
         coordinator_epoch: int,
+        decision: tuple[int, int],
     ) -> ErrorCode:
+        """`decision`: the `__transaction_state` partition and offset of the decision this
+        marker carries out (for the history)."""
         pause = RETRY_S
         while True:
             if not self._exists(topic, index):
@@ -80,10 +100,10 @@ class Markers:
             code: ErrorCode | None = None
             if leader == self._node:
                 code = await self._write_here(
-                    topic, index, producer_id, epoch, commit, coordinator_epoch
+                    topic, index, producer_id, epoch, commit, coordinator_epoch, *decision
                 )
             elif leader is not None:
-                args = [topic, index, producer_id, epoch, commit, coordinator_epoch]
+                args = [topic, index, producer_id, epoch, commit, coordinator_epoch, *decision]
                 code = _code(await self._calls.call(str(leader), CALL, args, CALL_TIMEOUT_S))
             if code == E.none or code in GIVE_UP:
                 if code != E.none:
@@ -107,6 +127,8 @@ class Markers:
         epoch: int,
         commit: bool,
         coordinator_epoch: int,
+        decision_partition: int,
+        decision_offset: int,
     ) -> ErrorCode:
         partition = self._local(topic, index)
         if partition is None or not partition.is_leader:
@@ -119,13 +141,45 @@ class Markers:
         except TimeoutError:
             return E.request_timed_out
         if result.error == E.none:
-            self._written(topic, index, producer_id, commit)
+            self._written(
+                WrittenMarker(
+                    topic,
+                    index,
+                    producer_id,
+                    epoch,
+                    commit,
+                    result.base_offset,
+                    partition.leader_epoch,
+                    decision_partition,
+                    decision_offset,
+                )
+            )
         return result.error
 
     async def _serve(self, _peer: str, args: list[Any]) -> int:
         match args:
-            case [str(topic), int(index), int(pid), int(epoch), bool(commit), int(coord_epoch)]:
-                return int(await self._write_here(topic, index, pid, epoch, commit, coord_epoch))
+            case [
+                str(topic),
+                int(index),
+                int(pid),
+                int(epoch),
+                bool(commit),
+                int(coord_epoch),
+                int(decision_partition),
+                int(decision_offset),
+            ]:
+                return int(
+                    await self._write_here(
+                        topic,
+                        index,
+                        pid,
+                        epoch,
+                        commit,
+                        coord_epoch,
+                        decision_partition,
+                        decision_offset,
+                    )
+                )
         return int(E.invalid_request)
 
 

@@ -25,6 +25,9 @@ from epoch.history import (
     Record,
     SnapshotInstall,
     Truncation,
+    TxnComplete,
+    TxnDecision,
+    TxnMarker,
     to_json,
 )
 from epoch.replica_state import UNKNOWN, EpochSpan, ReplicaState
@@ -155,6 +158,9 @@ def test_every_record_kind_reads_back_as_written(spark, tmp_path):
         HighWatermark(T0, 1, *TP, 3, 5),
         SnapshotInstall(T0, 1, *TP, 3, 2, 0, 40),
         EpochAnswer(T0, 1, *TP, 3, 2, 2, 7),
+        TxnDecision(T0, 1, "__transaction_state", 4, 3, "tx", 42, 0, 1, 17, ["t:0", "t:1"]),
+        TxnMarker(T0, 1, *TP, 3, 42, 0, 1, 88, 4, 17),
+        TxnComplete(T0, 1, "__transaction_state", 4, 3, "tx", 17),
     ]
     assert {type(s) for s in samples} == set(RECORD_TYPES.values())
     inputs = tables.load(spark, History(tmp_path).add(*samples).write())
@@ -454,3 +460,65 @@ def test_replica_read_from_a_data_directory_matches_the_log(tmp_path):
     assert replica.log_end_offset == log.log_end_offset == 14
     assert sum(s.bytes for s in replica.epochs) == sum(s.size for s in log.segments()) + 20
     log.close()
+
+
+# ------------------------------------------------------------------ transactions
+
+TXN = ("__transaction_state", 4)
+
+
+def decided(h: History, commit: int, offset: int = 17, node: int = 1, *parts: str) -> History:
+    partitions = list(parts) or ["t:0", "t:1"]
+    return h.add(TxnDecision(T0, node, *TXN, 3, "tx", 42, 0, commit, offset, partitions))
+
+
+def marker(h: History, partition: int, commit: int, at: int, offset: int = 17) -> History:
+    return h.add(TxnMarker(T0 + 5, 2, "t", partition, 2, 42, 0, commit, at, 4, offset))
+
+
+def test_markers_that_carry_out_their_decision_hold_transactions_whole(spark, tmp_path):
+    """Both markers of a commit, one written twice (resent after a coordinator failover,
+    which records the decision again), the decision completed; an abort's decision still
+    being carried out (not complete) has a partition without its marker yet."""
+    h = sound(History(tmp_path))
+    decided(h, 1)
+    decided(h, 1, 17, 3)
+    marker(h, 0, 1, 150)
+    marker(h, 1, 1, 151)
+    marker(h, 1, 1, 152)
+    h.add(TxnComplete(T0 + 9, 3, *TXN, 3, "tx", 17))
+    decided(h, 0, 30)
+    marker(h, 0, 0, 160, 30)
+    assert broken(spark, h, "transactions_whole") == []
+
+
+def test_a_marker_against_its_decision_or_a_completed_one_without_markers_breaks_it(
+    spark, tmp_path
+):
+    h = sound(History(tmp_path))
+    decided(h, 1)
+    marker(h, 0, 0, 150)  # an abort where a commit was decided
+    h.add(TxnComplete(T0 + 9, 1, *TXN, 3, "tx", 17))  # and t:1 never got its marker
+    decided(h, 0, 30, 1, "t:0")
+    marker(h, 1, 0, 160, 30)  # a partition the decision does not name
+    details = sorted(r["detail"] for r in broken(spark, h, "transactions_whole"))
+    assert details == [
+        "abort marker at offset 150 for decision 17 of __transaction_state-4 (tx), "
+        "which said commit for partitions t:0,t:1",
+        "abort marker at offset 160 for decision 30 of __transaction_state-4 (tx), "
+        "which said abort for partitions t:0",
+        "completed decision 17 of __transaction_state-4 (tx) has no marker here",
+    ]
+
+
+def test_a_decision_recorded_both_ways_breaks_it_and_a_given_up_marker_counts(spark, tmp_path):
+    h = sound(History(tmp_path))
+    decided(h, 1)
+    decided(h, 0, 17, 3)
+    marker(h, 0, 1, 150)
+    h.add(Election(T0 + 1, 1, "t", 1, 5, 0, 0))  # node 1 led t-1 in term 5 before
+    h.add(TxnMarker(T0 + 6, 1, "t", 1, 3, 42, 0, 1, -1, 4, 17))  # given up, in its term 3
+    h.add(TxnComplete(T0 + 9, 1, *TXN, 3, "tx", 17))
+    (row,) = broken(spark, h, "transactions_whole")
+    assert row["detail"].endswith("recorded as both commit and abort")
+    assert broken(spark, h, "epochs_increase") == []  # the given-up marker's term is not t-1's

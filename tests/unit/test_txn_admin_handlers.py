@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 from kafka.protocol.admin.transactions import DescribeTransactionsResponse
@@ -17,6 +16,7 @@ from kio.static.constants import EntityType
 from support.answers import client_reads
 from support.broker_stub import BrokerStub
 from support.clock import ManualClock, settle
+from support.txn_log import ListLog
 
 from kafka_api.codec import build, encode_response
 from kafka_api.context import RequestContext
@@ -31,7 +31,6 @@ from raftlog.broker import PartitionInfo, ProduceResult, TopicInfo
 from raftlog.errors import ErrorCode as E
 from raftlog.errors import KafkaError
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
-from raftlog.groups.offsets_log import LogRecord
 from raftlog.producer_state import ActiveProducer
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.security.acl import AclOperation as Op
@@ -43,25 +42,6 @@ from raftlog.txn.metadata import TxnMetadata, TxnState
 
 ANON = "User:ANONYMOUS"
 TIMEOUT_MS = 60_000
-
-
-class ListLog:
-    """A `__transaction_state` partition in memory; `held` set: appends wait for it."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes, bytes | None]] = []
-        self.leader_epoch = 3
-        self.held: asyncio.Future[None] | None = None
-
-    async def append(self, records: list[tuple[bytes, bytes | None]]) -> int:
-        if self.held is not None:
-            await self.held
-        self.records.extend(records)
-        return len(self.records)
-
-    def read_committed(self) -> Iterator[LogRecord]:
-        for i, (key, value) in enumerate(list(self.records)):
-            yield LogRecord(i, key, value)
 
 
 class Groups:

@@ -6,60 +6,40 @@ tests/e2e/test_transactions.py, it is a real replicated partition)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from support.clock import ManualClock, settle
+from support.txn_log import ListLog
 
+from epoch import history
 from raftlog.errors import ErrorCode as E
-from raftlog.errors import KafkaError
-from raftlog.groups.offsets_log import LogRecord
 from raftlog.txn.coordinator import TxnCoordinator
-from raftlog.txn.log_records import decode_key, decode_value, encode_key, encode_value
+from raftlog.txn.log_records import encode_key, encode_value
 from raftlog.txn.metadata import TxnMetadata, TxnState
 
 TXN = "tx"
 
 
-class ListLog:
-    def __init__(self, records: list[tuple[bytes, bytes | None]] | None = None) -> None:
-        self.records = list(records or [])
-        self.leader_epoch = 7
-        self.failing: E | None = None
-        self.held: asyncio.Future[None] | None = None  # set: appends wait for it
-
-    async def append(self, records: list[tuple[bytes, bytes | None]]) -> int:
-        if self.held is not None:
-            await self.held
-        if self.failing is not None:
-            raise KafkaError(self.failing)
-        self.records.extend(records)
-        return len(self.records)
-
-    def read_committed(self) -> Iterator[LogRecord]:
-        for i, (key, value) in enumerate(list(self.records)):
-            yield LogRecord(i, key, value)
-
-    def states(self) -> list[tuple[str, TxnState, int]]:
-        out = []
-        for key, value in self.records:
-            assert value is not None
-            v = decode_value(value)
-            out.append((decode_key(key) or "", TxnState(v.state), v.producer_epoch))
-        return out
-
-
 class Markers:
     def __init__(self) -> None:
         self.written: list[tuple[str, int, int, int, bool, int]] = []
+        self.decisions: list[tuple[int, int]] = []  # what each marker carries out
         self.gate: asyncio.Future[None] | None = None
 
     async def write(
-        self, topic: str, index: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+        self,
+        topic: str,
+        index: int,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        decision: tuple[int, int],
     ) -> E:
         if self.gate is not None:
             await self.gate
         self.written.append((topic, index, pid, epoch, commit, coordinator_epoch))
+        self.decisions.append(decision)
         return E.none
 
 
@@ -197,3 +177,28 @@ async def test_an_expiry_found_while_the_producer_ends_its_transaction_decides_n
     await settle()
     assert [s for _, s, _ in log.states()].count(TxnState.PREPARE_ABORT) == 0
     assert {m[4] for m in markers.written} == {True}
+
+
+async def test_decisions_and_completions_go_to_the_history_with_where_they_are(clock):
+    """The epoch audit matches each marker to its decision by the decision's place in
+    `__transaction_state`: the history says where it is, and which partitions it covers."""
+    markers, log = Markers(), ListLog()
+    journal: list[history.Record] = []
+    ids = iter(range(100, 200))
+
+    async def allocate() -> int:
+        return next(ids)
+
+    c = TxnCoordinator(
+        1, allocate, markers.write, 900_000, clock, node_id=3, journal=journal.append
+    )
+    c.attach(0, log)
+    pid, epoch = await started(c)
+    assert await c.end_transaction(TXN, pid, epoch, True) == E.none
+    decided_at = [k for k, (_, s, _) in enumerate(log.states()) if s == TxnState.PREPARE_COMMIT]
+    decision, complete = journal
+    assert isinstance(decision, history.TxnDecision) and isinstance(complete, history.TxnComplete)
+    assert (decision.node, decision.partition, decision.term, decision.commit) == (3, 0, 7, 1)
+    assert decision.decision_offset == complete.decision_offset == decided_at[0]
+    assert decision.partitions == ["t:0", "t:1"]
+    assert set(markers.decisions) == {(0, decision.decision_offset)}
