@@ -43,7 +43,7 @@ from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 from raftlog.txn.coordinator import TxnCoordinator
-from raftlog.txn.markers import Markers, WrittenMarker
+from raftlog.txn.markers import Markers, MarkerWrite
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class Node:
         known = self.controller.state.topics.get(topic)
         return known is not None and index < len(known["partitions"])
 
-    def _marker_written(self, marker: WrittenMarker) -> None:
+    def _marker_written(self, marker: MarkerWrite, offset: int, term: int) -> None:
         if marker.topic == OFFSETS_TOPIC:
             self.groups.end_transaction(marker.partition, marker.producer_id, marker.commit)
         self.history.write(
@@ -223,11 +223,11 @@ class Node:
                 node=self.node_id,
                 topic=marker.topic,
                 partition=marker.partition,
-                term=marker.term,
+                term=term,
                 producer_id=marker.producer_id,
                 producer_epoch=marker.producer_epoch,
                 commit=int(marker.commit),
-                marker_offset=marker.offset,
+                marker_offset=offset,
                 decision_partition=marker.decision_partition,
                 decision_offset=marker.decision_offset,
             )

@@ -36,16 +36,8 @@ PATTERN_TYPES = ("literal", "prefixed", "any", "match")
 
 
 def admin_client(bootstrap: str) -> Any:
-    """The one place the command's Kafka client is made (--command-config applies)."""
-    from kafka.admin import KafkaAdminClient
-
-    return KafkaAdminClient(
-        bootstrap_servers=bootstrap.split(","),
-        client_id=CLIENT_ID,
-        request_timeout_ms=30_000,
-        bootstrap_timeout_ms=10_000,
-        **client_config.kafka_python(),
-    )
+    """The one place the command's Kafka client is made (tests replace it)."""
+    return client_config.admin(bootstrap, CLIENT_ID)
 
 
 def add_parsers(sub: Any) -> list[argparse.ArgumentParser]:

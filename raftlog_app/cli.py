@@ -309,15 +309,7 @@ def _bootstrap(args: argparse.Namespace) -> str:
 
 
 def _admin_client(args: argparse.Namespace):  # noqa: ANN202 - kafka-python has no stubs
-    from kafka.admin import KafkaAdminClient
-
-    return KafkaAdminClient(
-        bootstrap_servers=_bootstrap(args),
-        client_id="raftlog-cli",
-        request_timeout_ms=10_000,
-        bootstrap_timeout_ms=10_000,
-        **client_config.kafka_python(),
-    )
+    return client_config.admin(_bootstrap(args), "raftlog-cli", request_timeout_ms=10_000)
 
 
 def _topic_create(args: argparse.Namespace) -> int:

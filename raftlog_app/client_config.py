@@ -58,3 +58,16 @@ def use(path: Path | None) -> None:
 def kafka_python() -> dict[str, Any]:
     """Keyword arguments for a kafka-python client."""
     return dict(_settings)
+
+
+def admin(bootstrap: str, client_id: str, request_timeout_ms: int = 30_000) -> Any:
+    """kafka-python's admin client for a command, with --command-config's settings."""
+    from kafka.admin import KafkaAdminClient
+
+    return KafkaAdminClient(
+        bootstrap_servers=bootstrap.split(","),
+        client_id=client_id,
+        request_timeout_ms=request_timeout_ms,
+        bootstrap_timeout_ms=10_000,
+        **kafka_python(),
+    )

@@ -31,14 +31,7 @@ DUMP_TIMEOUT_S = 60.0
 
 
 def _admin(bootstrap: str) -> Any:
-    from kafka.admin import KafkaAdminClient
-
-    return KafkaAdminClient(
-        bootstrap_servers=bootstrap.split(","),
-        client_id=CLIENT_ID,
-        request_timeout_ms=30000,
-        **client_config.kafka_python(),
-    )
+    return client_config.admin(bootstrap, CLIENT_ID)
 
 
 def _consumer(bootstrap: str) -> Any:

@@ -60,13 +60,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             errors = [refused if e is E.none else e for e in errors]
         else:
             results = iter(
-                await groups.txn_offset_commit(
+                await groups.offset_commit(
                     request.group_id,
-                    (request.producer_id, request.producer_epoch),
                     getattr(request, "generation_id", -1),
                     getattr(request, "member_id", ""),
                     getattr(request, "group_instance_id", None),
                     commits,
+                    producer=(request.producer_id, request.producer_epoch),
                 )
             )
             errors = [next(results) if e is E.none else e for e in errors]

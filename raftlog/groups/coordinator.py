@@ -406,51 +406,32 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
         offsets: Sequence[CommitOffset],
+        producer: tuple[int, int] | None = None,
     ) -> list[ErrorCode]:
         """One error per entry of `offsets`, in order. A group that does not exist gets
         GROUP_ID_NOT_FOUND unless this is a standalone commit (generation < 0), which creates
-        it; a member's commit extends its session."""
+        it; a member's commit extends its session. `producer` (id, epoch): TxnOffsetCommit,
+        whose offsets count only once the producer's transaction commits (KIP-447: a member's
+        generation is checked when one is given; a missing group is ILLEGAL_GENERATION)."""
         shard = self._manager.lookup(group_id, allow_empty=True)
         if isinstance(shard, ErrorCode):
             return [shard] * len(offsets)
+        txn = producer is not None
         group = shard.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                return [E.group_id_not_found] * len(offsets)
+                return [E.illegal_generation if txn else E.group_id_not_found] * len(offsets)
             group = shard.groups[group_id] = Group(group_id, now_ms(self._clock))
-        error = _commit_error(group, generation_id, member_id, group_instance_id)
+        error = _commit_error(group, generation_id, member_id, group_instance_id, txn)
         if error is not E.none:
             shard.discard_if_unused(group)
             return [error] * len(offsets)
+        if producer is not None:
+            return await self._manager.store_txn_offsets(shard, group, offsets, producer)
         member = group.members.get(member_id)
         if member is not None:
             self._rebalance.arm_session(shard, group, member)
         return await self._manager.store_offsets(shard, group, offsets)
-
-    async def txn_offset_commit(
-        self,
-        group_id: str,
-        producer: tuple[int, int],
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        offsets: Sequence[CommitOffset],
-    ) -> list[ErrorCode]:
-        """TxnOffsetCommit: like offset_commit (KIP-447: a member's generation is checked when
-        given), but the offsets count only once the producer's transaction commits."""
-        shard = self._manager.lookup(group_id, allow_empty=True)
-        if isinstance(shard, ErrorCode):
-            return [shard] * len(offsets)
-        group = shard.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return [E.illegal_generation] * len(offsets)
-            group = shard.groups[group_id] = Group(group_id, now_ms(self._clock))
-        error = _commit_error(group, generation_id, member_id, group_instance_id, txn=True)
-        if error is not E.none:
-            shard.discard_if_unused(group)
-            return [error] * len(offsets)
-        return await self._manager.store_txn_offsets(shard, group, offsets, producer)
 
     def end_transaction(self, index: int, producer_id: int, commit: bool) -> None:
         """A transaction's marker was written on `__consumer_offsets` partition `index`."""

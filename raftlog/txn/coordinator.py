@@ -30,6 +30,7 @@ from raftlog.txn.log_records import (
     encode_key,
     encode_value,
 )
+from raftlog.txn.markers import MarkerWrite
 from raftlog.txn.metadata import PREPARING, Decision, TxnMetadata, TxnState
 
 log = logging.getLogger(__name__)
@@ -54,9 +55,8 @@ class TxnLog(Protocol):
     def read_committed(self) -> Iterator[LogRecord]: ...
 
 
-# (topic, partition, producer id, epoch, commit, coordinator epoch, the decision: its
-# `__transaction_state` partition and offset) -> the marker's outcome
-WriteMarker = Callable[[str, int, int, int, bool, int, tuple[int, int]], Awaitable[ErrorCode]]
+# the marker's outcome, once written or given up (markers.py)
+WriteMarker = Callable[[MarkerWrite], Awaitable[ErrorCode]]
 
 
 class _Shard:
@@ -319,26 +319,25 @@ class TxnCoordinator:
             decision_offset=decided_at,
             partitions=[f"{t}:{i}" for t, i in partitions],
         )
-        decision = (shard.index, decided_at)
-        pid, producer_epoch = txn.producer_id, txn.producer_epoch
-        outcomes = await asyncio.gather(
-            *(
-                self._write_marker(t, i, pid, producer_epoch, commit, epoch, decision)
-                for t, i in partitions
+        markers = [
+            MarkerWrite(
+                t, i, txn.producer_id, txn.producer_epoch, commit, epoch, shard.index, decided_at
             )
-        )
-        for (topic, index), outcome in zip(partitions, outcomes, strict=True):
+            for t, i in partitions
+        ]
+        outcomes = await asyncio.gather(*(self._write_marker(m) for m in markers))
+        for marker, outcome in zip(markers, outcomes, strict=True):
             if outcome != E.none:  # given up: the audit counts it as accounted for
                 self._record(
                     history.TxnMarker,
                     shard,
-                    producer_id=pid,
-                    producer_epoch=producer_epoch,
+                    producer_id=marker.producer_id,
+                    producer_epoch=marker.producer_epoch,
                     commit=int(commit),
                     marker_offset=-1,
                     decision_partition=shard.index,
                     decision_offset=decided_at,
-                    data_partition=(topic, index),
+                    data_partition=(marker.topic, marker.partition),
                 )
         while shard.attached:
             error = await self._write(shard, rules.complete(txn, now_ms(self._clock)))

@@ -23,9 +23,7 @@ from raftlog.mesh_calls import MeshCalls
 log = logging.getLogger(__name__)
 E = ErrorCode
 
-# [topic, partition, producer id, epoch, commit, coordinator epoch, decision partition,
-# decision offset] -> error code
-CALL = "txn-marker"
+CALL = "txn-marker"  # a MarkerWrite's fields -> error code
 CALL_TIMEOUT_S = 15.0
 RETRY_S = 0.1
 MAX_RETRY_S = 2.0
@@ -44,16 +42,28 @@ class MarkerPartition(Protocol):
     ) -> Awaitable[ProduceResult]: ...
 
 
-class WrittenMarker(NamedTuple):
+class MarkerWrite(NamedTuple):
+    """One marker to write: where, for which producer, and the decision it carries out (its
+    `__transaction_state` partition and offset, for the history)."""
+
     topic: str
     partition: int
     producer_id: int
     producer_epoch: int
     commit: bool
-    offset: int
-    term: int  # of the partition's leader that wrote it
+    coordinator_epoch: int
     decision_partition: int
     decision_offset: int
+
+    @classmethod
+    def parse(cls, args: list[Any]) -> MarkerWrite | None:
+        """From a mesh call's arguments; None if they are not one."""
+        types = (str, int, int, int, bool, int, int, int)
+        if len(args) != len(types) or not all(
+            type(a) is t for a, t in zip(args, types, strict=True)
+        ):
+            return None
+        return cls(*args)
 
 
 class Markers:
@@ -64,13 +74,13 @@ class Markers:
         local: Callable[[str, int], MarkerPartition | None],
         leader_of: Callable[[str, int], int | None],
         exists: Callable[[str, int], bool],
-        written: Callable[[WrittenMarker], None],
+        written: Callable[[MarkerWrite, int, int], None],
         clock: Clock = LOOP_CLOCK,
     ) -> None:
         """local(topic, index): this node's replica; leader_of: the node leading it, if known;
-        exists: the controller still lists the partition; written: a marker this node led the
-        partition for is committed (the group coordinator applies a transaction's offsets
-        then, and the history records it)."""
+        exists: the controller still lists the partition; written(marker, offset, term): a
+        marker this node led the partition for is committed at `offset` in `term` (the group
+        coordinator applies a transaction's offsets then, and the history records it)."""
         self._node = node_id
         self._calls = calls
         self._local = local
@@ -80,107 +90,50 @@ class Markers:
         self._clock = clock
         calls.serve(CALL, self._serve)
 
-    async def write(
-        self,
-        topic: str,
-        index: int,
-        producer_id: int,
-        epoch: int,
-        commit: bool,
-        coordinator_epoch: int,
-        decision: tuple[int, int],
-    ) -> ErrorCode:
-        """`decision`: the `__transaction_state` partition and offset of the decision this
-        marker carries out (for the history)."""
+    async def write(self, marker: MarkerWrite) -> ErrorCode:
         pause = RETRY_S
         while True:
-            if not self._exists(topic, index):
+            if not self._exists(marker.topic, marker.partition):
                 return E.unknown_topic_or_partition
-            leader = self._leader_of(topic, index)
+            leader = self._leader_of(marker.topic, marker.partition)
             code: ErrorCode | None = None
             if leader == self._node:
-                code = await self._write_here(
-                    topic, index, producer_id, epoch, commit, coordinator_epoch, *decision
-                )
+                code = await self._write_here(marker)
             elif leader is not None:
-                args = [topic, index, producer_id, epoch, commit, coordinator_epoch, *decision]
-                code = _code(await self._calls.call(str(leader), CALL, args, CALL_TIMEOUT_S))
+                answer = await self._calls.call(str(leader), CALL, list(marker), CALL_TIMEOUT_S)
+                code = _code(answer)
             if code == E.none or code in GIVE_UP:
                 if code != E.none:
-                    log.warning(
-                        "%s marker of producer %d on %s-%d given up: %s",
-                        "commit" if commit else "abort",
-                        producer_id,
-                        topic,
-                        index,
-                        code.name,
-                    )
+                    log.warning("%s given up: %s", marker, code.name)
                 return code
             await self._clock.sleep(pause)
             pause = min(pause * 2, MAX_RETRY_S)
 
-    async def _write_here(
-        self,
-        topic: str,
-        index: int,
-        producer_id: int,
-        epoch: int,
-        commit: bool,
-        coordinator_epoch: int,
-        decision_partition: int,
-        decision_offset: int,
-    ) -> ErrorCode:
-        partition = self._local(topic, index)
+    async def _write_here(self, marker: MarkerWrite) -> ErrorCode:
+        partition = self._local(marker.topic, marker.partition)
         if partition is None or not partition.is_leader:
             return E.not_leader_or_follower
         try:
             result = await asyncio.wait_for(
-                partition.write_marker(producer_id, epoch, commit, coordinator_epoch),
+                partition.write_marker(
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.commit,
+                    marker.coordinator_epoch,
+                ),
                 CALL_TIMEOUT_S,
             )
         except TimeoutError:
             return E.request_timed_out
         if result.error == E.none:
-            self._written(
-                WrittenMarker(
-                    topic,
-                    index,
-                    producer_id,
-                    epoch,
-                    commit,
-                    result.base_offset,
-                    partition.leader_epoch,
-                    decision_partition,
-                    decision_offset,
-                )
-            )
+            self._written(marker, result.base_offset, partition.leader_epoch)
         return result.error
 
     async def _serve(self, _peer: str, args: list[Any]) -> int:
-        match args:
-            case [
-                str(topic),
-                int(index),
-                int(pid),
-                int(epoch),
-                bool(commit),
-                int(coord_epoch),
-                int(decision_partition),
-                int(decision_offset),
-            ]:
-                return int(
-                    await self._write_here(
-                        topic,
-                        index,
-                        pid,
-                        epoch,
-                        commit,
-                        coord_epoch,
-                        decision_partition,
-                        decision_offset,
-                    )
-                )
-        return int(E.invalid_request)
+        marker = MarkerWrite.parse(args)
+        if marker is None:
+            return int(E.invalid_request)
+        return int(await self._write_here(marker))
 
 
 def _code(answer: Any) -> ErrorCode | None:

@@ -10,47 +10,19 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer
+from support import transactions as T
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 PARTITIONS = 3
 
 
-def _producer(bootstrap: str, txn_id: str) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
-    producer.init_transactions()
-    return producer
-
-
 def _send(producer: Producer, topic: str, values: list[bytes]) -> None:
-    for i, value in enumerate(values):
-        producer.produce(topic, value, partition=i % PARTITIONS)
+    T.send(producer, topic, values, PARTITIONS)
 
 
 def _read_confluent(bootstrap: str, topic: str, isolation: str, settle_s: float = 5.0) -> list:
-    """Every value a consumer of this isolation reads from the start, once it has read for
-    `settle_s` without getting more."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"txn-reader-{time.monotonic_ns()}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    values, quiet_since = [], time.monotonic()
-    try:
-        while time.monotonic() - quiet_since < settle_s:
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            values.append(message.value())
-            quiet_since = time.monotonic()
-    finally:
-        consumer.close()
-    return sorted(values)
+    return sorted(T.read_values(bootstrap, topic, range(PARTITIONS), isolation, settle_s=settle_s))
 
 
 def _read_kafka_python(bootstrap: str, topic: str) -> list:
@@ -73,7 +45,7 @@ def _read_kafka_python(bootstrap: str, topic: str) -> list:
 def test_committed_transactions_are_read_whole_and_aborted_ones_never(cluster_factory):
     cluster = cluster_factory(name="txn")
     cluster.create_topic("orders", partitions=PARTITIONS, replication_factor=3)
-    producer = _producer(cluster.bootstrap, "orders-writer")
+    producer = T.transactional(cluster.bootstrap, "orders-writer")
 
     producer.begin_transaction()
     _send(producer, "orders", [b"c1-%d" % i for i in range(30)])
@@ -99,7 +71,7 @@ def test_an_open_transaction_holds_read_committed_back_until_it_commits(cluster_
     cluster = cluster_factory(name="txn-open")
     cluster.create_topic("held", partitions=PARTITIONS, replication_factor=3)
     plain = Producer({"bootstrap.servers": cluster.bootstrap})
-    producer = _producer(cluster.bootstrap, "held-writer")
+    producer = T.transactional(cluster.bootstrap, "held-writer")
     producer.begin_transaction()
     _send(producer, "held", [b"t-%d" % i for i in range(6)])
     producer.flush()
@@ -116,11 +88,11 @@ def test_a_new_producer_with_the_same_id_fences_the_old_and_aborts_its_transacti
 ):
     cluster = cluster_factory(name="txn-fence")
     cluster.create_topic("fenced", partitions=PARTITIONS, replication_factor=3)
-    old = _producer(cluster.bootstrap, "same-id")
+    old = T.transactional(cluster.bootstrap, "same-id")
     old.begin_transaction()
     _send(old, "fenced", [b"zombie-%d" % i for i in range(6)])
     old.flush()
-    new = _producer(cluster.bootstrap, "same-id")  # aborts what the old one left open
+    new = T.transactional(cluster.bootstrap, "same-id")  # aborts what the old one left open
     new.begin_transaction()
     _send(new, "fenced", [b"new-%d" % i for i in range(6)])
     new.commit_transaction()
@@ -152,7 +124,7 @@ def test_read_process_write_commits_output_and_offsets_together(cluster_factory)
         }
     )
     consumer.subscribe(["in"])
-    producer = _producer(cluster.bootstrap, "rpw-writer")
+    producer = T.transactional(cluster.bootstrap, "rpw-writer")
     done, aborted_once = 0, False
     deadline = time.monotonic() + 120
     try:

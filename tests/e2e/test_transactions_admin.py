@@ -14,11 +14,11 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as ConfluentPartition
+from confluent_kafka import Producer
 from kafka.admin import KafkaAdminClient
 from kafka.admin._transactions import AbortTransactionSpec, TransactionState
 from kafka.structs import TopicPartition
+from support import transactions as T
 from support.cluster import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -37,15 +37,7 @@ def cluster(module_cluster: Any) -> Any:
 
 
 def _producer(bootstrap: str, txn_id: str) -> Producer:
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": txn_id,
-            "transaction.timeout.ms": TIMEOUT_MS,
-        }
-    )
-    producer.init_transactions(60)
-    return producer
+    return T.transactional(bootstrap, txn_id, **{"transaction.timeout.ms": TIMEOUT_MS})
 
 
 def _admin(bootstrap: str) -> KafkaAdminClient:
@@ -67,26 +59,7 @@ def _listed(admin: KafkaAdminClient, **filters: Any) -> dict[str, tuple[int, str
 
 
 def _read_committed(bootstrap: str, partition: int, settle_s: float = 4.0) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"txn-admin-reader-{time.monotonic_ns()}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([ConfluentPartition(TOPIC, partition, 0)])
-    values, quiet_since = [], time.monotonic()
-    try:
-        while time.monotonic() - quiet_since < settle_s:
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            values.append(message.value())
-            quiet_since = time.monotonic()
-    finally:
-        consumer.close()
-    return values
+    return T.read_values(bootstrap, TOPIC, [partition], settle_s=settle_s)
 
 
 def test_an_open_transaction_is_described_listed_and_seen_on_its_partitions(cluster: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -163,10 +164,8 @@ def _wait_committed(bootstrap: str, group: str, topic: str, expected: dict[int, 
         raise AssertionError(f"{group}'s offsets: last seen {seen[-1:]}") from exc
 
 
-def test_kafka_python_read_process_write_commits_output_and_offsets_together(cluster_factory):
-    """send_offsets_to_transaction with the consumer's group metadata (TxnOffsetCommit v3 with
-    generation and member id): an aborted round moves neither the output nor the offsets."""
-    cluster = cluster_factory(name="txn-kp-rpw")
+def _input_and_output(cluster: Any) -> None:
+    """Topics "in", holding 60 records, and "out", empty."""
     cluster.create_topic("in", partitions=PARTITIONS, replication_factor=3)
     cluster.create_topic("out", partitions=PARTITIONS, replication_factor=3)
     source = KafkaProducer(bootstrap_servers=cluster.bootstrap)
@@ -174,6 +173,13 @@ def test_kafka_python_read_process_write_commits_output_and_offsets_together(clu
         source.send("in", b"%d" % i, partition=i % PARTITIONS)
     source.flush()
     source.close()
+
+
+def test_kafka_python_read_process_write_commits_output_and_offsets_together(cluster_factory):
+    """send_offsets_to_transaction with the consumer's group metadata (TxnOffsetCommit v3 with
+    generation and member id): an aborted round moves neither the output nor the offsets."""
+    cluster = cluster_factory(name="txn-kp-rpw")
+    _input_and_output(cluster)
 
     consumer = KafkaConsumer(
         bootstrap_servers=cluster.bootstrap,
@@ -372,13 +378,7 @@ def test_aiokafka_read_process_write_commits_output_and_offsets_together(cluster
     """send_offsets_to_transaction by group id: TxnOffsetCommit v0 names no member, yet the
     group has one (the consumer), and Kafka takes such a commit all the same."""
     cluster = cluster_factory(name="txn-aio-rpw")
-    cluster.create_topic("in", partitions=PARTITIONS, replication_factor=3)
-    cluster.create_topic("out", partitions=PARTITIONS, replication_factor=3)
-    source = KafkaProducer(bootstrap_servers=cluster.bootstrap)
-    for i in range(60):
-        source.send("in", b"%d" % i, partition=i % PARTITIONS)
-    source.flush()
-    source.close()
+    _input_and_output(cluster)
 
     assert asyncio.run(_aiokafka_read_process_write(cluster.bootstrap)) == (60, True)
     ends = _settled_ends(cluster.bootstrap, "out")

@@ -5,10 +5,9 @@ whole by read_committed consumers, exactly once; nothing of one that did not com
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
+from support import transactions as T
 
 from raftlog.groups.metadata_manager import java_string_hash
 
@@ -23,50 +22,18 @@ def coordinator_partition(transactional_id: str) -> int:
     return (0 if h == -(2**31) else abs(h)) % TXN_PARTITIONS
 
 
-def transactional(bootstrap: str, txn_id: str) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
-    producer.init_transactions()
-    return producer
-
-
 def send(producer: Producer, topic: str, values: list[bytes]) -> None:
-    for i, value in enumerate(values):
-        producer.produce(topic, value, partition=i % PARTITIONS)
-    producer.flush()
+    T.send(producer, topic, values, PARTITIONS)
 
 
-def read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 90.0) -> list:
-    """Values a read_committed consumer reads from the start: until `expected` arrived and
-    five more seconds brought nothing, or the timeout."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"txn-failover-reader-{time.monotonic_ns()}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    values: list = []
-    deadline, quiet_since = time.monotonic() + timeout, time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            if len(values) >= expected and time.monotonic() - quiet_since > 5:
-                break
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            values.append(message.value())
-            quiet_since = time.monotonic()
-    finally:
-        consumer.close()
-    return sorted(values)
+def read_committed(bootstrap: str, topic: str, expected: int) -> list:
+    return sorted(T.read_values(bootstrap, topic, range(PARTITIONS), expected=expected))
 
 
 def test_a_coordinator_killed_mid_transaction_leaves_it_to_its_successor(cluster_factory):
     cluster = cluster_factory(name="txn-kill-coord")
     cluster.create_topic("t", partitions=PARTITIONS, replication_factor=3)
-    producer = transactional(cluster.bootstrap, "survivor")
+    producer = T.transactional(cluster.bootstrap, "survivor")
     coordinator, _ = cluster.leader("__transaction_state", coordinator_partition("survivor"))
     producer.begin_transaction()
     send(producer, "t", [b"before-%d" % i for i in range(9)])
@@ -84,7 +51,7 @@ def test_a_commit_acknowledged_just_before_the_coordinator_dies_is_finished(clus
     the decision and writes the markers, and every record of the transaction is read."""
     cluster = cluster_factory(name="txn-kill-decided")
     cluster.create_topic("t", partitions=PARTITIONS, replication_factor=3)
-    producer = transactional(cluster.bootstrap, "decided")
+    producer = T.transactional(cluster.bootstrap, "decided")
     coordinator, _ = cluster.leader("__transaction_state", coordinator_partition("decided"))
     producer.begin_transaction()
     send(producer, "t", [b"v-%d" % i for i in range(12)])
@@ -106,7 +73,7 @@ def test_a_commit_acknowledged_just_before_the_coordinator_dies_is_finished(clus
 def test_a_partition_leader_killed_mid_transaction(cluster_factory):
     cluster = cluster_factory(name="txn-kill-leader")
     cluster.create_topic("t", partitions=PARTITIONS, replication_factor=3)
-    producer = transactional(cluster.bootstrap, "leader-lost")
+    producer = T.transactional(cluster.bootstrap, "leader-lost")
     coordinator, _ = cluster.leader("__transaction_state", coordinator_partition("leader-lost"))
     victim = next(
         leader

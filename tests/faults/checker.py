@@ -564,27 +564,6 @@ def check_transactions(txns: Iterable[Transaction], log: Iterable[ReadRecord]) -
     return out
 
 
-def load_transactions(path: Any) -> tuple[list[Transaction], dict[str, Any]]:
-    """A transactional producer's file -> its transactions and its other rows."""
-    out, meta = [], {"errors": [], "restarts": 0}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break
-            row = json.loads(line)
-            kind = row.get("kind")
-            if kind == "txn":
-                name = meta.get("start", {}).get("name", "")
-                out.append(Transaction(name, row["first"], row["last"], row["outcome"], row["t"]))
-            elif kind == "error":
-                meta["errors"].append(row)
-            elif kind == "restart":
-                meta["restarts"] += 1
-            elif kind in ("start", "stopping", "done"):
-                meta[kind] = row
-    return out, meta
-
-
 def summarize(anomalies: list[Anomaly]) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
     for a in anomalies:
@@ -592,33 +571,55 @@ def summarize(anomalies: list[Anomaly]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def load_deliveries(path: Any) -> tuple[list[Delivery], dict[str, Any]]:
-    """A producer's file -> its delivery reports and its other rows (start, done, errors)."""
-    out, meta = [], {"errors": [], "restarts": 0}
+def _load(path: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A producer's file -> its delivery (`dr`) and transaction (`txn`) rows, and its other
+    rows (start, stopping, done; errors and restarts)."""
+    rows, meta = [], {"errors": [], "restarts": 0}
     with open(path, encoding="utf-8") as f:
         for line in f:
             if not line.endswith("\n"):
                 break  # a torn last line of a killed producer
             row = json.loads(line)
             kind = row.get("kind")
-            if kind == "dr":
-                out.append(
-                    Delivery(
-                        producer=row["value"].rpartition(":")[0],
-                        seq=row["seq"],
-                        value=row["value"],
-                        partition=row["partition"],
-                        offset=row["offset"],
-                        error=row["error"],
-                        sent=row["sent"],
-                        t=row["t"],
-                        epoch=row.get("epoch"),
-                    )
-                )
+            if kind in ("dr", "txn"):
+                rows.append(row)
             elif kind == "error":
                 meta["errors"].append(row)
             elif kind == "restart":
                 meta["restarts"] += 1
             elif kind in ("start", "stopping", "done"):
                 meta[kind] = row
-    return out, meta
+    return rows, meta
+
+
+def load_deliveries(path: Any) -> tuple[list[Delivery], dict[str, Any]]:
+    """A producer's file -> its delivery reports and its other rows (start, done, errors)."""
+    rows, meta = _load(path)
+    deliveries = [
+        Delivery(
+            producer=row["value"].rpartition(":")[0],
+            seq=row["seq"],
+            value=row["value"],
+            partition=row["partition"],
+            offset=row["offset"],
+            error=row["error"],
+            sent=row["sent"],
+            t=row["t"],
+            epoch=row.get("epoch"),
+        )
+        for row in rows
+        if row["kind"] == "dr"
+    ]
+    return deliveries, meta
+
+
+def load_transactions(path: Any) -> tuple[list[Transaction], dict[str, Any]]:
+    """A transactional producer's file -> its transactions and its other rows."""
+    rows, meta = _load(path)
+    name = meta.get("start", {}).get("name", "")
+    txns = [
+        Transaction(name, row["first"], row["last"], row["outcome"], row["t"])
+        for row in rows
+        if row["kind"] == "txn"
+    ]
+    return txns, meta

@@ -58,10 +58,8 @@ class _Writer:
             self.last = now
 
 
-def produce(args: argparse.Namespace) -> int:
-    """Produce until stopped or bounded; one line per delivery report."""
-    from confluent_kafka import KafkaError, Producer
-
+def _process(args: argparse.Namespace) -> tuple[dict[str, bool], TextIO, _Writer]:
+    """A producer process's start: SIGTERM and SIGINT set stop["flag"]; its file's writer."""
     stop = {"flag": False}
 
     def on_signal(signum: int, frame: object) -> None:
@@ -69,8 +67,15 @@ def produce(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    out = open(args.out, "a", encoding="utf-8")  # noqa: SIM115 - closed below
-    write = _Writer(out)
+    out = open(args.out, "a", encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    return stop, out, _Writer(out)
+
+
+def produce(args: argparse.Namespace) -> int:
+    """Produce until stopped or bounded; one line per delivery report."""
+    from confluent_kafka import KafkaError, Producer
+
+    stop, out, write = _process(args)
     conf = {
         "bootstrap.servers": args.bootstrap,
         "acks": "all",
@@ -168,15 +173,7 @@ def produce_transactions(args: argparse.Namespace) -> int:
     """Transactions until stopped or bounded; one `txn` line each."""
     from confluent_kafka import KafkaException, Producer
 
-    stop = {"flag": False}
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop["flag"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    out = open(args.out, "a", encoding="utf-8")  # noqa: SIM115 - closed below
-    write = _Writer(out)
+    stop, out, write = _process(args)
     conf: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap,
         "transactional.id": args.name,

@@ -922,7 +922,10 @@ async def test_a_transactions_offsets_count_only_once_its_commit_marker_is_writt
     coord, log = await coordinator(clock)
     assert await coord.offset_commit("g", -1, "", None, [CommitOffset("t", 0, 5)]) == [E.none]
     commit = [CommitOffset("t", 0, 9), CommitOffset("t", 1, 3)]
-    assert await coord.txn_offset_commit("g", (42, 0), -1, "", None, commit) == [E.none, E.none]
+    assert await coord.offset_commit("g", -1, "", None, producer=(42, 0), offsets=commit) == [
+        E.none,
+        E.none,
+    ]
     assert log.producers[-1] == (42, 0)  # a transactional batch of the producer
     fetched = await coord.offset_fetch("g", [("t", 0), ("t", 1)])
     assert [o.offset for o in fetched.offsets] == [5, -1]
@@ -932,7 +935,9 @@ async def test_a_transactions_offsets_count_only_once_its_commit_marker_is_writt
     fetched = await coord.offset_fetch("g", [("t", 0), ("t", 1)], require_stable=True)
     assert [(o.offset, o.error) for o in fetched.offsets] == [(9, E.none), (3, E.none)]
 
-    assert await coord.txn_offset_commit("g", (42, 0), -1, "", None, [CommitOffset("t", 0, 20)])
+    assert await coord.offset_commit(
+        "g", -1, "", None, producer=(42, 0), offsets=[CommitOffset("t", 0, 20)]
+    )
     coord.end_transaction(0, 42, commit=False)
     assert [o.offset for o in (await coord.offset_fetch("g", [("t", 0)])).offsets] == [9]
 
@@ -945,7 +950,10 @@ async def test_a_transactional_commit_without_member_fields_is_taken_by_a_group_
     them it is checked, but not refused for a rebalance that is completing (Kafka's rules)."""
     coord, _ = await coordinator(clock)
     a, b = await form_group(clock, coord, 2)
-    txn = coord.txn_offset_commit
+
+    def txn(group, producer, generation, member, instance, offsets):
+        return coord.offset_commit(group, generation, member, instance, offsets, producer)
+
     assert await txn("g", (42, 0), -1, "", None, [CommitOffset("t", 0, 1)]) == [E.none]
     assert await txn("g", (42, 0), 1, "nobody", None, [CommitOffset("t", 0, 1)]) == [
         E.unknown_member_id
@@ -969,7 +977,9 @@ async def test_a_new_coordinator_applies_what_the_markers_in_the_log_decided(clo
     first.attach(0, log)
     await settle()
     for pid, offset in ((1, 10), (2, 20), (3, 30)):
-        await first.txn_offset_commit("g", (pid, 0), -1, "", None, [CommitOffset("t", pid, offset)])
+        await first.offset_commit(
+            "g", -1, "", None, producer=(pid, 0), offsets=[CommitOffset("t", pid, offset)]
+        )
     log.marker(1, commit=True)
     log.marker(2, commit=False)
     first.detach(0)

@@ -15,6 +15,7 @@ from epoch import history
 from raftlog.errors import ErrorCode as E
 from raftlog.txn.coordinator import TxnCoordinator
 from raftlog.txn.log_records import encode_key, encode_value
+from raftlog.txn.markers import MarkerWrite
 from raftlog.txn.metadata import TxnMetadata, TxnState
 
 TXN = "tx"
@@ -26,20 +27,11 @@ class Markers:
         self.decisions: list[tuple[int, int]] = []  # what each marker carries out
         self.gate: asyncio.Future[None] | None = None
 
-    async def write(
-        self,
-        topic: str,
-        index: int,
-        pid: int,
-        epoch: int,
-        commit: bool,
-        coordinator_epoch: int,
-        decision: tuple[int, int],
-    ) -> E:
+    async def write(self, marker: MarkerWrite) -> E:
         if self.gate is not None:
             await self.gate
-        self.written.append((topic, index, pid, epoch, commit, coordinator_epoch))
-        self.decisions.append(decision)
+        self.written.append(marker[:6])
+        self.decisions.append((marker.decision_partition, marker.decision_offset))
         return E.none
 
 
