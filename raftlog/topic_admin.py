@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 LEADER_WAIT = 10.0
 
 
+# What a coordinator's topic is keyed by: hashing one over the partitions finds its coordinator.
+_KEYED_BY = {OFFSETS_TOPIC: "group", TXN_TOPIC: "transactional id"}
 # The coordinators' topics: (partition count, replication factor) settings.
 _INTERNAL_SETTINGS = {
     OFFSETS_TOPIC: ("offsets.topic.num.partitions", "offsets.topic.replication.factor"),
@@ -254,8 +256,8 @@ class TopicAdmin:
                 name,
                 ErrorCode.policy_violation,
                 f"The partition count of {name} cannot change: a coordinator is chosen by "
-                "hashing its group or transactional id over the partitions, so every one "
-                "would move to a partition that does not hold its state.",
+                f"hashing its {_KEYED_BY[name]} over the partitions, so every "
+                f"{_KEYED_BY[name]} would move to a partition that does not hold its state.",
             )
         current = len(topic["partitions"])
         if count <= current:
