@@ -14,9 +14,12 @@ import pytest
 from kio.index import load_request_schema
 from support import wire as W
 
+from raftlog.groups.metadata_manager import java_string_hash
+
 pytestmark = pytest.mark.e2e
 
 TOPIC = "versions"
+TXN_PARTITIONS = 16  # transaction.state.log.num.partitions
 # Field values that take each handler down its main path rather than a rejection.
 VALUES = {
     "acks": -1,
@@ -49,6 +52,8 @@ def sample(kind, name, topic_id):
         return topic_id
     if name in ("name", "topic", "resource_name"):
         return TOPIC
+    if name == "transactional_id" and type(None) not in typing.get_args(kind):
+        return "versions-txn"  # the transaction APIs' own id: a string, never null
     if name in VALUES:
         return VALUES[name]
     origin = typing.get_origin(kind)
@@ -71,9 +76,33 @@ def sample(kind, name, topic_id):
     raise TypeError(f"no sample for {kind}")
 
 
+def _open_transaction_coordinated_by(bootstrap: str, node: str) -> str:
+    """A transactional id `node` coordinates, with a transaction left open on TOPIC: its
+    DescribeTransactions answer then carries a start time. Kafka answers -1 where there is
+    none, which kio, this test's decoder, cannot read into a datetime (real clients read it
+    as an int64)."""
+    from confluent_kafka import Producer
+
+    for i in range(500):
+        txn_id = f"versions-{i}"
+        h = java_string_hash(txn_id)
+        index = (0 if h == -(2**31) else abs(h)) % TXN_PARTITIONS
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+        producer.init_transactions()  # creates __transaction_state the first time
+        if W.find_partition_leader(bootstrap, "__transaction_state", index)[1] == node:
+            producer.begin_transaction()
+            producer.produce(TOPIC, b"open")
+            producer.flush()
+            return txn_id
+    raise AssertionError(f"no transactional id coordinated by {node}")
+
+
 def test_every_advertised_version_answers(module_cluster):
     module_cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
     _, leader = W.find_partition_leader(module_cluster.bootstrap, TOPIC, 0)
+    VALUES["transactional_ids"] = (
+        _open_transaction_coordinated_by(module_cluster.bootstrap, leader),
+    )
     with W.KafkaWire(leader) as w:
         md = w.call(
             W.METADATA,
