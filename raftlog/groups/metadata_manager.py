@@ -49,6 +49,13 @@ def java_string_hash(value: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def coordinator_partition(key: str, partitions: int) -> int:
+    """Kafka's placement of a group or transactional id: abs(hashCode) % partitions, where
+    abs(Integer.MIN_VALUE) is 0."""
+    h = java_string_hash(key)
+    return (0 if h == -(2**31) else abs(h)) % partitions
+
+
 class GroupMetadataManager:
     def __init__(self, config: GroupConfig, *, clock: Clock = LOOP_CLOCK) -> None:
         self.config = config
@@ -58,9 +65,7 @@ class GroupMetadataManager:
     # ------------------------------------------------------------------ partitions
 
     def partition_for(self, group_id: str) -> int:
-        """Kafka's placement: abs(hashCode) % partitions, where abs(Integer.MIN_VALUE) is 0."""
-        h = java_string_hash(group_id)
-        return (0 if h == -(2**31) else abs(h)) % self.config.num_partitions
+        return coordinator_partition(group_id, self.config.num_partitions)
 
     def shards(self) -> Iterable[Shard]:
         return self._shards.values()

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from epoch import history
 from raftlog.clock import LOOP_CLOCK, Clock, Timer, now_ms
 from raftlog.errors import ErrorCode, KafkaError
-from raftlog.groups.metadata_manager import java_string_hash
+from raftlog.groups.metadata_manager import coordinator_partition
 from raftlog.groups.offsets_log import LogRecord
 from raftlog.txn import metadata as rules
 from raftlog.txn.log_records import (
@@ -97,9 +97,7 @@ class TxnCoordinator:
         self._shards: dict[int, _Shard] = {}
 
     def partition_for(self, transactional_id: str) -> int:
-        """Kafka's placement: abs(String.hashCode) mod the partition count."""
-        h = java_string_hash(transactional_id)
-        return (0 if h == -(2**31) else abs(h)) % self.num_partitions
+        return coordinator_partition(transactional_id, self.num_partitions)
 
     # --- leadership of the log's partitions ---------------------------------------------------
 

@@ -9,17 +9,12 @@ import pytest
 from confluent_kafka import Producer
 from support import transactions as T
 
-from raftlog.groups.metadata_manager import java_string_hash
+from raftlog.groups.metadata_manager import coordinator_partition
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 PARTITIONS = 3
 TXN_PARTITIONS = 16  # transaction.state.log.num.partitions
-
-
-def coordinator_partition(transactional_id: str) -> int:
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(2**31) else abs(h)) % TXN_PARTITIONS
 
 
 def send(producer: Producer, topic: str, values: list[bytes]) -> None:
@@ -34,7 +29,9 @@ def test_a_coordinator_killed_mid_transaction_leaves_it_to_its_successor(cluster
     cluster = cluster_factory(name="txn-kill-coord")
     cluster.create_topic("t", partitions=PARTITIONS, replication_factor=3)
     producer = T.transactional(cluster.bootstrap, "survivor")
-    coordinator, _ = cluster.leader("__transaction_state", coordinator_partition("survivor"))
+    coordinator, _ = cluster.leader(
+        "__transaction_state", coordinator_partition("survivor", TXN_PARTITIONS)
+    )
     producer.begin_transaction()
     send(producer, "t", [b"before-%d" % i for i in range(9)])
     cluster.kill(coordinator)
@@ -52,7 +49,9 @@ def test_a_commit_acknowledged_just_before_the_coordinator_dies_is_finished(clus
     cluster = cluster_factory(name="txn-kill-decided")
     cluster.create_topic("t", partitions=PARTITIONS, replication_factor=3)
     producer = T.transactional(cluster.bootstrap, "decided")
-    coordinator, _ = cluster.leader("__transaction_state", coordinator_partition("decided"))
+    coordinator, _ = cluster.leader(
+        "__transaction_state", coordinator_partition("decided", TXN_PARTITIONS)
+    )
     producer.begin_transaction()
     send(producer, "t", [b"v-%d" % i for i in range(12)])
     leaders = {cluster.leader("t", p)[0] for p in range(PARTITIONS)}
@@ -74,7 +73,9 @@ def test_a_partition_leader_killed_mid_transaction(cluster_factory):
     cluster = cluster_factory(name="txn-kill-leader")
     cluster.create_topic("t", partitions=PARTITIONS, replication_factor=3)
     producer = T.transactional(cluster.bootstrap, "leader-lost")
-    coordinator, _ = cluster.leader("__transaction_state", coordinator_partition("leader-lost"))
+    coordinator, _ = cluster.leader(
+        "__transaction_state", coordinator_partition("leader-lost", TXN_PARTITIONS)
+    )
     victim = next(
         leader
         for leader in (cluster.leader("t", p)[0] for p in range(PARTITIONS))

@@ -14,7 +14,7 @@ import pytest
 from kio.index import load_request_schema
 from support import wire as W
 
-from raftlog.groups.metadata_manager import java_string_hash
+from raftlog.groups.metadata_manager import coordinator_partition
 
 pytestmark = pytest.mark.e2e
 
@@ -85,8 +85,7 @@ def _open_transaction_coordinated_by(bootstrap: str, node: str) -> str:
 
     for i in range(500):
         txn_id = f"versions-{i}"
-        h = java_string_hash(txn_id)
-        index = (0 if h == -(2**31) else abs(h)) % TXN_PARTITIONS
+        index = coordinator_partition(txn_id, TXN_PARTITIONS)
         producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
         producer.init_transactions()  # creates __transaction_state the first time
         if W.find_partition_leader(bootstrap, "__transaction_state", index)[1] == node:
