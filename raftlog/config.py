@@ -58,6 +58,10 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "transaction.state.log.num.partitions": 16,
     "transaction.state.log.replication.factor": 3,
     "transaction.max.timeout.ms": 900000,
+    "transactional.id.expiration.ms": 604800000,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
+    # raftlog's: the transactional ids one __transaction_state partition keeps (txn/coordinator.py)
+    "transactional.id.max.per.partition": 10000,
     # The Kafka listener: largest request frame, and how long a quiet connection is kept.
     "socket.request.max.bytes": 104857600,
     "fetch.max.bytes": 57671680,  # Kafka's: the most one Fetch response carries
@@ -89,7 +93,14 @@ BROKER_DEFAULTS: dict[str, Any] = {
 SENSITIVE = frozenset({"ssl.key.password"})
 # Byte bounds the Kafka listener enforces, which 0 or less would make refuse everything.
 BROKER_POSITIVE = frozenset(
-    {"socket.request.max.bytes", "queued.max.request.bytes", "sasl.server.max.receive.size"}
+    {
+        "socket.request.max.bytes",
+        "queued.max.request.bytes",
+        "sasl.server.max.receive.size",
+        "transactional.id.expiration.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "transactional.id.max.per.partition",
+    }
 )
 # String settings that take one of a few values.
 BROKER_CHOICES = {"log.format": ("text", "json")}

@@ -42,7 +42,7 @@ from raftlog.share.manager import ShareManager
 from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
-from raftlog.txn.coordinator import TxnCoordinator
+from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
 from raftlog.txn.markers import Markers, MarkerWrite
 
 log = logging.getLogger(__name__)
@@ -166,7 +166,14 @@ class Node:
             int(cfg.broker_setting("transaction.state.log.num.partitions")),
             self._allocate_producer_id,
             self.markers.write,
-            int(cfg.broker_setting("transaction.max.timeout.ms")),
+            TxnSettings(
+                int(cfg.broker_setting("transaction.max.timeout.ms")),
+                int(cfg.broker_setting("transactional.id.expiration.ms")),
+                int(
+                    cfg.broker_setting("transaction.remove.expired.transaction.cleanup.interval.ms")
+                ),
+                int(cfg.broker_setting("transactional.id.max.per.partition")),
+            ),
             node_id=self.node_id,
             journal=self.history.write,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from epoch import history
@@ -44,6 +45,20 @@ LOAD_YIELD_RECORDS = 1000  # a long log is loaded a slice per loop turn
 END_WAIT_S = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class TxnSettings:
+    """The node's transaction settings (Kafka's names in the [broker] config)."""
+
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    # transaction.remove.expired.transaction.cleanup.interval.ms
+    cleanup_interval_ms: int = 3_600_000
+    # transactional.id.max.per.partition: raftlog's bound on the ids one `__transaction_state`
+    # partition keeps (Kafka has none; Redpanda's max_transactions_per_coordinator). A new id
+    # over it makes room by forgetting the idle id used longest ago.
+    max_ids: int = 10_000
+
+
 class TxnLog(Protocol):
     """A `__transaction_state` partition led by this node (offsets_partition.py's)."""
 
@@ -69,7 +84,8 @@ class _Shard:
         self.loading = True
         self.attached = True
         self.tasks: set[asyncio.Task[None]] = set()
-        self.timer: Timer | None = None
+        self.timeout_check: Timer | None = None
+        self.expiry_check: Timer | None = None
 
 
 class TxnCoordinator:
@@ -78,7 +94,7 @@ class TxnCoordinator:
         num_partitions: int,
         allocate_id: Callable[[], Awaitable[int | None]],
         write_marker: WriteMarker,
-        max_timeout_ms: int,
+        settings: TxnSettings,
         clock: Clock = LOOP_CLOCK,
         node_id: int = -1,
         journal: Callable[[history.Record], None] | None = None,
@@ -90,7 +106,7 @@ class TxnCoordinator:
         self.num_partitions = num_partitions
         self._allocate_id = allocate_id
         self._write_marker = write_marker
-        self._max_timeout_ms = max_timeout_ms
+        self._settings = settings
         self._clock = clock
         self._node_id = node_id
         self._journal = journal
@@ -112,8 +128,9 @@ class TxnCoordinator:
         if shard is None:
             return
         shard.attached = False
-        if shard.timer is not None:
-            shard.timer.cancel()
+        for timer in (shard.timeout_check, shard.expiry_check):
+            if timer is not None:
+                timer.cancel()
         for task in list(shard.tasks):
             task.cancel()
 
@@ -149,7 +166,8 @@ class TxnCoordinator:
             )
         for txn in decided:
             self._spawn(shard, self._finish(shard, txn))
-        self._schedule_timeouts(shard)
+        self._abort_timed_out(shard)
+        self._expire_idle(shard)
 
     # --- the APIs ----------------------------------------------------------------------------
 
@@ -159,7 +177,7 @@ class TxnCoordinator:
         shard, error = self._serving(transactional_id)
         if shard is None:
             return error, -1, -1
-        if not 0 < timeout_ms <= self._max_timeout_ms:
+        if not 0 < timeout_ms <= self._settings.max_timeout_ms:
             return E.invalid_transaction_timeout, -1, -1
         txn = shard.txns.get(transactional_id)
         fresh = -1
@@ -173,6 +191,11 @@ class TxnCoordinator:
                 return error, -1, -1
             txn = shard.txns.get(transactional_id)
         if txn is None:
+            if not await self._room_for_one(shard):
+                return E.coordinator_not_available, -1, -1
+            shard, error = self._serving(transactional_id)
+            if shard is None:
+                return error, -1, -1
             txn = rules.new_producer(transactional_id, fresh, timeout_ms)
         decision = rules.init_producer(
             txn, timeout_ms, producer_id, producer_epoch, fresh, now_ms(self._clock)
@@ -282,20 +305,71 @@ class TxnCoordinator:
     async def _write(self, shard: _Shard, txn: TxnMetadata) -> ErrorCode:
         """Appends the record; memory follows only if the log took it."""
         txn_id = txn.transactional_id
+        error, offset = await self._append(shard, txn_id, encode_value(txn.to_log()))
+        if error == E.none:
+            shard.txns[txn_id] = txn
+            shard.offsets[txn_id] = offset
+        return error
+
+    async def _forget(self, shard: _Shard, txn: TxnMetadata) -> None:
+        """A tombstone for an idle id, if nothing changed it since it was chosen (checked and
+        written with no await between, as `_serving` does for clients); memory follows. If it
+        is not written now, the next expiry check tries again."""
+        txn_id = txn.transactional_id
+        if shard.txns.get(txn_id) is not txn or txn_id in shard.writing:
+            return
+        error, _ = await self._append(shard, txn_id, None)
+        if error == E.none:
+            del shard.txns[txn_id]
+            shard.offsets.pop(txn_id, None)
+
+    async def _append(
+        self, shard: _Shard, txn_id: str, value: bytes | None
+    ) -> tuple[ErrorCode, int]:
+        """One record of the id, with the id marked as being written meanwhile."""
         shard.writing.add(txn_id)
         try:
-            offset = await shard.log.append([(encode_key(txn_id), encode_value(txn.to_log()))])
+            offset = await shard.log.append([(encode_key(txn_id), value)])
         except KafkaError as exc:
-            return _append_error(exc.code)
+            return _append_error(exc.code), -1
         except asyncio.CancelledError:
-            return E.not_coordinator
+            return E.not_coordinator, -1
         finally:
             shard.writing.discard(txn_id)
         if not shard.attached:
-            return E.not_coordinator
-        shard.txns[txn_id] = txn
-        shard.offsets[txn_id] = offset
-        return E.none
+            return E.not_coordinator, -1
+        return E.none, offset
+
+    async def _room_for_one(self, shard: _Shard) -> bool:
+        """Whether a new id fits the partition's bound, after forgetting the idle id used
+        longest ago if it is full; False when every id there has a transaction open."""
+
+        def held() -> int:  # ids being added count already
+            return len(shard.txns) + sum(1 for i in shard.writing if i not in shard.txns)
+
+        if held() < self._settings.max_ids:
+            return True
+        idle = (
+            t
+            for t in shard.txns.values()
+            if rules.idle(t) and t.transactional_id not in shard.writing
+        )
+        oldest = min(idle, key=lambda t: t.last_update_ms, default=None)
+        if oldest is not None:
+            log.info(
+                "transactional id %r forgotten to make room for a new one", oldest.transactional_id
+            )
+            await self._forget(shard, oldest)
+        if held() < self._settings.max_ids:
+            return True
+        log.warning(
+            "%s partition %d holds its maximum of %d transactional ids "
+            "(transactional.id.max.per.partition), none idle: a new id is refused",
+            TOPIC,
+            shard.index,
+            self._settings.max_ids,
+        )
+        return False
 
     async def _finish(self, shard: _Shard, txn: TxnMetadata) -> None:
         """Markers on every partition of the transaction, then CompleteCommit/CompleteAbort.
@@ -372,9 +446,6 @@ class TxnCoordinator:
                 )
             )
 
-    def _schedule_timeouts(self, shard: _Shard) -> None:
-        shard.timer = self._clock.call_later(TIMEOUT_CHECK_S, self._abort_timed_out, shard)
-
     def _abort_timed_out(self, shard: _Shard) -> None:
         if not shard.attached:
             return
@@ -382,7 +453,24 @@ class TxnCoordinator:
         for txn in list(shard.txns.values()):
             if rules.timed_out(txn, now) and txn.transactional_id not in shard.writing:
                 self._spawn(shard, self._fence_and_abort(shard, txn, now))
-        self._schedule_timeouts(shard)
+        shard.timeout_check = self._clock.call_later(TIMEOUT_CHECK_S, self._abort_timed_out, shard)
+
+    def _expire_idle(self, shard: _Shard) -> None:
+        if not shard.attached:
+            return
+        now = now_ms(self._clock)
+        expiring = [
+            t for t in shard.txns.values() if rules.expired(t, now, self._settings.id_expiration_ms)
+        ]
+        if expiring:
+            log.info(
+                "%s partition %d: %d transactional ids expired", TOPIC, shard.index, len(expiring)
+            )
+        for txn in expiring:
+            self._spawn(shard, self._forget(shard, txn))
+        shard.expiry_check = self._clock.call_later(
+            self._settings.cleanup_interval_ms / 1000, self._expire_idle, shard
+        )
 
     async def _fence_and_abort(self, shard: _Shard, txn: TxnMetadata, now: int) -> None:
         """Only if nothing changed the transaction since it was found expired: its producer's

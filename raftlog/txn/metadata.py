@@ -221,6 +221,18 @@ def timed_out(txn: TxnMetadata, now_ms: int) -> bool:
     return txn.state == TxnState.ONGOING and txn.start_ms + txn.timeout_ms < now_ms
 
 
+def idle(txn: TxnMetadata) -> bool:
+    """No transaction open or being ended: the id may be forgotten without losing one."""
+    return txn.state == TxnState.EMPTY or txn.state in COMPLETE
+
+
+def expired(txn: TxnMetadata, now_ms: int, expiration_ms: int) -> bool:
+    """Kafka's transactional.id.expiration.ms: an idle id not used for that long is removed
+    (a tombstone in `__transaction_state`); its producer then gets INVALID_PRODUCER_ID_MAPPING
+    and must initialise again."""
+    return idle(txn) and txn.last_update_ms + expiration_ms <= now_ms
+
+
 def in_transaction(
     txn: TxnMetadata | None, producer_id: int, epoch: int, topic: str, index: int
 ) -> ErrorCode:

@@ -37,10 +37,13 @@ class ListLog:
             yield LogRecord(i, key, value)
 
     def states(self) -> list[tuple[str, TxnState, int]]:
-        """(transactional id, state, producer epoch) of each record, in log order."""
+        """(transactional id, state, producer epoch) of each record, in log order; a
+        tombstone (the id forgotten) is (transactional id, DEAD, -1)."""
         out = []
         for key, value in self.records:
-            assert value is not None
+            if value is None:
+                out.append((decode_key(key) or "", TxnState.DEAD, -1))
+                continue
             v = decode_value(value)
             out.append((decode_key(key) or "", TxnState(v.state), v.producer_epoch))
         return out

@@ -37,7 +37,7 @@ from raftlog.security.acl import AclOperation as Op
 from raftlog.security.acl import PatternType as Pat
 from raftlog.security.acl import PermissionType as Perm
 from raftlog.security.acl import ResourceType as Res
-from raftlog.txn.coordinator import TxnCoordinator
+from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
 from raftlog.txn.metadata import TxnMetadata, TxnState
 
 ANON = "User:ANONYMOUS"
@@ -141,7 +141,7 @@ async def coordinated(
     async def no_markers(*_: Any) -> E:
         return E.none
 
-    c = TxnCoordinator(partitions, allocate, no_markers, 900_000, clock)
+    c = TxnCoordinator(partitions, allocate, no_markers, TxnSettings(), clock)
     c.attach(0, log or ListLog())
     await settle()
     return c

@@ -13,7 +13,7 @@ from support.txn_log import ListLog
 
 from epoch import history
 from raftlog.errors import ErrorCode as E
-from raftlog.txn.coordinator import TxnCoordinator
+from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
 from raftlog.txn.log_records import encode_key, encode_value
 from raftlog.txn.markers import MarkerWrite
 from raftlog.txn.metadata import TxnMetadata, TxnState
@@ -40,13 +40,15 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-def coordinator(clock: ManualClock, markers: Markers, log: ListLog) -> TxnCoordinator:
+def coordinator(
+    clock: ManualClock, markers: Markers, log: ListLog, settings: TxnSettings | None = None
+) -> TxnCoordinator:
     ids = iter(range(100, 200))
 
     async def allocate() -> int:
         return next(ids)
 
-    c = TxnCoordinator(1, allocate, markers.write, 900_000, clock)
+    c = TxnCoordinator(1, allocate, markers.write, settings or TxnSettings(), clock)
     c.attach(0, log)
     return c
 
@@ -141,7 +143,7 @@ async def test_an_expired_transaction_is_aborted_and_its_producer_fenced(clock):
 
 async def test_ids_of_other_partitions_and_a_loading_one_are_refused(clock):
     log = ListLog()
-    c = TxnCoordinator(2, lambda: asyncio.sleep(0, 1), Markers().write, 900_000, clock)
+    c = TxnCoordinator(2, lambda: asyncio.sleep(0, 1), Markers().write, TxnSettings(), clock)
     here = next(t for t in (f"id-{i}" for i in range(50)) if c.partition_for(t) == 0)
     there = next(t for t in (f"id-{i}" for i in range(50)) if c.partition_for(t) == 1)
     c.attach(0, log)
@@ -182,7 +184,7 @@ async def test_decisions_and_completions_go_to_the_history_with_where_they_are(c
         return next(ids)
 
     c = TxnCoordinator(
-        1, allocate, markers.write, 900_000, clock, node_id=3, journal=journal.append
+        1, allocate, markers.write, TxnSettings(), clock, node_id=3, journal=journal.append
     )
     c.attach(0, log)
     pid, epoch = await started(c)
@@ -194,3 +196,52 @@ async def test_decisions_and_completions_go_to_the_history_with_where_they_are(c
     assert decision.decision_offset == complete.decision_offset == decided_at[0]
     assert decision.partitions == ["t:0", "t:1"]
     assert set(markers.decisions) == {(0, decision.decision_offset)}
+
+
+async def test_an_idle_id_expires_and_its_producer_must_initialise_again(clock):
+    """transactional.id.expiration.ms: an id unused that long, with no transaction open, is
+    forgotten with a tombstone (so a later leader forgets it too); one in a transaction is
+    kept however old."""
+    markers, log = Markers(), ListLog()
+    settings = TxnSettings(id_expiration_ms=60_000, cleanup_interval_ms=10_000)
+    c = coordinator(clock, markers, log, settings)
+    pid, epoch = await started(c)
+    assert await c.end_transaction(TXN, pid, epoch, True) == E.none
+    error, busy_pid, busy_epoch = await c.init_producer_id("busy", 900_000, -1, -1)
+    assert error == E.none
+    assert await c.add_partitions("busy", busy_pid, busy_epoch, {"t": frozenset({2})}) == E.none
+    await clock.advance(55)
+    assert c.describe(TXN)[0] == E.none  # not yet
+    await clock.advance(10)
+    assert log.states()[-1] == (TXN, TxnState.DEAD, -1)
+    assert c.describe(TXN)[0] == E.transactional_id_not_found
+    assert c.describe("busy")[1].state == TxnState.ONGOING
+    assert (
+        await c.add_partitions(TXN, pid, epoch, {"t": frozenset({0})})
+        == E.invalid_producer_id_mapping
+    )
+    reloaded = coordinator(clock, Markers(), ListLog(log.records), settings)
+    await settle()
+    assert reloaded.describe(TXN)[0] == E.transactional_id_not_found
+    assert (await c.init_producer_id(TXN, 60_000, -1, -1))[0] == E.none  # starts afresh
+
+
+async def test_a_full_partition_forgets_its_longest_idle_id_for_a_new_one(clock):
+    """transactional.id.max.per.partition bounds what a partition keeps; a new id forgets the
+    idle one used longest ago, never one with a transaction open: with every id busy it is
+    refused with a retriable error."""
+    markers, log = Markers(), ListLog()
+    c = coordinator(clock, markers, log, TxnSettings(max_ids=2))
+    await settle()
+    assert (await c.init_producer_id("old", 60_000, -1, -1))[0] == E.none
+    await clock.advance(1)
+    _, pid, epoch = await c.init_producer_id("busy", 900_000, -1, -1)
+    assert await c.add_partitions("busy", pid, epoch, {"t": frozenset({0})}) == E.none
+    await clock.advance(1)
+    assert (await c.init_producer_id("new", 60_000, -1, -1))[0] == E.none
+    assert c.describe("old")[0] == E.transactional_id_not_found
+    assert {t.transactional_id for t in c.transactions()} == {"busy", "new"}
+    _, pid, epoch = await c.init_producer_id("new", 60_000, -1, -1)
+    assert await c.add_partitions("new", pid, epoch, {"t": frozenset({1})}) == E.none
+    assert (await c.init_producer_id("newer", 60_000, -1, -1))[0] == E.coordinator_not_available
+    assert {t.transactional_id for t in c.transactions()} == {"busy", "new"}
