@@ -80,7 +80,8 @@ class _Shard:
         self.log = txn_log
         self.txns: dict[str, TxnMetadata] = {}
         self.offsets: dict[str, int] = {}  # where each id's state was last written
-        self.writing: set[str] = set()  # ids with a record on its way to the log
+        # ids with a record on its way to the log, and the state it writes (None: a tombstone)
+        self.writing: dict[str, TxnState | None] = {}
         self.loading = True
         self.attached = True
         self.tasks: set[asyncio.Task[None]] = set()
@@ -256,12 +257,22 @@ class TxnCoordinator:
     def verify(
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int
     ) -> ErrorCode:
-        shard, error = self._serving(transactional_id)
+        """Answered from the recorded state also while partitions are being added: a
+        partition in the ongoing transaction stays in it. kafkajs adds partitions one broker
+        at a time, in parallel with its produce to the partitions already added, which were
+        told CONCURRENT_TRANSACTIONS (retriable) until the add was in the log. Any other
+        write in flight may end or fence the transaction, and is waited for, as is an add
+        that may be the one adding this partition."""
+        shard, error = self._shard(transactional_id)
         if shard is None:
             return error
-        return rules.in_transaction(
+        writing = transactional_id in shard.writing
+        if writing and shard.writing[transactional_id] != TxnState.ONGOING:
+            return E.concurrent_transactions
+        error = rules.in_transaction(
             shard.txns.get(transactional_id), producer_id, epoch, topic, index
         )
+        return E.concurrent_transactions if writing and error != E.none else error
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
         """The state the log last recorded (a write in flight shows the state it replaces:
@@ -305,7 +316,7 @@ class TxnCoordinator:
     async def _write(self, shard: _Shard, txn: TxnMetadata) -> ErrorCode:
         """Appends the record; memory follows only if the log took it."""
         txn_id = txn.transactional_id
-        error, offset = await self._append(shard, txn_id, encode_value(txn.to_log()))
+        error, offset = await self._append(shard, txn_id, txn.state, encode_value(txn.to_log()))
         if error == E.none:
             shard.txns[txn_id] = txn
             shard.offsets[txn_id] = offset
@@ -318,16 +329,16 @@ class TxnCoordinator:
         txn_id = txn.transactional_id
         if shard.txns.get(txn_id) is not txn or txn_id in shard.writing:
             return
-        error, _ = await self._append(shard, txn_id, None)
+        error, _ = await self._append(shard, txn_id, None, None)
         if error == E.none:
             del shard.txns[txn_id]
             shard.offsets.pop(txn_id, None)
 
     async def _append(
-        self, shard: _Shard, txn_id: str, value: bytes | None
+        self, shard: _Shard, txn_id: str, state: TxnState | None, value: bytes | None
     ) -> tuple[ErrorCode, int]:
         """One record of the id, with the id marked as being written meanwhile."""
-        shard.writing.add(txn_id)
+        shard.writing[txn_id] = state
         try:
             offset = await shard.log.append([(encode_key(txn_id), value)])
         except KafkaError as exc:
@@ -335,7 +346,7 @@ class TxnCoordinator:
         except asyncio.CancelledError:
             return E.not_coordinator, -1
         finally:
-            shard.writing.discard(txn_id)
+            shard.writing.pop(txn_id, None)
         if not shard.attached:
             return E.not_coordinator, -1
         return E.none, offset

@@ -117,6 +117,31 @@ async def test_one_write_at_a_time_per_transactional_id(clock):
     assert await ending == E.none
 
 
+async def test_a_partition_added_is_verified_while_more_are_added_but_not_while_ending(clock):
+    """KIP-890 verification of a produce to a partition already in the transaction: answered
+    while the producer adds others (kafkajs does both at once), held off (retriable) while
+    the transaction's end is being written."""
+    markers, log = Markers(), ListLog()
+    c = coordinator(clock, markers, log)
+    pid, epoch = await started(c)
+    log.held = asyncio.get_running_loop().create_future()
+    adding = asyncio.ensure_future(c.add_partitions(TXN, pid, epoch, {"t": frozenset({2})}))
+    await settle()
+    assert c.verify(TXN, pid, epoch, "t", 0) == E.none
+    assert c.verify(TXN, pid, epoch, "t", 2) == E.concurrent_transactions  # being added
+    assert c.verify(TXN, pid, epoch, "t", 3) == E.concurrent_transactions  # may be, retriably
+    log.held.set_result(None)
+    assert await adding == E.none
+    assert c.verify(TXN, pid, epoch, "t", 2) == E.none
+    assert c.verify(TXN, pid, epoch, "t", 3) == E.invalid_txn_state
+    log.held = asyncio.get_running_loop().create_future()
+    ending = asyncio.ensure_future(c.end_transaction(TXN, pid, epoch, True))
+    await settle()
+    assert c.verify(TXN, pid, epoch, "t", 0) == E.concurrent_transactions
+    log.held.set_result(None)
+    assert await ending == E.none
+
+
 async def test_end_is_answered_once_its_markers_are_written(clock):
     markers, log = Markers(), ListLog()
     c = coordinator(clock, markers, log)
