@@ -21,7 +21,8 @@ from raftlog.broker import (
     TopicSpec,
 )
 from raftlog.cluster_view import ClusterView
-from raftlog.config import BROKER_DEFAULTS, SENSITIVE
+from raftlog.config import BROKER_DEFAULTS, SENSITIVE, broker_type
+from raftlog.config_def import INT
 from raftlog.controller import ControllerUnavailable
 from raftlog.errors import ErrorCode
 from raftlog.group_admin import GroupAdmin
@@ -127,10 +128,14 @@ class BrokerFacade:
         )
 
     def group_configs(self, group_id: str) -> list[ConfigEntry]:
-        return group_config.effective(self.group_admin.explicit(group_id))
+        return group_config.effective(
+            self.group_admin.explicit(group_id), self._node.config.group_bounds()
+        )
 
     def group_config(self, group_id: str) -> dict[str, str]:
-        return group_config.values(self.group_admin.explicit(group_id))
+        return group_config.values(
+            self.group_admin.explicit(group_id), self._node.config.group_bounds()
+        )
 
     def local_partition(self, topic: str, index: int) -> Partition | None:
         return self._node.partitions.get((topic, index))
@@ -235,7 +240,13 @@ class BrokerFacade:
         if node_id not in self._node.controller.state.nodes and node_id != self._node.node_id:
             return None
         entries = [
-            ConfigEntry("broker.id", str(node_id), topic_config.STATIC_BROKER, read_only=True)
+            ConfigEntry(
+                "broker.id",
+                str(node_id),
+                topic_config.STATIC_BROKER,
+                read_only=True,
+                config_type=INT,
+            )
         ]
         for name, default in BROKER_DEFAULTS.items():
             value = self._node.config.broker.get(name, default)
@@ -246,7 +257,14 @@ class BrokerFacade:
             )
             text = str(value).lower() if isinstance(value, bool) else str(value)
             entries.append(
-                ConfigEntry(name, text, source, read_only=True, sensitive=name in SENSITIVE)
+                ConfigEntry(
+                    name,
+                    text,
+                    source,
+                    read_only=True,
+                    sensitive=name in SENSITIVE,
+                    config_type=broker_type(name),
+                )
             )
         return entries
 

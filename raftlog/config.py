@@ -30,6 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftlog.config_def import (
+    BOOLEAN,
+    INT,
+    LIST,
+    LONG,
+    PASSWORD,
+    SHORT,
+    STRING,
+    Setting,
+    parse_boolean,
+    parse_number,
+)
 from raftlog.security import listeners as kafka_listeners
 from raftlog.security.listeners import DEFAULT_PROTOCOL_MAP, Listener
 from raftlog.security.sasl import SUPPORTED as SASL_MECHANISMS
@@ -88,6 +100,84 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "super.users": "",  # "User:alice;User:bob"
     "allow.everyone.if.no.acl.found": False,
     "log.format": "text",  # or "json": one object per line (raftlog_app/logs.py)
+    # Share groups (Kafka 4's ShareGroupConfig and GroupCoordinatorConfig): each group's
+    # default, and the bounds of what a group's own config may set (raftlog/group_config.py).
+    "group.share.record.lock.duration.ms": 30000,
+    "group.share.min.record.lock.duration.ms": 15000,
+    "group.share.max.record.lock.duration.ms": 60000,
+    "group.share.delivery.count.limit": 5,
+    "group.share.min.delivery.count.limit": 2,
+    "group.share.max.delivery.count.limit": 10,
+    "group.share.session.timeout.ms": 45000,
+    "group.share.min.session.timeout.ms": 45000,
+    "group.share.max.session.timeout.ms": 60000,
+    "group.share.heartbeat.interval.ms": 5000,
+    "group.share.min.heartbeat.interval.ms": 5000,
+    "group.share.max.heartbeat.interval.ms": 15000,
+    "group.share.partition.max.record.locks": 2000,
+    "group.share.min.partition.max.record.locks": 100,
+    "group.share.max.partition.max.record.locks": 4000,
+}
+# A share group setting (raftlog/group_config.py) -> the [broker] settings of its default,
+# minimum and maximum.
+SHARE_GROUP_SETTINGS = {
+    group: (f"group.{group}", f"group.share.min.{group[6:]}", f"group.share.max.{group[6:]}")
+    for group in (
+        "share.record.lock.duration.ms",
+        "share.delivery.count.limit",
+        "share.session.timeout.ms",
+        "share.heartbeat.interval.ms",
+        "share.partition.max.record.locks",
+    )
+}
+# Kafka's ConfigType of each setting (DescribeConfigs v3+), where it is not what its default
+# says (a bool BOOLEAN, a whole number INT, text STRING).
+BROKER_TYPES = {
+    **dict.fromkeys(
+        (
+            "default.replication.factor",
+            "offsets.topic.replication.factor",
+            "transaction.state.log.replication.factor",
+        ),
+        SHORT,
+    ),
+    **dict.fromkeys(
+        (
+            "log.retention.ms",
+            "log.retention.bytes",
+            "log.retention.check.interval.ms",
+            "log.cleaner.backoff.ms",
+            "connections.max.idle.ms",
+            "queued.max.request.bytes",
+        ),
+        LONG,
+    ),
+    "ssl.enabled.protocols": LIST,
+    "sasl.enabled.mechanisms": LIST,
+    "ssl.key.password": PASSWORD,
+}
+# Kafka's ConfigDef ranges of the settings that have one (low, high; None: unbounded).
+BROKER_RANGES: dict[str, tuple[int, int | None]] = {
+    "group.share.record.lock.duration.ms": (1000, 3600000),
+    "group.share.min.record.lock.duration.ms": (1000, 30000),
+    "group.share.max.record.lock.duration.ms": (30000, 3600000),
+    "group.share.delivery.count.limit": (2, 10),
+    "group.share.min.delivery.count.limit": (2, 5),
+    "group.share.max.delivery.count.limit": (5, 25),
+    "group.share.partition.max.record.locks": (100, 10000),
+    "group.share.min.partition.max.record.locks": (100, 10000),
+    "group.share.max.partition.max.record.locks": (100, 10000),
+    **dict.fromkeys(
+        (
+            "group.share.session.timeout.ms",
+            "group.share.min.session.timeout.ms",
+            "group.share.max.session.timeout.ms",
+            "group.share.heartbeat.interval.ms",
+            "group.share.min.heartbeat.interval.ms",
+            "group.share.max.heartbeat.interval.ms",
+        ),
+        (1, None),
+    ),
 }
 # Shown by DescribeConfigs as null and sensitive, as Kafka shows passwords.
 SENSITIVE = frozenset({"ssl.key.password"})
@@ -142,25 +232,82 @@ def _whole(value: Any, what: str) -> int:
     return value
 
 
+def broker_type(name: str) -> int:
+    """Kafka's ConfigType of a [broker] setting."""
+    default = BROKER_DEFAULTS[name]
+    if name in BROKER_TYPES:
+        return BROKER_TYPES[name]
+    if isinstance(default, bool):
+        return BOOLEAN
+    return INT if isinstance(default, int) else STRING
+
+
 def _check_broker(broker: dict[str, Any]) -> None:
+    """Checks [broker] and replaces each value by what it means: a boolean or number may be
+    written as TOML's own or as the text Kafka's server.properties holds ("true", "3")."""
     unknown = sorted(set(broker) - set(BROKER_DEFAULTS))
     if unknown:
         raise ConfigError(f"unknown [broker] settings: {', '.join(unknown)}")
     for name, value in broker.items():
-        default = BROKER_DEFAULTS[name]
-        if isinstance(default, bool):
-            if not isinstance(value, bool):
-                raise ConfigError(f"[broker] {name}: expected true or false, got {value!r}")
-        elif isinstance(default, str):
-            if not isinstance(value, str):
-                raise ConfigError(f"[broker] {name}: expected a string, got {value!r}")
-            if value not in BROKER_CHOICES.get(name, (value,)):
-                choices = " or ".join(BROKER_CHOICES[name])
-                raise ConfigError(f"[broker] {name}: expected {choices}, got {value!r}")
-        else:
-            _whole(value, f"[broker] {name}")
-            if name in BROKER_POSITIVE and value < 1:
-                raise ConfigError(f"[broker] {name}: expected a positive number, got {value}")
+        broker[name] = _broker_value(name, value)
+    _check_share_bounds({name: broker.get(name, BROKER_DEFAULTS[name]) for name in BROKER_RANGES})
+
+
+def _broker_value(name: str, value: Any) -> Any:
+    default = BROKER_DEFAULTS[name]
+    what = f"[broker] {name}"
+    if isinstance(default, bool):
+        if isinstance(value, str):
+            flag = parse_boolean(Setting(name, BOOLEAN, "", ""), value)
+            if isinstance(flag, bool):
+                return flag
+        if not isinstance(value, bool):
+            raise ConfigError(f"{what}: expected true or false, got {value!r}")
+        return value
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{what}: expected a string, got {value!r}")
+        if value not in BROKER_CHOICES.get(name, (value,)):
+            choices = " or ".join(BROKER_CHOICES[name])
+            raise ConfigError(f"{what}: expected {choices}, got {value!r}")
+        return value
+    kind = broker_type(name)
+    if isinstance(value, str):
+        parsed = parse_number(Setting(name, kind, "", ""), value)
+        if isinstance(parsed, str):
+            raise ConfigError(f"{what}: expected a whole number, got {value!r}")
+        value = parsed
+    number = _whole(value, what)
+    if name in BROKER_POSITIVE and number < 1:
+        raise ConfigError(f"{what}: expected a positive number, got {number}")
+    low, high = BROKER_RANGES.get(name, (None, None))
+    if (low is not None and number < low) or (high is not None and number > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ConfigError(f"{what}: expected a number {bound}, got {number}")
+    return number
+
+
+def _check_share_bounds(settings: dict[str, int]) -> None:
+    """Kafka's start-up checks of the share-group settings: each default within its own
+    min and max, and a heartbeat interval shorter than the session timeout."""
+    for default, low, high in SHARE_GROUP_SETTINGS.values():
+        if settings[default] < settings[low]:
+            raise ConfigError(
+                f"[broker] {default} must be greater than or equal to {low} "
+                f"({settings[default]} < {settings[low]})"
+            )
+        if settings[high] < settings[default]:
+            raise ConfigError(
+                f"[broker] {high} must be greater than or equal to {default} "
+                f"({settings[high]} < {settings[default]})"
+            )
+    heartbeat = settings["group.share.heartbeat.interval.ms"]
+    session = settings["group.share.session.timeout.ms"]
+    if heartbeat >= session:
+        raise ConfigError(
+            "[broker] group.share.heartbeat.interval.ms must be less than "
+            f"group.share.session.timeout.ms ({heartbeat} >= {session})"
+        )
 
 
 def _peers(
@@ -233,8 +380,23 @@ class NodeConfig:
         return self.broker.get(name, BROKER_DEFAULTS[name])
 
     def topic_defaults(self) -> dict[str, str]:
-        """Broker settings that stand in for unset topic settings."""
-        return {topic: str(self.broker_setting(b)) for b, topic in TOPIC_SYNONYMS.items()}
+        """The [broker] settings given in this node's config that stand in for unset topic
+        settings (one not given has the topic setting's own default)."""
+        return {
+            topic: str(self.broker[b]) for b, topic in TOPIC_SYNONYMS.items() if b in self.broker
+        }
+
+    def group_bounds(self) -> dict[str, tuple[int, int, int]]:
+        """Each share group setting's default and bounds (raftlog.group_config.Bounds), from
+        this node's [broker]."""
+        return {
+            group: (
+                int(self.broker_setting(default)),
+                int(self.broker_setting(low)),
+                int(self.broker_setting(high)),
+            )
+            for group, (default, low, high) in SHARE_GROUP_SETTINGS.items()
+        }
 
     @classmethod
     def load(cls, path: Path) -> NodeConfig:

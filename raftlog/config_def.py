@@ -13,10 +13,18 @@ import re
 from dataclasses import dataclass
 
 # Kafka's ConfigType (DescribeConfigs v3+).
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
-_TYPE_NAMES = {BOOLEAN: "BOOLEAN", STRING: "STRING", INT: "INT", LONG: "LONG", DOUBLE: "DOUBLE"}
-# Java's Integer and Long: what Integer.parseInt / Long.parseLong read without overflowing.
-_INTEGER_BITS = {INT: 32, LONG: 64}
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
+_TYPE_NAMES = {
+    BOOLEAN: "BOOLEAN",
+    STRING: "STRING",
+    INT: "INT",
+    SHORT: "SHORT",
+    LONG: "LONG",
+    DOUBLE: "DOUBLE",
+}
+# Java's Short, Integer and Long: what Short.parseShort, Integer.parseInt and Long.parseLong
+# read without overflowing.
+_INTEGER_BITS = {SHORT: 16, INT: 32, LONG: 64}
 
 # The longest valid value of any setting is under 100 characters (a by_duration ISO-8601
 # duration); 1 KiB leaves room and bounds what one topic or group can store to ~10 KiB.
@@ -85,10 +93,18 @@ def range_error(setting: Setting, number: float) -> str | None:
     return None
 
 
-def boolean_error(setting: Setting, value: str) -> str | None:
-    if value.strip().lower() in ("true", "false"):
-        return None
+def parse_boolean(setting: Setting, value: str) -> bool | str:
+    """A BOOLEAN as Kafka's ConfigDef parses a string (trimmed, any letter case), or Kafka's
+    message when it is not one."""
+    text = value.strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
     return invalid(setting.name, value, "Expected value to be either true or false")
+
+
+def boolean_error(setting: Setting, value: str) -> str | None:
+    parsed = parse_boolean(setting, value)
+    return parsed if isinstance(parsed, str) else None
 
 
 def choice_error(setting: Setting, value: str) -> str | None:

@@ -33,7 +33,7 @@ class GroupAdmin:
         if problem:
             return TopicResult(group_id, ErrorCode.invalid_request, problem)
         configs = altered(self.explicit(group_id), changes, incremental)
-        problem = group_config.validate(configs)
+        problem = group_config.validate(configs, self._node.config.group_bounds())
         if problem:
             return TopicResult(group_id, ErrorCode.invalid_config, problem)
         # validate() refused every None

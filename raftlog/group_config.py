@@ -2,9 +2,10 @@
 names, types, defaults and bounds in one table, validation, and each group's effective values.
 
 As in Kafka, group configs live apart from the groups: a group need not exist to be configured
-or described, and its settings outlive it. Defaults and bounds are Kafka 4.3's: the defaults
-of the broker settings each key overrides (group.share.record.lock.duration.ms, ...) and the
-group-level bounds (group.share.min/max.*), which raftlog does not let nodes change.
+or described, and its settings outlive it. A share setting's default and bounds are the
+node's [broker] settings of the same name (group.share.record.lock.duration.ms and its
+group.share.min/max siblings, ...), as Kafka's GroupConfig reads them; the table holds
+Kafka 4.3's defaults of those.
 """
 
 from __future__ import annotations
@@ -138,6 +139,22 @@ GROUP_SETTINGS: dict[str, Setting] = {
     )
 }
 
+# Group setting -> (default, minimum, maximum) of an INT setting; a node's (NodeConfig.
+# group_bounds, from its [broker] group.share.* settings) stand in for the table's.
+Bounds = dict[str, tuple[int, int, int]]
+
+
+def bounds(node: Bounds | None = None) -> Bounds:
+    """Every INT group setting's default and bounds: the table's, and the node's where given."""
+    out: Bounds = {
+        name: (int(s.default), int(s.minimum or 0), int(s.maximum or 0))
+        for name, s in GROUP_SETTINGS.items()
+        if s.type == INT
+    }
+    out.update(node or {})
+    return out
+
+
 # java.time.Duration.parse's grammar (PnDTnHnMn.nS, any letter case, signed parts).
 _DURATION = re.compile(
     r"([-+]?)P(?:([-+]?[0-9]+)D)?"
@@ -160,22 +177,24 @@ def name_error(group_id: str) -> str | None:
     return None
 
 
-def validate(configs: dict[str, str | None]) -> str | None:
+def validate(configs: dict[str, str | None], limits: Bounds | None = None) -> str | None:
     """The first problem with a group's explicit configs, as Kafka words it for
-    INVALID_CONFIG; None when every name is known and every value valid."""
+    INVALID_CONFIG; None when every name is known and every value valid. `limits`: the
+    node's (NodeConfig.group_bounds), else Kafka's defaults."""
     unknown = next((name for name in configs if name not in GROUP_SETTINGS), None)
     if unknown is not None:  # Kafka checks every name before any value
         return f"Unknown group config name: {unknown}"
+    limits = bounds(limits)
     for name, value in configs.items():
         if value is None:
             return f"Null value not supported for group configs: {name}"
-        problem = _check(GROUP_SETTINGS[name], value)
+        problem = _check(GROUP_SETTINGS[name], value, limits)
         if problem is not None:
             return problem
     return None
 
 
-def _check(setting: Setting, value: str) -> str | None:
+def _check(setting: Setting, value: str, limits: Bounds) -> str | None:
     name = setting.name
     problem = length_error(setting, value)
     if problem is not None:
@@ -184,7 +203,7 @@ def _check(setting: Setting, value: str) -> str | None:
         number = parse_number(setting, value)
         if isinstance(number, str):
             return number
-        low, high = int(setting.minimum or 0), int(setting.maximum or 0)
+        _, low, high = limits[name]
         if not low <= number <= high:
             return f"{name} must be in the range {low} to {high} inclusive."
         return None
@@ -254,22 +273,34 @@ def canonical(configs: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def values(group_configs: dict[str, str]) -> dict[str, str]:
-    """Every group setting's effective value: the group's own, else the default."""
-    return {
-        name: group_configs.get(name, setting.default) for name, setting in GROUP_SETTINGS.items()
-    }
+def values(group_configs: dict[str, str], limits: Bounds | None = None) -> dict[str, str]:
+    """Every group setting's effective value: the group's own, else the node's default
+    (`limits`, NodeConfig.group_bounds), else the table's."""
+    return {name: value for name, value, _ in _resolved(group_configs, limits)}
 
 
-def effective(group_configs: dict[str, str]) -> list[ConfigEntry]:
+def effective(group_configs: dict[str, str], limits: Bounds | None = None) -> list[ConfigEntry]:
     """Every group setting with its value and where the value comes from (DescribeConfigs)."""
-    entries = []
+    return [
+        ConfigEntry(
+            name,
+            value,
+            source,
+            config_type=GROUP_SETTINGS[name].type,
+            documentation=GROUP_SETTINGS[name].doc,
+        )
+        for name, value, source in _resolved(group_configs, limits)
+    ]
+
+
+def _resolved(group_configs: dict[str, str], limits: Bounds | None) -> list[tuple[str, str, int]]:
+    defaults = limits or {}
+    out = []
     for name, setting in GROUP_SETTINGS.items():
         if name in group_configs:
-            value, source = group_configs[name], DYNAMIC_GROUP
+            out.append((name, group_configs[name], DYNAMIC_GROUP))
+        elif name in defaults:
+            out.append((name, str(defaults[name][0]), DEFAULT))
         else:
-            value, source = setting.default, DEFAULT
-        entries.append(
-            ConfigEntry(name, value, source, config_type=setting.type, documentation=setting.doc)
-        )
-    return entries
+            out.append((name, setting.default, DEFAULT))
+    return out

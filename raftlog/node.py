@@ -401,7 +401,9 @@ class Node:
         self.elections.held = False
 
     def _group_settings(self, group_id: str) -> dict[str, str]:
-        return group_config.values(self.controller.state.group_configs.get(group_id, {}))
+        return group_config.values(
+            self.controller.state.group_configs.get(group_id, {}), self.config.group_bounds()
+        )
 
     def _share_settings(self, group_id: str) -> ShareGroupSettings:
         settings = self._group_settings(group_id)

@@ -45,11 +45,12 @@ from raftlog.storage.batch import (
     needs_record_walk,
     offset_stamped,
     parse_header,
+    timestamp_error,
     validate_produce,
 )
 from raftlog.storage.control import Marker, marker_batch, read_marker
 from raftlog.storage.log import Log, LogConfig, TruncateResult
-from raftlog.topic_config import cleanup_policies
+from raftlog.topic_config import cleanup_policies, timestamp_bounds
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -207,6 +208,9 @@ class Partition:
             headers = validate_produce(records, self.max_message_bytes, transactional)
         except KafkaError as e:
             return _done(ProduceResult(e.code, message=e.message))
+        refused = timestamp_error(headers, history.now_ms(), *self.timestamp_bounds)
+        if refused is not None:
+            return _done(ProduceResult(refused.code, message=refused.message))
         loop = asyncio.get_running_loop()
         future = loop.create_future() if acks != 0 else None
         offsets = sum(h.last_offset_delta + 1 for h in headers)
@@ -474,6 +478,7 @@ class Partition:
         """The topic's effective configs; they can change while the partition runs."""
         self.settings = dict(settings)
         self.max_message_bytes = int(settings["max.message.bytes"])
+        self.timestamp_bounds = timestamp_bounds(settings)
         self.log.config = LogConfig(
             segment_bytes=int(settings["segment.bytes"]),
             retention_ms=int(settings["retention.ms"]),

@@ -174,6 +174,28 @@ def validate_produce(
     return headers
 
 
+NO_TIMESTAMP = -1
+
+
+def timestamp_error(
+    headers: list[BatchHeader], now_ms: int, before_ms: int, after_ms: int
+) -> KafkaError | None:
+    """INVALID_TIMESTAMP for a batch whose first or max timestamp lies more than `before_ms`
+    behind or `after_ms` ahead of `now_ms` (a CreateTime topic's message.timestamp.before/
+    after.max.ms). Kafka checks every record; the header's two timestamps bound all but a
+    record stamped earlier than the batch's first, which is read only when the batch is."""
+    low, high = now_ms - before_ms, now_ms + after_ms
+    for index, header in enumerate(headers):
+        for stamp in (header.base_timestamp, header.max_timestamp):
+            if stamp != NO_TIMESTAMP and not low <= stamp <= high:
+                return KafkaError(
+                    ErrorCode.invalid_timestamp,
+                    f"Timestamp {stamp} of a record in batch {index} is out of range. The "
+                    f"timestamp should be within [{low}, {high}]",
+                )
+    return None
+
+
 def iter_batches(
     buf: bytes | bytearray | memoryview, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, BatchHeader]]:

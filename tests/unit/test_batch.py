@@ -22,6 +22,7 @@ from raftlog.storage.batch import (
     parse_header,
     record_timestamps,
     records_in_range,
+    timestamp_error,
     validate_produce,
 )
 from raftlog.storage.records import fields
@@ -382,3 +383,20 @@ def test_a_record_field_past_its_end_is_corrupt() -> None:
     with pytest.raises(KafkaError) as raised:
         fields(section[: end - 3], start, end - 3)
     assert raised.value.code == ErrorCode.corrupt_message
+
+
+def test_timestamps_outside_the_topics_bounds_are_invalid_timestamp() -> None:
+    now = 1_700_000_000_000
+    headers = validate_produce(bytes(make_batch([now - 100, now + 50])), LIMIT, False)
+    assert timestamp_error(headers, now, 100, 50) is None
+    late = timestamp_error(headers, now, 99, 50)
+    assert late is not None and late.code == ErrorCode.invalid_timestamp  # first record's
+    assert late.message == (
+        f"Timestamp {now - 100} of a record in batch 0 is out of range. The timestamp should "
+        f"be within [{now - 99}, {now + 50}]"
+    )
+    early = timestamp_error(headers, now, 100, 49)
+    assert early is not None and str(now + 50) in (early.message or "")  # the max timestamp
+    assert timestamp_error(headers, now, 2**63 - 1, 2**63 - 1) is None  # Kafka's unbounded
+    unstamped = validate_produce(bytes(make_batch([-1])), LIMIT, False)
+    assert timestamp_error(unstamped, now, 0, 0) is None  # NO_TIMESTAMP is not checked

@@ -54,7 +54,8 @@ def test_a_good_config(tmp_path: Path) -> None:
         ("node_id = 1", 'node_id = "one"', "node_id: expected a whole number"),
         ('kafka_listen = "127.0.0.1:9092"', "kafka_listen = 9092", "kafka_listen: expected"),
         ('kafka_listen = "127.0.0.1:9092"', 'kafka_listen = "h:70000"', "from 1 to 65535"),
-        ('"num.partitions" = 3', '"num.partitions" = "3"', "num.partitions: expected a whole"),
+        ('"num.partitions" = 3', '"num.partitions" = "3x"', "num.partitions: expected a whole"),
+        ('"num.partitions" = 3', '"num.partitions" = 3.5', "num.partitions: expected a whole"),
         ("= false", '= "no"', "expected true or false"),
         ('"num.partitions" = 3', '"num.partition" = 3', "unknown [broker] settings"),
         ('"num.partitions" = 3', '"log.format" = "xml"', "log.format: expected text or json"),
@@ -154,3 +155,75 @@ def test_an_unreadable_keystore_is_refused_at_load(tmp_path: Path) -> None:
     (tmp_path / "node.pem").write_text("not a certificate")
     with pytest.raises(ConfigError, match="ssl.keystore.location"):
         load(tmp_path, LISTENERS)
+
+
+def _broker(tmp_path: Path, lines: str) -> NodeConfig:
+    return load(tmp_path, GOOD.replace('"num.partitions" = 3\n', lines + "\n", 1))
+
+
+@pytest.mark.parametrize(("text", "value"), [('"true"', True), ('" FALSE "', False)])
+def test_a_broker_boolean_written_as_text_is_read_as_kafkas_properties_read_it(
+    tmp_path: Path, text: str, value: bool
+) -> None:
+    config = _broker(tmp_path, f'"allow.everyone.if.no.acl.found" = {text}')
+    assert config.broker_setting("allow.everyone.if.no.acl.found") is value
+
+
+def test_a_broker_number_written_as_text_is_read_as_a_number(tmp_path: Path) -> None:
+    config = _broker(tmp_path, '"num.partitions" = " 3 "\n"log.retention.ms" = "-1"')
+    assert config.broker_setting("num.partitions") == 3
+    assert config.broker_setting("log.retention.ms") == -1
+    with pytest.raises(ConfigError, match=re.escape("[broker] num.partitions: expected a whole")):
+        _broker(tmp_path, '"num.partitions" = "2147483648"')  # past Java's Integer
+
+
+def test_share_group_broker_settings_have_kafkas_defaults(tmp_path: Path) -> None:
+    config = load(tmp_path, GOOD)
+    assert config.group_bounds() == {
+        "share.record.lock.duration.ms": (30000, 15000, 60000),
+        "share.delivery.count.limit": (5, 2, 10),
+        "share.session.timeout.ms": (45000, 45000, 60000),
+        "share.heartbeat.interval.ms": (5000, 5000, 15000),
+        "share.partition.max.record.locks": (2000, 100, 4000),
+    }
+
+
+def test_a_one_second_lock_as_confluent_kafkas_share_suite_runs_it(tmp_path: Path) -> None:
+    config = _broker(
+        tmp_path,
+        '"group.share.record.lock.duration.ms" = 1000\n'
+        '"group.share.min.record.lock.duration.ms" = "1000"',
+    )
+    assert config.group_bounds()["share.record.lock.duration.ms"] == (1000, 1000, 60000)
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (
+            '"group.share.record.lock.duration.ms" = 999',
+            "group.share.record.lock.duration.ms: expected a number from 1000 to 3600000, got 999",
+        ),
+        (
+            '"group.share.record.lock.duration.ms" = 1000',  # below the min's default, 15000
+            "group.share.record.lock.duration.ms must be greater than or equal to "
+            "group.share.min.record.lock.duration.ms (1000 < 15000)",
+        ),
+        (
+            '"group.share.max.delivery.count.limit" = 5\n"group.share.delivery.count.limit" = 6',
+            "group.share.max.delivery.count.limit must be greater than or equal to "
+            "group.share.delivery.count.limit (5 < 6)",
+        ),
+        (
+            '"group.share.heartbeat.interval.ms" = 45000\n'
+            '"group.share.max.heartbeat.interval.ms" = 45000',
+            "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms",
+        ),
+        ('"group.share.session.timeout.ms" = 0', "expected a number at least 1, got 0"),
+    ],
+)
+def test_share_group_broker_settings_are_bounded_as_kafka_checks_them_at_start(
+    tmp_path: Path, lines: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _broker(tmp_path, lines)

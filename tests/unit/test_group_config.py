@@ -15,6 +15,7 @@ from raftlog.group_config import (
     DYNAMIC_GROUP,
     GROUP_SETTINGS,
     MAX_NAME_BYTES,
+    Bounds,
     canonical,
     effective,
     name_error,
@@ -229,8 +230,10 @@ class FakeController:
         return None
 
 
-def facade(controller: FakeController) -> BrokerFacade:
-    return BrokerFacade(SimpleNamespace(node_id=1, controller=controller))
+def facade(controller: FakeController, bounds: Bounds | None = None) -> BrokerFacade:
+    """`bounds`: the node's share group settings (NodeConfig.group_bounds); none: Kafka's."""
+    config = SimpleNamespace(group_bounds=lambda: dict(bounds or {}))
+    return BrokerFacade(SimpleNamespace(node_id=1, controller=controller, config=config))
 
 
 async def test_incremental_changes_merge_into_the_groups_configs() -> None:
@@ -347,3 +350,27 @@ async def test_configuring_a_group_past_the_clusters_cap_is_a_policy_violation(
     controller.refusal = full  # another node's new group took the last place meanwhile
     result = await broker.alter_group_configs("c", {"share.delivery.count.limit": "3"}, True, False)
     assert (result.error, result.message) == (ErrorCode.policy_violation, full)
+
+
+def test_a_nodes_broker_settings_bound_and_default_its_groups() -> None:
+    node: Bounds = {"share.record.lock.duration.ms": (1000, 1000, 60000)}
+    name = "share.record.lock.duration.ms"
+    assert validate({name: "1000"}) == f"{name} must be in the range 15000 to 60000 inclusive."
+    assert validate({name: "1000"}, node) is None
+    assert validate({name: "999"}, node) == f"{name} must be in the range 1000 to 60000 inclusive."
+    assert values({}, node)[name] == "1000"
+    assert values({name: "2000"}, node)[name] == "2000"
+    described = {e.name: e for e in effective({}, node)}[name]
+    assert (described.value, described.source) == ("1000", DEFAULT)
+
+
+async def test_a_group_alter_is_held_to_the_nodes_bounds() -> None:
+    controller = FakeController()
+    name = "share.record.lock.duration.ms"
+    broker = facade(controller, {name: (1000, 1000, 60000)})
+    result = await broker.alter_group_configs("g", {name: "1000"}, True, False)
+    assert result.error == ErrorCode.none
+    assert broker.group_config("h")[name] == "1000"  # the node's default for a group without
+    assert (
+        await facade(controller).alter_group_configs("g", {name: "1000"}, True, False)
+    ).error == (ErrorCode.invalid_config)

@@ -172,3 +172,135 @@ def test_value_prefers_topic_then_broker_then_default() -> None:
     assert value("delete.retention.ms", {"delete.retention.ms": "7"}, {}) == "7"
     assert value("cleanup.policy", {}, {}) == "delete"
     assert value("min.cleanable.dirty.ratio", {}, {}) == "0.5"
+
+
+KAFKA_39_TOPIC_CONFIGS = {
+    "cleanup.policy": "LIST",
+    "compression.type": "STRING",
+    "compression.gzip.level": "INT",
+    "compression.lz4.level": "INT",
+    "compression.zstd.level": "INT",
+    "delete.retention.ms": "LONG",
+    "file.delete.delay.ms": "LONG",
+    "flush.messages": "LONG",
+    "flush.ms": "LONG",
+    "follower.replication.throttled.replicas": "LIST",
+    "index.interval.bytes": "INT",
+    "leader.replication.throttled.replicas": "LIST",
+    "local.retention.bytes": "LONG",
+    "local.retention.ms": "LONG",
+    "max.compaction.lag.ms": "LONG",
+    "max.message.bytes": "INT",
+    "message.downconversion.enable": "BOOLEAN",
+    "message.format.version": "STRING",
+    "message.timestamp.after.max.ms": "LONG",
+    "message.timestamp.before.max.ms": "LONG",
+    "message.timestamp.difference.max.ms": "LONG",
+    "message.timestamp.type": "STRING",
+    "min.cleanable.dirty.ratio": "DOUBLE",
+    "min.compaction.lag.ms": "LONG",
+    "min.insync.replicas": "INT",
+    "preallocate": "BOOLEAN",
+    "remote.storage.enable": "BOOLEAN",
+    "retention.bytes": "LONG",
+    "retention.ms": "LONG",
+    "segment.bytes": "INT",
+    "segment.index.bytes": "INT",
+    "segment.jitter.ms": "LONG",
+    "segment.ms": "LONG",
+    "unclean.leader.election.enable": "BOOLEAN",
+}
+_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "LONG": 5, "DOUBLE": 6, "LIST": 7}
+
+
+def test_every_kafka_topic_config_is_known_with_kafkas_type_and_its_default_valid() -> None:
+    assert set(KAFKA_39_TOPIC_CONFIGS) <= set(topic_config.TOPIC_SETTINGS)
+    for name, kind in KAFKA_39_TOPIC_CONFIGS.items():
+        setting = topic_config.TOPIC_SETTINGS[name]
+        assert setting.type == _TYPES[kind], name
+        assert validate({name: setting.default}) is None, name
+
+
+@pytest.mark.parametrize("codec", ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"])
+def test_compression_type_takes_kafkas_codec_names(codec: str) -> None:
+    assert validate({"compression.type": codec}) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("compression.type", "brotli", "String must be one of: uncompressed, zstd, lz4, snappy"),
+        ("compression.gzip.level", "0", "Value must be between 1 and 9 or equal to -1"),
+        ("compression.gzip.level", "10", "Value must be between 1 and 9 or equal to -1"),
+        ("compression.lz4.level", "18", "Value must be no more than 17"),
+        ("compression.zstd.level", "-131073", "Value must be at least -131072"),
+        ("message.timestamp.after.max.ms", "-1", "Value must be at least 0"),
+        ("message.timestamp.before.max.ms", "x", "Not a number of type LONG"),
+        ("message.timestamp.difference.max.ms", "-5", "Value must be at least 0"),
+        ("message.downconversion.enable", "yes", "Expected value to be either true or false"),
+        ("message.format.version", "latest", "is not a valid version"),
+        ("leader.replication.throttled.replicas", "0:1,x", "must be the literal '*' or a list"),
+        ("local.retention.ms", "-3", "Value must be at least -2"),
+        ("segment.ms", "0", "Value must be at least 1"),
+        ("remote.storage.enable", "true", "Tiered Storage functionality is disabled"),
+    ],
+)
+def test_new_settings_are_validated_in_kafkas_words(name: str, value: str, problem: str) -> None:
+    assert problem in (validate({name: value}) or "")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("compression.gzip.level", "-1"),
+        ("compression.gzip.level", "9"),
+        ("compression.zstd.level", "-5"),
+        ("message.format.version", "3.0-IV1"),
+        ("message.format.version", "0.10.2"),
+        ("follower.replication.throttled.replicas", "*"),
+        ("leader.replication.throttled.replicas", "0:1, 1:2"),
+        ("preallocate", "TRUE"),
+        ("remote.storage.enable", "false"),
+        ("unclean.leader.election.enable", "true"),
+    ],
+)
+def test_new_settings_take_what_kafka_takes(name: str, value: str) -> None:
+    assert validate({name: value}) is None
+
+
+def test_compaction_lags_must_be_in_order() -> None:
+    assert validate({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "10"}) is None
+    assert validate({"min.compaction.lag.ms": "11", "max.compaction.lag.ms": "10"}) == (
+        "conflict topic config setting min.compaction.lag.ms (11) > max.compaction.lag.ms (10)"
+    )
+
+
+def test_timestamp_bounds_fall_back_to_the_deprecated_difference_as_kafka_3_9_does() -> None:
+    def bounds(configs: dict[str, str]) -> tuple[int, int]:
+        return topic_config.timestamp_bounds(
+            {name: value(name, configs, {}) for name in topic_config.TOPIC_SETTINGS}
+        )
+
+    assert bounds({}) == (2**63 - 1, 3_600_000)  # Kafka 4's defaults
+    assert bounds({"message.timestamp.difference.max.ms": "500"}) == (500, 500)
+    assert bounds(
+        {
+            "message.timestamp.difference.max.ms": "500",
+            "message.timestamp.before.max.ms": "7",
+            "message.timestamp.after.max.ms": "9",
+        }
+    ) == (7, 9)
+
+
+def test_a_broker_default_is_static_and_a_built_in_one_is_default() -> None:
+    entries = {e.name: e for e in effective({}, {"retention.ms": "1000"})}
+    assert (entries["retention.ms"].value, entries["retention.ms"].source) == (
+        "1000",
+        STATIC_BROKER,
+    )
+    compression = entries["compression.type"]
+    assert (compression.value, compression.source, compression.config_type) == (
+        "producer",
+        DEFAULT,
+        2,
+    )
