@@ -111,6 +111,12 @@ class Broker(Protocol):
 
     def log_dirs(self) -> list[LogDirInfo]: ...
 
+    async def elect_preferred_leader(
+        self, topic: str, index: int, timeout_ms: int
+    ) -> tuple[ErrorCode, str | None]:
+        """ElectLeaders PREFERRED for one partition: its leadership handed to its first
+        replica (NONE once that leads), or why not (ELECTION_NOT_NEEDED, ...)."""
+
     def topic_configs(self, name: str) -> list[ConfigEntry] | None:
         """Every topic config with its effective value and source; None if no such topic."""
 

@@ -216,6 +216,11 @@ class BrokerFacade:
             transactional_id, producer_id, epoch, topic, index
         )
 
+    async def elect_preferred_leader(
+        self, topic: str, index: int, timeout_ms: int
+    ) -> tuple[ErrorCode, str | None]:
+        return await self._node.preferred_leaders.elect(topic, index, timeout_ms)
+
     def log_dirs(self) -> list[LogDirInfo]:
         path = self._node.config.data_dir / "data"
         usage = shutil.disk_usage(path)

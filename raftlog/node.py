@@ -31,6 +31,7 @@ from raftlog.loop_stall import LoopStallMonitor
 from raftlog.mesh_calls import MeshCalls
 from raftlog.offsets_partition import OffsetsPartition
 from raftlog.partition import NodeContext, Partition
+from raftlog.preferred_leaders import PreferredLeaders
 from raftlog.producer_ids import ProducerIds
 from raftlog.raft.driver import Driver
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
@@ -178,6 +179,15 @@ class Node:
             journal=self.history.write,
         )
         self.calls.serve(VERIFY, self._verify_here)
+        self.preferred_leaders = PreferredLeaders(
+            self.node_id,
+            self.calls,
+            self._assignment,
+            self._leader_of,
+            lambda node_id: self.leadership.alive(node_id),
+            lambda topic, index: self.partitions.get((topic, index)),
+            self.in_sync_replicas,
+        )
         self.controller = Controller(
             self.node_id,
             cfg.node_ids,
@@ -216,6 +226,12 @@ class Node:
         if seen is None or not self.leadership.alive(seen.leader):
             return None
         return seen.leader
+
+    def _assignment(self, topic: str, index: int) -> tuple[int, ...] | None:
+        known = self.controller.state.topics.get(topic)
+        if known is None or not 0 <= index < len(known["partitions"]):
+            return None
+        return tuple(known["partitions"][index])
 
     def _partition_exists(self, topic: str, index: int) -> bool:
         known = self.controller.state.topics.get(topic)

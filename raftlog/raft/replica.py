@@ -217,15 +217,20 @@ class CoreGroup:
         self.raft.wake()
         self._driver.wake(self)
 
-    def transfer_leadership(self) -> bool:
-        """To the follower that holds the most of the log; False when this replica does not
-        lead or no follower is caught up."""
+    def transfer_leadership(self, to: str | None = None) -> bool:
+        """To `to`, or else to the follower that holds the most of the log; False when this
+        replica does not lead, `to` is not a follower, or no follower is caught up."""
         matches = self.match_indexes()
-        target = max(matches, key=lambda p: matches[p], default=None)
+        target = to if to is not None else max(matches, key=lambda p: matches[p], default=None)
         if target is None or not self.raft.transfer_leadership(int(target)):
             return False
         self._driver.wake(self)
         return True
+
+    @property
+    def transferring(self) -> bool:
+        """A transfer is under way (the core drops it after an election timeout)."""
+        return self.raft.lead_transferee != NONE
 
     def members(self) -> set[str]:
         return {str(p) for p in self._peers}

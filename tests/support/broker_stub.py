@@ -110,6 +110,11 @@ class BrokerStub:
     def log_dirs(self) -> list[LogDirInfo]:
         raise NotImplementedError
 
+    async def elect_preferred_leader(
+        self, topic: str, index: int, timeout_ms: int
+    ) -> tuple[ErrorCode, str | None]:
+        raise NotImplementedError
+
     def topic_configs(self, name: str) -> list[ConfigEntry] | None:
         raise NotImplementedError
 
