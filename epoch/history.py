@@ -85,6 +85,18 @@ class SnapshotInstall(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class LogStart(Record):
+    """This node's log now starts at `log_start_offset`: a DeleteRecords committed in the
+    partition's Raft log (`reason` "delete_records"), or one learned with a snapshot install
+    ("install"). What lies below was deleted on purpose, not lost."""
+
+    kind: ClassVar[str] = "log_start"
+    term: int
+    log_start_offset: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Ack(Record):
     """This node, as leader of `term`, acknowledged records to producers: everything below
     `end_offset` that it wrote in `term` was answered as written (acks 1: appended here;
@@ -162,6 +174,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         Truncation,
         HighWatermark,
         SnapshotInstall,
+        LogStart,
         EpochAnswer,
         TxnDecision,
         TxnMarker,

@@ -244,6 +244,11 @@ class Partition(Protocol):
     ) -> Awaitable[ProduceResult]:
         """Appends a transaction's commit or abort marker; resolves once it is committed."""
 
+    def delete_records(self, offset: int, timeout_ms: int) -> Awaitable[tuple[ErrorCode, int]]:
+        """DeleteRecords: moves the log start offset to `offset` (-1: the high watermark)
+        through the partition's Raft log; resolves to (error, low watermark) once committed,
+        or REQUEST_TIMED_OUT after `timeout_ms`. Errors come back, never as exceptions."""
+
     def read(self, offset: int, max_bytes: int, min_one: bool, committed: bool = False) -> bytes:
         """Whole batches from `offset` up to the high watermark (`committed`: the last stable
         offset), at most max_bytes unless min_one and the first batch is larger. Raises

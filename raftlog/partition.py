@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -32,7 +33,7 @@ from raftlog.raft.driver import Driver
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import Entry, SegmentJournal
 from raftlog.raft.mesh import Mesh
-from raftlog.raft.replica import CoreGroup
+from raftlog.raft.replica import CoreGroup, Outcome
 from raftlog.raft.timings import RaftTimings
 from raftlog.share.store import SHARE, ShareStore, ShareUpdate, StoredShare
 from raftlog.share.writer import ShareWriter
@@ -60,6 +61,9 @@ _T = TypeVar("_T")
 WINDOW_BYTES = 32 * 1024 * 1024
 HW_SAMPLE_SECONDS = 1.0
 REBUILD_CHUNK = 4 * 1024 * 1024
+# DeleteRecords' Raft command: the new log start offset, applied by every replica at commit.
+LOG_START = 0x44  # b"D"
+_LOG_START = struct.Struct(">Bq")
 # ListOffsets by timestamp reads records (up to codecs.MAX_DECOMPRESSED_BYTES of them a batch)
 # here, one scan at a time, off the event loop and out of the default executor, where produce
 # checks its batches: a flood of lookups waits behind itself, not in front of producers.
@@ -120,6 +124,7 @@ class Partition:
         self._shares = ShareStore.load(self._share_path)
         self._share_pending: deque[tuple[int, bytes]] = deque()  # appended, not committed
         self._rescan_shares()
+        self._start_pending: deque[tuple[int, int, int]] = deque()  # (idx, offset, entry offset)
         self.group = CoreGroup(
             group_name,
             str(ctx.node_id),
@@ -151,6 +156,7 @@ class Partition:
             self._refusal,
         )
         self._share_writer = ShareWriter(self.group.propose, lambda: self.is_leader)
+        self._rescan_starts()
 
     # --- facade: state -------------------------------------------------------------------------
 
@@ -172,7 +178,9 @@ class Partition:
         first offset of the oldest transaction still open here."""
         hw = self.journal.high_watermark
         first = self._producers.first_unstable(hw)
-        return hw if first is None or first > hw else first
+        if first is None or first > hw:
+            return hw
+        return max(first, self.log_start_offset)  # as Kafka: never below the log start
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         return self._producers.aborted(start, end)
@@ -241,6 +249,40 @@ class Partition:
         self.produce_queue.submit(ProduceRequest(batch, 1, 1, -1, future))
         return future
 
+    def delete_records(self, offset: int, timeout_ms: int) -> Awaitable[tuple[ErrorCode, int]]:
+        """DeleteRecords: moves the log start to `offset` (-1: the high watermark) through the
+        Raft log, so every replica moves it and none forgets it; answered with the low
+        watermark once committed, REQUEST_TIMED_OUT after `timeout_ms` (the move may still
+        commit, as Kafka's may still reach every replica)."""
+        if not self.is_leader:
+            return _done((ErrorCode.not_leader_or_follower, -1))
+        hw = self.high_watermark
+        target = hw if offset == -1 else offset
+        if not 0 <= target <= hw:
+            return _done((ErrorCode.offset_out_of_range, -1))
+        if "delete" not in cleanup_policies(self.settings["cleanup.policy"]):
+            return _done((ErrorCode.policy_violation, -1))
+        if target <= self.log_start_offset:
+            return _done((ErrorCode.none, self.log_start_offset))
+        future: asyncio.Future[tuple[ErrorCode, int]] = asyncio.get_running_loop().create_future()
+
+        def settled(outcome: Outcome) -> None:
+            if future.done():
+                return
+            if outcome == Outcome.COMMITTED:
+                future.set_result((ErrorCode.none, self.log_start_offset))
+            else:
+                future.set_result((ErrorCode.not_leader_or_follower, -1))
+
+        def timed_out() -> None:
+            if not future.done():
+                future.set_result((ErrorCode.request_timed_out, -1))
+
+        timer = future.get_loop().call_later(timeout_ms / 1000, timed_out)
+        future.add_done_callback(lambda _f: timer.cancel())
+        self.group.propose(_LOG_START.pack(LOG_START, target), settled)
+        return future
+
     def _refusal(self, records: bytes) -> ProduceResult:
         """What a produce request this replica will not propose is answered (it is not the
         leader, or lost leadership while the request waited in its queue):
@@ -284,6 +326,11 @@ class Partition:
     def read(self, offset: int, max_bytes: int, min_one: bool, committed: bool = False) -> bytes:
         """Up to the high watermark, or (`committed`: read_committed) the last stable offset."""
         self._require_leader()
+        if offset < self.log_start_offset:  # DeleteRecords moved it past what segments hold
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"offset {offset} is below the log start offset {self.log_start_offset}",
+            )
         end = self.last_stable_offset if committed else self.high_watermark
         return self.log.read(offset, max_bytes, end, min_one)
 
@@ -399,6 +446,9 @@ class Partition:
         if entry.inline is not None and entry.inline[0] == SHARE:
             self._share_pending.append((entry.idx, entry.inline))
             return
+        if entry.inline is not None and entry.inline[0] == LOG_START:
+            self._start_pending.append(_start_command(entry.idx, entry.inline, entry.offset))
+            return
         if entry.location is None:
             if entry.term > 0:
                 self.epochs.refresh(self.log.epochs())
@@ -416,6 +466,7 @@ class Partition:
         self.epochs.refresh(self.log.epochs())
         self._rebuild_producers()
         self._rescan_shares()
+        self._rescan_starts()
         self._record(
             history.Truncation,
             term=self.group.term,
@@ -439,6 +490,7 @@ class Partition:
 
     def committed(self, commit_index: int, high_watermark: int) -> None:
         self._apply_shares(commit_index)
+        self._apply_starts(commit_index)
         if not self._term_was_committed and self.is_leader and self.term_committed:
             self._term_was_committed = True
             self._on_change(self)
@@ -454,16 +506,22 @@ class Partition:
     # --- InstallListener --------------------------------------------------------------------------
 
     def snapshot_state(self) -> object:
-        return self._shares.dump()
+        """Share state, and the log start DeleteRecords set (the window that held its
+        command may be cut, and the install copies whole segments from below it)."""
+        return {"shares": self._shares.dump(), "log_start": self.log.log_start_offset}
 
     def snapshot_installed(
         self, resume_offset: int, end_offset: int, source: str, state: object
     ) -> None:
+        shares = state.get("shares") if isinstance(state, dict) else state
+        if isinstance(state, dict) and isinstance(state.get("log_start"), int):
+            self._move_start(state["log_start"], "install")
         self.epochs.refresh(self.log.epochs())
         self._rebuild_producers()
-        if isinstance(state, list) and self._shares.adopt(ShareStore.undump(state)):
+        if isinstance(shares, list) and self._shares.adopt(ShareStore.undump(shares)):
             self._save_shares()  # the window may no longer hold its commands
         self._rescan_shares()
+        self._rescan_starts()
         self._record(
             history.SnapshotInstall,
             term=self.group.term,
@@ -491,10 +549,12 @@ class Partition:
         return min(self.journal.entry(0).offset, self.high_watermark)
 
     def apply_retention(self) -> None:
-        """Deletes whole segments past retention."""
-        if "delete" not in cleanup_policies(self.settings["cleanup.policy"]):
-            return
-        if self.log.apply_retention(history.now_ms(), self._cleanable_floor):
+        """Deletes whole segments below the log start DeleteRecords set, and (cleanup.policy
+        delete) those past retention."""
+        deleted = self.log.delete_below_start(self._cleanable_floor)
+        if "delete" in cleanup_policies(self.settings["cleanup.policy"]):
+            deleted += self.log.apply_retention(history.now_ms(), self._cleanable_floor)
+        if deleted:
             self.epochs.refresh(self.log.epochs())
             self._producers.forget_aborted_before(self.log.log_start_offset)
 
@@ -570,6 +630,37 @@ class Partition:
         while pending and pending[0][0] <= commit_index:
             idx, command = pending.popleft()
             self._shares.apply(idx, command)
+
+    def _rescan_starts(self) -> None:
+        """The DeleteRecords commands of the window (at start, or after a truncation or install
+        changed it); those committed are applied again, which moves nothing twice."""
+        self._start_pending = deque()
+        for idx, command in self.journal.inline_commands(LOG_START, 0):
+            entry = self.journal.entry_by_index(idx)
+            assert entry is not None  # the window just named it
+            self._start_pending.append(_start_command(idx, command, entry.offset))
+        self._apply_starts(self.journal.commit_index)
+
+    def _apply_starts(self, commit_index: int) -> None:
+        pending = self._start_pending
+        while pending and pending[0][0] <= commit_index:
+            _, offset, entry_offset = pending.popleft()
+            # never past where the command itself sits: everything below it is committed
+            self._move_start(min(offset, entry_offset), "delete_records")
+
+    def _move_start(self, offset: int, reason: str) -> None:
+        """Every replica's half of DeleteRecords: the new start, durable, then what it frees."""
+        if not self.log.advance_start(offset):
+            return
+        self._producers.forget_aborted_before(self.log.log_start_offset)
+        if self.log.delete_below_start(self._cleanable_floor):
+            self.epochs.refresh(self.log.epochs())
+        self._record(
+            history.LogStart,
+            term=self.group.term,
+            log_start_offset=self.log.log_start_offset,
+            reason=reason,
+        )
 
     # --- internals -----------------------------------------------------------------------------
 
@@ -653,6 +744,11 @@ def _marker(data: bytes | memoryview, pos: int, header: BatchHeader) -> Marker |
     except KafkaError:
         log.error("unreadable control batch at offset %d", header.base_offset)
         return None
+
+
+def _start_command(idx: int, command: bytes, entry_offset: int) -> tuple[int, int, int]:
+    """(Raft index, requested start, offset of the entry) of a LOG_START command."""
+    return idx, _LOG_START.unpack(command)[1], entry_offset
 
 
 def _done(result: _T) -> Awaitable[_T]:

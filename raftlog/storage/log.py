@@ -4,6 +4,8 @@ Offsets are assigned here, at append time, from the log end offset, so every rep
 the same Raft entries stores byte-identical segments. Compaction (raftlog.storage.compaction)
 later removes records below a floor, leaving gaps between batches; a read at an offset in a gap
 starts at the next batch, and segment boundaries, hence epochs and the log end, never move.
+DeleteRecords moves the log start offset past the first segment's base (even into a batch);
+it is kept in `log-start-offset`, and the segments wholly below it go as retention's do.
 Over 500 lines because append, read, truncation, retention, recovery and install all walk
 the one segment list and keep its invariants together.
 """
@@ -36,6 +38,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CLEAN_MARKER = ".clean"
+START_CHECKPOINT = "log-start-offset"
+_START_VERSION = "0"
 _INT32_MAX = 2**31 - 1  # index entries hold positions and relative offsets as int32
 
 
@@ -103,6 +107,8 @@ class Log:
         self._recovery.lower(self.log_end_offset)  # recovery may have cut the log below it
         # Compaction's first dirty offset: below it every key appears at most once.
         self._clean_offset = compaction.read_checkpoint(self.directory)
+        # The start a DeleteRecords set (0: none), which may lie above the first segment's base.
+        self._start = _read_start(self.directory)
 
     def _open_segments(self) -> list[Segment]:
         names: dict[tuple[int, int], set[str]] = {}
@@ -156,6 +162,14 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
+        """The first offset a client may read: the first segment's base, or past it where
+        DeleteRecords moved the start (the segments below wait for retention's turn)."""
+        return max(self.segment_start, self._start)
+
+    @property
+    def segment_start(self) -> int:
+        """The first offset the segments hold: what Raft's truncation and a snapshot install
+        (which copies whole batches) work from."""
         return self._segments[0].base_offset if self._segments else self._empty_at
 
     @property
@@ -259,7 +273,7 @@ class Log:
         """Removes every batch at or after `offset`, which must start a batch."""
         if offset >= self.log_end_offset:
             return TruncateResult(0, 0, 0, [])
-        if offset <= self.log_start_offset:
+        if offset <= self.segment_start:
             return self._remove(0, 0, whole=True)
         i = self._holding(offset)
         segment = self._segments[i]
@@ -305,6 +319,30 @@ class Log:
         remaining = {segment.term for segment in self._segments}
         terms = list(dict.fromkeys(s.term for s in doomed if s.term not in remaining))
         return TruncateResult(records, batches, removed_bytes, terms)
+
+    def advance_start(self, offset: int) -> bool:
+        """DeleteRecords: the log starts at `offset` from now on (never moving back, never
+        past the log end), made durable before it is told. False if nothing moved."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return False
+        self._start = offset
+        _write_start(self.directory, offset)
+        return True
+
+    def delete_below_start(self, floor_offset: int) -> int:
+        """Deletes whole segments below the log start, as retention does: never the active
+        one, never past `floor_offset` (what Raft still needs)."""
+        deleted = 0
+        while len(self._segments) > 1:
+            segment = self._segments[0]
+            if segment.next_offset > min(floor_offset, self._start):
+                break
+            self._recovery.drain()  # the flusher would write its index files again
+            segment.delete()
+            del self._segments[0]
+            deleted += 1
+        return deleted
 
     def apply_retention(self, now_ms: int, floor_offset: int) -> int:
         """Deletes whole segments from the start; never the active one, never past
@@ -458,8 +496,10 @@ class Log:
 
     def read(self, offset: int, max_bytes: int, upper_bound: int, min_one: bool) -> bytes:
         """Whole batches from the one holding `offset`, none past `upper_bound` (the high
-        watermark), at most `max_bytes` unless `min_one` lets a larger first batch through."""
-        start, end = self.log_start_offset, self.log_end_offset
+        watermark), at most `max_bytes` unless `min_one` lets a larger first batch through.
+        Anything the segments hold is readable here: refusing offsets below a log start that
+        DeleteRecords moved is the partition's (a snapshot install copies from the segments)."""
+        start, end = self.segment_start, self.log_end_offset
         if not start <= offset <= end:
             raise KafkaError(
                 ErrorCode.offset_out_of_range,
@@ -485,7 +525,7 @@ class Log:
     def locate(self, offset: int, next_offset: int) -> Location:
         """The Location of the batches holding exactly [offset, next_offset), which must lie in
         one segment: how an installed snapshot finds the entries it anchors on."""
-        if not self.log_start_offset <= offset < next_offset <= self.log_end_offset:
+        if not self.segment_start <= offset < next_offset <= self.log_end_offset:
             raise ValueError(f"offsets [{offset}, {next_offset}) are not in the log")
         segment = self._segments[self._holding(offset)]
         start, first = segment.find(offset)
@@ -542,6 +582,30 @@ class Log:
         timestamp, segment, base_offset = best
         position, header = segment.find(base_offset)
         return timestamp, segment.read(position, header.size)
+
+
+def _read_start(directory: Path) -> int:
+    """The log start DeleteRecords set; 0 when none was (or, with a warning, unreadable: the
+    Raft window, or the leader's snapshot, brings a recent one back)."""
+    try:
+        lines = (directory / START_CHECKPOINT).read_text().split()
+    except FileNotFoundError:
+        return 0
+    if len(lines) == 2 and lines[0] == _START_VERSION and lines[1].isdigit():
+        return int(lines[1])
+    log.warning("%s: unreadable %s, ignoring it", directory, START_CHECKPOINT)
+    return 0
+
+
+def _write_start(directory: Path, offset: int) -> None:
+    path = directory / START_CHECKPOINT
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as file:
+        file.write(f"{_START_VERSION}\n{offset}\n")
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(tmp, path)
+    fsync_dir(directory)
 
 
 def _max_below(segment: Segment, upper_bound: int) -> tuple[int, int]:

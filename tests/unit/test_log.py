@@ -797,3 +797,27 @@ def test_record_timestamps_of_stored_batches_use_assigned_offsets(tmp_path: Path
     log.append(records(4), term=1)
     location = log.append(make_batch([7, 8], LZ4), term=1).location
     assert list(record_timestamps(log.read_location(location))) == [(4, 7), (5, 8)]
+
+
+def test_a_moved_log_start_hides_the_prefix_survives_restart_and_frees_whole_segments(
+    tmp_path: Path,
+) -> None:
+    batch = records(4)
+    log = open_log(tmp_path / "p", segment_bytes=3 * len(batch) + 10)
+    for _ in range(9):  # segments [0, 12), [12, 24), [24, 36)
+        log.append(batch, term=1)
+    assert log.advance_start(14)  # inside the batch [12, 16)
+    assert not log.advance_start(10)  # never back
+    assert (log.log_start_offset, log.segment_start) == (14, 0)
+    # whole segments below the start go, but only up to the floor Raft still needs
+    assert log.delete_below_start(floor_offset=5) == 0
+    assert log.delete_below_start(floor_offset=36) == 1
+    assert (log.log_start_offset, log.segment_start) == (14, 12)
+    # the segments still hold the batch the start is in: a snapshot install copies from there
+    assert offsets_of(log.read(12, 1 << 20, 36, True))[0] == (12, 16)
+    log.close()
+    log = open_log(tmp_path / "p", segment_bytes=3 * len(batch) + 10)
+    assert (log.log_start_offset, log.segment_start, log.log_end_offset) == (14, 12, 36)
+    assert not log.advance_start(14)
+    assert log.advance_start(1_000)  # clamped to the log end: an empty log, starting there
+    assert log.log_start_offset == 36

@@ -1,0 +1,106 @@
+"""DeleteRecords on three real replicas of one partition (tests/support/replicas.py): the log
+start moves through the Raft log, so every replica moves it, a restart keeps it and a next
+leader answers from it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from support.raftnet import Clock
+from support.replicas import IDS, Replicas, values
+
+from raftlog.errors import ErrorCode, KafkaError
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path):
+    r = Replicas(tmp_path, Clock())
+    yield r
+    r.close()
+
+
+async def _produced(replicas: Replicas, leader: str, batches: int) -> None:
+    for n in range(batches):
+        answer = await replicas.until(replicas.produce(leader, 10 * n, 10))
+        assert answer.error == ErrorCode.none
+
+
+def _log_starts(root: Path, node_id: str) -> list[tuple[int, str]]:
+    lines = (root / node_id / "history.jsonl").read_text().splitlines()
+    return [
+        (r["log_start_offset"], r["reason"])
+        for r in map(json.loads, lines)
+        if r["kind"] == "log_start"
+    ]
+
+
+async def test_every_replica_moves_its_start_and_keeps_it_across_restart_and_leader_change(
+    replicas: Replicas, tmp_path: Path
+) -> None:
+    leader = await replicas.leader()
+    await _produced(replicas, leader, 3)  # offsets 0-29
+    answer = await replicas.until(replicas.partitions[leader].delete_records(15, 5_000))
+    assert answer == (ErrorCode.none, 15)  # mid-batch, as Kafka allows
+    await replicas.run(0.3)  # the followers learn the commit
+    for node_id in IDS:
+        p = replicas.partitions[node_id]
+        assert p.log_start_offset == 15
+        assert _log_starts(tmp_path, node_id) == [(15, "delete_records")]
+    with pytest.raises(KafkaError) as below:
+        replicas.partitions[leader].read(14, 1 << 20, True)
+    assert below.value.code == ErrorCode.offset_out_of_range
+    # the batch holding the start is read whole; the consumer skips what lies below it
+    assert values(replicas.partitions[leader])[5:6] == [b"p7-s15"]
+
+    for node_id in IDS:
+        replicas.crash_and_restart(node_id)
+        assert replicas.partitions[node_id].log_start_offset == 15
+    term = max(p.group.term for p in replicas.partitions.values())
+    replicas.net.isolate(leader)
+    follower = await replicas.leader(among=tuple(i for i in IDS if i != leader), above_term=term)
+    p = replicas.partitions[follower]
+    assert p.log_start_offset == 15
+    earliest = await p.offset_for_timestamp(-2)
+    assert earliest is not None and earliest.offset == 15
+    # below the start, or back to it, moves nothing and is answered with the start
+    assert await replicas.until(p.delete_records(3, 5_000)) == (ErrorCode.none, 15)
+
+
+async def test_the_offset_is_checked_against_the_high_watermark_and_leadership(
+    replicas: Replicas,
+) -> None:
+    leader = await replicas.leader()
+    await _produced(replicas, leader, 2)  # offsets 0-19
+    p = replicas.partitions[leader]
+    assert await replicas.until(p.delete_records(21, 5_000)) == (
+        ErrorCode.offset_out_of_range,
+        -1,
+    )
+    assert await replicas.until(p.delete_records(-2, 5_000)) == (
+        ErrorCode.offset_out_of_range,
+        -1,
+    )
+    follower = next(i for i in IDS if i != leader)
+    assert await replicas.until(replicas.partitions[follower].delete_records(5, 5_000)) == (
+        ErrorCode.not_leader_or_follower,
+        -1,
+    )
+    hw = p.high_watermark
+    assert await replicas.until(p.delete_records(-1, 5_000)) == (ErrorCode.none, hw)
+    assert p.log_start_offset == hw
+
+
+async def test_a_deletion_that_cannot_commit_times_out_and_is_not_applied(
+    replicas: Replicas,
+) -> None:
+    leader = await replicas.leader()
+    await _produced(replicas, leader, 2)
+    p = replicas.partitions[leader]
+    replicas.net.isolate(leader)
+    answer = p.delete_records(10, 0)
+    await asyncio.sleep(0.01)
+    assert await answer == (ErrorCode.request_timed_out, -1)
+    assert p.log_start_offset == 0
