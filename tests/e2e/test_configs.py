@@ -1,0 +1,227 @@
+"""Topic, broker and share-group configs as Kafka's clients use them, against a 3-node cluster
+whose [broker] is set as confluent-kafka's share-consumer suite sets its own test broker (a 1 s
+record lock, and a 1 s floor under it) plus one topic default (log.retention.ms):
+- CreateTopics takes Kafka's topic configs (compression.type, the timestamp bounds, 3.9's
+  message.format.version) and DescribeConfigs reports each with its source and type: the
+  topic's own DYNAMIC_TOPIC_CONFIG, the node's STATIC_BROKER_CONFIG, the rest DEFAULT_CONFIG;
+- a record stamped outside message.timestamp.before/after.max.ms is refused with
+  INVALID_TIMESTAMP, one inside is written;
+- broker entries carry Kafka's config types, none UNKNOWN;
+- a ShareConsumer's unacknowledged record comes back to the group after the node's 1 s lock."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
+from support import groups as G
+from support import wire as W
+from support.cluster import Cluster
+from support.share import share_consumer, share_group, share_topic
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+DESCRIBE_CONFIGS = 32
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+BOOLEAN, STRING, INT, SHORT, LONG, LIST, PASSWORD = 1, 2, 3, 4, 5, 7, 9
+DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
+HOUR_MS = 3_600_000
+BROKER = {
+    "group.share.record.lock.duration.ms": 1000,
+    "group.share.min.record.lock.duration.ms": 1000,
+    "log.retention.ms": 86_400_000,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    with G.running_cluster(tmp_path_factory.mktemp("configs"), name="configs", broker=BROKER) as c:
+        yield c
+
+
+def admin_for(cluster: Cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+
+def create(cluster: Cluster, configs: dict[str, str]) -> str:
+    name = f"cfg-{uuid.uuid4().hex[:8]}"
+    topic = NewTopic(name, num_partitions=1, replication_factor=3, config=configs)
+    admin = admin_for(cluster)  # held: a collected client fails its futures
+    for future in admin.create_topics([topic]).values():
+        future.result(30)
+    return name
+
+
+def described(cluster: Cluster, kind: int, name: str) -> dict[str, tuple[str | None, int, int]]:
+    """(value, source, config type) per config, from DescribeConfigs v4 on the wire (the
+    AdminClient does not show config types)."""
+    with W.KafkaWire(cluster.node(cluster.node_ids[0]).kafka_addr) as conn:
+        response = conn.call(
+            DESCRIBE_CONFIGS,
+            4,
+            {
+                "resources": [
+                    {"resource_type": kind, "resource_name": name, "configuration_keys": None}
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
+    (result,) = response.results
+    assert W.code(result.error_code) == 0, result.error_message
+    return {c.name: (c.value, int(c.config_source), int(c.config_type)) for c in result.configs}
+
+
+def test_topic_configs_are_created_and_described_with_sources_and_types(cluster) -> None:
+    name = create(
+        cluster,
+        {
+            "compression.type": "zstd",
+            "message.timestamp.before.max.ms": str(HOUR_MS),
+            "message.format.version": "3.0-IV1",
+            "unclean.leader.election.enable": "false",
+        },
+    )
+    configs = described(cluster, TOPIC_RESOURCE, name)
+    assert configs["compression.type"] == ("zstd", DYNAMIC_TOPIC, STRING)
+    assert configs["message.timestamp.before.max.ms"] == (str(HOUR_MS), DYNAMIC_TOPIC, LONG)
+    assert configs["message.format.version"] == ("3.0-IV1", DYNAMIC_TOPIC, STRING)
+    assert configs["unclean.leader.election.enable"] == ("false", DYNAMIC_TOPIC, BOOLEAN)
+    assert configs["retention.ms"] == ("86400000", STATIC_BROKER, LONG)  # the node's [broker]
+    assert configs["segment.bytes"] == ("134217728", DEFAULT, INT)
+    assert configs["message.timestamp.after.max.ms"] == (str(HOUR_MS), DEFAULT, LONG)
+    assert configs["cleanup.policy"] == ("delete", DEFAULT, LIST)
+    # the AdminClient's reading of the same answer
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    admin = admin_for(cluster)
+    entries = admin.describe_configs([resource])[resource].result(30)
+    assert entries["compression.type"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert not entries["compression.type"].is_default
+    assert entries["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert entries["segment.ms"].is_default
+    assert entries["retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+
+def test_incremental_alter_and_refusals_of_topic_configs(cluster) -> None:
+    name = create(cluster, {})
+    admin = admin_for(cluster)
+
+    def alter(key: str, value: str) -> None:
+        resource = ConfigResource(
+            ResourceType.TOPIC,
+            name,
+            incremental_configs=[
+                ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+
+    alter("compression.type", "gzip")
+    alter("compression.gzip.level", "9")
+    configs = described(cluster, TOPIC_RESOURCE, name)
+    assert configs["compression.type"][:2] == ("gzip", DYNAMIC_TOPIC)
+    assert configs["compression.gzip.level"] == ("9", DYNAMIC_TOPIC, INT)
+    for key, value, words in (
+        ("compression.type", "brotli", "String must be one of"),
+        ("compression.gzip.level", "10", "between 1 and 9 or equal to -1"),
+        ("remote.storage.enable", "true", "Tiered Storage functionality is disabled"),
+        ("no.such.config", "1", "Unknown topic config name: no.such.config"),
+    ):
+        with pytest.raises(KafkaException) as caught:
+            alter(key, value)
+        error: KafkaError = caught.value.args[0]
+        assert error.code() == KafkaError.INVALID_CONFIG, (key, error)
+        assert words in error.str(), (key, error)
+
+
+def _produce_at(cluster: Cluster, topic: str, timestamp_ms: int) -> KafkaError | None:
+    """One record stamped `timestamp_ms` (CreateTime); the delivery error, None if written."""
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 30000}
+    )
+    outcome: list[KafkaError | None] = []
+    producer.produce(
+        topic, b"v", timestamp=timestamp_ms, on_delivery=lambda err, _m: outcome.append(err)
+    )
+    producer.flush(40)
+    assert len(outcome) == 1
+    return outcome[0]
+
+
+def test_timestamps_outside_the_topics_bounds_are_refused(cluster) -> None:
+    name = create(cluster, {"message.timestamp.before.max.ms": str(HOUR_MS)})
+    now = int(time.time() * 1000)
+    assert _produce_at(cluster, name, now - 60_000) is None
+    for stamp in (now - 2 * HOUR_MS, now + 2 * HOUR_MS):  # behind its bound; past Kafka's 1 h
+        error = _produce_at(cluster, name, stamp)
+        assert error is not None and error.code() == KafkaError.INVALID_TIMESTAMP, error
+    # the deprecated difference bound (Kafka 3.9) where the pair is not set
+    lax = create(cluster, {"message.timestamp.difference.max.ms": str(3 * HOUR_MS)})
+    assert _produce_at(cluster, lax, now + 2 * HOUR_MS) is None
+
+
+def test_broker_entries_carry_kafkas_config_types(cluster) -> None:
+    configs = described(cluster, BROKER_RESOURCE, str(cluster.node_ids[0]))
+    assert all(kind != 0 for _, _, kind in configs.values()), [
+        n for n, (_, _, kind) in configs.items() if kind == 0
+    ]
+    assert configs["broker.id"][2] == INT
+    assert configs["auto.create.topics.enable"] == ("true", DEFAULT, BOOLEAN)
+    assert configs["default.replication.factor"][2] == SHORT
+    assert configs["log.retention.ms"] == ("86400000", STATIC_BROKER, LONG)
+    assert configs["group.share.record.lock.duration.ms"] == ("1000", STATIC_BROKER, INT)
+    assert configs["group.share.max.record.lock.duration.ms"] == ("60000", DEFAULT, INT)
+    assert configs["sasl.enabled.mechanisms"][2] == LIST
+    assert configs["ssl.key.password"] == (None, DEFAULT, PASSWORD)
+
+
+def test_an_unacknowledged_record_comes_back_after_the_nodes_one_second_lock(cluster) -> None:
+    share_topic(cluster, "share-lock", 1, 1)
+    group = share_group(cluster)
+    resource = ConfigResource(ResourceType.GROUP, group)
+    admin = admin_for(cluster)
+    entries = admin.describe_configs([resource])[resource].result(30)
+    assert entries["share.record.lock.duration.ms"].value == "1000"  # the node's default
+    holder = share_consumer(cluster, group, explicit=True)
+    holder.subscribe(["share-lock"])
+    taker = None
+    try:
+        held = _poll_one(holder, 60.0)
+        assert held.delivery_count() == 1
+        acquired = time.monotonic()
+        # the holder polls no more and acknowledges nothing: its lock lapses after 1 s
+        taker = share_consumer(cluster, group, explicit=True)
+        taker.subscribe(["share-lock"])
+        again = _poll_one(taker, 20.0)
+        waited = time.monotonic() - acquired
+        taker.acknowledge(again)
+        taker.commit_sync(30)
+    finally:
+        holder.close()
+        if taker is not None:
+            taker.close()
+    assert again.value() == held.value()
+    assert again.delivery_count() == 2
+    # well under the 30 s Kafka's default lock would take (the taker's join is in it too)
+    assert waited < 15.0, waited
+
+
+def _poll_one(consumer, seconds: float):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for m in consumer.poll(0.5) or []:
+            assert m.error() is None, m.error()
+            return m
+    raise AssertionError(f"no record within {seconds:.0f}s")
