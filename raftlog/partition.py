@@ -46,12 +46,13 @@ from raftlog.storage.batch import (
     needs_record_walk,
     offset_stamped,
     parse_header,
+    stamp_log_append_time,
     timestamp_error,
     validate_produce,
 )
 from raftlog.storage.control import Marker, marker_batch, read_marker
 from raftlog.storage.log import Log, LogConfig, TruncateResult
-from raftlog.topic_config import cleanup_policies, timestamp_bounds
+from raftlog.topic_config import LOG_APPEND_TIME, cleanup_policies, timestamp_bounds
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -216,13 +217,20 @@ class Partition:
             headers = validate_produce(records, self.max_message_bytes, transactional)
         except KafkaError as e:
             return _done(ProduceResult(e.code, message=e.message))
-        refused = timestamp_error(headers, history.now_ms(), *self.timestamp_bounds)
-        if refused is not None:
-            return _done(ProduceResult(refused.code, message=refused.message))
+        now = history.now_ms()
+        appended_at = -1
+        if self.log_append_time:  # Kafka ignores the timestamp bounds then
+            # (a rewrite and CRC of what validate_produce has just checked the CRC of)
+            appended_at, records = now, stamp_log_append_time(records, headers, now)
+        else:
+            refused = timestamp_error(headers, now, *self.timestamp_bounds)
+            if refused is not None:
+                return _done(ProduceResult(refused.code, message=refused.message))
         loop = asyncio.get_running_loop()
         future = loop.create_future() if acks != 0 else None
         offsets = sum(h.last_offset_delta + 1 for h in headers)
         request = ProduceRequest(records, len(headers), offsets, acks, future)
+        request.log_append_time = appended_at
         if any(needs_record_walk(h) for h in headers):
             # Off the event loop: a bomb stops at MAX_DECOMPRESSED_BYTES, and a real batch
             # does not hold up every other partition while it is opened. The queue keeps
@@ -537,6 +545,7 @@ class Partition:
         self.settings = dict(settings)
         self.max_message_bytes = int(settings["max.message.bytes"])
         self.timestamp_bounds = timestamp_bounds(settings)
+        self.log_append_time = settings["message.timestamp.type"].strip() == LOG_APPEND_TIME
         self.log.config = LogConfig(
             segment_bytes=int(settings["segment.bytes"]),
             retention_ms=int(settings["retention.ms"]),

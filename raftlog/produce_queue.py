@@ -46,6 +46,7 @@ class ProduceRequest:
     verdict: Verdict | None = None  # set when the leader left its batches out of the log
     # compressed or long batches are walked in a thread; the request is proposed once they pass
     checked: asyncio.Future[None] | None = None
+    log_append_time: int = -1  # the leader's stamp on a LogAppendTime topic's batches
 
 
 class Proposal(bytes):
@@ -184,7 +185,9 @@ class ProduceQueue:
         verdict = request.verdict
         if verdict is None:
             return ProduceResult(
-                base_offset=request.base_offset, log_start_offset=self._log_start_offset()
+                base_offset=request.base_offset,
+                log_append_time=request.log_append_time,
+                log_start_offset=self._log_start_offset(),
             )
         if verdict.error == ErrorCode.none:  # a retried batch: where the first copy landed
             return ProduceResult(

@@ -184,8 +184,10 @@ TOPIC_SETTINGS: dict[str, Setting] = {
             "message.timestamp.type",
             STRING,
             CREATE_TIME,
-            "Record timestamps are the producer's.",
-            (CREATE_TIME,),
+            "CreateTime: a record's timestamp is the producer's, held to "
+            f"{TIMESTAMP_BEFORE}/{TIMESTAMP_AFTER}; LogAppendTime: the leader stamps each "
+            "batch with its clock as it takes it.",
+            (CREATE_TIME, LOG_APPEND_TIME),
         ),
         Setting(
             "min.cleanable.dirty.ratio",

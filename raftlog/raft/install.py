@@ -6,8 +6,8 @@ every batch before it. Installing it moves only what the follower lacks, pulled 
 follower from the node that sent the snapshot point, one chunk per request:
 
     begin    follower -> source: the point (index, term), the follower's epochs and log end
-    manifest source -> follower: the point's entry, its end offset, the source's epochs, log
-             start, share state, and where the logs stop agreeing (as KIP-279 finds it with
+    manifest source -> follower: the point's entry, its end offset, the source's epochs, the
+             first offset its segments hold, share state, and where the logs stop agreeing (as KIP-279 finds it with
              OffsetForLeaderEpoch); the follower cuts its log there
     read     follower -> source: the next offset
     data     source -> follower: whole batches from there, at most CHUNK_BYTES, up to the end
@@ -49,8 +49,8 @@ class InstallListener(Protocol):
     """The partition: what it keeps beside its log, and what it redoes after an install."""
 
     def snapshot_state(self) -> object:
-        """Sent with the manifest (share-group state): the window that held its commands may
-        be cut already."""
+        """Sent with the manifest (share-group state, the log start DeleteRecords set): the
+        window that held their commands may be cut already."""
 
     def snapshot_installed(
         self, resume_offset: int, end_offset: int, source: str, state: object
@@ -324,14 +324,14 @@ class Installer:
             anchor=entry.pack(),
             end=end,
             epochs=[[t, s] for t, s in epochs],
-            log_start=self._log.log_start_offset,
+            log_start=self._log.segment_start,  # whole batches: from below a moved start
             agreed=agreed,
             state=self._listener.snapshot_state(),
         )
 
     def _serve_read(self, peer_id: str, request: dict[str, Any]) -> None:
         offset, end = int(request["offset"]), int(request["end"])
-        if end > self._journal.high_watermark or offset < self._log.log_start_offset:
+        if end > self._journal.high_watermark or offset < self._log.segment_start:
             self._refuse(peer_id, request, f"offsets {offset}..{end} are not held here")
             return
         data = self._log.read(offset, CHUNK_BYTES, end, True)

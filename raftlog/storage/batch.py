@@ -175,6 +175,28 @@ def validate_produce(
 
 
 NO_TIMESTAMP = -1
+_ATTRIBUTES = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
+_ATTRIBUTES_AT = _CRC_START  # the CRC covers the batch from its attributes on
+_MAX_TIMESTAMP_AT = 35
+
+
+def stamp_log_append_time(records: bytes, headers: list[BatchHeader], now_ms: int) -> bytes:
+    """Kafka's LogAppendTime, as its LogValidator sets it: each batch's timestamp type
+    becomes LOG_APPEND_TIME and its max timestamp the leader's `now_ms` (consumers read
+    every record's timestamp as that), CRC recomputed. `headers`: validate_produce's."""
+    buf = bytearray(records)
+    view = memoryview(buf)
+    pos = 0
+    for header in headers:
+        _ATTRIBUTES.pack_into(buf, pos + _ATTRIBUTES_AT, header.attributes | _LOG_APPEND_TIME)
+        _INT64.pack_into(buf, pos + _MAX_TIMESTAMP_AT, now_ms)
+        _CRC.pack_into(
+            buf, pos + _CRC_START - 4, crc32c(view[pos + _CRC_START : pos + header.size])
+        )
+        pos += header.size
+    view.release()
+    return bytes(buf)
 
 
 def timestamp_error(

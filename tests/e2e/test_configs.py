@@ -15,7 +15,13 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -225,3 +231,39 @@ def _poll_one(consumer, seconds: float):
             assert m.error() is None, m.error()
             return m
     raise AssertionError(f"no record within {seconds:.0f}s")
+
+
+def test_log_append_time_topics_carry_the_leaders_time(cluster) -> None:
+    name = create(cluster, {"message.timestamp.type": "LogAppendTime"})
+    stamped_by_producer = int(time.time() * 1000) - 10 * HOUR_MS  # ignored, bounds too
+    before = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    reported: list = []
+    producer.produce(
+        name, b"v", timestamp=stamped_by_producer, on_delivery=lambda e, m: reported.append((e, m))
+    )
+    producer.flush(30)
+    after = int(time.time() * 1000)
+    ((error, delivered),) = reported
+    assert error is None
+    kind, stamp = delivered.timestamp()  # the ProduceResponse's log_append_time
+    assert kind == TIMESTAMP_LOG_APPEND_TIME and before <= stamp <= after
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"lat-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([name])
+    try:
+        got = None
+        deadline = time.monotonic() + 30
+        while got is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got = message
+    finally:
+        consumer.close()
+    assert got is not None
+    assert got.timestamp() == (TIMESTAMP_LOG_APPEND_TIME, stamp)

@@ -22,6 +22,7 @@ from raftlog.storage.batch import (
     parse_header,
     record_timestamps,
     records_in_range,
+    stamp_log_append_time,
     timestamp_error,
     validate_produce,
 )
@@ -400,3 +401,18 @@ def test_timestamps_outside_the_topics_bounds_are_invalid_timestamp() -> None:
     assert timestamp_error(headers, now, 2**63 - 1, 2**63 - 1) is None  # Kafka's unbounded
     unstamped = validate_produce(bytes(make_batch([-1])), LIMIT, False)
     assert timestamp_error(unstamped, now, 0, 0) is None  # NO_TIMESTAMP is not checked
+
+
+def test_log_append_time_stamps_each_batch_with_the_leaders_clock() -> None:
+    now = 1_800_000_000_000
+    records = bytes(make_batch([5, 6]) + make_batch([7], compression=GZIP))
+    headers = validate_produce(records, LIMIT, False)
+    stamped = stamp_log_append_time(records, headers, now)
+    assert len(stamped) == len(records)
+    again = validate_produce(stamped, LIMIT, False)  # the CRCs hold
+    assert [h.max_timestamp for h in again] == [now, now]
+    assert [h.attributes & 0x08 for h in again] == [0x08, 0x08]  # LOG_APPEND_TIME
+    assert [h.compression for h in again] == [NONE, GZIP]
+    assert [h.base_timestamp for h in again] == [5, 7]  # as Kafka: only the max is set
+    first = stamped[: headers[0].size]
+    assert [ts for _, ts in record_timestamps(first)] == [now, now]

@@ -13,6 +13,7 @@ from support.raftnet import Clock
 from support.replicas import IDS, Replicas, values
 
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.storage.log import LogConfig
 
 
 @pytest.fixture
@@ -22,9 +23,10 @@ async def replicas(tmp_path: Path):
     r.close()
 
 
-async def _produced(replicas: Replicas, leader: str, batches: int) -> None:
+async def _produced(replicas: Replicas, leader: str, batches: int, first: int = 0) -> None:
+    """`batches` batches of 10 records, acks=all, from sequence `first` on."""
     for n in range(batches):
-        answer = await replicas.until(replicas.produce(leader, 10 * n, 10))
+        answer = await replicas.until(replicas.produce(leader, first + 10 * n, 10))
         assert answer.error == ErrorCode.none
 
 
@@ -104,3 +106,42 @@ async def test_a_deletion_that_cannot_commit_times_out_and_is_not_applied(
     await asyncio.sleep(0.01)
     assert await answer == (ErrorCode.request_timed_out, -1)
     assert p.log_start_offset == 0
+
+
+async def test_segments_below_the_start_go_at_retention_and_a_far_follower_learns_the_start(
+    replicas: Replicas, tmp_path: Path
+) -> None:
+    """The segments wholly below the start are deleted once Raft's window no longer needs
+    them; a follower that was away while the window was cut installs a snapshot from below
+    the start (the whole batch holding it) and takes the start from the snapshot."""
+    for p in replicas.partitions.values():
+        p.log.config = LogConfig(segment_bytes=400)  # a segment every few batches
+    leader = await replicas.leader()
+    away = next(i for i in IDS if i != leader)
+    replicas.net.isolate(away)
+    await _produced(replicas, leader, 12)  # offsets 0-119
+    assert await replicas.until(replicas.partitions[leader].delete_records(45, 5_000)) == (
+        ErrorCode.none,
+        45,
+    )
+    await _produced(replicas, leader, 1, first=120)
+    for node_id in IDS:
+        if node_id != away:
+            replicas.partitions[node_id].group.force_compaction()
+    await replicas.run(0.3)
+    p = replicas.partitions[leader]
+    before = p.log.segment_start
+    p.apply_retention()
+    assert before < p.log.segment_start <= 45 == p.log_start_offset
+    assert all(s.next_offset > 45 for s in p.log.segments())
+    assert p.epochs.entries()[0][1] == p.log.segment_start  # the cache is the segment list
+
+    replicas.net.heal()
+    far = replicas.partitions[away]
+    for _ in range(200):
+        await replicas.step()
+        if far.high_watermark == p.high_watermark and far.log_start_offset == 45:
+            break
+    assert far.log_start_offset == 45
+    assert values(far) == values(p)
+    assert (45, "install") in _log_starts(tmp_path, away)

@@ -98,9 +98,10 @@ def test_existing_settings_keep_their_rules() -> None:
     assert validate({"segment.bytes": "1000"}) == (
         "Invalid value 1000 for configuration segment.bytes: Value must be at least 1048576"
     )
-    assert validate({"message.timestamp.type": "LogAppendTime"}) == (
-        "Invalid value LogAppendTime for configuration message.timestamp.type: "
-        "String must be one of: CreateTime"
+    assert validate({"message.timestamp.type": "LogAppendTime"}) is None
+    assert validate({"message.timestamp.type": "logappendtime"}) == (
+        "Invalid value logappendtime for configuration message.timestamp.type: "
+        "String must be one of: CreateTime, LogAppendTime"
     )
     assert validate({"message.timestamp.type": " CreateTime "}) is None  # Kafka trims
     assert validate({"no.such.config": "1"}) == "Unknown topic config name: no.such.config"
