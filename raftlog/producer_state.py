@@ -9,8 +9,7 @@ over a verdict. The state is rebuilt at start from a snapshot plus the batches a
 
 A transactional batch opens its producer's transaction here (its first offset holds the last
 stable offset back) until the coordinator's marker closes it; an abort marker adds the
-transaction to the aborted list a read_committed Fetch returns (Kafka keeps it per segment,
-in .txnindex files). Both are part of the state, so every replica computes the same last
+transaction to the aborted list a read_committed Fetch returns (aborted_txns.py). Both are part of the state, so every replica computes the same last
 stable offset from the same log.
 """
 
@@ -24,6 +23,7 @@ from typing import NamedTuple
 
 import msgpack
 
+from raftlog.aborted_txns import AbortedTxn, AbortedTxns
 from raftlog.errors import ErrorCode
 from raftlog.storage.batch import BatchHeader
 from raftlog.storage.control import Marker
@@ -51,12 +51,6 @@ class Verdict:
     message: str | None = None
 
 
-class AbortedTxn(NamedTuple):
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the abort marker's
-
-
 class ActiveProducer(NamedTuple):
     """A producer as DescribeProducers reports it (Kafka keeps its last timestamp and its
     coordinator's epoch too; this state has neither)."""
@@ -74,7 +68,7 @@ class ProducerState:
         # first offset of each open transaction, by producer id: never evicted with the
         # producer's sequences, since it holds the last stable offset
         self._open: dict[int, int] = {}
-        self._aborted: deque[AbortedTxn] = deque()  # in marker order, so by last offset
+        self._aborted = AbortedTxns()
         # (marker offset, first offset) of transactions whose marker may not be committed yet:
         # they hold the last stable offset until it is, as in Kafka (a marker a new leader's
         # log lacks must not have let a consumer read its transaction meanwhile)
@@ -164,7 +158,8 @@ class ProducerState:
         if first is not None:
             self._ending.append((offset, first))
         if marker is not None and not marker.commit and first is not None:
-            self._aborted.append(AbortedTxn(pid, first, offset))
+            stable = min(self._open.values(), default=offset + 1)
+            self._aborted.append(AbortedTxn(pid, first, offset), stable)
         entry = self._producers.get(pid)
         if entry is not None and header.producer_epoch > entry.epoch:
             self._producers[pid] = _Producer(header.producer_epoch)
@@ -201,19 +196,11 @@ class ProducerState:
         """The aborted transactions a read of [start, end) may hold records of (Kafka's
         collectAbortedTransactions: the abort marker at or after start, the first offset
         before end)."""
-        found: list[AbortedTxn] = []
-        for txn in reversed(self._aborted):
-            if txn.last_offset < start:
-                break
-            if txn.first_offset < end:
-                found.append(txn)
-        found.reverse()
-        return found
+        return self._aborted.overlapping(start, end)
 
     def forget_aborted_before(self, offset: int) -> None:
         """Aborts whose markers are below the log start offset have nothing left to hide."""
-        while self._aborted and self._aborted[0].last_offset < offset:
-            self._aborted.popleft()
+        self._aborted.forget_before(offset)
 
     # --- persistence ---------------------------------------------------------------------------
 
@@ -224,7 +211,7 @@ class ProducerState:
                 offset,
                 [[pid, p.epoch, list(p.batches)] for pid, p in self._producers.items()],
                 list(self._open.items()),
-                [list(t) for t in self._aborted],
+                self._aborted.dump(),
                 [list(e) for e in self._ending],
             ]
         )
@@ -248,7 +235,7 @@ class ProducerState:
             state._producers[pid] = entry
         if txns:  # files written before transactions hold only the sequences
             state._open = {pid: first for pid, first in txns[0]}
-            state._aborted.extend(AbortedTxn(*t) for t in txns[1])
+            state._aborted = AbortedTxns.undump(txns[1])
             state._ending.extend((marker, first) for marker, first in txns[2])
         return state, offset
 
