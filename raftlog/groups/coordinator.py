@@ -20,7 +20,7 @@ from functools import partial
 from raftlog.clock import LOOP_CLOCK, Clock, now_ms
 from raftlog.errors import ErrorCode
 from raftlog.groups.config import GroupConfig
-from raftlog.groups.group import Group, GroupState, cancel
+from raftlog.groups.group import Group, GroupState, TopicPartition, cancel
 from raftlog.groups.join import Join, Joiner
 from raftlog.groups.metadata_manager import GroupMetadataManager
 from raftlog.groups.offsets_log import OffsetsLog
@@ -29,6 +29,7 @@ from raftlog.groups.records import (
     ShareGroupMetadataValue,
     share_group_metadata_key,
     share_group_metadata_value,
+    subscription_topics,
 )
 from raftlog.groups.results import (
     CommitOffset,
@@ -59,6 +60,7 @@ STABLE = GroupState.STABLE
 DEAD = GroupState.DEAD
 
 
+CONSUMER_PROTOCOL = "consumer"  # the protocol type of Kafka's consumers' groups
 SHARE_TYPE = "share"  # ListGroups' group type and protocol type of a share group
 
 
@@ -445,6 +447,38 @@ class GroupCoordinator:
     ) -> OffsetFetchResult:
         return await self._manager.fetch_offsets(group_id, partitions, require_stable)
 
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """OffsetDelete, as Kafka's OffsetMetadataManager.deleteOffsets: (the group's error,
+        one error per partition). A group with members may lose only the offsets of topics
+        none of them subscribes to (GROUP_SUBSCRIBED_TO_TOPIC), and only if it is a consumer
+        group (else NON_EMPTY_GROUP). The offsets go as tombstones in `__consumer_offsets`,
+        so a coordinator that loads the partition after a failover has them gone too."""
+        shard = self._manager.lookup(group_id)
+        if isinstance(shard, ErrorCode):
+            return shard, []
+        group = shard.groups.get(group_id)
+        if group is None or group.state is DEAD:
+            return E.group_id_not_found, []
+        active = group.state is not EMPTY
+        if active and group.protocol_type != CONSUMER_PROTOCOL:
+            return E.non_empty_group, []
+        subscribed = _subscribed_topics(group) if active else set()
+        errors = [
+            E.group_subscribed_to_topic if subscribed is None or tp[0] in subscribed else E.none
+            for tp in partitions
+        ]
+        held = [
+            tp
+            for tp, error in zip(partitions, errors, strict=True)
+            if error is E.none and (tp in group.offsets or group.unstable(tp))
+        ]
+        if held:
+            written = await self._manager.delete_offsets(shard, group, held)
+            errors = [written if e is E.none else e for e in errors]
+        return E.none, errors
+
     async def delete_groups(self, group_ids: Sequence[str]) -> list[DeletedGroup]:
         share = [g for g in group_ids if self.share_groups.has_group(g)]
         classic = [g for g in group_ids if g not in share]
@@ -558,6 +592,21 @@ def _commit_error(
     if generation_id != group.generation:
         return E.illegal_generation
     return E.none
+
+
+def _subscribed_topics(group: Group) -> set[str] | None:
+    """The topics the members' subscriptions name (Kafka's ClassicGroup.subscribedTopics);
+    None when a subscription cannot be read, which Kafka takes as subscribed to every topic."""
+    topics: set[str] = set()
+    for member in group.members.values():
+        data = member.metadata(group.protocol_name) if group.protocol_name else b""
+        if not data and member.protocols:
+            data = member.protocols[0][1]
+        try:
+            topics.update(subscription_topics(data))
+        except ValueError:
+            return None
+    return topics
 
 
 def _inconsistent(given: str | None, expected: str | None) -> bool:

@@ -252,6 +252,31 @@ class GroupMetadataManager:
 
     # ------------------------------------------------------------------ deletion
 
+    async def delete_offsets(
+        self, shard: Shard, group: Group, partitions: Sequence[TopicPartition]
+    ) -> ErrorCode:
+        """Tombstones for the group's offsets of `partitions`, committed or held by an open
+        transaction (as Kafka writes them), in one append; gone from memory once written."""
+        records: Records = [
+            (offset_commit_key(group.group_id, topic, partition), None)
+            for topic, partition in partitions
+        ]
+        return await shard.append(
+            records, partial(self._offsets_deleted, shard, group, tuple(partitions))
+        )
+
+    @staticmethod
+    def _offsets_deleted(
+        shard: Shard, group: Group, partitions: tuple[TopicPartition, ...], error: ErrorCode
+    ) -> None:
+        if error is not E.none:
+            return
+        for tp in partitions:
+            group.offsets.pop(tp, None)
+            for pending in group.txn_offsets.values():
+                pending.pop(tp, None)
+        shard.discard_if_unused(group)
+
     async def delete_groups(self, group_ids: Sequence[str]) -> list[DeletedGroup]:
         """Deletes Empty groups: a GroupMetadata tombstone and one per committed offset, one
         append per partition. The group is Dead (refusing requests) while that is written."""
