@@ -195,6 +195,18 @@ class Group:
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
+    @property
+    def sync_timeout_ms(self) -> int:
+        """How long a new generation's members have to send SyncGroup: the rebalance timeout,
+        as in Kafka, but never less than the longest session timeout. Kafka 3.0+ holds them to
+        the rebalance timeout alone, so a member that joins with 0 (kafkajs's protocol tests,
+        which leave it unset) is out before its SyncGroup can arrive; before 3.0 its session
+        alone bounded the wait."""
+        return max(
+            self.rebalance_timeout_ms,
+            max((m.session_timeout_ms for m in self.members.values()), default=0),
+        )
+
     def all_joined(self) -> bool:
         return not self.pending_members and all(
             m.join_waiter is not None for m in self.members.values()

@@ -124,7 +124,7 @@ class Rebalancer:
             self.arm_session(shard, group, member)
             group.pending_sync.add(member.member_id)
         group.sync_timer = self._clock.call_later(
-            group.rebalance_timeout_ms / 1000,
+            group.sync_timeout_ms / 1000,
             self._sync_overdue,
             shard,
             group,
@@ -142,7 +142,7 @@ class Rebalancer:
     # ------------------------------------------------------------------ syncing
 
     def _sync_overdue(self, shard: Shard, group: Group, generation: int) -> None:
-        """Members that never sent SyncGroup within the rebalance timeout are removed."""
+        """Members that never sent SyncGroup in time (Group.sync_timeout_ms) are removed."""
         group.sync_timer = None
         if generation != group.generation or group.state not in (COMPLETING, STABLE):
             return

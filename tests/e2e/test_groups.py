@@ -295,3 +295,28 @@ def test_create_partitions_on_offsets_topic_is_refused(cluster, guarded):
     leaders = G.offsets_topic_leaders(cluster.bootstrap)
     assert sorted(leaders) == list(range(16))
     guarded.assert_untouched()
+
+
+def test_a_member_joining_with_rebalance_timeout_zero_can_sync(cluster):
+    """kafkajs's protocol tests join with rebalance timeout 0 (left unset) and then sync: the
+    member keeps its session timeout to send SyncGroup instead of being dropped at once."""
+    group = "rebalance-timeout-zero"
+    coord = G.coordinator_address(cluster.bootstrap, group)
+    assignment = G.encode_assignment({TOPIC: [0, 1]})
+    with W.KafkaWire(coord.address) as w:
+        j = G.join_group(
+            w,
+            group,
+            [("range", G.encode_subscription([TOPIC]))],
+            session_timeout_ms=10000,
+            rebalance_timeout_ms=0,
+        )
+        assert j.error == G.NONE and j.leader == j.member_id, j
+        time.sleep(0.5)  # a slow client: Kafka 3.0+ would have dropped the member by now
+        err, mine = G.sync_group(
+            w, group, j.generation, j.member_id, {j.member_id: assignment}, j.protocol
+        )
+        assert (err, mine) == (G.NONE, assignment)
+        assert G.heartbeat(w, group, j.generation, j.member_id) == G.NONE
+        assert G.describe_group(w, group).state == "Stable"
+        G.leave_group(w, group, j.member_id)

@@ -289,15 +289,36 @@ async def test_initial_delay_extends_while_members_keep_arriving(clock):
 
 async def test_members_that_never_sync_are_removed(clock):
     coord, _ = await coordinator(clock)
-    joined = await clock.run(asyncio.gather(join(coord, rebalance=200), join(coord, rebalance=200)))
+    joined = await clock.run(
+        asyncio.gather(*(join(coord, rebalance=200, session=300) for _ in range(2)))
+    )
+    leader = next(j for j in joined if j.members)
     follower = next(j for j in joined if not j.members)
-    # The leader never sends SyncGroup: after the rebalance timeout it is out.
+    # The leader heartbeats but never sends SyncGroup: after the rebalance timeout, but no
+    # sooner than the session timeout, it is out.
     started = clock.now()
-    synced = await clock.run(coord.sync_group("g", 1, follower.member_id))
-    assert synced.error is E.rebalance_in_progress
-    assert clock.now() - started == pytest.approx(0.2)
-    again = await join(coord, member_id=follower.member_id, rebalance=200)
+    syncing = asyncio.ensure_future(coord.sync_group("g", 1, follower.member_id))
+    for _ in range(5):  # 250 ms
+        assert await coord.heartbeat("g", 1, leader.member_id) is E.none
+        await clock.advance(0.05)
+    assert not syncing.done()
+    assert (await clock.run(syncing)).error is E.rebalance_in_progress
+    assert clock.now() - started == pytest.approx(0.3)
+    again = await join(coord, member_id=follower.member_id, rebalance=200, session=300)
     assert again.generation_id == 2 and [m.member_id for m in again.members] == [follower.member_id]
+
+
+async def test_a_member_joining_with_rebalance_timeout_zero_can_still_sync(clock):
+    """kafkajs's protocol tests join with rebalance timeout 0 (left unset): the member has its
+    session timeout to send SyncGroup, not no time at all."""
+    coord, _ = await coordinator(clock)
+    joined = await clock.run(join(coord, rebalance=0, session=1000))
+    assert joined.error is E.none and joined.generation_id == 1
+    await clock.advance(0.5)
+    assignment = {joined.member_id: b"mine"}
+    synced = await coord.sync_group("g", 1, joined.member_id, None, "consumer", "range", assignment)
+    assert synced.error is E.none and synced.assignment == b"mine"
+    assert await state(coord) == "Stable"
 
 
 async def test_rebalance_timeout_removes_members_that_do_not_rejoin(clock):
