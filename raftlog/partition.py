@@ -5,6 +5,7 @@ ProduceQueue (produce_queue.py)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 import time
@@ -46,13 +47,19 @@ from raftlog.storage.batch import (
     needs_record_walk,
     offset_stamped,
     parse_header,
+    recompress,
     stamp_log_append_time,
     timestamp_error,
     validate_produce,
 )
 from raftlog.storage.control import Marker, marker_batch, read_marker
 from raftlog.storage.log import Log, LogConfig, TruncateResult
-from raftlog.topic_config import LOG_APPEND_TIME, cleanup_policies, timestamp_bounds
+from raftlog.topic_config import (
+    LOG_APPEND_TIME,
+    cleanup_policies,
+    compression,
+    timestamp_bounds,
+)
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -231,7 +238,20 @@ class Partition:
         offsets = sum(h.last_offset_delta + 1 for h in headers)
         request = ProduceRequest(records, len(headers), offsets, acks, future)
         request.log_append_time = appended_at
-        if any(needs_record_walk(h) for h in headers):
+        target = self.compression
+        if target is not None and any(h.compression != target[0] for h in headers):
+            # compression.type: Kafka's broker-side recompression, in a thread; the
+            # rebuilt batches replace the request's before its queue can propose it
+            request.checked = loop.run_in_executor(
+                None,
+                recompress,
+                records,
+                *target,
+                codecs.MAX_DECOMPRESSED_BYTES,
+                self.max_message_bytes,
+            )
+            request.checked.add_done_callback(functools.partial(_take_records, request))
+        elif any(needs_record_walk(h) for h in headers):
             # Off the event loop: a bomb stops at MAX_DECOMPRESSED_BYTES, and a real batch
             # does not hold up every other partition while it is opened. The queue keeps
             # the request's place, so a connection's writes still land in order.
@@ -546,6 +566,7 @@ class Partition:
         self.max_message_bytes = int(settings["max.message.bytes"])
         self.timestamp_bounds = timestamp_bounds(settings)
         self.log_append_time = settings["message.timestamp.type"].strip() == LOG_APPEND_TIME
+        self.compression = compression(settings)
         self.log.config = LogConfig(
             segment_bytes=int(settings["segment.bytes"]),
             retention_ms=int(settings["retention.ms"]),
@@ -764,3 +785,10 @@ def _done(result: _T) -> Awaitable[_T]:
     future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
     future.set_result(result)
     return future
+
+
+def _take_records(request: ProduceRequest, rebuilt: asyncio.Future[bytes]) -> None:
+    """A recompressed request carries the rebuilt batches (a failure is the queue's to
+    answer, from the same future)."""
+    if not rebuilt.cancelled() and rebuilt.exception() is None:
+        request.records = rebuilt.result()

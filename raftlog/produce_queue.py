@@ -44,8 +44,9 @@ class ProduceRequest:
     base_offset: int = -1
     term: int = -1  # of the Raft entry that carried it
     verdict: Verdict | None = None  # set when the leader left its batches out of the log
-    # compressed or long batches are walked in a thread; the request is proposed once they pass
-    checked: asyncio.Future[None] | None = None
+    # compressed or long batches are walked (or recompressed: the rebuilt batches) in a
+    # thread; the request is proposed once they pass
+    checked: asyncio.Future[None] | asyncio.Future[bytes] | None = None
     log_append_time: int = -1  # the leader's stamp on a LogAppendTime topic's batches
 
 

@@ -70,20 +70,22 @@ TOPIC_SETTINGS: dict[str, Setting] = {
             "compression.type",
             STRING,
             PRODUCER,
-            "producer: batches are stored as the producer compressed them. Any other codec is "
-            "accepted and described, but batches are still stored as produced (no broker-side "
-            "recompression); consumers read every codec either way.",
+            "producer: batches are stored as the producer compressed them; a codec (or "
+            "uncompressed): the leader rebuilds each batch in another codec in that one, as "
+            "Kafka's broker does.",
             COMPRESSION_TYPES,
         ),
-        Setting(_GZIP_LEVEL, INT, "-1", _INERT + "no broker-side recompression."),
         Setting(
-            "compression.lz4.level", INT, "9", _INERT + "no broker-side recompression.", (), 1, 17
+            _GZIP_LEVEL, INT, "-1", "The gzip level of compression.type=gzip (-1: zlib's default)."
+        ),
+        Setting(
+            "compression.lz4.level", INT, "9", "The lz4 level of compression.type=lz4.", (), 1, 17
         ),
         Setting(
             "compression.zstd.level",
             INT,
             "3",
-            _INERT + "no broker-side recompression.",
+            "The zstd level of compression.type=zstd.",
             (),
             -131072,
             22,
@@ -332,6 +334,21 @@ def _conflict(configs: dict[str, str | None]) -> str | None:
             f"max.compaction.lag.ms ({high_ms})"
         )
     return None
+
+
+# compression.type's codecs by their id in a batch's attributes, and their level settings.
+_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_LEVELS = {1: _GZIP_LEVEL, 3: "compression.lz4.level", 4: "compression.zstd.level"}
+
+
+def compression(settings: dict[str, str]) -> tuple[int, int | None] | None:
+    """The codec id and level batches are stored in, from a topic's effective settings;
+    None for `producer` (as produced)."""
+    codec = _CODECS.get(settings["compression.type"].strip())
+    if codec is None:
+        return None
+    level = _LEVELS.get(codec)
+    return codec, int(settings[level]) if level is not None else None
 
 
 def timestamp_bounds(settings: dict[str, str]) -> tuple[int, int]:

@@ -59,7 +59,6 @@ _LOG_APPEND_TIME = 0x08
 # Records validate_produce walks on the event loop (about 1 ms); a batch with more is walked
 # in a thread, like a compressed one.
 INLINE_RECORDS = 4096
-_XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
 
 class BatchHeader(NamedTuple):
@@ -346,18 +345,44 @@ def snappy_encode(records: bytes, like: bytes) -> bytes:
     Java client's batches, raw snappy for librdkafka's, so each reads back what it wrote."""
     if not like.startswith(codecs.XERIAL_MAGIC):
         return bytes(cramjam.snappy.compress_raw(records))
-    out = bytearray(codecs.XERIAL_HEADER)
-    for pos in range(0, len(records), _XERIAL_BLOCK):
-        block = cramjam.snappy.compress_raw(records[pos : pos + _XERIAL_BLOCK])
-        out += _INT32.pack(len(block))
-        out += block
-    return bytes(out)
+    return codecs.compress(codecs.SNAPPY, records, None)
 
 
 def needs_record_walk(header: BatchHeader) -> bool:
     """Whether check_records has work for this batch that is too slow for the event loop:
     opening a compressed payload, or walking more records than validate_produce does."""
     return bool(header.compression) or header.record_count > INLINE_RECORDS
+
+
+def recompress(
+    records: bytes, codec: int, level: int | None, limit: int, max_batch_bytes: int
+) -> bytes:
+    """A topic's compression.type applied as Kafka's LogValidator applies it: each batch not
+    in `codec` (0: uncompressed) is opened (within `limit` bytes), its records counted as
+    check_records counts them, and rebuilt in `codec` with its header's fields kept; the
+    others are checked as check_records checks them. MESSAGE_TOO_LARGE for a rebuilt batch
+    past `max_batch_bytes` (the topic's max.message.bytes). For a thread."""
+    out = bytearray()
+    for pos, header in iter_batches(records):
+        batch = memoryview(records)[pos : pos + header.size]
+        if header.compression == codec:
+            if needs_record_walk(header):
+                check_records(bytes(batch), limit)
+            out += batch
+            continue
+        plain = records_section(batch, header) if header.compression else bytes(batch[HEADER_SIZE:])
+        count_records(plain, header.record_count)
+        payload = codecs.compress(codec, plain, level) if codec else plain
+        attributes = (header.attributes & ~_COMPRESSION_MASK) | codec
+        rebuilt = build(header._replace(attributes=attributes), payload)
+        if len(rebuilt) > max_batch_bytes:
+            raise KafkaError(
+                ErrorCode.message_too_large,
+                f"record batch of {len(rebuilt)} bytes once recompressed exceeds the limit of "
+                f"{max_batch_bytes}",
+            )
+        out += rebuilt
+    return bytes(out)
 
 
 def check_records(records: bytes, limit: int) -> None:

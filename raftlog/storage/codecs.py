@@ -23,6 +23,7 @@ GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 XERIAL_MAGIC = b"\x82SNAPPY\x00"  # snappy-java's block framing; librdkafka sends raw snappy
 XERIAL_HEADER = XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"  # version 1, compat 1
+XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
 
 def _corrupt(message: str) -> KafkaError:
@@ -52,6 +53,35 @@ def decompress(codec: int, payload: bytes | memoryview, limit: int) -> bytes:
     except Exception as exc:  # each library raises its own types for a bad payload
         raise _corrupt(f"codec {codec} payload does not decompress: {exc}") from None
     raise _corrupt(f"unknown codec {codec}")
+
+
+def compress(codec: int, records: bytes, level: int | None) -> bytes:
+    """`records` compressed as Kafka's broker compresses a batch it recompresses (its
+    compression.type): gzip, snappy in snappy-java's xerial blocks, an LZ4 frame of
+    independent 64 KiB blocks, a zstd frame. `level`: the topic's compression.<codec>.level
+    (gzip -1: zlib's default, as Java's Deflater). Slow for a large batch: off the loop."""
+    if codec == GZIP:
+        z = zlib.compressobj(-1 if level is None else level, zlib.DEFLATED, 31)  # gzip header
+        return z.compress(records) + z.flush()
+    if codec == SNAPPY:
+        out = bytearray(XERIAL_HEADER)
+        for pos in range(0, len(records), XERIAL_BLOCK):
+            block = cramjam.snappy.compress_raw(records[pos : pos + XERIAL_BLOCK])
+            out += len(block).to_bytes(4, "big")
+            out += block
+        return bytes(out)
+    if codec == LZ4:
+        compressed: bytes = lz4.frame.compress(
+            records,
+            compression_level=9 if level is None else level,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+        )
+        return compressed
+    if codec == ZSTD:
+        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(records)
+    raise ValueError(f"no compressor for codec {codec}")
 
 
 def _gzip(payload: bytes | memoryview, limit: int) -> bytes:

@@ -32,9 +32,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from support import groups as G
+from support import records as R
 from support import wire as W
 from support.cluster import Cluster
 from support.share import share_consumer, share_group, share_topic
+
+from raftlog.storage.batch import iter_batches
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -43,6 +46,7 @@ TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 BOOLEAN, STRING, INT, SHORT, LONG, LIST, PASSWORD = 1, 2, 3, 4, 5, 7, 9
 DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
 HOUR_MS = 3_600_000
+CODECS = {"uncompressed": 0, "gzip": 1, "zstd": 4}  # a batch's codec ids
 BROKER = {
     "group.share.record.lock.duration.ms": 1000,
     "group.share.min.record.lock.duration.ms": 1000,
@@ -267,3 +271,20 @@ def test_log_append_time_topics_carry_the_leaders_time(cluster) -> None:
         consumer.close()
     assert got is not None
     assert got.timestamp() == (TIMESTAMP_LOG_APPEND_TIME, stamp)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd", "uncompressed"])
+def test_compression_type_recompresses_what_producers_send(cluster, codec: str) -> None:
+    name = create(cluster, {"compression.type": codec})
+    records = R.make_records(name, 300, 1)
+    out = R.produce_confluent(cluster.bootstrap, name, records, compression="lz4", timeout=60)
+    assert len(out.acked) == len(records), out.failed[:3]
+    ends = R.end_offsets_of(out.acked)
+    for read in (R.consume_confluent, R.consume_kafka_python):
+        got = read(cluster.bootstrap, name, ends, timeout=60)
+        assert sorted(r.value for r in got) == sorted(r.value for r in records), read.__name__
+    leader, _ = cluster.leader(name, 0)
+    with W.KafkaWire(cluster.node(leader).kafka_addr) as conn:
+        fetched = conn.fetch(name, 0, 0, max_bytes=16 * 1024 * 1024)
+    stored = {header.compression for _, header in iter_batches(fetched.records)}
+    assert stored == {CODECS[codec]}  # every batch the lz4 producer sent, rebuilt

@@ -20,8 +20,10 @@ from raftlog.storage.batch import (
     needs_record_walk,
     offset_stamped,
     parse_header,
+    recompress,
     record_timestamps,
     records_in_range,
+    records_section,
     stamp_log_append_time,
     timestamp_error,
     validate_produce,
@@ -416,3 +418,40 @@ def test_log_append_time_stamps_each_batch_with_the_leaders_clock() -> None:
     assert [h.base_timestamp for h in again] == [5, 7]  # as Kafka: only the max is set
     first = stamped[: headers[0].size]
     assert [ts for _, ts in record_timestamps(first)] == [now, now]
+
+
+@pytest.mark.parametrize("target", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
+@pytest.mark.parametrize("produced", [NONE, GZIP, ZSTD])
+def test_recompress_rebuilds_each_batch_in_the_topics_codec(produced: int, target: int) -> None:
+    first = make_batch([10, 11, 12], compression=produced, producer=(7, 1, 40))
+    second = make_batch([13], compression=GZIP)
+    records = bytes(first + second)
+    out = recompress(records, target, None, LIMIT, LIMIT)
+    before = [h for _, h in iter_batches(records)]
+    after = validate_produce(out, LIMIT, False)  # CRCs and counts hold
+    assert [h.compression for h in after] == [target, target]
+    for old, new in zip(before, after, strict=True):
+        keep = ("producer_id", "producer_epoch", "base_sequence", "record_count", "max_timestamp")
+        assert [getattr(new, f) for f in keep] == [getattr(old, f) for f in keep]
+    for (pos_old, old), (pos_new, new) in zip(
+        iter_batches(records), iter_batches(out), strict=True
+    ):
+        assert records_section(out[pos_new : pos_new + new.size], new) == records_section(
+            records[pos_old : pos_old + old.size], old
+        )
+    if target == produced == GZIP:  # nothing to rebuild: the bytes are the producer's
+        assert out == records
+
+
+def test_a_kafka_client_reads_what_recompress_wrote() -> None:
+    records = bytes(make_batch([1, 2]))
+    for target in (GZIP, LZ4, ZSTD):
+        batch = MemoryRecords(recompress(records, target, 5, LIMIT, LIMIT)).next_batch()
+        assert [r.value for r in batch] == [b"value-" * 30] * 2
+
+
+def test_recompress_refuses_a_rebuilt_batch_past_max_message_bytes() -> None:
+    records = bytes(make_batch([1, 2, 3], compression=GZIP))
+    with pytest.raises(KafkaError) as caught:
+        recompress(records, NONE, None, LIMIT, len(records))  # plain, it no longer fits
+    assert caught.value.code == ErrorCode.message_too_large
