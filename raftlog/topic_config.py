@@ -224,6 +224,10 @@ TOPIC_SETTINGS: dict[str, Setting] = {
             "false",
             "Tiered storage: raftlog has none, so only false is accepted.",
         ),
+        *(
+            Setting(name, BOOLEAN, "false", _INERT + "there is no tiered storage.")
+            for name in ("remote.log.copy.disable", "remote.log.delete.on.disable")
+        ),
         Setting(
             "retention.bytes", LONG, "-1", "Delete old segments past this size; -1: never.", (), -1
         ),

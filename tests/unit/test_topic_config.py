@@ -203,6 +203,8 @@ KAFKA_39_TOPIC_CONFIGS = {
     "min.insync.replicas": "INT",
     "preallocate": "BOOLEAN",
     "remote.storage.enable": "BOOLEAN",
+    "remote.log.copy.disable": "BOOLEAN",  # Kafka 3.9 (KIP-950)
+    "remote.log.delete.on.disable": "BOOLEAN",
     "retention.bytes": "LONG",
     "retention.ms": "LONG",
     "segment.bytes": "INT",
