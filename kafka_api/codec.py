@@ -14,14 +14,15 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from types import ModuleType
-from typing import Any, ParamSpec
+from typing import Any, ParamSpec, cast
 
-from kio.index import load_payload_module, load_request_schema
+from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import Reader, read_unsigned_varint
 from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from kafka_api import list_offsets_v0
 from kafka_api.bounds import check_body
 from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
 from kafka_api.metadata_encoding import METADATA_API_KEY, encode_metadata_response
@@ -71,11 +72,34 @@ def decode_header(frame: Frame) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, size)
 
 
+# API versions Kafka 3.9 still serves that kio (Kafka 4's schemas) does not model: the module
+# of each holds its models in kio's form, REQUEST and RESPONSE the payloads'.
+_NOT_IN_KIO: dict[tuple[int, int], ModuleType] = {
+    (list_offsets_v0.API_KEY, list_offsets_v0.VERSION): list_offsets_v0,
+}
+
+
+def request_schema(api_key: int, api_version: int) -> type[RequestPayload]:
+    """The request model of one API version: kio's, or ours where kio has none."""
+    module = _NOT_IN_KIO.get((api_key, api_version))
+    if module is not None:
+        return cast(type[RequestPayload], module.REQUEST)
+    return load_request_schema(api_key, api_version)
+
+
+def response_schema(api_key: int, api_version: int) -> type[ResponsePayload]:
+    """The response model of one API version: kio's, or ours where kio has none."""
+    module = _NOT_IN_KIO.get((api_key, api_version))
+    if module is not None:
+        return cast(type[ResponsePayload], module.RESPONSE)
+    return load_response_schema(api_key, api_version)
+
+
 @functools.cache
 def _request_reader(
     api_key: int, api_version: int
 ) -> tuple[type[RequestPayload], Reader[RequestPayload]]:
-    request_type = load_request_schema(api_key, api_version)
+    request_type = request_schema(api_key, api_version)
     return request_type, entity_reader(request_type)
 
 
@@ -114,7 +138,11 @@ def _skip_tagged_fields(frame: Frame, offset: int) -> int:
 
 @functools.cache
 def response_module(api_key: int, api_version: int) -> ModuleType:
-    """The kio module holding every response model of one API version."""
+    """The kio module holding every response model of one API version (ours where kio has
+    none)."""
+    module = _NOT_IN_KIO.get((api_key, api_version))
+    if module is not None:
+        return module
     return load_payload_module(api_key, api_version, EntityType.response)
 
 

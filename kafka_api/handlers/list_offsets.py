@@ -1,4 +1,12 @@
-"""ListOffsets (2): offsets by timestamp, including Kafka's special timestamps."""
+"""ListOffsets (2): offsets by timestamp, including Kafka's special timestamps.
+
+v0 (Kafka 3.9 serves it; kio has no model of it, kafka_api/list_offsets_v0.py) answers each
+partition with a list of up to max_num_offsets offsets, newest first, as Kafka's
+legacyFetchOffsetsBefore does for a log of one segment: LATEST gives the high watermark then
+the log start offset, EARLIEST the log start offset, and a timestamp the first offset whose
+record is at or after it (every record before it is older), or the high watermark when no
+record is that new, then the log start offset. Kafka answers a timestamp by its segments'
+modification times; raftlog by the records' own timestamps."""
 
 from __future__ import annotations
 
@@ -10,12 +18,12 @@ from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
-from raftlog.broker import EARLIEST_TIMESTAMP, TimestampOffset, TopicInfo
+from raftlog.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TimestampOffset, TopicInfo
 from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
 
 API_KEY = 2
-MIN_VERSION = 1  # Kafka 4's baseline
+MIN_VERSION = 0  # v0: Kafka 3.9 still serves it, Kafka 4 does not
 MAX_VERSION = 11
 
 # Tiered-storage timestamps (KIP-1005 and later). Without tiered storage the local log is the
@@ -44,6 +52,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 # Kafka answers every copy of a partition named twice INVALID_REQUEST, and
                 # does no work for it (5,000 copies of one froze a node for 7 s).
                 error, found = ErrorCode.invalid_request, _NOT_FOUND
+            elif version == 0:
+                error, offsets = await _old_style(
+                    ctx.broker, topic, requested.partition_index, requested.timestamp
+                )
+                partitions.append(
+                    build(
+                        m.ListOffsetsPartitionResponse,
+                        partition_index=requested.partition_index,
+                        error_code=error,
+                        old_style_offsets=offsets[: max(requested.max_num_offsets, 0)],
+                    )
+                )
+                continue
             else:
                 error, found = await _lookup(
                     ctx.broker,
@@ -93,3 +114,25 @@ async def _lookup(
     except KafkaError as exc:
         return exc.code, _NOT_FOUND
     return ErrorCode.none, found or _NOT_FOUND
+
+
+async def _old_style(
+    broker: Broker, topic: TopicInfo | None, index: int, timestamp: int
+) -> tuple[ErrorCode, tuple[int, ...]]:
+    """v0's offsets, newest first (see the module's docstring); the caller keeps the first
+    max_num_offsets of them."""
+    error, start = await _lookup(broker, topic, index, NO_EPOCH, EARLIEST_TIMESTAMP, False)
+    if error is not ErrorCode.none:
+        return error, ()
+    if timestamp == EARLIEST_TIMESTAMP:
+        return error, (start.offset,)
+    if timestamp != LATEST_TIMESTAMP and timestamp < 0:
+        return error, ()  # Kafka's v0 knows only the two: no segment is that old
+    found = _NOT_FOUND
+    if timestamp != LATEST_TIMESTAMP:
+        error, found = await _lookup(broker, topic, index, NO_EPOCH, timestamp, False)
+    if found is _NOT_FOUND and error is ErrorCode.none:
+        error, found = await _lookup(broker, topic, index, NO_EPOCH, LATEST_TIMESTAMP, False)
+    if error is not ErrorCode.none:
+        return error, ()
+    return error, (found.offset, start.offset) if found.offset > start.offset else (found.offset,)

@@ -381,3 +381,61 @@ def test_metadata_epoch_matches_status_term(module_cluster, topic):
     leader, pm = leader_of(module_cluster)
     node, term = module_cluster.leader(TOPIC, 0)
     assert (leader, pm.leader_epoch) == (node, term)
+
+
+def _list_offsets_v0(w: W.KafkaWire, topic: str, timestamp: int, most: int) -> tuple[int, list]:
+    answer = w.call(
+        W.LIST_OFFSETS,
+        0,
+        {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": 0, "timestamp": timestamp, "max_num_offsets": most}
+                    ],
+                }
+            ],
+        },
+    )
+    (partition,) = answer.topics[0].partitions
+    return W.code(partition.error_code), [int(o) for o in partition.old_style_offsets]
+
+
+def test_list_offsets_v0_as_kafka_3_9_serves_it(module_cluster, topic):
+    """ListOffsets v0 (Kafka 3.9 serves it, Kafka 4 does not): up to max_num_offsets offsets,
+    newest first, as for a log of one segment. librdkafka sends it when it may not ask for
+    ApiVersions (api.version.request=false, broker.version.fallback 0.10.0)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    node, _ = leader_of(module_cluster)
+    with W.KafkaWire(module_cluster.node(node).kafka) as w:
+        start = w.list_offsets(topic, 0, timestamp=W.EARLIEST).offset
+        end = w.list_offsets(topic, 0).offset
+        assert end > start
+        assert _list_offsets_v0(w, topic, W.LATEST, 1) == (W.NONE, [end])
+        assert _list_offsets_v0(w, topic, W.LATEST, 10) == (W.NONE, [end, start])
+        assert _list_offsets_v0(w, topic, W.LATEST, 0) == (W.NONE, [])
+        assert _list_offsets_v0(w, topic, W.EARLIEST, 10) == (W.NONE, [start])
+        # a timestamp: the first record at or after it; none that new: the end
+        assert _list_offsets_v0(w, topic, 0, 1) == (W.NONE, [start])
+        assert _list_offsets_v0(w, topic, 2**62, 10) == (W.NONE, [end, start])
+        assert _list_offsets_v0(w, "no-such-topic", W.LATEST, 1) == (
+            W.UNKNOWN_TOPIC_OR_PARTITION,
+            [],
+        )
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": module_cluster.bootstrap,
+            "group.id": "list-offsets-v0",
+            "api.version.request": False,
+            "broker.version.fallback": "0.10.0",
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), 30, cached=False)
+    finally:
+        consumer.close()
+    assert (low, high) == (start, end)

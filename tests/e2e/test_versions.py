@@ -11,9 +11,9 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from kio.index import load_request_schema
 from support import wire as W
 
+from kafka_api.codec import request_schema
 from raftlog.groups.metadata_manager import coordinator_partition
 
 pytestmark = pytest.mark.e2e
@@ -117,7 +117,7 @@ def test_every_advertised_version_answers(module_cluster):
         tried = []
         for api_key, (low, high) in sorted(versions.items()):
             for version in range(low, high + 1):
-                request = sample(load_request_schema(api_key, version), "", topic_id)
+                request = sample(request_schema(api_key, version), "", topic_id)
                 response = w.request(request)
                 assert response.__version__ == version, (api_key, version)
                 tried.append((api_key, version))

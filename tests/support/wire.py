@@ -22,7 +22,7 @@ from typing import Any
 
 import zstandard
 from crc32c import crc32c
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_response_schema
 from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_new_batch
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -30,6 +30,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.serial import entity_reader, entity_writer
 
+from kafka_api.codec import request_schema, response_schema
 from kafka_api.fetch_encoding import uvarint
 
 PRODUCE = 0
@@ -415,7 +416,7 @@ class KafkaWire:
         cid = self.next_correlation_id()
         self.send_bytes(encode_request(payload, cid, self.client_id))
         frame = self.recv_frame(timeout)
-        response_cls = load_response_schema(payload.__api_key__, payload.__version__)
+        response_cls = response_schema(payload.__api_key__, payload.__version__)
         got, body = decode_response(frame, response_cls)
         if got != cid:
             raise WireError(f"correlation id {got} in response, expected {cid}")
@@ -424,7 +425,7 @@ class KafkaWire:
     def call(
         self, api_key: int, version: int, data: dict[str, Any], timeout: float | None = None
     ) -> Any:
-        return self.request(build(load_request_schema(api_key, version), data), timeout)
+        return self.request(build(request_schema(api_key, version), data), timeout)
 
     def api_versions(self, version: int = 0) -> dict[int, tuple[int, int]]:
         """{api_key: (min, max)} as the broker advertises them (cached)."""
