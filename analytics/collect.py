@@ -22,6 +22,7 @@ from epoch.history import HistoryJournal
 from epoch.replica_state import UNKNOWN, ReplicaState, parse, spans
 from raftlog.config import ConfigError, NodeConfig
 from raftlog.storage.batch import HEADER_SIZE, MIN_BATCH_LENGTH, parse_header
+from raftlog.storage.log import read_start_checkpoint
 from raftlog.storage.segment import parse_segment_name
 
 CONFIG_NAME = "raftlog.toml"
@@ -64,8 +65,9 @@ def _log_end(directory: Path, base: int, term: int) -> int:
 
 
 def read_replica(node: int, directory: Path) -> ReplicaState | None:
-    """A partition directory's epochs read off its segment files (term and high watermark are
-    not on disk in a form worth parsing here; the audit takes them from the history)."""
+    """A partition directory's epochs read off its segment files, its log start from them and
+    the start DeleteRecords set (term and high watermark are not on disk in a form worth
+    parsing here; the audit takes them from the history)."""
     topic, _, index = directory.name.rpartition("-")
     if not topic or not index.isdigit():
         return None
@@ -83,7 +85,7 @@ def read_replica(node: int, directory: Path) -> ReplicaState | None:
         topic=topic,
         partition=int(index),
         term=UNKNOWN,
-        log_start_offset=segments[0][1],
+        log_start_offset=max(segments[0][1], read_start_checkpoint(directory)),
         log_end_offset=_log_end(directory, last_base, last_term),
         high_watermark=UNKNOWN,
         epochs=spans(segments),

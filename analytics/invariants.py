@@ -146,6 +146,39 @@ def high_watermark_never_decreases(i: Inputs, d: Derived) -> DataFrame:
     )
 
 
+def prefix_deleted_not_lost(i: Inputs, d: Derived) -> DataFrame:
+    """Records are missing from the front of a replica's log only where its node recorded why:
+    a log start it moved to at or past them (DeleteRecords, retention, or a start learned with
+    a snapshot install: `log_start` records), or a snapshot install that resumed there. What
+    lies below a recorded log start was deleted; below none, it was lost."""
+    ev = i.events
+    explained = (
+        ev.filter(F.col("kind") == "log_start")
+        .select(*NODE_TP, F.col("log_start_offset").alias("explained"))
+        .unionByName(
+            ev.filter(F.col("kind") == "snapshot_install").select(
+                *NODE_TP, F.col("resume_offset").alias("explained")
+            )
+        )
+        .groupBy(*NODE_TP)
+        .agg(F.max("explained").alias("explained"))
+    )
+    bad = (
+        i.replicas.filter(F.col("log_start_offset") > 0)
+        .join(explained, NODE_TP, "left")
+        .filter(F.col("log_start_offset") > F.coalesce("explained", F.lit(0)))
+    )
+    return _rows(
+        bad,
+        "prefix_deleted_not_lost",
+        F.format_string(
+            "the log starts at %d, but this node recorded a log start of at most %s",
+            "log_start_offset",
+            F.coalesce(F.col("explained").cast("string"), F.lit("0 (none recorded)")),
+        ),
+    )
+
+
 def no_committed_record_truncated(i: Inputs, d: Derived) -> DataFrame:
     """No truncation cut committed entries (below the cutting node's own high watermark, or
     held at that offset with that epoch in a replica's committed log), nor records an
@@ -356,6 +389,7 @@ INVARIANTS: dict[str, Check] = {
         one_leader_per_term,
         high_watermark_never_decreases,
         no_committed_record_truncated,
+        prefix_deleted_not_lost,
         offset_for_leader_epoch_agrees,
         replica_epoch_caches_agree,
         transactions_whole,

@@ -87,8 +87,9 @@ class SnapshotInstall(Record):
 @dataclass(frozen=True, slots=True)
 class LogStart(Record):
     """This node's log now starts at `log_start_offset`: a DeleteRecords committed in the
-    partition's Raft log (`reason` "delete_records"), or one learned with a snapshot install
-    ("install"). What lies below was deleted on purpose, not lost."""
+    partition's Raft log (`reason` "delete_records"), one learned with a snapshot install
+    ("install"), or retention deleted the segments below ("retention"). What lies below was
+    deleted on purpose, not lost."""
 
     kind: ClassVar[str] = "log_start"
     term: int

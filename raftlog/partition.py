@@ -581,12 +581,15 @@ class Partition:
     def apply_retention(self) -> None:
         """Deletes whole segments below the log start DeleteRecords set, and (cleanup.policy
         delete) those past retention."""
+        start = self.log.log_start_offset
         deleted = self.log.delete_below_start(self._cleanable_floor)
         if "delete" in cleanup_policies(self.settings["cleanup.policy"]):
             deleted += self.log.apply_retention(history.now_ms(), self._cleanable_floor)
         if deleted:
             self.epochs.refresh(self.log.epochs())
             self._producers.forget_aborted_before(self.log.log_start_offset)
+        if self.log.log_start_offset != start:  # the epoch audit tells deleted from lost
+            self._record_start("retention")
 
     async def compact(self) -> None:
         """Keeps the latest record per key (cleanup.policy=compact), a slice at a time so
@@ -685,6 +688,9 @@ class Partition:
         self._producers.forget_aborted_before(self.log.log_start_offset)
         if self.log.delete_below_start(self._cleanable_floor):
             self.epochs.refresh(self.log.epochs())
+        self._record_start(reason)
+
+    def _record_start(self, reason: str) -> None:
         self._record(
             history.LogStart,
             term=self.group.term,

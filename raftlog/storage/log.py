@@ -33,6 +33,7 @@ __all__ = [
     "Log",
     "LogConfig",
     "TruncateResult",
+    "read_start_checkpoint",
 ]
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class Log:
         # Compaction's first dirty offset: below it every key appears at most once.
         self._clean_offset = compaction.read_checkpoint(self.directory)
         # The start a DeleteRecords set (0: none), which may lie above the first segment's base.
-        self._start = _read_start(self.directory)
+        self._start = read_start_checkpoint(self.directory)
 
     def _open_segments(self) -> list[Segment]:
         names: dict[tuple[int, int], set[str]] = {}
@@ -584,7 +585,7 @@ class Log:
         return timestamp, segment.read(position, header.size)
 
 
-def _read_start(directory: Path) -> int:
+def read_start_checkpoint(directory: Path) -> int:
     """The log start DeleteRecords set; 0 when none was (or, with a warning, unreadable: the
     Raft window, or the leader's snapshot, brings a recent one back)."""
     try:

@@ -22,6 +22,7 @@ from epoch.history import (
     EpochAnswer,
     HighWatermark,
     LeaderSeen,
+    LogStart,
     Record,
     SnapshotInstall,
     Truncation,
@@ -157,6 +158,7 @@ def test_every_record_kind_reads_back_as_written(spark, tmp_path):
         Truncation(T0, 1, *TP, 4, "install", 5, 9, 7, 12, [2, 3], 5, 2, 900),
         HighWatermark(T0, 1, *TP, 3, 5),
         SnapshotInstall(T0, 1, *TP, 3, 2, 0, 40),
+        LogStart(T0, 1, *TP, 3, 25, "delete_records"),
         EpochAnswer(T0, 1, *TP, 3, 2, 2, 7),
         TxnDecision(T0, 1, "__transaction_state", 4, 3, "tx", 42, 0, 1, 17, ["t:0", "t:1"]),
         TxnMarker(T0, 1, *TP, 3, 42, 0, 1, 88, 4, 17),
@@ -393,6 +395,41 @@ def test_replicas_must_agree_inside_their_committed_prefix(spark, tmp_path):
     assert broken(spark, h2, "replica_epoch_caches_agree") == []
 
 
+def test_a_prefix_deleted_by_delete_records_holds_and_a_lost_one_breaks(spark, tmp_path):
+    """After a DeleteRecords to 120 in term 2, committed on nodes 2 and 3 (each records the
+    start it applied), their logs start at 120 with the segments below it gone: deleted, not
+    lost. A node that installed a snapshot resuming at 100 is explained too. A log starting
+    past every start its node recorded lost records."""
+    h = sound(History(tmp_path / "deleted")).add(
+        LogStart(T0 + 1600, 2, *TP, 2, 120, "delete_records"),
+        LogStart(T0 + 1601, 3, *TP, 2, 120, "delete_records"),
+        SnapshotInstall(T0 + 1700, 1, *TP, 2, 2, 100, 150),
+    )
+    for node, start in ((1, 100), (2, 120), (3, 120)):
+        h.replicas[node] = []
+        h.replica(node, [(2, 100)], leo=150, hw=150, log_start=start)
+    assert broken(spark, h, "prefix_deleted_not_lost") == []
+    inputs, _, derived = audit(spark, h)
+    for name, check in invariants.INVARIANTS.items():
+        assert rows(check(inputs, derived)) == [], name
+
+    lost = sound(History(tmp_path / "lost")).add(
+        LogStart(T0 + 1600, 2, *TP, 2, 120, "delete_records"),
+    )
+    lost.replicas[2] = []
+    lost.replica(2, [(2, 100)], leo=150, hw=150, log_start=130)  # past the recorded 120
+    lost.replicas[3] = []
+    lost.replica(3, [(2, 100)], leo=150, hw=150, log_start=100)  # nothing recorded at all
+    got = broken(spark, lost, "prefix_deleted_not_lost")
+    assert [(r["node"], r["detail"]) for r in got] == [
+        (2, "the log starts at 130, but this node recorded a log start of at most 120"),
+        (
+            3,
+            "the log starts at 100, but this node recorded a log start of at most 0 (none recorded)",
+        ),
+    ]
+
+
 def test_job_writes_report_summary_and_tables_and_fails_on_a_broken_invariant(spark, tmp_path):
     h = sound(History(tmp_path / "in")).add(HighWatermark(T0 + 2000, 3, *TP, 2, 120))
     out = tmp_path / "out"
@@ -453,11 +490,13 @@ def test_replica_read_from_a_data_directory_matches_the_log(tmp_path):
     log.flush()
     with open(log.segments()[-1].path, "ab") as f:
         f.write(b"\x00" * 20)  # a torn tail: not counted
+    assert log.advance_start(5)  # a DeleteRecords into the first segment
     replica = read_replica(7, tmp_path / "t-0")
     assert replica is not None
     assert (replica.node, replica.topic, replica.partition) == (7, "t", 0)
     assert [(s.epoch, s.start_offset) for s in replica.epochs] == log.epochs()
     assert replica.log_end_offset == log.log_end_offset == 14
+    assert replica.log_start_offset == log.log_start_offset == 5
     assert sum(s.bytes for s in replica.epochs) == sum(s.size for s in log.segments()) + 20
     log.close()
 

@@ -145,3 +145,17 @@ async def test_segments_below_the_start_go_at_retention_and_a_far_follower_learn
     assert far.log_start_offset == 45
     assert values(far) == values(p)
     assert (45, "install") in _log_starts(tmp_path, away)
+
+
+async def test_retention_moving_the_start_is_recorded_for_the_audit(
+    replicas: Replicas, tmp_path: Path
+) -> None:
+    leader = await replicas.leader()
+    p = replicas.partitions[leader]
+    p.log.config = LogConfig(segment_bytes=400, retention_bytes=800)
+    await _produced(replicas, leader, 12)
+    p.group.force_compaction()
+    await replicas.run(0.3)
+    p.apply_retention()
+    assert p.log_start_offset > 0
+    assert _log_starts(tmp_path, leader) == [(p.log_start_offset, "retention")]
