@@ -24,6 +24,7 @@ from kio.serial._introspect import (
     classify_field,
     get_field_tag,
     get_schema_field_type,
+    is_optional,
 )
 
 from kafka_api.wire_writers import uvarint
@@ -102,7 +103,7 @@ def _entity_step(entity_type: type) -> Step:
     if fixed:
         steps.append(_fixed_step(fixed))
     tagged = {
-        int(tag): _field_step(f, flexible)
+        int(tag): _field_step(f, flexible, tagged=True)
         for f in fields(entity_type)
         if (tag := get_field_tag(f)) is not None
     }
@@ -127,11 +128,19 @@ def _fixed_step(size: int) -> Step:
     return lambda view, offset, _unknown: _need(view, offset, size, "fixed fields")
 
 
-def _field_step(f: Any, flexible: bool) -> Step:
+def _field_step(f: Any, flexible: bool, tagged: bool = False) -> Step:
     kind = classify_field(f)
     if isinstance(kind, EntityField):
         inner = _entity_step(kind.type_)
-        return inner
+        if tagged or not is_optional(f):
+            return inner
+
+        def nullable(view: memoryview, offset: int, unknown: list[_Unknown]) -> int:
+            """KIP-893: a nullable struct starts with an int8, -1 for null."""
+            marker, offset = _int(view, offset, 1, f.name)
+            return offset if marker < 0 else inner(view, offset, unknown)
+
+        return nullable
     if isinstance(kind, EntityTupleField):
         element = _entity_step(kind.type_)
 
