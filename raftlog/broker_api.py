@@ -17,6 +17,7 @@ from raftlog.broker import (
     TopicResult,
     TopicSpec,
 )
+from raftlog.controller_quorum import QuorumState
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupCoordinator
 from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
@@ -110,6 +111,9 @@ class Broker(Protocol):
         IncrementalAlterConfigs (only `changes`; a None value deletes the setting)."""
 
     def log_dirs(self) -> list[LogDirInfo]: ...
+
+    async def describe_quorum(self) -> QuorumState | None:
+        """The controller's Raft quorum as its leader sees it; None while none answers."""
 
     async def elect_preferred_leader(
         self, topic: str, index: int, timeout_ms: int

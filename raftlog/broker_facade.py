@@ -24,6 +24,7 @@ from raftlog.cluster_view import ClusterView
 from raftlog.config import BROKER_DEFAULTS, SENSITIVE, broker_type
 from raftlog.config_def import INT
 from raftlog.controller import ControllerUnavailable
+from raftlog.controller_quorum import QuorumState
 from raftlog.errors import ErrorCode
 from raftlog.group_admin import GroupAdmin
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
@@ -215,6 +216,9 @@ class BrokerFacade:
         return await self._node.verify_transaction(
             transactional_id, producer_id, epoch, topic, index
         )
+
+    async def describe_quorum(self) -> QuorumState | None:
+        return await self._node.quorum.describe()
 
     async def elect_preferred_leader(
         self, topic: str, index: int, timeout_ms: int

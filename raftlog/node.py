@@ -22,6 +22,7 @@ from raftlog.clock import LOOP_CLOCK
 from raftlog.config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable
 from raftlog.controller.ticker import Ticker
+from raftlog.controller_quorum import QuorumDescriber
 from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
@@ -179,6 +180,7 @@ class Node:
             journal=self.history.write,
         )
         self.calls.serve(VERIFY, self._verify_here)
+        self.quorum = QuorumDescriber(self.node_id, self.calls, lambda: self.controller.group)
         self.preferred_leaders = PreferredLeaders(
             self.node_id,
             self.calls,

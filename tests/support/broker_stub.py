@@ -20,6 +20,7 @@ from raftlog.broker import (
     TopicSpec,
 )
 from raftlog.broker_api import Broker
+from raftlog.controller_quorum import QuorumState
 from raftlog.errors import ErrorCode
 from raftlog.txn.coordinator import TxnCoordinator
 
@@ -108,6 +109,9 @@ class BrokerStub:
         raise NotImplementedError
 
     def log_dirs(self) -> list[LogDirInfo]:
+        raise NotImplementedError
+
+    async def describe_quorum(self) -> QuorumState | None:
         raise NotImplementedError
 
     async def elect_preferred_leader(
