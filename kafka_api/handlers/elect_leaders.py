@@ -62,19 +62,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         named = [(t.name, list(range(len(t.partitions)))) for t in broker.topics().values()]
     repeated = duplicates((topic, i) for topic, indexes in named for i in indexes)
     timeout_ms = millis(request.timeout)
-    slots = asyncio.Semaphore(MAX_CONCURRENT)
+    todo = enumerate((topic, i) for topic, indexes in named for i in indexes)
+    outcomes: dict[int, Outcome] = {}
 
-    async def elect(topic: str, index: int) -> Outcome:
-        if (topic, index) in repeated:
-            return E.invalid_request, named_twice("partition")
-        if election == UNCLEAN:
-            return _unclean(ctx, topic, index)
-        async with slots:
-            return await broker.elect_preferred_leader(topic, index, timeout_ms)
+    async def elect() -> None:
+        """One of MAX_CONCURRENT workers over the partitions: a task for each partition named
+        would be a million tasks for a request naming a million."""
+        for position, (topic, index) in todo:
+            if (topic, index) in repeated:
+                outcomes[position] = E.invalid_request, named_twice("partition")
+            elif election == UNCLEAN:
+                outcomes[position] = _unclean(ctx, topic, index)
+            else:
+                outcomes[position] = await broker.elect_preferred_leader(topic, index, timeout_ms)
 
-    outcomes = await asyncio.gather(*(elect(topic, i) for topic, indexes in named for i in indexes))
+    await asyncio.gather(*(elect() for _ in range(MAX_CONCURRENT)))
     results: Results = []
-    answers = iter(outcomes)
+    answers = (outcomes[position] for position in range(len(outcomes)))
     for topic, indexes in named:
         partitions = []
         for index in indexes:
