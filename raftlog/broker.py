@@ -109,6 +109,9 @@ class ConfigEntry:
     sensitive: bool = False
     config_type: int = 0  # Kafka ConfigType (DescribeConfigs v3+): 1 BOOLEAN 2 STRING 3 INT 4 SHORT 5 LONG 6 DOUBLE 7 LIST
     documentation: str | None = None
+    # DescribeConfigs' synonyms, (name, value, source) in Kafka's order of precedence, the
+    # entry's own first; empty: the entry is its only synonym.
+    synonyms: tuple[tuple[str, str | None, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

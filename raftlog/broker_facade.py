@@ -21,7 +21,7 @@ from raftlog.broker import (
     TopicSpec,
 )
 from raftlog.cluster_view import ClusterView
-from raftlog.config import BROKER_DEFAULTS, SENSITIVE, broker_type
+from raftlog.config import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYNONYMS, broker_type
 from raftlog.config_def import INT
 from raftlog.controller import ControllerUnavailable
 from raftlog.controller_quorum import QuorumState
@@ -243,7 +243,9 @@ class BrokerFacade:
         topic = self._node.controller.state.topics.get(name)
         if topic is None:
             return None
-        return topic_config.effective(topic["configs"], self._node.config.topic_defaults())
+        return topic_config.effective(
+            topic["configs"], self._node.config.topic_defaults(), _BROKER_NAMES
+        )
 
     def broker_configs(self, node_id: int) -> list[ConfigEntry] | None:
         if node_id not in self._node.controller.state.nodes and node_id != self._node.node_id:
@@ -257,14 +259,12 @@ class BrokerFacade:
                 config_type=INT,
             )
         ]
+        given = self._node.config.broker
         for name, default in BROKER_DEFAULTS.items():
-            value = self._node.config.broker.get(name, default)
-            source = (
-                topic_config.STATIC_BROKER
-                if name in self._node.config.broker
-                else topic_config.DEFAULT
-            )
-            text = str(value).lower() if isinstance(value, bool) else str(value)
+            synonyms = [(name, _text(default), topic_config.DEFAULT)]
+            if name in given:
+                synonyms.insert(0, (name, _text(given[name]), topic_config.STATIC_BROKER))
+            _, text, source = synonyms[0]
             entries.append(
                 ConfigEntry(
                     name,
@@ -273,9 +273,19 @@ class BrokerFacade:
                     read_only=True,
                     sensitive=name in SENSITIVE,
                     config_type=broker_type(name),
+                    synonyms=tuple(synonyms),
                 )
             )
         return entries
+
+
+# Topic setting -> the [broker] setting that stands in for it (its synonym in DescribeConfigs).
+_BROKER_NAMES = {topic: broker for broker, topic in TOPIC_SYNONYMS.items()}
+
+
+def _text(value: object) -> str:
+    """A [broker] value as Kafka's properties show it (booleans in lower case)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _plain(entry: AclBinding | AclBindingFilter) -> tuple[int | str | None, ...]:

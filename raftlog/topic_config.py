@@ -377,18 +377,34 @@ def cleanup_policies(value: str) -> frozenset[str]:
     return frozenset(split_list(value))
 
 
-def effective(topic_configs: dict[str, str], broker_defaults: dict[str, str]) -> list[ConfigEntry]:
-    """Every topic setting with its value and where the value comes from."""
+def effective(
+    topic_configs: dict[str, str],
+    broker_defaults: dict[str, str],
+    broker_names: dict[str, str] | None = None,
+) -> list[ConfigEntry]:
+    """Every topic setting with its value and where the value comes from. `broker_defaults`:
+    the node's [broker] values that stand in for unset topic settings; `broker_names`: topic
+    setting -> its [broker] synonym's name, for the synonyms (as Kafka lists them: the
+    topic's own value, the broker's, the default under the broker's name)."""
     entries = []
     for name, setting in TOPIC_SETTINGS.items():
+        synonym = (broker_names or {}).get(name, name)
+        synonyms: list[tuple[str, str | None, int]] = []
         if name in topic_configs:
-            value, source = topic_configs[name], DYNAMIC_TOPIC
-        elif name in broker_defaults:
-            value, source = broker_defaults[name], STATIC_BROKER
-        else:
-            value, source = setting.default, DEFAULT
+            synonyms.append((name, topic_configs[name], DYNAMIC_TOPIC))
+        if name in broker_defaults:
+            synonyms.append((synonym, broker_defaults[name], STATIC_BROKER))
+        synonyms.append((synonym, setting.default, DEFAULT))
+        _, value, source = synonyms[0]  # the first synonym is the effective value
         entries.append(
-            ConfigEntry(name, value, source, config_type=setting.type, documentation=setting.doc)
+            ConfigEntry(
+                name,
+                value,
+                source,
+                config_type=setting.type,
+                documentation=setting.doc,
+                synonyms=tuple(synonyms),
+            )
         )
     return entries
 

@@ -171,12 +171,14 @@ def _config(m: Any, entry: ConfigEntry, synonyms: bool, documentation: bool) -> 
         read_only=entry.read_only,
         config_source=entry.source,
         is_sensitive=entry.sensitive,
-        # Only the effective value is known, so it is its own (single) synonym.
-        synonyms=(
-            (m.DescribeConfigsSynonym(name=entry.name, value=value, source=entry.source),)
-            if synonyms
-            else ()
-        ),
+        synonyms=tuple(
+            m.DescribeConfigsSynonym(
+                name=name, value=None if entry.sensitive else text, source=source
+            )
+            for name, text, source in (entry.synonyms or ((entry.name, value, entry.source),))
+        )
+        if synonyms
+        else (),
         config_type=entry.config_type,
         documentation=entry.documentation if documentation else None,
     )

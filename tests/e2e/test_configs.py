@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -73,9 +75,9 @@ def create(cluster: Cluster, configs: dict[str, str]) -> str:
     return name
 
 
-def described(cluster: Cluster, kind: int, name: str) -> dict[str, tuple[str | None, int, int]]:
-    """(value, source, config type) per config, from DescribeConfigs v4 on the wire (the
-    AdminClient does not show config types)."""
+def _raw(cluster: Cluster, kind: int, name: str, synonyms: bool = False) -> dict[str, Any]:
+    """DescribeConfigs v4 on the wire (the AdminClient shows no config types): name -> the
+    config's (value, source, type, synonyms)."""
     with W.KafkaWire(cluster.node(cluster.node_ids[0]).kafka_addr) as conn:
         response = conn.call(
             DESCRIBE_CONFIGS,
@@ -84,13 +86,26 @@ def described(cluster: Cluster, kind: int, name: str) -> dict[str, tuple[str | N
                 "resources": [
                     {"resource_type": kind, "resource_name": name, "configuration_keys": None}
                 ],
-                "include_synonyms": False,
+                "include_synonyms": synonyms,
                 "include_documentation": False,
             },
         )
     (result,) = response.results
     assert W.code(result.error_code) == 0, result.error_message
-    return {c.name: (c.value, int(c.config_source), int(c.config_type)) for c in result.configs}
+    return {
+        c.name: SimpleNamespace(
+            value=c.value,
+            source=int(c.config_source),
+            type=int(c.config_type),
+            synonyms=[(s.name, s.value, int(s.source)) for s in c.synonyms],
+        )
+        for c in result.configs
+    }
+
+
+def described(cluster: Cluster, kind: int, name: str) -> dict[str, tuple[str | None, int, int]]:
+    """(value, source, config type) per config."""
+    return {k: (c.value, c.source, c.type) for k, c in _raw(cluster, kind, name).items()}
 
 
 def test_topic_configs_are_created_and_described_with_sources_and_types(cluster) -> None:
@@ -121,6 +136,12 @@ def test_topic_configs_are_created_and_described_with_sources_and_types(cluster)
     assert entries["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     assert entries["segment.ms"].is_default
     assert entries["retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    # synonyms in Kafka's order: the node's [broker] value, then the default, under its name
+    # (the AdminClient keys them by name, so only the wire shows both)
+    assert _raw(cluster, TOPIC_RESOURCE, name, True)["retention.ms"].synonyms == [
+        ("log.retention.ms", "86400000", STATIC_BROKER),
+        ("log.retention.ms", "604800000", DEFAULT),
+    ]
 
 
 def test_incremental_alter_and_refusals_of_topic_configs(cluster) -> None:
@@ -195,6 +216,12 @@ def test_broker_entries_carry_kafkas_config_types(cluster) -> None:
     assert configs["group.share.max.record.lock.duration.ms"] == ("60000", DEFAULT, INT)
     assert configs["sasl.enabled.mechanisms"][2] == LIST
     assert configs["ssl.key.password"] == (None, DEFAULT, PASSWORD)
+    with_synonyms = _raw(cluster, BROKER_RESOURCE, str(cluster.node_ids[0]), True)
+    assert with_synonyms["log.retention.ms"].synonyms == [
+        ("log.retention.ms", "86400000", STATIC_BROKER),
+        ("log.retention.ms", "604800000", DEFAULT),
+    ]
+    assert with_synonyms["ssl.key.password"].synonyms == [("ssl.key.password", None, DEFAULT)]
 
 
 def test_an_unacknowledged_record_comes_back_after_the_nodes_one_second_lock(cluster) -> None:

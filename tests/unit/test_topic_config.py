@@ -307,3 +307,16 @@ def test_a_broker_default_is_static_and_a_built_in_one_is_default() -> None:
         DEFAULT,
         2,
     )
+
+
+def test_synonyms_list_the_topics_value_the_brokers_and_the_default_as_kafka_does() -> None:
+    names = {"retention.ms": "log.retention.ms"}
+    entries = {e.name: e for e in effective({"retention.ms": "5"}, {"retention.ms": "9"}, names)}
+    assert entries["retention.ms"].synonyms == (
+        ("retention.ms", "5", DYNAMIC_TOPIC),
+        ("log.retention.ms", "9", STATIC_BROKER),
+        ("log.retention.ms", "604800000", DEFAULT),
+    )
+    unset = {e.name: e for e in effective({}, {}, names)}
+    assert unset["retention.ms"].synonyms == (("log.retention.ms", "604800000", DEFAULT),)
+    assert unset["preallocate"].synonyms == (("preallocate", "false", DEFAULT),)
