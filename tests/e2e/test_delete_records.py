@@ -3,11 +3,13 @@ kafka-python's admins move a partition's log start; ListOffsets earliest and Fet
 log_start_offset then answer it, a fetch below it gets OFFSET_OUT_OF_RANGE and a consumer
 positioned there resets by its auto.offset.reset; Kafka's errors for an offset past the high
 watermark, an unknown partition and an internal topic; and the start holds on every replica
-after the leader is killed and after the whole cluster restarts."""
+after the leader is killed and after the whole cluster restarts, and the epoch audit of
+the cluster takes the deleted prefix for deleted, not lost."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -198,7 +200,7 @@ def test_every_version_and_kafkas_errors(cluster: Any) -> None:
     assert W.code(answer.topics[0].partitions[0].error_code) == 6
 
 
-def test_the_start_survives_a_leader_kill_and_a_full_restart(cluster: Any) -> None:
+def test_the_start_survives_a_leader_kill_and_a_full_restart(cluster: Any, tmp_path: Path) -> None:
     topic = _topic(cluster, "dr-failover")
     assert _delete(cluster.bootstrap, topic, 150).low_watermark == 150
     leader, term = cluster.leader(topic, 0)
@@ -233,3 +235,10 @@ def test_the_start_survives_a_leader_kill_and_a_full_restart(cluster: Any) -> No
             if r["kind"] == "log_start" and r["topic"] == topic
         ]
         assert starts and starts[-1] == 200
+    # and the epoch audit of the cluster takes the prefix for deleted, not lost
+    out = tmp_path / "audit"
+    cluster.cli("audit", "--data", str(cluster.data_root), "--out", str(out), timeout=600)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["invariants"]["prefix_deleted_not_lost"]["held"]
+    broken = {k: v for k, v in summary["invariants"].items() if not v["held"]}
+    assert not broken, json.dumps(broken, indent=2)
