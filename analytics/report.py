@@ -9,6 +9,7 @@ import html
 import io
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 
 Row = dict[str, Any]
+
+# Columns holding a time as epoch milliseconds (summary.json and tables/ keep them so), and how
+# the page heads them.
+TIME_COLUMNS = {"start_ms": "start", "time_ms": "time"}
 
 
 @dataclass
@@ -91,9 +96,20 @@ def _png(fig: plt.Figure) -> bytes:
 
 
 def _origin(data: ReportData) -> int:
-    times = [r["start_ms"] for r in data.timeline if r["start_ms"] is not None]
-    times += [r["bucket_ms"] for r in data.election_buckets]
-    return min(times) if times else 0
+    """The first election's time (epoch ms), where the charts and tables count seconds from;
+    without one, the earliest time the report shows."""
+    elected = [r["time_ms"] for r in data.elections if r["time_ms"] is not None]
+    elected += [r["start_ms"] for r in data.timeline if r["start_ms"] is not None]
+    if elected:
+        return min(elected)
+    shown = _shown_times(data) + [r["bucket_ms"] for r in data.election_buckets]
+    return min(shown) if shown else 0
+
+
+def _shown_times(data: ReportData) -> list[int]:
+    rows = [*data.timeline, *data.elections, *data.truncations]
+    rows += [r for v in data.verdicts for r in v.rows]
+    return [r[c] for r in rows for c in TIME_COLUMNS if r.get(c) is not None]
 
 
 def timeline_chart(data: ReportData) -> bytes:
@@ -174,11 +190,50 @@ def truncation_chart(data: ReportData) -> bytes:
 
 # -- HTML ------------------------------------------------------------------------------------
 
+
+def _iso(ms: int) -> str:
+    at = datetime.fromtimestamp(ms / 1000, UTC)
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Times:
+    """How the page shows an epoch-millisecond time: UTC in ISO 8601, and the seconds since
+    the run's first election. When every time shown falls on that election's UTC day, the
+    page says the date once and the cells give the time of day."""
+
+    origin_ms: int
+    day: str | None  # the one UTC date of every time shown, if there is one
+
+    @classmethod
+    def of(cls, data: ReportData) -> Times:
+        origin = _origin(data)
+        days = {_iso(ms)[:10] for ms in [origin, *_shown_times(data)]}
+        return cls(origin, days.pop() if len(days) == 1 else None)
+
+    def cell(self, ms: int) -> str:
+        iso = _iso(ms)
+        shown = iso[11:] if self.day else iso
+        since = (ms - self.origin_ms) / 1000
+        return f'<span title="{iso}">{shown}</span><br><span class="since">{since:+.3f} s</span>'
+
+    def note(self, data: ReportData) -> str:
+        first = "the first election" if data.elections or data.timeline else "the first event"
+        date = f", all on {self.day}" if self.day else ""
+        return (
+            f"Times are UTC (ISO 8601){date}; under each, the seconds since {first} "
+            f"({_iso(self.origin_ms)}), as on the charts."
+        )
+
+
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th{background:#f0f0f0} td.l,th.l{text-align:left}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px;max-width:100%}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
+th{background:#f0f0f0;font-weight:600;font-size:12px} td.l,th.l{text-align:left}
+td{white-space:nowrap} td.w{white-space:normal;overflow-wrap:anywhere;text-align:left}
+.since{color:#666;font-size:11px}
+.wide{overflow-x:auto;max-width:100%}
 .ok{color:#1e7e34;font-weight:600} .bad{color:#b00020;font-weight:600}
 .banner{padding:.8em 1em;border-radius:6px;font-size:18px;margin:1em 0}
 .banner.ok{background:#e6f4ea} .banner.bad{background:#fde7e9}
@@ -197,19 +252,35 @@ def _cell(value: Any) -> str:
     return html.escape(str(value))
 
 
-def _table(rows: list[Row], columns: list[str], total: int | None = None) -> str:
+def _head(column: str, rows: list[Row]) -> str:
+    """A column's heading, breakable after each underscore so long names wrap, not widen;
+    aligned as its cells are."""
+    name = "_<wbr>".join(html.escape(part) for part in TIME_COLUMNS.get(column, column).split("_"))
+    text = isinstance(rows[0].get(column), str | list)
+    return f'<th class="l">{name}</th>' if text else f"<th>{name}</th>"
+
+
+def _td(row: Row, column: str, times: Times) -> str:
+    """Numbers and times never break; text (names, reasons, lists) wraps to fit the page."""
+    value = row.get(column)
+    if column in TIME_COLUMNS and isinstance(value, int):
+        return f"<td>{times.cell(value)}</td>"
+    if isinstance(value, str | list):
+        return f'<td class="w">{_cell(value)}</td>'
+    return f"<td>{_cell(value)}</td>"
+
+
+def _table(rows: list[Row], columns: list[str], times: Times, total: int | None = None) -> str:
     if not rows:
         return '<p class="note">none</p>'
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows
-    )
+    head = "".join(_head(c, rows) for c in columns)
+    body = "".join("<tr>" + "".join(_td(r, c, times) for c in columns) + "</tr>" for r in rows)
     more = ""
     if total is not None and total > len(rows):
         more = (
             f'<p class="note">first {len(rows)} of {total} rows; all are in tables/ (Parquet)</p>'
         )
-    return f"<table><tr>{head}</tr>{body}</table>{more}"
+    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>{more}'
 
 
 def _img(png: bytes, alt: str) -> str:
@@ -217,6 +288,7 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def render_html(data: ReportData) -> str:
+    times = Times.of(data)
     verdict = (
         '<div class="banner ok">All invariants held.</div>'
         if data.held
@@ -232,7 +304,9 @@ def render_html(data: ReportData) -> str:
     )
     broken = "".join(
         f"<h3>{v.name}: offending rows</h3>"
-        + _table(v.rows, ["topic", "partition", "node", "term", "time_ms", "detail"], v.violations)
+        + _table(
+            v.rows, ["topic", "partition", "node", "term", "time_ms", "detail"], times, v.violations
+        )
         for v in data.verdicts
         if not v.held
     )
@@ -248,6 +322,7 @@ def render_html(data: ReportData) -> str:
 <h1>raftlog epoch audit</h1>
 <p class="note">{html.escape(data.source)} · nodes {", ".join(map(str, data.nodes))} ·
 {data.events:,} history records · Spark {html.escape(data.master)} · {data.seconds:.1f} s</p>
+<p class="note">{html.escape(times.note(data))}</p>
 {verdict}
 <h2>Invariants</h2>
 <table><tr><th class="l">invariant</th><th>verdict</th><th>rows</th><th class="l">what it means</th></tr>{inv_rows}</table>
@@ -256,17 +331,17 @@ def render_html(data: ReportData) -> str:
 <h2>Elections</h2>{_img(c["elections"], "elections over time")}
 <h2>Truncations</h2>{_img(c["truncations"], "truncated bytes")}
 <h2>Partitions</h2>
-{_table(data.partitions, ["topic", "partition", "epochs", "latest_epoch", "log_end_offset", "elections", "winners", "max_leaderless_ms", "truncations", "truncated_records", "truncated_bytes", "truncations_losing_acks1"])}
+{_table(data.partitions, ["topic", "partition", "epochs", "latest_epoch", "log_end_offset", "elections", "winners", "max_leaderless_ms", "truncations", "truncated_records", "truncated_bytes", "truncations_losing_acks1"], times)}
 <h2>Epochs</h2>
-{_table(data.timeline[:300], ["topic", "partition", "epoch", "leader", "in_log", "start_offset", "end_offset", "records", "bytes", "start_ms", "duration_ms"], data.timeline_total)}
+{_table(data.timeline[:300], ["topic", "partition", "epoch", "leader", "in_log", "start_offset", "end_offset", "records", "bytes", "start_ms", "duration_ms"], times, data.timeline_total)}
 <h2>Elections, one row each</h2>
 <p class="note">leaderless_ms: from the first node giving up on the old leader to the win;
 since_leader_seen_ms: from the old leader's last recorded act as leader (includes the time to notice it was gone).</p>
-{_table(data.elections, ["topic", "partition", "term", "leader", "time_ms", "log_end_offset", "previous_leader", "leaderless_ms", "since_leader_seen_ms"], data.elections_total)}
+{_table(data.elections, ["topic", "partition", "term", "leader", "time_ms", "log_end_offset", "previous_leader", "leaderless_ms", "since_leader_seen_ms"], times, data.elections_total)}
 <h2>Truncations, one row each</h2>
 <p class="note">lost_acks1: the cut held records an acks=1 producer had been told were written — lost data, which acks=1 allows;
 cut_committed: the cut went below the node's own high watermark, into entries a replica's committed log holds at that offset with that epoch, or into records acknowledged to an acks=all producer — never allowed.</p>
-{_table(data.truncations, ["topic", "partition", "node", "time_ms", "reason", "from_offset", "to_offset", "entry_terms", "records", "bytes", "lost_acks1", "cut_committed"], data.truncations_total)}
+{_table(data.truncations, ["topic", "partition", "node", "time_ms", "reason", "from_offset", "to_offset", "entry_terms", "records", "bytes", "lost_acks1", "cut_committed"], times, data.truncations_total)}
 </body></html>"""
 
 
