@@ -57,6 +57,11 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "log.retention.bytes": -1,
     "log.retention.check.interval.ms": 300000,
     "log.cleaner.backoff.ms": 15000,
+    # Defaults of the topic settings of the same meaning (TOPIC_SYNONYMS).
+    "compression.type": "producer",
+    "log.message.timestamp.type": "CreateTime",
+    "log.message.timestamp.before.max.ms": 2**63 - 1,
+    "log.message.timestamp.after.max.ms": 3600000,
     # __consumer_offsets and groups. 16 partitions, as Redpanda: each is a Raft group, and
     # Kafka's 50 would cost every idle node fifty more heartbeating groups.
     "offsets.topic.num.partitions": 16,
@@ -147,6 +152,8 @@ BROKER_TYPES = {
             "log.retention.bytes",
             "log.retention.check.interval.ms",
             "log.cleaner.backoff.ms",
+            "log.message.timestamp.before.max.ms",
+            "log.message.timestamp.after.max.ms",
             "connections.max.idle.ms",
             "queued.max.request.bytes",
         ),
@@ -158,6 +165,8 @@ BROKER_TYPES = {
 }
 # Kafka's ConfigDef ranges of the settings that have one (low, high; None: unbounded).
 BROKER_RANGES: dict[str, tuple[int, int | None]] = {
+    "log.message.timestamp.before.max.ms": (0, None),
+    "log.message.timestamp.after.max.ms": (0, None),
     "group.share.record.lock.duration.ms": (1000, 3600000),
     "group.share.min.record.lock.duration.ms": (1000, 30000),
     "group.share.max.record.lock.duration.ms": (30000, 3600000),
@@ -193,13 +202,21 @@ BROKER_POSITIVE = frozenset(
     }
 )
 # String settings that take one of a few values.
-BROKER_CHOICES = {"log.format": ("text", "json")}
+BROKER_CHOICES = {
+    "log.format": ("text", "json"),
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "log.message.timestamp.type": ("CreateTime", "LogAppendTime"),
+}
 # Broker settings that are also the defaults of topic settings (Kafka's synonyms).
 TOPIC_SYNONYMS = {
     "message.max.bytes": "max.message.bytes",
     "log.segment.bytes": "segment.bytes",
     "log.retention.ms": "retention.ms",
     "log.retention.bytes": "retention.bytes",
+    "compression.type": "compression.type",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
 }
 
 

@@ -227,3 +227,18 @@ def test_share_group_broker_settings_are_bounded_as_kafka_checks_them_at_start(
 ) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         _broker(tmp_path, lines)
+
+
+def test_broker_defaults_of_topic_configs_are_kafkas_synonyms(tmp_path: Path) -> None:
+    config = _broker(
+        tmp_path,
+        '"compression.type" = "zstd"\n"log.message.timestamp.after.max.ms" = "60000"',
+    )
+    assert config.topic_defaults() == {
+        "compression.type": "zstd",
+        "message.timestamp.after.max.ms": "60000",
+    }
+    with pytest.raises(ConfigError, match=re.escape("compression.type: expected uncompressed")):
+        _broker(tmp_path, '"compression.type" = "brotli"')
+    with pytest.raises(ConfigError, match="before.max.ms: expected a number at least 0"):
+        _broker(tmp_path, '"log.message.timestamp.before.max.ms" = -1')
