@@ -344,6 +344,24 @@ def described(c: Cluster, names: list[str], node_id: int = 1) -> dict[str, int]:
     return {r.user: W.code(r.error_code) for r in answer.results}
 
 
+def test_describing_no_users_describes_them_all(secure: Cluster) -> None:
+    """DescribeUserScramCredentials naming no user, by a null or an empty list, describes every
+    user, as Kafka does: confluent-kafka's describe_user_scram_credentials() sends it."""
+    from confluent_kafka.admin import AdminClient, ScramMechanism
+
+    admin = AdminClient({"bootstrap.servers": bootstrap(secure, "PLAINTEXT")})
+    every = admin.describe_user_scram_credentials().result(30)
+    assert "alice" in every, every
+    assert {i.mechanism for i in every["alice"].scram_credential_infos} == {
+        ScramMechanism.SCRAM_SHA_256,
+        ScramMechanism.SCRAM_SHA_512,
+    }
+    for users in (None, []):
+        answer = kafka_call(secure, "PLAINTEXT", DESCRIBE_USERS, 0, {"users": users})
+        assert W.code(answer.error_code) == 0, answer
+        assert {r.user: W.code(r.error_code) for r in answer.results} == dict.fromkeys(every, 0)
+
+
 def server_first(c: Cluster, user: str) -> bytes:
     """What an unauthenticated client gets for a SCRAM-SHA-512 client-first naming `user`."""
     with W.KafkaWire(address(c, "SASL_PLAINTEXT"), timeout=30) as w:
