@@ -1,11 +1,14 @@
-"""DescribeTopicPartitions (75), DescribeQuorum (55) and AlterReplicaLogDirs (34) over the wire:
-what Kafka 3.9+ tools send (kafka-topics --describe, kafka-metadata-quorum, kafka-reassign-
-partitions --replica-log-dirs) answered with raftlog's real state or Kafka's errors, never a
-closed connection."""
+"""DescribeTopicPartitions (75), DescribeQuorum (55) and AlterReplicaLogDirs (34), over the wire
+and through kafka-python's admin: what Kafka 3.9+ tools send (kafka-topics --describe,
+kafka-metadata-quorum, kafka-reassign-partitions --replica-log-dirs) answered with raftlog's
+real state or Kafka's errors, never a closed connection."""
 
 from __future__ import annotations
 
 import pytest
+from kafka import TopicPartitionReplica
+from kafka.admin import KafkaAdminClient
+from kafka.errors import NoError, ReplicaNotAvailableError
 from kio.schema.describe_topic_partitions.v0.request import Cursor
 from support import wire as W
 from support.cluster import wait_for
@@ -149,3 +152,42 @@ def test_alter_replica_log_dirs_answers_per_partition(cluster) -> None:
     # Another node's directory is not one of this node's; nor does it hold that replica.
     assert codes(elsewhere) == {(SMALL, 0): LOG_DIR_NOT_FOUND, (TOPIC, 0): LOG_DIR_NOT_FOUND}
     assert codes(not_held) == {(SMALL, 0): REPLICA_NOT_AVAILABLE}
+
+
+def test_kafka_pythons_admin_calls(cluster) -> None:
+    """kafka-python's describe_topic_partitions, describe_metadata_quorum and
+    alter_replica_log_dirs, as a user calls them."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        seen: list[int] = []
+        cursor = None
+        while True:
+            page = admin.describe_topic_partitions(
+                [TOPIC], response_partition_limit=3, cursor=cursor
+            )
+            seen += [p["partition_index"] for t in page["topics"] for p in t["partitions"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == [0, 1, 2, 3, 4]
+        quorum = admin.describe_metadata_quorum()
+        (partition,) = quorum["topics"][0]["partitions"]
+        assert partition["error"] is None
+        assert partition["leader_id"] == cluster.controller_leader()
+        assert sorted(v["replica_id"] for v in partition["current_voters"]) == cluster.node_ids
+        holder = cluster.leader(SMALL, 0)[0]
+        other = next(i for i in cluster.node_ids if i != holder)
+        moved = admin.alter_replica_log_dirs(
+            {
+                TopicPartitionReplica(SMALL, 0, holder): str(
+                    cluster.node(holder).data_dir / "data"
+                ),
+                TopicPartitionReplica(SMALL, 0, other): str(cluster.node(other).data_dir / "data"),
+            }
+        )
+        assert moved == {
+            TopicPartitionReplica(SMALL, 0, holder): NoError,
+            TopicPartitionReplica(SMALL, 0, other): ReplicaNotAvailableError,
+        }
+    finally:
+        admin.close()
