@@ -1,9 +1,9 @@
 """ListOffsets v0 in kio's form: Kafka 3.9 still serves it, but kio (generated from Kafka 4's
-schemas, which dropped it) has no model of it. librdkafka without ApiVersions
-(api.version.request=false, broker.version.fallback below 0.10.1) and clients pinned to old
-brokers send it. A partition asks for up to max_num_offsets offsets and gets them in
-old_style_offsets. Fields as in Kafka's ListOffsetsRequest.json / ListOffsetsResponse.json at
-version 0; kafka_api.codec answers for this module where kio has none."""
+schemas, which dropped it) has no model of it. Clients pinned to an old broker send it
+(kafka-python with api_version=(0, 10, 0) does, for beginning_offsets and end_offsets). A
+partition asks for up to max_num_offsets offsets and gets them in old_style_offsets. Fields
+as in Kafka's ListOffsetsRequest.json / ListOffsetsResponse.json at version 0;
+kafka_api.codec answers from this module where kio has none."""
 
 # No `from __future__ import annotations`: kio reads these fields' types at run time.
 from dataclasses import dataclass, field

@@ -405,9 +405,9 @@ def _list_offsets_v0(w: W.KafkaWire, topic: str, timestamp: int, most: int) -> t
 
 def test_list_offsets_v0_as_kafka_3_9_serves_it(module_cluster, topic):
     """ListOffsets v0 (Kafka 3.9 serves it, Kafka 4 does not): up to max_num_offsets offsets,
-    newest first, as for a log of one segment. librdkafka sends it when it may not ask for
-    ApiVersions (api.version.request=false, broker.version.fallback 0.10.0)."""
-    from confluent_kafka import Consumer, TopicPartition
+    newest first, as for a log of one segment. kafka-python pinned to an old broker
+    (api_version=(0, 10, 0)) sends it for beginning_offsets and end_offsets."""
+    from kafka import KafkaConsumer, TopicPartition
 
     node, _ = leader_of(module_cluster)
     with W.KafkaWire(module_cluster.node(node).kafka) as w:
@@ -426,16 +426,12 @@ def test_list_offsets_v0_as_kafka_3_9_serves_it(module_cluster, topic):
             [],
         )
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": module_cluster.bootstrap,
-            "group.id": "list-offsets-v0",
-            "api.version.request": False,
-            "broker.version.fallback": "0.10.0",
-        }
-    )
+    consumer = KafkaConsumer(bootstrap_servers=module_cluster.bootstrap, api_version=(0, 10, 0))
+    tp = TopicPartition(topic, 0)
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), 30, cached=False)
+        assert (consumer.beginning_offsets([tp]), consumer.end_offsets([tp])) == (
+            {tp: start},
+            {tp: end},
+        )
     finally:
         consumer.close()
-    assert (low, high) == (start, end)
