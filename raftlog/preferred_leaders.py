@@ -9,7 +9,6 @@ The answer comes when the preferred replica leads, or when the time given runs o
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ E = ErrorCode
 CALL = "elect-preferred"  # [topic, partition, preferred replica, timeout ms] -> error code
 # How often a wait looks again at who leads: a transfer takes a few heartbeats (50 ms each).
 POLL_SECONDS = 0.02
+IN_SYNC_GRACE_SECONDS = 1.0
 # A mesh call waits this much longer than the leader's own transfer, to hear its answer.
 CALL_MARGIN_SECONDS = 1.0
 MAX_TIMEOUT_MS = 300_000
@@ -75,8 +75,8 @@ class PreferredLeaders:
         skip = self.needed(topic, index)
         if skip is not None:
             return skip
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(max(timeout_ms, 0), MAX_TIMEOUT_MS) / 1000
+        clock = self._clock
+        deadline = clock.now() + min(max(timeout_ms, 0), MAX_TIMEOUT_MS) / 1000
         while True:
             replicas = self._replicas(topic, index)
             if not replicas:
@@ -86,13 +86,13 @@ class PreferredLeaders:
             if leader == preferred:
                 return E.none, None
             if leader is not None:  # asked even out of time: a timeout of 0 starts it
-                left = max(0.0, deadline - loop.time())
+                left = max(0.0, deadline - clock.now())
                 error = await self._ask(leader, topic, index, preferred, left)
                 if error is not E.not_leader_or_follower:  # else leadership moved: look again
                     if error is E.none:
                         return E.none, None
                     return error, _MESSAGES.get(error)
-            if loop.time() >= deadline:
+            if clock.now() >= deadline:
                 return E.request_timed_out, "The preferred replica did not take over in time"
             await self._clock.sleep(POLL_SECONDS)  # no leader known yet
 
@@ -117,14 +117,24 @@ class PreferredLeaders:
         if partition is None or not partition.is_leader:
             return E.not_leader_or_follower
         group = partition.group
-        if target not in self._in_sync(partition):
-            return E.preferred_leader_not_available
-        deadline = asyncio.get_running_loop().time() + seconds
+        clock = self._clock
+        deadline = clock.now() + seconds
+        # A leader elected a moment ago has heard from no follower yet: give the preferred
+        # replica that long to show it is in sync before saying it is not.
+        grace = clock.now() + min(seconds, IN_SYNC_GRACE_SECONDS)
+        while target not in self._in_sync(partition):
+            if not partition.is_leader:
+                return E.not_leader_or_follower
+            if clock.now() >= grace:
+                return E.preferred_leader_not_available
+            await self._clock.sleep(POLL_SECONDS)
         while group.leader_id != str(target):
+            if not group.is_leader and group.leader_id is not None:
+                return E.not_leader_or_follower  # another took over: the caller asks it
             starts = group.is_leader and not group.transferring
             if starts and not group.transfer_leadership(str(target)):
                 return E.preferred_leader_not_available
-            if asyncio.get_running_loop().time() >= deadline:
+            if clock.now() >= deadline:
                 return E.request_timed_out
             await self._clock.sleep(POLL_SECONDS)
         return E.none
