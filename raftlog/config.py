@@ -288,13 +288,11 @@ def _broker_value(name: str, value: Any) -> Any:
             choices = " or ".join(BROKER_CHOICES[name])
             raise ConfigError(f"{what}: expected {choices}, got {value!r}")
         return value
-    kind = broker_type(name)
-    if isinstance(value, str):
-        parsed = parse_number(Setting(name, kind, "", ""), value)
-        if isinstance(parsed, str):
-            raise ConfigError(f"{what}: expected a whole number, got {value!r}")
-        value = parsed
-    number = _whole(value, what)
+    # TOML's integer or the text of one, within the setting's Java type (Short, Integer, Long)
+    text = value if isinstance(value, str) else str(_whole(value, what))
+    number = parse_number(Setting(name, broker_type(name), "", ""), text)
+    if not isinstance(number, int):
+        raise ConfigError(f"{what}: expected a whole number, got {value!r}")
     if name in BROKER_POSITIVE and number < 1:
         raise ConfigError(f"{what}: expected a positive number, got {number}")
     low, high = BROKER_RANGES.get(name, (None, None))

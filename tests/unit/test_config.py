@@ -242,3 +242,10 @@ def test_broker_defaults_of_topic_configs_are_kafkas_synonyms(tmp_path: Path) ->
         _broker(tmp_path, '"compression.type" = "brotli"')
     with pytest.raises(ConfigError, match="before.max.ms: expected a number at least 0"):
         _broker(tmp_path, '"log.message.timestamp.before.max.ms" = -1')
+
+
+def test_a_broker_number_is_held_to_its_java_type(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=re.escape("default.replication.factor: expected a")):
+        _broker(tmp_path, '"default.replication.factor" = 32768')  # past Java's Short
+    config = _broker(tmp_path, '"log.retention.bytes" = 4294967296')  # a Long takes it
+    assert config.broker_setting("log.retention.bytes") == 2**32
