@@ -133,6 +133,8 @@ class Partition:
         self._share_pending: deque[tuple[int, bytes]] = deque()  # appended, not committed
         self._rescan_shares()
         self._start_pending: deque[tuple[int, int, int]] = deque()  # (idx, offset, entry offset)
+        # (term, offset) of a start this leader proposed and has not seen committed yet
+        self._start_proposed: tuple[int, int] | None = None
         self.group = CoreGroup(
             group_name,
             str(ctx.node_id),
@@ -200,7 +202,14 @@ class Partition:
 
     @property
     def log_start_offset(self) -> int:
-        return self.log.log_start_offset
+        """The committed log start, or past it one this leader proposed in its term: as
+        Kafka's leader moves its start before its followers do, a request the client pipelined
+        after its DeleteRecords (ListOffsets earliest, Fetch) sees the new start."""
+        start = self.log.log_start_offset
+        proposed = self._start_proposed
+        if proposed is not None and proposed[0] == self.group.term and self.is_leader:
+            return max(start, proposed[1])
+        return start
 
     @property
     def log_end_offset(self) -> int:
@@ -290,15 +299,20 @@ class Partition:
             return _done((ErrorCode.offset_out_of_range, -1))
         if "delete" not in cleanup_policies(self.settings["cleanup.policy"]):
             return _done((ErrorCode.policy_violation, -1))
-        if target <= self.log_start_offset:
-            return _done((ErrorCode.none, self.log_start_offset))
+        if target <= self.log.log_start_offset:
+            return _done((ErrorCode.none, self.log.log_start_offset))
         future: asyncio.Future[tuple[ErrorCode, int]] = asyncio.get_running_loop().create_future()
+        term = self.group.term
 
         def settled(outcome: Outcome) -> None:
+            if self._start_proposed is not None and (
+                outcome != Outcome.COMMITTED or self._start_proposed[1] <= self.log.log_start_offset
+            ):
+                self._start_proposed = None  # committed, or it may never be
             if future.done():
                 return
             if outcome == Outcome.COMMITTED:
-                future.set_result((ErrorCode.none, self.log_start_offset))
+                future.set_result((ErrorCode.none, self.log.log_start_offset))
             else:
                 future.set_result((ErrorCode.not_leader_or_follower, -1))
 
@@ -309,6 +323,10 @@ class Partition:
         timer = future.get_loop().call_later(timeout_ms / 1000, timed_out)
         future.add_done_callback(lambda _f: timer.cancel())
         self.group.propose(_LOG_START.pack(LOG_START, target), settled)
+        if self._start_proposed is None or self._start_proposed[0] != term:
+            self._start_proposed = (term, target)
+        else:
+            self._start_proposed = (term, max(target, self._start_proposed[1]))
         return future
 
     def _refusal(self, records: bytes) -> ProduceResult:
@@ -704,6 +722,7 @@ class Partition:
         leader, term = group.leader_id, group.term
         if (leader, term) != self._leader_seen:
             self._leader_seen = (leader, term)
+            self._start_proposed = None  # a next leader's start is what its log commits
             self._term_was_committed = False
             self._ctx.metrics.leader_changes += 1
             if group.is_leader:

@@ -98,14 +98,28 @@ async def test_the_offset_is_checked_against_the_high_watermark_and_leadership(
 async def test_a_deletion_that_cannot_commit_times_out_and_is_not_applied(
     replicas: Replicas,
 ) -> None:
+    """The leader shows the start it proposed at once, as Kafka's leader moves its own start
+    before its followers do (a ListOffsets pipelined after the DeleteRecords sees it); if
+    that never commits, the next leader's log has the old start, and so has the old leader
+    once it learns it was deposed."""
     leader = await replicas.leader()
     await _produced(replicas, leader, 2)
     p = replicas.partitions[leader]
+    term = p.group.term
     replicas.net.isolate(leader)
     answer = p.delete_records(10, 0)
+    assert p.log_start_offset == 10 and p.log.log_start_offset == 0
     await asyncio.sleep(0.01)
     assert await answer == (ErrorCode.request_timed_out, -1)
-    assert p.log_start_offset == 0
+    others = tuple(i for i in IDS if i != leader)
+    follower = await replicas.leader(among=others, above_term=term)
+    assert replicas.partitions[follower].log_start_offset == 0
+    replicas.net.heal()
+    for _ in range(100):
+        await replicas.step()
+        if not p.is_leader and p.group.term > term:
+            break
+    assert all(r.log_start_offset == 0 for r in replicas.partitions.values())
 
 
 async def test_segments_below_the_start_go_at_retention_and_a_far_follower_learns_the_start(
