@@ -1,10 +1,10 @@
 """Generated and mutated Kafka requests against real node processes.
 
-Every (API, version) the node serves gets request bodies that Hypothesis builds from kio's
-own schemas (`st.from_type`), then mutated as a hostile client would: cut short, bytes
-flipped, lengths pushed to extremes, junk tagged fields added, or sent as generated. Each
-goes to one node of a running cluster on a fresh connection; the node may answer, close the
-connection, or hold a long poll. It must not die, freeze or lose data: every node stays
+Every (API, version) the node serves gets request bodies that Hypothesis builds from the
+request schemas (kio's, or raftlog's where kio has none; `st.from_type`), then mutated as a
+hostile client would: cut short, bytes flipped, lengths pushed to extremes, junk tagged fields
+added, or sent as generated. Each goes to one node of a running cluster on a fresh
+connection; the node may answer, close the connection, or hold a long poll. It must not die, freeze or lose data: every node stays
 alive under a 4 GiB address-space cap (a bomb would hit it, not the machine), answers
 ApiVersions on a new connection at every check, and at the end the records acknowledged
 before the run are all still there and a real client produces and reads back.
@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema
 from kio.serial import entity_writer
 from kio.static.primitive import Records
 from support import records as R
 from support import wire as W
 from support.cluster import Cluster
 
+from kafka_api.codec import request_schema
 from kafka_api.handlers import HANDLERS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
@@ -53,7 +53,7 @@ st.register_type_strategy(Records, st.binary(max_size=300).map(Records))
 def requests(draw: Any, served: list[tuple[int, int]] = SERVED) -> tuple[int, int, bytes]:
     """(api key, version, framed request), generated from the schema, then maybe mutated."""
     key, version = draw(st.sampled_from(served))
-    request_type = load_request_schema(key, version)
+    request_type = request_schema(key, version)  # kio's, or raftlog's where kio has none
     body = io.BytesIO()
     entity_writer(request_type)(body, draw(st.from_type(request_type)))
     data = bytearray(body.getvalue())
