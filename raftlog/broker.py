@@ -181,6 +181,9 @@ class AbortedTransaction(Protocol):
     @property
     def first_offset(self) -> int: ...
 
+    @property
+    def last_offset(self) -> int: ...
+
 
 class ActiveProducer(Protocol):
     """A producer of a partition as DescribeProducers reports it."""

@@ -17,6 +17,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from raftlog import group_config as gc
 from raftlog.broker import Partition
@@ -162,6 +163,7 @@ class ShareManager:
             )
             return
         reset = self._group_config(group_id)[gc.AUTO_OFFSET_RESET]
+        latest = _readable_end(partition, self._read_committed(group_id))
         strategy, seconds = gc.parse_auto_offset_reset(reset) or (gc.LATEST, None)
         if strategy == gc.EARLIEST:
             start = partition.log_start_offset
@@ -171,9 +173,9 @@ class ShareManager:
                 found = await partition.offset_for_timestamp(since)
             except KafkaError:
                 return  # no longer the leader: the fetch finds nothing to acquire here
-            start = found.offset if found is not None else partition.high_watermark
+            start = found.offset if found is not None else latest
         else:
-            start = partition.high_watermark
+            start = latest
         # Committed first: a new leader must not start again from a later high watermark
         # and skip what this one handed out.
         begun = ShareUpdate(group_id, start, incarnation=incarnation)
@@ -184,6 +186,9 @@ class ShareManager:
         state = SharePartitionState(start, self.limits(group_id))
         self._held[(group_id, key)] = _Held(state, partition, epoch, incarnation)
         log.info("share group %s starts %s-%d at offset %d (%s)", group_id, *key, start, reset)
+
+    def _read_committed(self, group_id: str) -> bool:
+        return self._group_config(group_id)[gc.ISOLATION_LEVEL] == gc.READ_COMMITTED
 
     def _drop(self, group_id: str, key: Key, held: _Held) -> None:
         if held.timer is not None:
@@ -305,6 +310,7 @@ class ShareManager:
     ) -> dict[Key, Fetched]:
         fetched: dict[Key, Fetched] = {}
         now = self._clock.now()
+        committed = self._read_committed(group_id)
         for key, partition in targets:
             if max_records <= 0 or max_bytes <= 0:
                 break
@@ -315,21 +321,25 @@ class ShareManager:
             if state.next_fetch_offset() < partition.log_start_offset:
                 state.log_start_moved(partition.log_start_offset)  # retention took them
             offset = state.next_fetch_offset()
-            if offset >= partition.high_watermark or not state.can_acquire():
+            if offset >= _readable_end(partition, committed) or not state.can_acquire():
                 continue
-            data, batches = _read_for(partition, offset, max_bytes, max_records)
+            data, batches = _read_for(partition, offset, max_bytes, max_records, committed)
             ranges = state.acquire(
                 member_id,
-                [(b, last) for b, last, _ in batches],
+                [(b.base, b.last) for b in batches],
                 max_records,
                 now,
                 fetch_offset=offset,  # batches compaction emptied between here and the first
                 record_limit=record_limit,
             )
+            hidden = _aborted(partition, batches) if committed and ranges else []
+            if hidden:
+                ranges = state.archive_acquired(ranges, hidden)
+                self._persist(group_id, held)
             if not ranges:
                 continue
             last = ranges[-1].last_offset
-            end = next(stop for _, batch_last, stop in batches if batch_last >= last)
+            end = next(b.stop for b in batches if b.last >= last)
             fetched[key] = Fetched(bytes(data[:end]), ranges)
             acquired = sum(r.last_offset - r.first_offset + 1 for r in ranges)
             partition.sent(end, acquired)
@@ -349,13 +359,14 @@ class ShareManager:
         woken: asyncio.Future[None] = loop.create_future()
         self._waiters.append(woken)
         waits: list[asyncio.Future[None]] = [woken]
+        committed = self._read_committed(group_id)
         for key, partition in targets:
             if not partition.is_leader:
                 continue
             held = self._held.get((group_id, key))
             # not started yet: the next commit (this leader's first in its term) may allow it
             offset = held.state.next_fetch_offset() if held else partition.high_watermark
-            waits.append(asyncio.ensure_future(partition.wait_for_data(offset, timeout)))
+            waits.append(asyncio.ensure_future(partition.wait_for_data(offset, timeout, committed)))
         try:
             await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -403,29 +414,66 @@ class ShareManager:
         self._wake()
 
 
+class _Batch(NamedTuple):
+    base: int
+    last: int
+    stop: int  # where it ends in the read
+    producer_id: int  # of a transactional batch; -1 for any other
+    control: bool
+
+
+def _readable_end(partition: Partition, committed: bool) -> int:
+    """A read_committed group (share.isolation.level) reads below the last stable offset."""
+    return partition.last_stable_offset if committed else partition.high_watermark
+
+
 def _read_for(
-    partition: Partition, offset: int, max_bytes: int, max_records: int
-) -> tuple[bytes, list[tuple[int, int, int]]]:
-    """The log from `offset`, enough of it for `max_records`, and its batches as (base offset,
-    last offset, end position). A fetch acquires at most max_records, so reading its whole
-    byte budget (8 MiB for each of the proxy's reads of 10 records) was wasted: the read
-    starts at READ_START_BYTES and grows fourfold until its batches span max_records offsets,
-    reach the high watermark or fill max_bytes."""
+    partition: Partition, offset: int, max_bytes: int, max_records: int, committed: bool
+) -> tuple[bytes, list[_Batch]]:
+    """The log from `offset`, enough of it for `max_records`, and its batches. A fetch
+    acquires at most max_records, so reading its whole byte budget (8 MiB for each of the
+    proxy's reads of 10 records) was wasted: the read starts at READ_START_BYTES and grows
+    fourfold until its batches span max_records offsets, reach the readable end or fill
+    max_bytes."""
     size = min(max_bytes, READ_START_BYTES)
     while True:
-        data = partition.read(offset, size, True)
+        data = partition.read(offset, size, True, committed)
         batches = [
-            (h.base_offset, h.base_offset + h.last_offset_delta, pos + h.size)
+            _Batch(
+                h.base_offset,
+                h.base_offset + h.last_offset_delta,
+                pos + h.size,
+                h.producer_id if h.is_transactional else -1,
+                h.is_control,
+            )
             for pos, h in iter_batches(data)
         ]
-        reached = batches[-1][1] + 1 if batches else offset
+        reached = batches[-1].last + 1 if batches else offset
         if (
             size >= max_bytes
             or reached - offset >= max_records
-            or reached >= partition.high_watermark
+            or reached >= _readable_end(partition, committed)
         ):
             return data, batches
         size = min(max_bytes, size * 4)
+
+
+def _aborted(partition: Partition, batches: list[_Batch]) -> list[tuple[int, int]]:
+    """(base, last) of the batches of aborted transactions among `batches`: a read_committed
+    share group archives them instead of handing them out (Kafka's
+    filterAbortedTransactionalAcquiredRecords)."""
+    aborted = partition.aborted_transactions(batches[0].base, batches[-1].last + 1)
+    if not aborted:
+        return []
+    return [
+        (b.base, b.last)
+        for b in batches
+        if not b.control
+        and any(
+            a.producer_id == b.producer_id and a.first_offset <= b.base <= a.last_offset
+            for a in aborted
+        )
+    ]
 
 
 def _done(code: ErrorCode) -> Awaitable[ErrorCode]:

@@ -401,6 +401,27 @@ class SharePartitionState:
         self._maybe_rebuild_heaps()
         return ranges
 
+    def archive_acquired(
+        self, acquired: list[AcquiredRange], hidden: Sequence[tuple[int, int]]
+    ) -> list[AcquiredRange]:
+        """Of what acquire() just returned, the offsets inside the ascending (first, last)
+        spans of `hidden` (an aborted transaction's batches, for a read_committed group)
+        become ARCHIVED, never delivered; returns the ranges that stay acquired."""
+        records, kept, spans = self._records, [], iter(hidden)
+        span = next(spans, None)
+        for acquired_range in acquired:
+            for offset in range(acquired_range.first_offset, acquired_range.last_offset + 1):
+                while span is not None and span[1] < offset:
+                    span = next(spans, None)
+                if span is not None and span[0] <= offset:
+                    record = records[offset]
+                    record.state, record.owner = RecordState.ARCHIVED, None
+                    self._dirty.add(offset)
+                else:
+                    kept.append((offset, acquired_range.delivery_count))
+        self._advance_start()
+        return _merge(kept)
+
     def acknowledge(
         self, member: str, batches: Sequence[AckBatch], now: float | None = None
     ) -> ErrorCode:

@@ -7,7 +7,8 @@ unchanged, against a 3-node cluster:
 - a consumer that closes with records unacknowledged hands them back at once;
 - 2,000 ShareFetches from member ids that never joined open no share session on the
   partition leader (UNKNOWN_MEMBER_ID), and a consumer reads from that node right after;
-- a share group cannot subscribe to an internal topic.
+- a share group cannot subscribe to an internal topic;
+- a read_committed group (share.isolation.level) gets committed transactions only.
 The group starts at the earliest offset (share.auto.offset.reset, a group config set with
 IncrementalAlterConfigs, as Kafka's users do it)."""
 
@@ -21,6 +22,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
 from support import groups as G
 from support import share as S
+from support import transactions as T
 from support import wire as W
 from support.share import share_consumer, share_group, share_topic
 
@@ -57,6 +59,42 @@ def test_one_implicit_consumer_reads_every_record_once(module_cluster) -> None:
     assert sorted(m.value() for m in got) == values
     assert {m.delivery_count() for m in got} == {1}
     assert extra == []
+
+
+def test_a_read_committed_group_gets_committed_transactions_only(module_cluster) -> None:
+    """share.isolation.level=read_committed with confluent-kafka's transactional producer:
+    an aborted transaction's records are never handed out, an open one's not before its
+    commit; a read_uncommitted group gets all of them."""
+    topic = "share-txn"
+    module_cluster.create_topic(topic, partitions=1, replication_factor=3)
+    producer = T.transactional(module_cluster.bootstrap, f"share-txn-{uuid.uuid4().hex[:6]}")
+    for name, commit in (("aborted", False), ("committed", True), ("open", None)):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, b"%s-%d" % (name.encode(), i), partition=0)
+        producer.flush(30)
+        if commit is True:
+            producer.commit_transaction()
+        elif commit is False:
+            producer.abort_transaction()
+    group = share_group(module_cluster, share_isolation_level="read_committed")
+    consumer = share_consumer(module_cluster, group)
+    consumer.subscribe([topic])
+    everyone = share_consumer(module_cluster, share_group(module_cluster))
+    everyone.subscribe([topic])
+    try:
+        before = _read(consumer, 5)
+        held_back = _read(consumer, 1, seconds=3)  # the open transaction's wait
+        producer.commit_transaction()
+        after = _read(consumer, 5)
+        uncommitted = _read(everyone, 15)
+    finally:
+        consumer.close()
+        everyone.close()
+    assert sorted(m.value() for m in before) == [b"committed-%d" % i for i in range(5)]
+    assert held_back == []
+    assert sorted(m.value() for m in after) == [b"open-%d" % i for i in range(5)]
+    assert len({m.value() for m in uncommitted}) == 15
 
 
 def test_a_released_record_comes_back_and_a_rejected_one_never(module_cluster) -> None:

@@ -22,21 +22,20 @@ from support import records as R
 from support import wire as W
 
 
-def share_group(cluster, earliest: bool = True, name: str | None = None) -> str:
+def share_group(cluster, earliest: bool = True, name: str | None = None, **configs: str) -> str:
+    """A new group's name, with its group configs set (`configs`: more of them, dots
+    written as underscores: share_isolation_level="read_committed")."""
     group = name or f"share-{uuid.uuid4().hex[:8]}"
+    settings = {k.replace("_", "."): v for k, v in configs.items()}
     if earliest:
+        settings["share.auto.offset.reset"] = "earliest"
+    if settings:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        resource = ConfigResource(
-            ResourceType.GROUP,
-            group,
-            incremental_configs=[
-                ConfigEntry(
-                    "share.auto.offset.reset",
-                    "earliest",
-                    incremental_operation=AlterConfigOpType.SET,
-                )
-            ],
-        )
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in settings.items()
+        ]
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(30)
     return group

@@ -172,6 +172,45 @@ async def test_the_group_starts_at_the_high_watermark_by_default(rig: Rig) -> No
     assert await rig.fetch("a") is None  # latest: only what comes after
 
 
+async def test_a_read_committed_group_gets_only_what_transactions_committed(rig: Rig) -> None:
+    """share.isolation.level=read_committed: records of an open transaction wait for its end
+    (and hold back what follows them), an aborted transaction's are archived without ever
+    being handed out, a committed one's are delivered; read_uncommitted gets them all."""
+    rig.configs[gc.ISOLATION_LEVEL] = gc.READ_COMMITTED
+    p, pid = rig.p, 7
+
+    async def produce(batch: bytes, transactional: bool) -> None:
+        answer = p.produce(batch, -1, 30_000, transactional=transactional)
+        assert (await rig.replicas.until(asyncio.ensure_future(answer))).error == ErrorCode.none
+
+    async def marker(commit: bool) -> None:
+        answer = asyncio.ensure_future(p.write_marker(pid, 0, commit, 0))
+        assert (await rig.replicas.until(answer)).error == ErrorCode.none
+
+    def txn(value: bytes, seq: int) -> bytes:
+        return make_batch([(None, value)], producer=(pid, 0, seq), transactional=True)
+
+    assert set(values(await rig.fetch("a"))) == set(range(10))
+    assert await rig.ack("a", (0, 9, ACCEPT)) == ErrorCode.none
+    await produce(txn(b"aborted", 0), True)  # offset 10
+    await produce(make_batch([(None, b"after")]), False)  # 11: behind the open transaction
+    assert await rig.fetch("a") is None
+    await marker(False)  # 12
+    await produce(txn(b"committed", 1), True)  # 13
+    await marker(True)  # 14
+    await rig.replicas.run(0.3)
+    got = values(await rig.fetch("a"))  # the markers (12, 14) too, which clients skip
+    assert 10 not in got
+    assert (got[11], got[13]) == (b"after", b"committed")
+    view = rig.share.view("g", KEY, p)
+    assert view is not None and view.start_offset == 11  # 10 archived: done, never delivered
+
+    rig.configs[gc.ISOLATION_LEVEL] = gc.READ_UNCOMMITTED
+    other = ShareManager(lambda _group: gc.values(rig.configs), every_member, rig.clock)
+    everything = await rig.replicas.until(other.fetch("h", "b", [(KEY, p)], 0.0, 1 << 20, 500))
+    assert values(everything.get(KEY))[10] == b"aborted"
+
+
 # --- what outlives the leader -------------------------------------------------------------
 
 
