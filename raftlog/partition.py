@@ -646,13 +646,15 @@ class Partition:
     def _rebuild_producers(self) -> None:
         """Producer state = the last snapshot plus every batch after it. A snapshot from past
         the log's end holds batches a truncation cut: it is deleted (a later log could grow
-        past its offset again and make it look valid), and all of the log is read."""
+        past its offset again and make it look valid), and all of the log is read: all the
+        segments hold, below a start DeleteRecords moved too, as a replica that did not
+        restart still remembers those producers."""
         state, offset = ProducerState.load(self._producer_path)
         end = self.journal.log_end_offset
         if offset > end:
             self._producer_path.unlink(missing_ok=True)
-        if not self.log.log_start_offset <= offset <= end:
-            state, offset = ProducerState(), self.log.log_start_offset
+        if not self.log.segment_start <= offset <= end:
+            state, offset = ProducerState(), self.log.segment_start
         self._producers_unsaved = offset < end
         while offset < end:
             data = self.log.read(offset, REBUILD_CHUNK, end, True)

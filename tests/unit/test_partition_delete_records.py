@@ -173,3 +173,27 @@ async def test_retention_moving_the_start_is_recorded_for_the_audit(
     p.apply_retention()
     assert p.log_start_offset > 0
     assert _log_starts(tmp_path, leader) == [(p.log_start_offset, "retention")]
+
+
+async def test_a_producer_whose_batches_lie_below_the_start_is_remembered_after_a_restart(
+    replicas: Replicas,
+) -> None:
+    """Producer 7 wrote offsets 0-9, producer 8 offsets 10-19; the start moves to 15. A
+    restarted replica rebuilds its producer state from what its segments hold, as a replica
+    that did not restart remembers it: producer 7's retry of its batch is known, not written
+    twice."""
+    leader = await replicas.leader()
+    assert (await replicas.until(replicas.produce(leader, 0, 10, pid=7))).error == ErrorCode.none
+    assert (await replicas.until(replicas.produce(leader, 0, 10, pid=8))).error == ErrorCode.none
+    assert await replicas.until(replicas.partitions[leader].delete_records(15, 5_000)) == (
+        ErrorCode.none,
+        15,
+    )
+    await replicas.run(0.3)
+    term = replicas.partitions[leader].group.term
+    for node_id in IDS:
+        replicas.crash_and_restart(node_id)
+    leader = await replicas.leader(above_term=term)
+    retry = await replicas.until(replicas.produce(leader, 0, 10, pid=7))
+    assert (retry.error, retry.base_offset) == (ErrorCode.none, 0)
+    assert replicas.partitions[leader].log_end_offset == 20
