@@ -54,6 +54,7 @@ from raftlog.storage.batch import (
     records_section,
     snappy_encode,
 )
+from raftlog.storage.offset_file import read_offset, write_offset
 from raftlog.storage.records import Record
 from raftlog.storage.records import walk as walk_records
 from raftlog.storage.segment import Segment, fsync_dir, parse_segment_name
@@ -88,7 +89,6 @@ MAX_MAP_KEYS = 500_000  # ~100 MB of map with __consumer_offsets-sized keys
 STEP_RECORDS = 2_000  # records between pauses: a few milliseconds of work
 _READ_CHUNK = 4 * 1024 * 1024
 _WRITE_CHUNK = 1024 * 1024
-_CHECKPOINT_VERSION = "0"
 _COMPRESSION_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
 _GZIP_LEVEL = 6  # Kafka's default for gzip.compression.level
@@ -124,25 +124,11 @@ class SegmentClean:
 
 def read_checkpoint(directory: Path) -> int:
     """The first dirty offset; 0 (everything dirty, always safe) when missing or unreadable."""
-    try:
-        lines = (directory / CHECKPOINT).read_text().split()
-    except FileNotFoundError:
-        return 0
-    if len(lines) == 2 and lines[0] == _CHECKPOINT_VERSION and lines[1].isdigit():
-        return int(lines[1])
-    log.warning("%s: unreadable %s, treating the whole log as dirty", directory, CHECKPOINT)
-    return 0
+    return read_offset(directory / CHECKPOINT, "treating the whole log as dirty") or 0
 
 
 def write_checkpoint(directory: Path, offset: int) -> None:
-    path = directory / CHECKPOINT
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as file:
-        file.write(f"{_CHECKPOINT_VERSION}\n{offset}\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.rename(tmp, path)
-    fsync_dir(directory)
+    write_offset(directory / CHECKPOINT, offset)
 
 
 # -- crash recovery ----------------------------------------------------------------------------

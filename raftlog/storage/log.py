@@ -24,6 +24,7 @@ from raftlog.storage import compaction
 from raftlog.storage.batch import BatchHeader, parse_header
 from raftlog.storage.compaction import CompactionResult, OffsetMap
 from raftlog.storage.flusher import RecoveryPoint
+from raftlog.storage.offset_file import read_offset, write_offset
 from raftlog.storage.segment import Segment, fsync_dir, parse_segment_name, segment_stem
 
 __all__ = [
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 
 CLEAN_MARKER = ".clean"
 START_CHECKPOINT = "log-start-offset"
-_START_VERSION = "0"
 _INT32_MAX = 2**31 - 1  # index entries hold positions and relative offsets as int32
 
 
@@ -328,7 +328,7 @@ class Log:
         if offset <= self.log_start_offset:
             return False
         self._start = offset
-        _write_start(self.directory, offset)
+        write_offset(self.directory / START_CHECKPOINT, offset)
         return True
 
     def delete_below_start(self, floor_offset: int) -> int:
@@ -588,25 +588,7 @@ class Log:
 def read_start_checkpoint(directory: Path) -> int:
     """The log start DeleteRecords set; 0 when none was (or, with a warning, unreadable: the
     Raft window, or the leader's snapshot, brings a recent one back)."""
-    try:
-        lines = (directory / START_CHECKPOINT).read_text().split()
-    except FileNotFoundError:
-        return 0
-    if len(lines) == 2 and lines[0] == _START_VERSION and lines[1].isdigit():
-        return int(lines[1])
-    log.warning("%s: unreadable %s, ignoring it", directory, START_CHECKPOINT)
-    return 0
-
-
-def _write_start(directory: Path, offset: int) -> None:
-    path = directory / START_CHECKPOINT
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as file:
-        file.write(f"{_START_VERSION}\n{offset}\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
-    fsync_dir(directory)
+    return read_offset(directory / START_CHECKPOINT, "ignoring it") or 0
 
 
 def _max_below(segment: Segment, upper_bound: int) -> tuple[int, int]:
