@@ -124,7 +124,7 @@ class Partition:
         self.epochs = EpochCache(directory / "leader-epoch-checkpoint")
         self.epochs.refresh(self.log.epochs())
         self._producer_path = directory / "producer-state"
-        self._producers = ProducerState()
+        self._producers = ProducerState(directory)
         self._producers_unsaved = False  # batches recorded since the file was written or read
         self.journal = SegmentJournal(directory / "raft", self.log, self)
         self._rebuild_producers()
@@ -654,7 +654,8 @@ class Partition:
         if offset > end:
             self._producer_path.unlink(missing_ok=True)
         if not self.log.segment_start <= offset <= end:
-            state, offset = ProducerState(), self.log.segment_start
+            state, offset = ProducerState(self._producer_path.parent), self.log.segment_start
+        state.remove_unnamed_files()
         self._producers_unsaved = offset < end
         while offset < end:
             data = self.log.read(offset, REBUILD_CHUNK, end, True)

@@ -62,13 +62,15 @@ class ActiveProducer(NamedTuple):
 
 
 class ProducerState:
-    def __init__(self) -> None:
+    def __init__(self, directory: Path | None = None) -> None:
+        """`directory`: the partition's, where aborted transactions past what memory keeps
+        are spilled (aborted_txns.py); None keeps them all in memory."""
         # least recently written first, so the state stays bounded whatever the traffic
         self._producers: OrderedDict[int, _Producer] = OrderedDict()
         # first offset of each open transaction, by producer id: never evicted with the
         # producer's sequences, since it holds the last stable offset
         self._open: dict[int, int] = {}
-        self._aborted = AbortedTxns()
+        self._aborted = AbortedTxns(directory)
         # (marker offset, first offset) of transactions whose marker may not be committed yet:
         # they hold the last stable offset until it is, as in Kafka (a marker a new leader's
         # log lacks must not have let a consumer read its transaction meanwhile)
@@ -198,6 +200,10 @@ class ProducerState:
         before end)."""
         return self._aborted.overlapping(start, end)
 
+    def remove_unnamed_files(self) -> None:
+        """Spilled files this state does not name are left over: removed (aborted_txns.py)."""
+        self._aborted.remove_unnamed()
+
     def forget_aborted_before(self, offset: int) -> None:
         """Aborts whose markers are below the log start offset have nothing left to hide."""
         self._aborted.forget_before(offset)
@@ -221,11 +227,13 @@ class ProducerState:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        self._aborted.saved()
 
     @classmethod
     def load(cls, path: Path) -> tuple[ProducerState, int]:
-        """The saved state and the offset it is valid at; an empty state at 0 if none."""
-        state = cls()
+        """The saved state and the offset it is valid at; an empty state at 0 if none (or if
+        a spilled file it names is gone). Its aborted transactions spill beside `path`."""
+        state = cls(path.parent)
         if not path.exists():
             return state, 0
         offset, producers, *txns = msgpack.unpackb(path.read_bytes())
@@ -235,7 +243,10 @@ class ProducerState:
             state._producers[pid] = entry
         if txns:  # files written before transactions hold only the sequences
             state._open = {pid: first for pid, first in txns[0]}
-            state._aborted = AbortedTxns.undump(txns[1])
+            aborted = AbortedTxns.undump(txns[1], path.parent)
+            if aborted is None:
+                return cls(path.parent), 0
+            state._aborted = aborted
             state._ending.extend((marker, first) for marker, first in txns[2])
         return state, offset
 
