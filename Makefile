@@ -41,6 +41,7 @@ sysdeps:
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
@@ -63,7 +64,13 @@ audit: venv
 audit-scale: venv
 	RAFTLOG_AUDIT_EVENTS=1000000 $(BIN)/pytest -q tests/e2e/test_audit_scale.py
 
-test: venv sysdeps
+# kafkajs, pinned by its lock file, for tests/e2e/test_kafkajs.py.
+KAFKAJS := tests/clients/kafkajs/node_modules/.installed
+$(KAFKAJS): tests/clients/kafkajs/package-lock.json | sysdeps
+	npm ci --prefix tests/clients/kafkajs --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test: venv sysdeps $(KAFKAJS)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 lint: venv
