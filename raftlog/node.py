@@ -273,7 +273,12 @@ class Node:
     ) -> ErrorCode:
         """KIP-890's check before a transactional batch goes into a log: its coordinator, here
         or asked over the mesh, says whether the producer's transaction includes the
-        partition."""
+        partition. Asked only for a producer's first batch of a transaction on the partition
+        (Kafka's verification guard): once one is in the log, the transaction is open there
+        under that epoch until its marker, and the coordinator had vouched for it."""
+        local = self.partitions.get((topic, index))
+        if local is not None and local.is_leader and local.transaction_open(producer_id, epoch):
+            return ErrorCode.none
         coordinator = self.transaction_coordinator(transactional_id)
         if coordinator == self.node_id:
             return self.transactions.verify(transactional_id, producer_id, epoch, topic, index)

@@ -192,6 +192,10 @@ class Partition:
             return hw
         return max(first, self.log_start_offset)  # as Kafka: never below the log start
 
+    def transaction_open(self, producer_id: int, epoch: int) -> bool:
+        """The producer has a transaction open here, in this epoch, not yet ended by a marker."""
+        return self._producers.transaction_open(producer_id, epoch)
+
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         return self._producers.aborted(start, end)
 

@@ -166,6 +166,10 @@ class ProducerState:
         if entry is not None and header.producer_epoch > entry.epoch:
             self._producers[pid] = _Producer(header.producer_epoch)
 
+    def transaction_open(self, producer_id: int, epoch: int) -> bool:
+        entry = self._producers.get(producer_id)
+        return producer_id in self._open and entry is not None and entry.epoch == epoch
+
     def active(self) -> list[ActiveProducer]:
         """Every producer known here, those with a transaction open first (oldest first: a
         hanging transaction is what an operator asks DescribeProducers for), then the most

@@ -223,3 +223,15 @@ def test_active_producers_list_open_transactions_first_then_the_latest_written()
     assert len(found) == MAX_PRODUCERS  # bounded, open transactions included
     assert found[0] == ActiveProducer(2, -1, -1, 5)
     assert found[1] == ActiveProducer(100 + MAX_PRODUCERS - 1, 0, 9, -1)
+
+
+def test_a_transaction_is_open_here_from_its_first_batch_to_its_marker_in_its_epoch():
+    """What spares a transaction's later batches on the partition the coordinator's check
+    (Kafka's verification guard): only its first batch needs it."""
+    s = ProducerState()
+    assert not s.transaction_open(1, 0)
+    s.record(batch(pid=1, transactional=True), 10)
+    assert s.transaction_open(1, 0)
+    assert not s.transaction_open(1, 1)  # another epoch: a new instance, asked again
+    s.record(marker(pid=1), 20, COMMIT)
+    assert not s.transaction_open(1, 0)
