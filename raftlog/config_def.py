@@ -115,15 +115,10 @@ def choice_error(setting: Setting, value: str) -> str | None:
 
 
 def list_error(setting: Setting, value: str) -> str | None:
-    """Kafka's ValidList over `choices`, refusing the empty list (cleanup.policy)."""
-    items = split_list(value)
+    """Kafka's ValidList over `choices`. The empty list is valid: Kafka 4.1+ (KIP-1161) takes
+    an empty cleanup.policy, the only LIST setting here, as neither deletion nor compaction."""
     name = setting.name
-    if not items:
-        return (
-            f"Configuration '{name}' must not be empty. Valid values include: "
-            f"[{', '.join(setting.choices)}]"
-        )
-    for item in items:
+    for item in split_list(value):
         if not item:
             return f"Configuration '{name}' values must not be empty."
         if item not in setting.choices:

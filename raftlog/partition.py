@@ -301,7 +301,8 @@ class Partition:
         target = hw if offset == -1 else offset
         if not 0 <= target <= hw:
             return _done((ErrorCode.offset_out_of_range, -1))
-        if "delete" not in cleanup_policies(self.settings["cleanup.policy"]):
+        policies = cleanup_policies(self.settings["cleanup.policy"])
+        if "compact" in policies and "delete" not in policies:  # keys' latest values stay
             return _done((ErrorCode.policy_violation, -1))
         if target <= self.log.log_start_offset:
             return _done((ErrorCode.none, self.log.log_start_offset))
