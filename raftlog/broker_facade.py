@@ -29,6 +29,7 @@ from raftlog.errors import ErrorCode
 from raftlog.group_admin import GroupAdmin
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
+from raftlog.security.listeners import Listener
 from raftlog.security.users import UserAdmin
 from raftlog.topic_admin import TopicAdmin
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
@@ -259,7 +260,10 @@ class BrokerFacade:
                 config_type=INT,
             )
         ]
-        given = self._node.config.broker
+        given = dict(self._node.config.broker)
+        if node_id == self._node.node_id:  # kafka_listen / advertised_kafka set them too
+            given.setdefault("listeners", _endpoints(self._node.config.listeners, False))
+            given.setdefault("advertised.listeners", _endpoints(self._node.config.listeners, True))
         for name, default in BROKER_DEFAULTS.items():
             synonyms = [(name, _text(default), topic_config.DEFAULT)]
             if name in given:
@@ -281,6 +285,15 @@ class BrokerFacade:
 
 # Topic setting -> the [broker] setting that stands in for it (its synonym in DescribeConfigs).
 _BROKER_NAMES = {topic: broker for broker, topic in TOPIC_SYNONYMS.items()}
+
+
+def _endpoints(listeners: list[Listener], advertised: bool) -> str:
+    """The node's listeners as Kafka's `listeners` / `advertised.listeners` show them."""
+    return ",".join(
+        f"{x.name}://{x.advertised_host if advertised else x.host}:"
+        f"{x.advertised_port if advertised else x.port}"
+        for x in listeners
+    )
 
 
 def _text(value: object) -> str:

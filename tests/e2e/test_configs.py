@@ -224,6 +224,19 @@ def test_broker_entries_carry_kafkas_config_types(cluster) -> None:
     assert with_synonyms["ssl.key.password"].synonyms == [("ssl.key.password", None, DEFAULT)]
 
 
+def test_a_nodes_listeners_are_described_as_its_config_sets_them(cluster) -> None:
+    """kafka_listen / advertised_kafka are the node's listeners: described as Kafka describes
+    listeners set in server.properties (kafka-python's suite checks advertised.listeners)."""
+    admin = admin_for(cluster)
+    for node in cluster.node_ids:
+        resource = ConfigResource(ResourceType.BROKER, str(node))
+        entries = admin.describe_configs([resource])[resource].result(30)
+        host, port = cluster.node(node).kafka_addr
+        for name in ("listeners", "advertised.listeners"):
+            assert entries[name].value == f"PLAINTEXT://{host}:{port}", name
+            assert entries[name].source == STATIC_BROKER, name
+
+
 def test_an_unacknowledged_record_comes_back_after_the_nodes_one_second_lock(cluster) -> None:
     share_topic(cluster, "share-lock", 1, 1)
     group = share_group(cluster)
