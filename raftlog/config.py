@@ -190,7 +190,8 @@ BROKER_RANGES: dict[str, tuple[int, int | None]] = {
 }
 # Shown by DescribeConfigs as null and sensitive, as Kafka shows passwords.
 SENSITIVE = frozenset({"ssl.key.password"})
-# Byte bounds the Kafka listener enforces, which 0 or less would make refuse everything.
+# Settings 0 or less would break: the byte bounds the Kafka listener enforces (it would
+# refuse everything), and the transactional ids' expiry, its check interval and their bound.
 BROKER_POSITIVE = frozenset(
     {
         "socket.request.max.bytes",
