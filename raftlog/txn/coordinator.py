@@ -327,7 +327,7 @@ class TxnCoordinator:
         written with no await between, as `_serving` does for clients); memory follows. If it
         is not written now, the next expiry check tries again."""
         txn_id = txn.transactional_id
-        if shard.txns.get(txn_id) is not txn or txn_id in shard.writing:
+        if not _unchanged(shard, txn):
             return
         error, _ = await self._append(shard, txn_id, None, None)
         if error == E.none:
@@ -487,8 +487,7 @@ class TxnCoordinator:
         """Only if nothing changed the transaction since it was found expired: its producer's
         EndTxn may have been decided meanwhile, and two decisions would mean markers of both
         kinds. Checked and written with no await between, as `_serving` does for clients."""
-        txn_id = txn.transactional_id
-        if shard.txns.get(txn_id) is not txn or txn_id in shard.writing:
+        if not _unchanged(shard, txn):
             return
         fenced = rules.fence(txn, now)
         if await self._write(shard, fenced) == E.none:
@@ -506,6 +505,12 @@ class TxnCoordinator:
         """A partition this node leads is still being read: Kafka's ListTransactions answers
         COORDINATOR_LOAD_IN_PROGRESS then, rather than a list missing its ids."""
         return any(shard.loading for shard in self._shards.values())
+
+
+def _unchanged(shard: _Shard, txn: TxnMetadata) -> bool:
+    """`txn` is still the id's recorded state and no write of it is in flight: a write the
+    coordinator decided on its own (a timeout's abort, an expiry) may go ahead only then."""
+    return shard.txns.get(txn.transactional_id) is txn and txn.transactional_id not in shard.writing
 
 
 def _task_done(shard: _Shard, task: asyncio.Task[None]) -> None:
