@@ -24,8 +24,7 @@ from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, topic_n
 from kafka_api.context import RequestContext
 from raftlog.broker import PartitionInfo
 from raftlog.errors import ErrorCode
-from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
-from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
+from raftlog.internal_topics import is_internal
 
 API_KEY = 75
 MIN_VERSION = 0
@@ -34,7 +33,6 @@ MAX_VERSION = 0
 E = ErrorCode
 # Kafka's max.request.partition.size.limit default: the most partitions one answer carries.
 MAX_PARTITIONS = 2000
-INTERNAL = frozenset({OFFSETS_TOPIC, TXN_TOPIC})
 
 # (error, name, topic id, internal, partitions, authorized operations) of each topic answered
 Answered = tuple[ErrorCode, str, Any, bool, Sequence[PartitionInfo], int]
@@ -69,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error = E.unknown_topic_or_partition
                 if topic_name_error(name) is not None:
                     error = E.invalid_topic_exception
-                answered.append((error, name, None, name in INTERNAL, (), _operations(ctx, name)))
+                answered.append((error, name, None, is_internal(name), (), _operations(ctx, name)))
             continue
         first = cursor.partition_index if cursor is not None and name == after else 0
         count = len(topic.partitions)
