@@ -26,6 +26,7 @@ from raftlog.config_def import (
     range_error,
     split_list,
 )
+from raftlog.storage import codecs
 
 # Kafka's ConfigSource codes (DescribeConfigs).
 DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
@@ -341,8 +342,18 @@ def _conflict(configs: dict[str, str | None]) -> str | None:
 
 
 # compression.type's codecs by their id in a batch's attributes, and their level settings.
-_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-_LEVELS = {1: _GZIP_LEVEL, 3: "compression.lz4.level", 4: "compression.zstd.level"}
+_CODECS = {
+    "uncompressed": 0,
+    "gzip": codecs.GZIP,
+    "snappy": codecs.SNAPPY,
+    "lz4": codecs.LZ4,
+    "zstd": codecs.ZSTD,
+}
+_LEVELS = {
+    codecs.GZIP: _GZIP_LEVEL,
+    codecs.LZ4: "compression.lz4.level",
+    codecs.ZSTD: "compression.zstd.level",
+}
 
 
 def compression(settings: dict[str, str]) -> tuple[int, int | None] | None:
