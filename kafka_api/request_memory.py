@@ -15,25 +15,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# What a node's listeners hold at most, all together (a thousand connections at their own
-# bound of 64 MiB would be 64 GB).
-MAX_QUEUED_BYTES = 256 * 1024 * 1024
+from raftlog.memory_budget import MAX_QUEUED_BYTES, MemoryBudget
 
 
 class Refused(Exception):
     """The budget cannot give a connection the buffer it asked for: close it."""
 
 
-class RequestMemory:
+class RequestMemory(MemoryBudget):
     def __init__(self, limit: int = MAX_QUEUED_BYTES) -> None:
-        self.limit = limit
+        super().__init__(limit)
         self.queued = 0  # bytes of complete requests not yet finished and answered
         self.buffered = 0  # read-buffer bytes grown for frames (beyond each base buffer)
         self.unauthenticated = 0  # the part of `buffered` held by unauthenticated connections
         # Called when `queued` crosses the limit either way: every connection re-checks.
         self._watchers: list[Callable[[], None]] = []
-        # Connections waiting for room to grow their buffer, woken when memory is given back.
-        self._waiting: dict[object, Callable[[], None]] = {}
+
+    def in_use(self) -> int:
+        return self.queued + self.buffered + self.opened
 
     @property
     def full(self) -> bool:
@@ -56,17 +55,17 @@ class RequestMemory:
     def grow(self, delta: int, *, authenticated: bool) -> bool:
         """Room for a read buffer to grow by `delta` (granted while the budget is not used up,
         so one grant may overshoot it, as Kafka's memory pool lets one request do, and a frame
-        larger than the budget still arrives on an idle node): True if granted, False if the connection
-        should wait for answered requests to give memory back; raises Refused if waiting would
-        not help (half-read frames hold the budget) or unauthenticated connections hold their
-        share."""
+        larger than the budget still arrives on an idle node): True if granted, False if the
+        connection should wait for answered requests (or batches being opened) to give memory
+        back; raises Refused if waiting would not help (half-read frames hold the budget) or
+        unauthenticated connections hold their share."""
         if not authenticated and self.unauthenticated >= self.limit // 4:
             raise Refused(
                 f"unauthenticated connections hold {self.unauthenticated} bytes of read buffers "
                 f"(at most a quarter of the node's {self.limit})"
             )
-        if self.queued + self.buffered >= self.limit:
-            if self.queued < self.limit // 2:
+        if self.in_use() >= self.limit:
+            if self.queued + self.opened < self.limit // 2:
                 raise Refused(
                     f"the node's request memory ({self.limit} bytes) is held by half-read "
                     f"frames ({self.buffered} bytes)"
@@ -84,15 +83,3 @@ class RequestMemory:
             self.unauthenticated -= delta
         if delta > 0:
             self._wake()
-
-    def wait(self, connection: object, resume: Callable[[], None]) -> None:
-        self._waiting[connection] = resume
-
-    def stop_waiting(self, connection: object) -> None:
-        self._waiting.pop(connection, None)
-
-    def _wake(self) -> None:
-        if self._waiting:
-            waiting, self._waiting = self._waiting, {}
-            for resume in waiting.values():
-                resume()

@@ -29,6 +29,7 @@ from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.heap import HeapFreezer
 from raftlog.leadership import LeadershipDirectory
 from raftlog.loop_stall import LoopStallMonitor
+from raftlog.memory_budget import MemoryBudget
 from raftlog.mesh_calls import MeshCalls
 from raftlog.offsets_partition import OffsetsPartition
 from raftlog.partition import NodeContext, Partition
@@ -68,8 +69,16 @@ class Node:
     """The replicas this node holds and the work that keeps them. The Kafka handlers reach
     it through raftlog.broker_facade.BrokerFacade."""
 
-    def __init__(self, config: NodeConfig, timings: RaftTimings | None = None) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        timings: RaftTimings | None = None,
+        memory: MemoryBudget | None = None,
+    ) -> None:
+        """`memory`: the node's request memory, shared with its Kafka listeners (its own, of
+        queued.max.request.bytes, if None)."""
         self.config = config
+        self.memory = memory or MemoryBudget(int(config.broker_setting("queued.max.request.bytes")))
         self.node_id = config.node_id
         self.timings = timings or RaftTimings()
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -133,6 +142,7 @@ class Node:
             self.history,
             driver=driver,
             installs=Installs(self.mesh),
+            memory=self.memory,
         )
         self.groups = GroupCoordinator(
             self.node_id,

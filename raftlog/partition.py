@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import struct
 import time
 from collections import deque
@@ -28,6 +29,7 @@ from raftlog.broker import (
 )
 from raftlog.counters import PartitionCounters, RaftMetrics
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.memory_budget import MemoryBudget, run_opened
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
 from raftlog.producer_state import AbortedTxn, ActiveProducer, ProducerState
 from raftlog.raft.driver import Driver
@@ -42,6 +44,7 @@ from raftlog.storage import codecs
 from raftlog.storage.batch import (
     BatchHeader,
     check_records,
+    decompressed_bytes,
     first_record_at,
     iter_batches,
     needs_record_walk,
@@ -78,6 +81,14 @@ _LOG_START = struct.Struct(">Bq")
 _SCANS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="record-scan")
 
 
+# Produce opens compressed batches (to check or recompress them) here, each admitted against
+# the node's request memory by its decompressed size first (raftlog.memory_budget); a pool of
+# its own, so a flood of them does not hold up other threads' work (large requests decoded).
+_OPENING = ThreadPoolExecutor(
+    max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="batch-open"
+)
+
+
 def _scan(fn: Callable[..., _T], *args: object) -> asyncio.Future[_T]:
     return asyncio.get_running_loop().run_in_executor(_SCANS, fn, *args)
 
@@ -93,6 +104,8 @@ class NodeContext:
     driver: Driver
     installs: Installs
     metrics: RaftMetrics = field(default_factory=RaftMetrics)
+    # The node's request memory (its Kafka listeners' too): opened batches are admitted here.
+    memory: MemoryBudget = field(default_factory=MemoryBudget)
 
 
 class Partition:
@@ -252,29 +265,54 @@ class Partition:
         request = ProduceRequest(records, len(headers), offsets, acks, future)
         request.log_append_time = appended_at
         target = self.compression
+        limit = codecs.MAX_DECOMPRESSED_BYTES
         if target is not None and any(h.compression != target[0] for h in headers):
             # compression.type: Kafka's broker-side recompression, in a thread; the
             # rebuilt batches replace the request's before its queue can propose it
-            request.checked = loop.run_in_executor(
-                None,
-                recompress,
-                records,
-                *target,
-                codecs.MAX_DECOMPRESSED_BYTES,
-                self.max_message_bytes,
+            request.checked = asyncio.ensure_future(
+                self._opened(
+                    headers,
+                    records,
+                    timeout_ms,
+                    recompress,
+                    records,
+                    *target,
+                    limit,
+                    self.max_message_bytes,
+                )
             )
             request.checked.add_done_callback(functools.partial(_take_records, request))
         elif any(needs_record_walk(h) for h in headers):
             # Off the event loop: a bomb stops at MAX_DECOMPRESSED_BYTES, and a real batch
             # does not hold up every other partition while it is opened. The queue keeps
             # the request's place, so a connection's writes still land in order.
-            request.checked = loop.run_in_executor(
-                None, check_records, records, codecs.MAX_DECOMPRESSED_BYTES
+            request.checked = asyncio.ensure_future(
+                self._opened(headers, records, timeout_ms, check_records, records, limit)
             )
         self.produce_queue.submit(request)
         if future is None:
             return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
         return answer_within(future, timeout_ms)
+
+    async def _opened(
+        self,
+        headers: list[BatchHeader],
+        records: bytes,
+        timeout_ms: int,
+        fn: Callable[..., _T],
+        *args: object,
+    ) -> _T:
+        """`fn(*args)` in a thread once the node's request memory admits what `records`
+        decompress to (counted in a thread first, holding a chunk): past the budget a produce
+        waits up to its timeout (REQUEST_TIMED_OUT), as Kafka's and Redpanda's stop reading
+        requests while their memory is taken; a request larger than the whole budget is
+        MESSAGE_TOO_LARGE. Either way nothing is stored."""
+        size = 0
+        if any(h.compression for h in headers):
+            size = await asyncio.get_running_loop().run_in_executor(
+                _OPENING, decompressed_bytes, records, codecs.MAX_DECOMPRESSED_BYTES
+            )
+        return await run_opened(self._ctx.memory, size, timeout_ms / 1000, _OPENING, fn, *args)
 
     def write_marker(
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int

@@ -28,7 +28,9 @@ SWITCH_INTERVAL_S = 0.0005
 class NodeProcess:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
-        self.node = Node(config)
+        # One budget for the node: its listeners' requests and the batches its partitions open.
+        self.memory = RequestMemory(int(config.broker_setting("queued.max.request.bytes")))
+        self.node = Node(config, memory=self.memory)
         self.kafka: list[KafkaServer] = []
         self.admin: AdminServer | None = None
         self.proxy: ProxyServer | None = None
@@ -37,7 +39,6 @@ class NodeProcess:
         cfg = self.config
         await self.node.start()
         kafka_metrics = KafkaMetrics()  # every listener's, served by the node's /metrics
-        memory = RequestMemory(int(cfg.broker_setting("queued.max.request.bytes")))
         for listener in cfg.listeners:
             server = KafkaServer(
                 BrokerFacade(self.node, listener.name),
@@ -45,7 +46,7 @@ class NodeProcess:
                 listener.port,
                 max_request_bytes=int(cfg.broker_setting("socket.request.max.bytes")),
                 max_idle_seconds=cfg.broker_setting("connections.max.idle.ms") / 1000,
-                memory=memory,
+                memory=self.memory,
                 sasl_max_receive_bytes=int(cfg.broker_setting("sasl.server.max.receive.size")),
                 tls=_listener_tls(cfg, listener),
                 sasl_mechanisms=cfg.sasl_mechanisms if listener.sasl else None,

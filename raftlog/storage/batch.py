@@ -29,6 +29,7 @@ __all__ = [
     "build",
     "check_records",
     "crc_ok",
+    "decompressed_bytes",
     "first_record_at",
     "iter_batches",
     "parse_header",
@@ -383,6 +384,18 @@ def recompress(
             )
         out += rebuilt
     return bytes(out)
+
+
+def decompressed_bytes(records: bytes, limit: int) -> int:
+    """What recompress or check_records will hold of `records` opened: the decompressed size
+    of every compressed batch (each within `limit`), counted without holding it, so the node's
+    memory admits it before any is opened. For a thread."""
+    total = 0
+    for pos, header in iter_batches(records):
+        if header.compression:
+            payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
+            total += codecs.decompressed_size(header.compression, payload, limit)
+    return total
 
 
 def check_records(records: bytes, limit: int) -> None:

@@ -9,6 +9,7 @@ it decoded to). The decompressors release the GIL, so this runs off the event lo
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 
 import cramjam
 import lz4.frame
@@ -24,6 +25,8 @@ MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 XERIAL_MAGIC = b"\x82SNAPPY\x00"  # snappy-java's block framing; librdkafka sends raw snappy
 XERIAL_HEADER = XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"  # version 1, compat 1
 XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+# What decompressed_size holds at once while it counts.
+MEASURE_CHUNK = 1024 * 1024
 
 
 def _corrupt(message: str) -> KafkaError:
@@ -48,6 +51,27 @@ def decompress(codec: int, payload: bytes | memoryview, limit: int) -> bytes:
             return _lz4(payload, limit)
         if codec == ZSTD:
             return _zstd(payload, limit)
+    except KafkaError:
+        raise
+    except Exception as exc:  # each library raises its own types for a bad payload
+        raise _corrupt(f"codec {codec} payload does not decompress: {exc}") from None
+    raise _corrupt(f"unknown codec {codec}")
+
+
+def decompressed_size(codec: int, payload: bytes | memoryview, limit: int) -> int:
+    """What decompress() will return the length of, found holding MEASURE_CHUNK bytes at most
+    (snappy's lengths are read, not decoded): a batch is admitted against the node's memory
+    by this before it is opened. The same errors as decompress past `limit` or for a payload
+    that is not whole (zstd's truncation is found by decompress, not here). For a thread."""
+    try:
+        if codec == GZIP:
+            return _gzip_size(payload, limit)
+        if codec == SNAPPY:
+            return _snappy_size(bytes(payload), limit)
+        if codec == LZ4:
+            return _lz4_size(payload, limit)
+        if codec == ZSTD:
+            return _zstd_size(bytes(payload), limit)
     except KafkaError:
         raise
     except Exception as exc:  # each library raises its own types for a bad payload
@@ -94,8 +118,28 @@ def _gzip(payload: bytes | memoryview, limit: int) -> bytes:
     return out
 
 
+def _gzip_size(payload: bytes | memoryview, limit: int) -> int:
+    d = zlib.decompressobj(wbits=47)
+    size, data = 0, payload
+    while not d.eof:
+        out = d.decompress(data, MEASURE_CHUNK)
+        size += len(out)
+        if size > limit:
+            raise _too_large(limit)
+        data = d.unconsumed_tail
+        if not out and not data:
+            raise _corrupt("gzip payload is truncated")
+    return size
+
+
 def _snappy_block(block: bytes, limit: int) -> bytes:
     """Raw snappy starts with its uncompressed length (a varint): checked before decoding."""
+    _snappy_length(block, limit)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_length(block: bytes, limit: int) -> int:
+    """A raw snappy block's uncompressed length (its leading varint), at most `limit`."""
     size = shift = 0
     for i, byte in enumerate(block[:5]):
         size |= (byte & 0x7F) << shift
@@ -106,7 +150,7 @@ def _snappy_block(block: bytes, limit: int) -> bytes:
             raise _corrupt("snappy length varint too long")
     if size > limit:
         raise _too_large(limit)
-    return bytes(cramjam.snappy.decompress_raw(block))
+    return size
 
 
 def snappy(payload: bytes, limit: int) -> bytes:
@@ -114,6 +158,21 @@ def snappy(payload: bytes, limit: int) -> bytes:
     if not payload.startswith(XERIAL_MAGIC):
         return _snappy_block(payload, limit)
     out = bytearray()
+    for block in _xerial_blocks(payload):
+        out += _snappy_block(block, limit - len(out))
+    return bytes(out)
+
+
+def _snappy_size(payload: bytes, limit: int) -> int:
+    if not payload.startswith(XERIAL_MAGIC):
+        return _snappy_length(payload, limit)
+    size = 0
+    for block in _xerial_blocks(payload):
+        size += _snappy_length(block, limit - size)
+    return size
+
+
+def _xerial_blocks(payload: bytes) -> Iterator[bytes]:
     pos = len(XERIAL_HEADER)
     while pos < len(payload):
         if pos + 4 > len(payload):
@@ -122,9 +181,8 @@ def snappy(payload: bytes, limit: int) -> bytes:
         pos += 4
         if block < 0 or pos + block > len(payload):
             raise _corrupt("xerial snappy block runs past the payload")
-        out += _snappy_block(payload[pos : pos + block], limit - len(out))
+        yield payload[pos : pos + block]
         pos += block
-    return bytes(out)
 
 
 def _lz4(payload: bytes | memoryview, limit: int) -> bytes:
@@ -137,18 +195,41 @@ def _lz4(payload: bytes | memoryview, limit: int) -> bytes:
     return out
 
 
+def _lz4_size(payload: bytes | memoryview, limit: int) -> int:
+    d = lz4.frame.LZ4FrameDecompressor()
+    size = len(d.decompress(bytes(payload), max_length=MEASURE_CHUNK))
+    while not d.eof:
+        if size > limit:
+            raise _too_large(limit)
+        if d.needs_input:
+            raise _corrupt("lz4 frame is truncated")
+        size += len(d.decompress(b"", max_length=MEASURE_CHUNK))
+    if size > limit:
+        raise _too_large(limit)
+    return size
+
+
 def _zstd(payload: bytes | memoryview, limit: int) -> bytes:
     """The stream reader bounds the output but says nothing of a frame cut short; the
-    decompression objects then check each frame is whole, their output now known bounded."""
+    decompression objects then check each frame is whole, their output now known bounded.
+    One frame (what clients send) is returned as decoded, not copied."""
     data = bytes(payload)
-    with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as reader:
-        if len(reader.read(limit + 1)) > limit:
-            raise _too_large(limit)
-    out = bytearray()
+    _zstd_size(data, limit)
+    frames = []
     while data:
         frame = zstandard.ZstdDecompressor().decompressobj()
-        out += frame.decompress(data)
+        frames.append(frame.decompress(data))
         if not frame.eof:
             raise _corrupt("zstd frame is truncated")
         data = frame.unused_data
-    return bytes(out)
+    return frames[0] if len(frames) == 1 else b"".join(frames)
+
+
+def _zstd_size(data: bytes, limit: int) -> int:
+    size = 0
+    with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as reader:
+        while chunk := reader.read(MEASURE_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+    return size

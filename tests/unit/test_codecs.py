@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 import tracemalloc
+import zlib
 
 import lz4.frame
 import pytest
@@ -12,7 +13,8 @@ import zstandard
 from support.wire import zstd_bomb
 
 from raftlog.errors import ErrorCode, KafkaError
-from raftlog.storage.batch import check_records
+from raftlog.storage import codecs
+from raftlog.storage.batch import check_records, decompressed_bytes
 from raftlog.storage.records import varint
 
 from .test_batch import (
@@ -109,3 +111,67 @@ def test_a_zstd_frame_cut_at_a_record_boundary_is_corrupt() -> None:
     first, second = records[: body + length], records[body + length :]
     split = zstandard.ZstdCompressor().compress(first) + zstandard.ZstdCompressor().compress(second)
     check_records(with_payload(ZSTD, split), 1 << 20)
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_decompressed_size_is_what_decompress_returns(codec: int) -> None:
+    """A batch is admitted against the node's memory by this size before it is opened."""
+    batch = bytes(snappy_batch([1, 2, 3], False) if codec == SNAPPY else make_batch([1, 2], codec))
+    payload = batch[HEADER_SIZE:]
+    opened = codecs.decompress(codec, payload, 1 << 20)
+    assert codecs.decompressed_size(codec, payload, 1 << 20) == len(opened) > 0
+    assert decompressed_bytes(batch + batch, 1 << 20) == 2 * len(opened)
+    xerial = bytes(snappy_batch([1, 2, 3], True))[HEADER_SIZE:]
+    assert codecs.decompressed_size(SNAPPY, xerial, 1 << 20) == len(
+        codecs.decompress(SNAPPY, xerial, 1 << 20)
+    )
+
+
+@pytest.mark.parametrize("codec", [GZIP, LZ4, ZSTD])
+def test_decompressed_size_counts_a_bomb_holding_a_chunk(codec: int) -> None:
+    """64 MiB inside: counted exactly, or refused past the limit, with about MEASURE_CHUNK
+    held, never the 64 MiB (which is what the admission is for)."""
+    size = 64 << 20
+    if codec == ZSTD:
+        payload = zstd_bomb(size)
+    elif codec == GZIP:
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        payload = b"".join(z.compress(bytes(1 << 20)) for _ in range(64)) + z.flush()
+    else:
+        lz = lz4.frame.LZ4FrameCompressor()
+        payload = lz.begin() + b"".join(lz.compress(bytes(1 << 20)) for _ in range(64)) + lz.flush()
+    tracemalloc.start()
+    try:
+        assert codecs.decompressed_size(codec, payload, size) == size
+        with pytest.raises(KafkaError) as info:
+            codecs.decompressed_size(codec, payload, size - 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.code == ErrorCode.message_too_large
+    assert peak < 4 * codecs.MEASURE_CHUNK
+
+
+def test_decompressed_size_refuses_a_snappy_length_past_the_limit_unread() -> None:
+    claims = varint_bytes(1 << 30) + b"\x00" * 16  # a raw snappy block claiming 1 GiB
+    with pytest.raises(KafkaError) as info:
+        codecs.decompressed_size(SNAPPY, claims, 1 << 20)
+    assert info.value.code == ErrorCode.message_too_large
+
+
+@pytest.mark.parametrize("codec", [GZIP, LZ4])
+def test_decompressed_size_refuses_garbage_and_truncation(codec: int) -> None:
+    payload = bytes(make_batch([1, 2, 3], codec)[HEADER_SIZE:])
+    for bad in (b"\x13garbage that no codec wrote" * 4, payload[:-8]):
+        with pytest.raises(KafkaError) as info:
+            codecs.decompressed_size(codec, bad, 1 << 20)
+        assert info.value.code == ErrorCode.corrupt_message
+
+
+def varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
