@@ -250,6 +250,9 @@ class Partition(Protocol):
     ) -> Awaitable[ProduceResult]:
         """Appends a transaction's commit or abort marker; resolves once it is committed."""
 
+    def transaction_start(self, producer_id: int) -> int | None:
+        """The first offset of the producer's transaction open here, None with none."""
+
     def delete_records(self, offset: int, timeout_ms: int) -> Awaitable[tuple[ErrorCode, int]]:
         """DeleteRecords: moves the log start offset to `offset` (-1: the high watermark)
         through the partition's Raft log; resolves to (error, low watermark) once committed,

@@ -23,7 +23,7 @@ from raftlog.groups.coordinator import GroupCoordinator
 from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
 from raftlog.security.users import UserAdmin
 from raftlog.share.manager import ShareManager
-from raftlog.txn.coordinator import TxnCoordinator
+from raftlog.txn.coordinator import Held, TxnCoordinator
 
 
 class Broker(Protocol):
@@ -103,6 +103,13 @@ class Broker(Protocol):
     ) -> ErrorCode:
         """NONE if the producer's ongoing transaction includes the partition (KIP-890), as its
         coordinator says, wherever it is."""
+
+    async def producer_held(
+        self, producer_id: int, topic: str, index: int
+    ) -> tuple[ErrorCode, Held | None]:
+        """What the transaction coordinators hold of a producer id: its epoch, and whether
+        its transaction on the partition is theirs to end (None: no transactional id uses
+        it); COORDINATOR_NOT_AVAILABLE when they cannot say now."""
 
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool

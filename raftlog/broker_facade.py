@@ -33,6 +33,7 @@ from raftlog.security.listeners import Listener
 from raftlog.security.users import UserAdmin
 from raftlog.topic_admin import TopicAdmin
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
+from raftlog.txn.coordinator import Held
 
 if TYPE_CHECKING:
     import uuid
@@ -217,6 +218,11 @@ class BrokerFacade:
         return await self._node.verify_transaction(
             transactional_id, producer_id, epoch, topic, index
         )
+
+    async def producer_held(
+        self, producer_id: int, topic: str, index: int
+    ) -> tuple[ErrorCode, Held | None]:
+        return await self._node.producer_held(producer_id, topic, index)
 
     async def describe_quorum(self) -> QuorumState | None:
         return await self._node.quorum.describe()

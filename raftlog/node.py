@@ -45,7 +45,7 @@ from raftlog.share.manager import ShareManager
 from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
-from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
+from raftlog.txn.coordinator import Held, TxnCoordinator, TxnSettings
 from raftlog.txn.markers import Markers, MarkerWrite
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 GOSSIP_INTERVAL = 1.0
 VERIFY = "txn-verify"  # [txn id, producer id, epoch, topic, partition] -> error code
 VERIFY_TIMEOUT_S = 5.0
+# [producer id, topic, partition, [__transaction_state partitions]] -> None (cannot say),
+# [] (no id of theirs uses the producer) or [epoch, running] (TxnCoordinator.producer_held)
+PRODUCER_HELD = "txn-producer"
 # Gossip rounds between two announcements of every led group. A (re)connected peer gets the
 # whole view at once and every change goes out as it happens; repeated each second, the
 # announcements and their decoding were a third of a node's idle CPU at 3,000 partitions.
@@ -190,6 +193,7 @@ class Node:
             journal=self.history.write,
         )
         self.calls.serve(VERIFY, self._verify_here)
+        self.calls.serve(PRODUCER_HELD, self._producer_held_here)
         self.quorum = QuorumDescriber(self.node_id, self.calls, lambda: self.controller.group)
         self.preferred_leaders = PreferredLeaders(
             self.node_id,
@@ -308,6 +312,60 @@ class Node:
             case [str(txn_id), int(pid), int(epoch), str(topic), int(index)]:
                 return int(self.transactions.verify(txn_id, pid, epoch, topic, index))
         return int(ErrorCode.invalid_request)
+
+    async def producer_held(
+        self, producer_id: int, topic: str, index: int
+    ) -> tuple[ErrorCode, Held | None]:
+        """What the transaction coordinators hold of a producer id (for a client's
+        WriteTxnMarkers): every `__transaction_state` partition's leader is asked, here or
+        over the mesh, since the marker names the producer and not its transactional id.
+        COORDINATOR_NOT_AVAILABLE when one cannot say (no leader, not loaded, no answer)."""
+        txn_topic = self.controller.state.topics.get(TXN_TOPIC)
+        if txn_topic is None:
+            return ErrorCode.none, None  # no transaction was ever coordinated
+        by_leader: dict[int, list[int]] = {}
+        for i in range(len(txn_topic["partitions"])):
+            leader = self._leader_of(TXN_TOPIC, i)
+            if leader is None:
+                return ErrorCode.coordinator_not_available, None
+            by_leader.setdefault(leader, []).append(i)
+        answers = await asyncio.gather(
+            *(
+                self._producer_held_at(leader, indexes, producer_id, topic, index)
+                for leader, indexes in by_leader.items()
+            )
+        )
+        if not all(answered for answered, _ in answers):
+            return ErrorCode.coordinator_not_available, None
+        found = [held for _, held in answers if held is not None]
+        if not found:
+            return ErrorCode.none, None
+        # one id holds a producer id; were there two, the marker must satisfy both
+        return ErrorCode.none, Held(max(h.epoch for h in found), any(h.running for h in found))
+
+    async def _producer_held_at(
+        self, leader: int, indexes: list[int], producer_id: int, topic: str, index: int
+    ) -> tuple[bool, Held | None]:
+        if leader == self.node_id:
+            return self.transactions.producer_held(producer_id, indexes, topic, index)
+        args = [producer_id, topic, index, indexes]
+        match await self.calls.call(str(leader), PRODUCER_HELD, args, VERIFY_TIMEOUT_S):
+            case []:
+                return True, None
+            case [int(epoch), bool(running)]:
+                return True, Held(epoch, running)
+        return False, None
+
+    async def _producer_held_here(self, _peer: str, args: list[Any]) -> list[Any] | None:
+        match args:
+            case [int(pid), str(topic), int(index), list(indexes)] if all(
+                type(i) is int for i in indexes
+            ):
+                answered, held = self.transactions.producer_held(pid, indexes, topic, index)
+                if not answered:
+                    return None
+                return [] if held is None else [held.epoch, held.running]
+        return None
 
     def _share_incarnation(self, group_id: str) -> int:
         return int(self.controller.state.share_incarnations.get(group_id, 0))

@@ -209,6 +209,9 @@ class Partition:
         """The producer has a transaction open here, in this epoch, not yet ended by a marker."""
         return self._producers.transaction_open(producer_id, epoch)
 
+    def transaction_start(self, producer_id: int) -> int | None:
+        return self._producers.transaction_start(producer_id)
+
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         return self._producers.aborted(start, end)
 

@@ -170,6 +170,10 @@ class ProducerState:
         entry = self._producers.get(producer_id)
         return producer_id in self._open and entry is not None and entry.epoch == epoch
 
+    def transaction_start(self, producer_id: int) -> int | None:
+        """The first offset of the producer's open transaction, None with none."""
+        return self._open.get(producer_id)
+
     def active(self) -> list[ActiveProducer]:
         """Every producer known here, those with a transaction open first (oldest first: a
         hanging transaction is what an operator asks DescribeProducers for), then the most

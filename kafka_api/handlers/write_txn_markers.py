@@ -1,18 +1,39 @@
 """WriteTxnMarkers (27): commit or abort markers written on partitions this node leads. In
 Kafka the transaction coordinator sends it to partition leaders; raftlog's coordinators do
-that over the mesh (raftlog/txn/markers.py), so here it serves an admin's abort of a
-hanging transaction (KIP-664: kafka-python's `abort_transaction`, Java's
-`Admin.abortTransaction`), which names the producer and epoch DescribeProducers showed.
+that over the mesh (raftlog/txn/markers.py) and never through this API, so here it serves
+one thing: an admin's abort of a hanging transaction (KIP-664: kafka-python's
+`abort_transaction`, Java's `Admin.abortTransaction`), which names the producer and epoch
+DescribeProducers showed.
 
-Kafka's rules: ALTER or CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for
-every partition; per partition UNKNOWN_TOPIC_OR_PARTITION for one the cluster does not have,
-NOT_LEADER_OR_FOLLOWER for one this node does not lead, else the marker's own outcome (an
-epoch older than the producer's is INVALID_PRODUCER_EPOCH). A partition is answered once its
-marker is committed, or REQUEST_TIMED_OUT after MARKER_TIMEOUT_S (the marker may still land);
-a committed marker on `__consumer_offsets` settles the transaction's offsets, as the
-coordinator's own markers do. v1 only: kio has no v0, and v2's transaction version (KIP-890
-part 2) is not offered. The same producer and partition named twice is INVALID_REQUEST for
-every copy, and none of them is written.
+Kafka's authorization: ALTER or CLUSTER_ACTION on the cluster (KIP-1037, Kafka 3.8+: an
+admin's abort needs no inter-broker right; ALTER on the cluster already lets a principal
+grant itself any ACL, so it adds no reach), else CLUSTER_AUTHORIZATION_FAILED for every
+partition. Per partition UNKNOWN_TOPIC_OR_PARTITION for one the cluster does not have,
+NOT_LEADER_OR_FOLLOWER for one this node does not lead.
+
+Beyond Kafka, so that no client can end another producer's live transaction or fence its id
+(Kafka lets any client with the right do both, and without an authorizer every client has
+it):
+- a COMMIT marker is INVALID_REQUEST: only a coordinator decides to commit;
+- a producer with no transaction open on the partition is answered NONE and nothing is
+  written (the abort has nothing to do; a marker then would only move the producer's epoch);
+- the coordinators are asked what they hold of the producer (every `__transaction_state`
+  leader, since the marker names no transactional id): a transaction they still run on the
+  partition (ongoing there, or decided and its markers going out) is
+  TRANSACTION_COORDINATOR_FENCED, Kafka's answer to a marker from a sender that is not the
+  producer's current coordinator: the coordinator ends it itself. A marker epoch above the
+  one they hold for the producer is INVALID_PRODUCER_EPOCH. COORDINATOR_NOT_AVAILABLE while
+  they cannot say; a producer id no transactional id uses any more is a hanging
+  transaction's, aborted at the epoch given;
+- a transaction that began on the partition while they were asked is
+  CONCURRENT_TRANSACTIONS (asked again, it is judged as itself).
+
+Else the marker's own outcome (an epoch older than the producer's is INVALID_PRODUCER_EPOCH).
+A partition is answered once its marker is committed, or REQUEST_TIMED_OUT after
+MARKER_TIMEOUT_S (the marker may still land); a committed marker on `__consumer_offsets`
+settles the transaction's offsets, as the coordinator's own markers do. v1 only: kio has no
+v0, and v2's transaction version (KIP-890 part 2) is not offered. The same producer and
+partition named twice is INVALID_REQUEST for every copy, and none of them is written.
 """
 
 from __future__ import annotations
@@ -90,21 +111,37 @@ async def _write(ctx: RequestContext, marker: Any, name: str, index: int) -> Err
     topic = ctx.broker.topic(name)
     if topic is None or not 0 <= index < len(topic.partitions):
         return E.unknown_topic_or_partition
-    if marker.producer_id < 0:  # no producer (Kafka's NO_PRODUCER_ID): nothing to end
+    if marker.producer_id < 0 or marker.transaction_result:  # no producer, or a commit
         return E.invalid_request
     partition = ctx.broker.local_partition(name, index)
     if partition is None or not partition.is_leader:
         return E.not_leader_or_follower
-    commit = bool(marker.transaction_result)
+    start = partition.transaction_start(marker.producer_id)
+    if start is None:
+        return E.none  # nothing open here to abort
+    error, held = await ctx.broker.producer_held(marker.producer_id, name, index)
+    if error != E.none:
+        return error
+    if held is not None and held.running:
+        return E.transaction_coordinator_fenced
+    if held is not None and marker.producer_epoch > held.epoch:
+        return E.invalid_producer_epoch
+    if not partition.is_leader:
+        return E.not_leader_or_follower
+    now = partition.transaction_start(marker.producer_id)
+    if now is None:
+        return E.none  # ended meanwhile
+    if now != start:
+        return E.concurrent_transactions
     try:
         result = await asyncio.wait_for(
             partition.write_marker(
-                marker.producer_id, marker.producer_epoch, commit, marker.coordinator_epoch
+                marker.producer_id, marker.producer_epoch, False, marker.coordinator_epoch
             ),
             MARKER_TIMEOUT_S,
         )
     except TimeoutError:
         return E.request_timed_out
     if result.error == E.none and name == OFFSETS_TOPIC:
-        ctx.broker.groups.end_transaction(index, marker.producer_id, commit)
+        ctx.broker.groups.end_transaction(index, marker.producer_id, False)
     return result.error

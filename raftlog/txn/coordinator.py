@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from epoch import history
 from raftlog.clock import LOOP_CLOCK, Clock, Timer, now_ms
@@ -70,6 +70,15 @@ class TxnLog(Protocol):
     def read_committed(self) -> Iterator[LogRecord]: ...
 
 
+class Held(NamedTuple):
+    """A producer id as its coordinator holds it: the epoch, and whether the transaction
+    of it on the partition asked about is the coordinator's to end (ongoing there, or a
+    decision or a write of its id in flight)."""
+
+    epoch: int
+    running: bool
+
+
 # the marker's outcome, once written or given up (markers.py)
 WriteMarker = Callable[[MarkerWrite], Awaitable[ErrorCode]]
 
@@ -79,6 +88,9 @@ class _Shard:
         self.index = index
         self.log = txn_log
         self.txns: dict[str, TxnMetadata] = {}
+        # the id using each producer id, so a partition leader asking about a marker's
+        # producer (WriteTxnMarkers) is answered without a pass over every id
+        self.by_producer: dict[int, str] = {}
         self.offsets: dict[str, int] = {}  # where each id's state was last written
         # ids with a record on its way to the log, and the state it writes (None: a tombstone)
         self.writing: dict[str, TxnState | None] = {}
@@ -87,6 +99,20 @@ class _Shard:
         self.tasks: set[asyncio.Task[None]] = set()
         self.timeout_check: Timer | None = None
         self.expiry_check: Timer | None = None
+
+    def put(self, txn: TxnMetadata) -> None:
+        """The id's state, as the log now holds it."""
+        old = self.txns.get(txn.transactional_id)
+        if old is not None and old.producer_id != txn.producer_id:
+            self.by_producer.pop(old.producer_id, None)
+        self.txns[txn.transactional_id] = txn
+        self.by_producer[txn.producer_id] = txn.transactional_id
+
+    def drop(self, txn_id: str) -> None:
+        """The id, forgotten (a tombstone in the log)."""
+        old = self.txns.pop(txn_id, None)
+        if old is not None:
+            self.by_producer.pop(old.producer_id, None)
 
 
 class TxnCoordinator:
@@ -150,9 +176,9 @@ class TxnCoordinator:
                 if txn_id is None:
                     continue
                 if value is None:
-                    shard.txns.pop(txn_id, None)
+                    shard.drop(txn_id)
                 else:
-                    shard.txns[txn_id] = TxnMetadata.from_log(txn_id, decode_value(value))
+                    shard.put(TxnMetadata.from_log(txn_id, decode_value(value)))
                     shard.offsets[txn_id] = offset
             except (RecordError, ValueError) as exc:
                 log.error("%s partition %d: unreadable record skipped: %s", TOPIC, shard.index, exc)
@@ -284,6 +310,28 @@ class TxnCoordinator:
         txn = shard.txns.get(transactional_id)
         return (E.none, txn) if txn is not None else (E.transactional_id_not_found, None)
 
+    def producer_held(
+        self, producer_id: int, indexes: Iterable[int], topic: str, index: int
+    ) -> tuple[bool, Held | None]:
+        """For a WriteTxnMarkers from a client: what the `__transaction_state` partitions
+        `indexes` (all led and loaded here, else (False, None): this node cannot say) hold of
+        the producer id, None if no id of theirs uses it."""
+        held: Held | None = None
+        for i in indexes:
+            shard = self._shards.get(i)
+            if shard is None or not shard.attached or shard.loading:
+                return False, None
+            txn_id = shard.by_producer.get(producer_id)
+            if txn_id is None:
+                continue
+            txn = shard.txns[txn_id]
+            writing = shard.writing.get(txn_id, TxnState.EMPTY)
+            running = writing in rules.IN_PROGRESS or (
+                txn.state in rules.IN_PROGRESS and index in txn.partitions.get(topic, ())
+            )
+            held = Held(txn.producer_epoch, running)
+        return True, held
+
     def transactions(self) -> list[TxnMetadata]:
         """Every transactional id this node coordinates (ListTransactions)."""
         return [t for s in self._shards.values() if not s.loading for t in s.txns.values()]
@@ -318,7 +366,7 @@ class TxnCoordinator:
         txn_id = txn.transactional_id
         error, offset = await self._append(shard, txn_id, txn.state, encode_value(txn.to_log()))
         if error == E.none:
-            shard.txns[txn_id] = txn
+            shard.put(txn)
             shard.offsets[txn_id] = offset
         return error
 
@@ -331,7 +379,7 @@ class TxnCoordinator:
             return
         error, _ = await self._append(shard, txn_id, None, None)
         if error == E.none:
-            del shard.txns[txn_id]
+            shard.drop(txn_id)
             shard.offsets.pop(txn_id, None)
 
     async def _append(

@@ -39,6 +39,8 @@ class TxnState(IntEnum):
 
 PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 COMPLETE = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+# a transaction the coordinator still has to end: open, or decided and its markers going out
+IN_PROGRESS = (TxnState.ONGOING, *PREPARING, TxnState.PREPARE_EPOCH_FENCE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from raftlog.broker import (
 from raftlog.broker_api import Broker
 from raftlog.controller_quorum import QuorumState
 from raftlog.errors import ErrorCode
-from raftlog.txn.coordinator import TxnCoordinator
+from raftlog.txn.coordinator import Held, TxnCoordinator
 
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
@@ -101,6 +101,11 @@ class BrokerStub:
     async def verify_transaction(
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int
     ) -> ErrorCode:
+        raise NotImplementedError
+
+    async def producer_held(
+        self, producer_id: int, topic: str, index: int
+    ) -> tuple[ErrorCode, Held | None]:
         raise NotImplementedError
 
     async def alter_topic_configs(

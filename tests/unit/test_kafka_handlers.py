@@ -98,6 +98,9 @@ class FakePartition:
     def active_producers(self):
         raise NotImplementedError  # DescribeProducers', tested in test_txn_admin_handlers.py
 
+    def transaction_start(self, producer_id):
+        raise NotImplementedError  # WriteTxnMarkers', tested in test_txn_admin_handlers.py
+
     def delete_records(self, offset, timeout_ms):
         raise NotImplementedError  # DeleteRecords', tested on real nodes (e2e/test_delete_records)
 

@@ -37,7 +37,7 @@ from raftlog.security.acl import AclOperation as Op
 from raftlog.security.acl import PatternType as Pat
 from raftlog.security.acl import PermissionType as Perm
 from raftlog.security.acl import ResourceType as Res
-from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
+from raftlog.txn.coordinator import Held, TxnCoordinator, TxnSettings
 from raftlog.txn.metadata import TxnMetadata, TxnState
 
 ANON = "User:ANONYMOUS"
@@ -58,6 +58,10 @@ class Partition:
         self.producers: list[ActiveProducer] = []
         self.markers: list[tuple[int, int, bool, int]] = []
         self.answers: list[asyncio.Future[ProduceResult]] = []
+        self.open: dict[int, int] = {}  # producer id -> first offset of its transaction
+
+    def transaction_start(self, producer_id: int) -> int | None:
+        return self.open.get(producer_id)
 
     def active_producers(self) -> list[ActiveProducer]:
         if not self.is_leader:
@@ -80,6 +84,16 @@ class Broker(BrokerStub):
         self._topics: dict[str, TopicInfo] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.groups = Groups()  # type: ignore[assignment]  # only end_transaction is used
+        # what the coordinators say of a producer id; no answer: no id uses it
+        self.held: dict[int, tuple[E, Held | None]] = {}
+        self.asked: asyncio.Future[None] | None = None  # a slow answer, when set
+
+    async def producer_held(
+        self, producer_id: int, topic: str, index: int
+    ) -> tuple[E, Held | None]:
+        if self.asked is not None:
+            await self.asked
+        return self.held.get(producer_id, (E.none, None))
 
     @property
     def transactions(self) -> TxnCoordinator:
@@ -432,16 +446,18 @@ async def test_write_txn_markers_answers_each_partition_once_its_marker_is_commi
     broker.add_topic("t", 2)
     broker.add_topic("followed", 1, leader=False)
     broker.add_topic(OFFSETS_TOPIC, 3)
+    for p in ((7, "t", 0), (7, "t", 1), (8, "t", 0), (8, OFFSETS_TOPIC, 2)):
+        broker.partitions[p[1:]].open[p[0]] = 10  # hanging: no coordinator holds 7 or 8
     request = markers_request(
         (7, 2, False, [("t", (0, 1, 9)), ("followed", (0,)), ("nope", (0,))]),
-        (8, 0, True, [(OFFSETS_TOPIC, (2,)), ("t", (0,))]),
+        (8, 0, False, [(OFFSETS_TOPIC, (2,)), ("t", (0,))]),
     )
     answer = asyncio.ensure_future(write_txn_markers.handle(ctx(broker, 1), request))
     await settle()
     assert not answer.done()  # nothing is answered before its marker commits
-    assert broker.partitions["t", 0].markers == [(7, 2, False, -1), (8, 0, True, -1)]
+    assert broker.partitions["t", 0].markers == [(7, 2, False, -1), (8, 0, False, -1)]
     assert broker.partitions["t", 1].markers == [(7, 2, False, -1)]
-    assert broker.partitions[OFFSETS_TOPIC, 2].markers == [(8, 0, True, -1)]
+    assert broker.partitions[OFFSETS_TOPIC, 2].markers == [(8, 0, False, -1)]
     assert broker.partitions["followed", 0].markers == []
     broker.partitions["t", 0].answers[0].set_result(ProduceResult())
     broker.partitions["t", 0].answers[1].set_result(ProduceResult(E.invalid_producer_epoch))
@@ -458,12 +474,13 @@ async def test_write_txn_markers_answers_each_partition_once_its_marker_is_commi
         (8, "t", 0, E.invalid_producer_epoch),
     ]
     # a committed marker on __consumer_offsets settles the transaction's offsets
-    assert broker.groups.ended == [(2, 8, True)]  # type: ignore[attr-defined]
+    assert broker.groups.ended == [(2, 8, False)]  # type: ignore[attr-defined]
 
 
 async def test_write_txn_markers_needs_alter_or_cluster_action_and_writes_a_repeat_never():
     broker = Broker()
     broker.add_topic("t", 1)
+    broker.partitions["t", 0].open[7] = 0
     secure(broker, (Res.TOPIC, "t", Op.WRITE))
     request = markers_request((7, 0, False, [("t", (0,))]), (8, 0, False, [("t", (0, 0))]))
     r = await call_markers(broker, request)
@@ -490,10 +507,74 @@ async def test_write_txn_markers_times_out_a_marker_not_committed(monkeypatch):
     monkeypatch.setattr(write_txn_markers, "MARKER_TIMEOUT_S", 0.01)
     broker = Broker()
     broker.add_topic("t", 1)
-    r = await call_markers(broker, markers_request((7, 0, True, [("t", (0,))])))
+    broker.partitions["t", 0].open[7] = 0
+    r = await call_markers(broker, markers_request((7, 0, False, [("t", (0,))])))
     assert marker_results(r) == [(7, "t", 0, E.request_timed_out)]
 
 
 async def call_markers(broker: Broker, request: Any) -> Any:
     response = await write_txn_markers.handle(ctx(broker, 1), request)
     return client_reads(response, write_txn_markers.API_KEY, 1)
+
+
+async def test_a_client_marker_ends_only_a_hanging_transaction_and_fences_no_one():
+    """Beyond Kafka: a client's marker may abort a transaction no coordinator runs on the
+    partition, at an epoch no higher than the one its coordinator holds; a commit, a
+    transaction its coordinator still runs, or an epoch above what it holds (the forged
+    ABORT at 32767 that fenced an id for good) is refused and nothing is written."""
+    broker = Broker()
+    broker.add_topic("t", 1)
+    partition = broker.partitions["t", 0]
+    partition.open = {7: 5, 8: 6, 9: 7}
+    broker.held = {
+        7: (E.none, Held(3, True)),  # a live transaction on "t"
+        8: (E.none, Held(3, False)),  # hanging: its coordinator moved on
+        9: (E.coordinator_not_available, None),  # its coordinator cannot say now
+    }
+    request = markers_request(
+        (7, 3, False, [("t", (0,))]),
+        (8, 32767, False, [("t", (0,))]),
+        (9, 0, False, [("t", (0,))]),
+        (10, 0, False, [("t", (0,))]),  # nothing open here: nothing to do
+        (11, 0, True, [("t", (0,))]),  # a commit
+    )
+    assert marker_results(await call_markers(broker, request)) == [
+        (7, "t", 0, E.transaction_coordinator_fenced),
+        (8, "t", 0, E.invalid_producer_epoch),
+        (9, "t", 0, E.coordinator_not_available),
+        (10, "t", 0, E.none),
+        (11, "t", 0, E.invalid_request),
+    ]
+    assert partition.markers == []
+    partition.open[12] = 8  # a producer id no transactional id uses any more
+    answer = asyncio.ensure_future(
+        call_markers(
+            broker, markers_request((8, 3, False, [("t", (0,))]), (12, 40, False, [("t", (0,))]))
+        )
+    )
+    await settle()
+    assert partition.markers == [(8, 3, False, -1), (12, 40, False, -1)]
+    for future in partition.answers:
+        future.set_result(ProduceResult())
+    assert [e for *_, e in marker_results(await answer)] == [E.none, E.none]
+
+
+async def test_a_transaction_begun_while_the_coordinators_were_asked_is_not_aborted():
+    broker = Broker()
+    broker.add_topic("t", 1)
+    partition = broker.partitions["t", 0]
+    partition.open[8] = 5
+    broker.asked = asyncio.get_running_loop().create_future()
+    request = markers_request((8, 0, False, [("t", (0,))]))
+    answer = asyncio.ensure_future(call_markers(broker, request))
+    await settle()
+    partition.open[8] = 9  # the hanging one ended, and a new one began
+    broker.asked.set_result(None)
+    assert marker_results(await answer) == [(8, "t", 0, E.concurrent_transactions)]
+    broker.asked = asyncio.get_running_loop().create_future()
+    answer = asyncio.ensure_future(call_markers(broker, request))
+    await settle()
+    del partition.open[8]  # ended, and nothing began
+    broker.asked.set_result(None)
+    assert marker_results(await answer) == [(8, "t", 0, E.none)]
+    assert partition.markers == []

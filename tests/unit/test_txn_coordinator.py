@@ -13,7 +13,7 @@ from support.txn_log import ListLog
 
 from epoch import history
 from raftlog.errors import ErrorCode as E
-from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
+from raftlog.txn.coordinator import Held, TxnCoordinator, TxnSettings
 from raftlog.txn.log_records import encode_key, encode_value
 from raftlog.txn.markers import MarkerWrite
 from raftlog.txn.metadata import TxnMetadata, TxnState
@@ -270,3 +270,45 @@ async def test_a_full_partition_forgets_its_longest_idle_id_for_a_new_one(clock)
     assert await c.add_partitions("new", pid, epoch, {"t": frozenset({1})}) == E.none
     assert (await c.init_producer_id("newer", 60_000, -1, -1))[0] == E.coordinator_not_available
     assert {t.transactional_id for t in c.transactions()} == {"busy", "new"}
+
+
+async def test_what_it_holds_of_a_producer_id_for_a_client_marker(clock):
+    """producer_held, which a partition leader asks before writing a client's abort marker:
+    the epoch it holds for the producer id, and whether the transaction on the partition asked
+    about is still its own to end (ongoing there, decided and its markers going out, or a
+    write of the id in flight). Forgotten ids and replaced producer ids are no one's."""
+    markers, log = Markers(), ListLog()
+    c = coordinator(clock, markers, log)
+    assert c.producer_held(1, [0, 1], "t", 0) == (False, None)  # loading; 1 is not led here
+    pid, epoch = await started(c)
+    assert c.producer_held(pid, [0], "t", 0) == (True, Held(epoch, True))
+    assert c.producer_held(pid, [0], "t", 5) == (True, Held(epoch, False))  # not in it
+    assert c.producer_held(pid, [0, 1], "t", 0) == (False, None)
+    assert c.producer_held(pid + 1, [0], "t", 0) == (True, None)
+    markers.gate = asyncio.get_running_loop().create_future()
+    ending = asyncio.ensure_future(c.end_transaction(TXN, pid, epoch, False))
+    await settle()
+    assert c.producer_held(pid, [0], "t", 1) == (True, Held(epoch, True))  # PrepareAbort
+    markers.gate.set_result(None)
+    assert await ending == E.none
+    assert c.producer_held(pid, [0], "t", 1) == (True, Held(epoch, False))  # CompleteAbort
+    log.held = asyncio.get_running_loop().create_future()
+    adding = asyncio.ensure_future(c.add_partitions(TXN, pid, epoch, {"t": frozenset({7})}))
+    await settle()
+    assert c.producer_held(pid, [0], "t", 1) == (True, Held(epoch, True))  # being written
+    log.held.set_result(None)
+    assert await adding == E.none
+    reloaded = coordinator(clock, Markers(), ListLog(log.records))
+    await settle()
+    assert reloaded.producer_held(pid, [0], "t", 7) == (True, Held(epoch, True))
+    # the id's epoch exhausted: a fresh producer id, and the old one is no one's
+    exhausted = TxnMetadata(TXN, 42, 32766, 60_000, TxnState.COMPLETE_ABORT, {}, -1, 1)
+    c2 = coordinator(
+        clock, Markers(), ListLog([(encode_key(TXN), encode_value(exhausted.to_log()))])
+    )
+    await settle()
+    assert c2.producer_held(42, [0], "t", 0) == (True, Held(32766, False))
+    error, fresh, _ = await c2.init_producer_id(TXN, 60_000, -1, -1)
+    assert error == E.none and fresh != 42
+    assert c2.producer_held(42, [0], "t", 0) == (True, None)
+    assert c2.producer_held(fresh, [0], "t", 0) == (True, Held(0, False))
