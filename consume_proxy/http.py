@@ -24,6 +24,7 @@ from consume_proxy.service import (
     ConsumeProxy,
     ProxyError,
 )
+from raftlog.http_listener import DEFAULT_LIMITS, HttpLimits, HttpListener, HttpStats
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +48,23 @@ def app(proxy: ConsumeProxy) -> web.Application:
 class ProxyServer:
     """The proxy on its own port: every node runs one, and `raftlog proxy` runs one alone."""
 
-    def __init__(self, proxy: ConsumeProxy, host: str, port: int) -> None:
+    def __init__(
+        self,
+        proxy: ConsumeProxy,
+        host: str,
+        port: int,
+        limits: HttpLimits = DEFAULT_LIMITS,
+        stats: HttpStats | None = None,
+    ) -> None:
+        """`limits`: the node's http.* settings (`raftlog proxy`: their defaults)."""
         self.proxy = proxy
-        self._runner = web.AppRunner(app(proxy), access_log=None)
-        self._host, self._port = host, port
+        self._listener = HttpListener("consume proxy", app(proxy), host, port, limits, stats=stats)
 
     async def start(self) -> None:
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self._host, self._port).start()
+        await self._listener.start()
 
     async def close(self) -> None:
-        await self._runner.cleanup()
+        await self._listener.close()
         await self.proxy.close()
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from epoch.replica_state import ReplicaState, spans
+from raftlog.http_listener import DEFAULT_LIMITS, HttpLimits, HttpListener, HttpStats
 from raftlog.security import user_routes
 from raftlog.security.users import UserAdmin
 
@@ -50,12 +51,14 @@ class AdminServer:
         token: str | None = None,
         tls: ssl.SSLContext | None = None,
         metrics: NodeMetrics | None = None,
+        limits: HttpLimits = DEFAULT_LIMITS,
+        stats: HttpStats | None = None,
     ) -> None:
+        """`limits`: the node's http.* settings; `stats`: what the listener counts, for
+        /metrics."""
         self._node = node
         self._view = view
-        self._host, self._port = host, port
         self._token = token
-        self._tls = tls
         self._metrics = metrics
         app = web.Application(
             middlewares=[self._authorize], client_max_size=user_routes.MAX_BODY_BYTES
@@ -71,7 +74,7 @@ class AdminServer:
         app.router.add_get("/v1/history", self._history)
         app.router.add_get("/v1/epochs", self._all_epochs)
         app.router.add_get("/v1/share-groups/{group}", self._share_group)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._listener = HttpListener("admin", app, host, port, limits, tls=tls, stats=stats)
 
     @web.middleware
     async def _authorize(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -94,13 +97,10 @@ class AdminServer:
             )
 
     async def start(self) -> None:
-        await self._runner.setup()
-        await web.TCPSite(
-            self._runner, self._host, self._port, reuse_address=True, ssl_context=self._tls
-        ).start()
+        await self._listener.start()
 
     async def close(self) -> None:
-        await self._runner.cleanup()
+        await self._listener.close()
 
     async def _status(self, request: web.Request) -> web.Response:
         node, view = self._node, self._view

@@ -42,6 +42,7 @@ from raftlog.config_def import (
     parse_boolean,
     parse_number,
 )
+from raftlog.http_listener import HttpLimits
 from raftlog.security import listeners as kafka_listeners
 from raftlog.security.listeners import DEFAULT_PROTOCOL_MAP, Listener
 from raftlog.security.sasl import SUPPORTED as SASL_MECHANISMS
@@ -89,6 +90,13 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # Kafka's default is unbounded), and the largest frame before SASL authentication.
     "queued.max.request.bytes": 268435456,
     "sasl.server.max.receive.size": 524288,
+    # The HTTP listeners, the admin port and the consume proxy (raftlog/http_listener.py),
+    # each: the time a connection has to send a whole request head, from connecting and from
+    # each answer (so also how long an idle keep-alive connection is kept; Jetty's idle
+    # timeout), and the connections one listener, and one client address, may hold open.
+    "http.header.read.timeout.ms": 30000,
+    "http.max.connections": 256,
+    "http.max.connections.per.ip": 64,
     # Listeners (raftlog/security/listeners.py). Empty: kafka_listen is one PLAINTEXT listener.
     "listeners": "",
     "advertised.listeners": "",
@@ -191,12 +199,16 @@ BROKER_RANGES: dict[str, tuple[int, int | None]] = {
 # Shown by DescribeConfigs as null and sensitive, as Kafka shows passwords.
 SENSITIVE = frozenset({"ssl.key.password"})
 # Settings 0 or less would break: the byte bounds the Kafka listener enforces (it would
-# refuse everything), and the transactional ids' expiry, its check interval and their bound.
+# refuse everything), the HTTP listeners' timeout and caps (likewise), and the transactional
+# ids' expiry, its check interval and their bound.
 BROKER_POSITIVE = frozenset(
     {
         "socket.request.max.bytes",
         "queued.max.request.bytes",
         "sasl.server.max.receive.size",
+        "http.header.read.timeout.ms",
+        "http.max.connections",
+        "http.max.connections.per.ip",
         "transactional.id.expiration.ms",
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         "transactional.id.max.per.partition",
@@ -394,6 +406,14 @@ class NodeConfig:
 
     def broker_setting(self, name: str) -> Any:
         return self.broker.get(name, BROKER_DEFAULTS[name])
+
+    def http_limits(self) -> HttpLimits:
+        """The bounds of this node's HTTP listeners (admin, consume proxy)."""
+        return HttpLimits(
+            header_timeout=int(self.broker_setting("http.header.read.timeout.ms")) / 1000,
+            max_connections=int(self.broker_setting("http.max.connections")),
+            max_connections_per_address=int(self.broker_setting("http.max.connections.per.ip")),
+        )
 
     def topic_defaults(self) -> dict[str, str]:
         """The [broker] settings given in this node's config that stand in for unset topic

@@ -27,9 +27,11 @@ from prometheus_client.exposition import choose_encoder
 
 from raftlog.counters import COMMIT_BUCKETS, STALL_BUCKETS, Histogram
 from raftlog.errors import ErrorCode
+from raftlog.http_listener import BAD_REQUEST_STATUSES, REFUSED_BY_ADDRESS, REFUSED_BY_LISTENER
 from raftlog.share.partition_state import RecordState
 
 if TYPE_CHECKING:
+    from raftlog.http_listener import HttpStats
     from raftlog.node import Node
     from raftlog.partition import Partition
 
@@ -48,6 +50,10 @@ PROCESS_SERIES = 6  # prometheus_client's ProcessCollector on Linux
 # replicas, leaders; Raft counters, groups awake, histogram; loop stalls: histogram, longest
 NODE_SERIES = 2 + 4 + 1 + len(COMMIT_BUCKETS) + 3 + len(STALL_BUCKETS) + 3 + 1
 KAFKA_SERIES = 3  # connections open and total, authentication failures
+# each HTTP listener (admin, consume proxy): connections open, accepted, refused by either cap;
+# malformed requests by status
+SERIES_PER_HTTP_LISTENER = 4 + len(BAD_REQUEST_STATUSES)
+HTTP_LISTENERS = 2
 SERIES_PER_API = 1 + len(REQUEST_BUCKETS) + 3 + ERROR_CODES_PER_API + 1
 SERIES_PER_REPLICA = 11  # every hosted replica: offsets, size, epoch, roles, bytes and records
 SERIES_PER_GROUP = 3  # members, rebalances, lag sum
@@ -62,14 +68,16 @@ def series_budget(
     groups: int = 0,
     share_groups: int = 0,
     share_states: int = 0,
+    http_listeners: int = HTTP_LISTENERS,
 ) -> int:
     """The most series a node's /metrics holds: `apis` Kafka APIs served, `replicas` hosted,
     `follower_replicas_led` (followers of the partitions it leads, RF - 1 each), consumer
-    and share groups it coordinates, share-partition states it leads."""
+    and share groups it coordinates, share-partition states it leads, HTTP listeners."""
     return (
         PROCESS_SERIES
         + NODE_SERIES
         + KAFKA_SERIES
+        + SERIES_PER_HTTP_LISTENER * http_listeners
         + SERIES_PER_API * apis
         + SERIES_PER_REPLICA * replicas
         + follower_replicas_led
@@ -247,6 +255,37 @@ class KafkaMetrics:
         ]
 
 
+def http_families(listeners: dict[str, HttpStats]) -> list[Family]:
+    """The HTTP listeners' counts (raftlog/http_listener.py), by listener."""
+    opened = Family(
+        GAUGE, "raftlog_http_connections_open", "HTTP connections open now.", ["listener"]
+    )
+    accepted = Family(
+        COUNTER, "raftlog_http_connections_total", "HTTP connections accepted.", ["listener"]
+    )
+    refused = Family(
+        COUNTER,
+        "raftlog_http_connections_refused_total",
+        "HTTP connections closed at once: the listener (http.max.connections) or the client's "
+        "address (http.max.connections.per.ip) had as many open as allowed.",
+        ["listener", "cap"],
+    )
+    bad = Family(
+        COUNTER,
+        "raftlog_http_bad_requests_total",
+        "HTTP requests refused unread: 414 URL too long, 431 header too large, 400 malformed.",
+        ["listener", "status"],
+    )
+    for name, stats in sorted(listeners.items()):
+        opened.add([name], stats.open)
+        accepted.add([name], stats.accepted)
+        for cap in (REFUSED_BY_LISTENER, REFUSED_BY_ADDRESS):
+            refused.add([name, cap], stats.refused[cap])
+        for status in BAD_REQUEST_STATUSES:
+            bad.add([name, str(status)], stats.bad_requests[status])
+    return [opened, accepted, refused, bad]
+
+
 # --- replicas and Raft -------------------------------------------------------------------------
 
 
@@ -256,15 +295,19 @@ class NodeCollector:
     those into metric families, in the scrape's thread: building and formatting 12,000
     samples takes about a tenth of a second, too long to hold the loop every group shares."""
 
-    def __init__(self, node: Node, kafka: KafkaMetrics) -> None:
+    def __init__(
+        self, node: Node, kafka: KafkaMetrics, http: dict[str, HttpStats] | None = None
+    ) -> None:
         self._node = node
         self._kafka = kafka
+        self._http = http or {}
         self._read: list[Family] = []
 
     async def read(self) -> None:
         replicas = await self._replicas()
         self._read = [
             *self._kafka.read(),
+            *(http_families(self._http) if self._http else []),
             *replicas,
             *self._raft(),
             *self._loop(),
@@ -534,11 +577,17 @@ class NodeMetrics:
     """A node's registry (its own, not prometheus_client's global one) and its scrape."""
 
     def __init__(
-        self, node: Node, kafka: KafkaMetrics, monotonic: Callable[[], float] = time.monotonic
+        self,
+        node: Node,
+        kafka: KafkaMetrics,
+        monotonic: Callable[[], float] = time.monotonic,
+        http: dict[str, HttpStats] | None = None,
     ) -> None:
+        """`http`: the node's HTTP listeners' counts, by the name their series are labelled
+        with."""
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
-        self._collector = NodeCollector(node, kafka)
+        self._collector = NodeCollector(node, kafka, http)
         self.registry.register(self._collector)
         self._monotonic = monotonic
         self._formatting: dict[str, asyncio.Future[bytes]] = {}  # by content type

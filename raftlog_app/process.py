@@ -16,6 +16,7 @@ from kafka_api.server import KafkaServer
 from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
 from raftlog.config import NodeConfig
+from raftlog.http_listener import HttpStats
 from raftlog.metrics import KafkaMetrics, NodeMetrics
 from raftlog.node import Node
 from raftlog.security.listeners import Listener
@@ -63,20 +64,28 @@ class NodeProcess:
                 listener.protocol,
             )
         admin_tls = cfg.tls.server_context() if cfg.admin_tls and cfg.tls is not None else None
+        http_limits = cfg.http_limits()
+        admin_http, proxy_http = HttpStats(), HttpStats()  # served by the node's /metrics
         self.admin = AdminServer(
             self.node,
             BrokerFacade(self.node).view,
             *cfg.admin_listen,
             token=cfg.admin_token,
             tls=admin_tls,
-            metrics=NodeMetrics(self.node, kafka_metrics),
+            metrics=NodeMetrics(
+                self.node, kafka_metrics, http={"admin": admin_http, "consume_proxy": proxy_http}
+            ),
+            limits=http_limits,
+            stats=admin_http,
         )
         await self.admin.start()
         plaintext = [x for x in cfg.listeners if x.protocol == "PLAINTEXT"]
         if cfg.proxy_listen is not None and plaintext:
             # a Kafka client of the cluster like any other, starting at this node
             address = (plaintext[0].advertised_host, plaintext[0].advertised_port)
-            self.proxy = ProxyServer(ConsumeProxy([address]), *cfg.proxy_listen)
+            self.proxy = ProxyServer(
+                ConsumeProxy([address]), *cfg.proxy_listen, limits=http_limits, stats=proxy_http
+            )
             await self.proxy.start()
         elif cfg.proxy_listen is not None:
             log.warning("consume proxy off: it needs a PLAINTEXT listener to reach the cluster")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from raftlog.config import ConfigError, NodeConfig
+from raftlog.http_listener import HttpLimits
 
 GOOD = """
 node_id = 1
@@ -249,3 +250,16 @@ def test_a_broker_number_is_held_to_its_java_type(tmp_path: Path) -> None:
         _broker(tmp_path, '"default.replication.factor" = 32768')  # past Java's Short
     config = _broker(tmp_path, '"log.retention.bytes" = 4294967296')  # a Long takes it
     assert config.broker_setting("log.retention.bytes") == 2**32
+
+
+def test_the_http_listeners_bounds_are_read_and_must_be_positive(tmp_path: Path) -> None:
+    assert load(tmp_path, GOOD).http_limits() == HttpLimits(30.0, 256, 64)
+    config = _broker(
+        tmp_path,
+        '"http.header.read.timeout.ms" = 1500\n"http.max.connections" = "10"\n'
+        '"http.max.connections.per.ip" = 2',
+    )
+    assert config.http_limits() == HttpLimits(1.5, 10, 2)
+    for name in ("http.header.read.timeout.ms", "http.max.connections.per.ip"):
+        with pytest.raises(ConfigError, match=re.escape(f"[broker] {name}: expected a positive")):
+            _broker(tmp_path, f'"{name}" = 0')

@@ -24,6 +24,7 @@ from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import LogRecord
 from raftlog.groups.results import CommitOffset
+from raftlog.http_listener import HttpStats
 from raftlog.loop_stall import LoopStallMonitor
 from raftlog.metrics import (
     ERROR_CODES_PER_API,
@@ -109,9 +110,12 @@ def test_an_apis_error_codes_are_bounded() -> None:
     assert stats.errors[None] == 4  # three codes past the bound, then UNKNOWN_SERVER_ERROR
 
 
-async def samples(node: ReplicaNode, kafka: KafkaMetrics) -> dict[tuple[str, tuple], float]:
+async def samples(
+    node: ReplicaNode, kafka: KafkaMetrics, http: dict[str, HttpStats] | None = None
+) -> dict[tuple[str, tuple], float]:
     """A scrape of the node, as Prometheus' text format, parsed."""
-    body, content_type = await NodeMetrics(node, kafka).exposition("")  # type: ignore[arg-type]
+    scrape = NodeMetrics(node, kafka, http=http)  # type: ignore[arg-type]
+    body, content_type = await scrape.exposition("")
     assert content_type.startswith("text/plain")
     text = body.decode()
     return {
@@ -192,7 +196,9 @@ async def test_a_scrape_shows_what_the_leader_appended_and_its_followers_lag(
     kafka.api(0).answered(0.003, produce_response(E.none))
     kafka.connections_opened, kafka.connections_closed = 3, 1
     kafka.authentication_failed()
-    found = await samples(node, kafka)
+    admin = HttpStats()
+    admin.open, admin.refused["address"], admin.bad_requests[431] = 2, 5, 1
+    found = await samples(node, kafka, {"admin": admin, "consume_proxy": HttpStats()})
     tp = {"topic": "t", "partition": "0"}
     assert value(found, "raftlog_partition_records_in_total", **tp) == 30
     assert value(found, "raftlog_partition_bytes_in_total", **tp) == sum(map(len, batches))
@@ -212,6 +218,11 @@ async def test_a_scrape_shows_what_the_leader_appended_and_its_followers_lag(
     )
     assert value(found, "raftlog_kafka_connections_open") == 2
     assert value(found, "raftlog_kafka_authentication_failures_total") == 1
+    assert value(found, "raftlog_http_connections_open", listener="admin") == 2
+    refused = "raftlog_http_connections_refused_total"
+    assert value(found, refused, listener="admin", cap="address") == 5
+    assert value(found, refused, listener="consume_proxy", cap="listener") == 0
+    assert value(found, "raftlog_http_bad_requests_total", listener="admin", status="431") == 1
     assert value(found, "raftlog_raft_leader_elections_total") == 1
     assert value(found, "raftlog_raft_commit_latency_seconds_count") >= 2
     assert value(found, "raftlog_event_loop_stall_seconds_count") == 0

@@ -1,0 +1,268 @@
+"""A node's HTTP listeners (the admin port, the consume proxy), bounded as its Kafka port is.
+
+aiohttp alone held every connection a client opened, for as long as it sent a byte now and
+then (1,000 connections sending one header byte a second were all kept: a file each), and
+answered an over-long URL or header with a 400 and an ERROR line with a traceback. Here:
+
+- a connection has `header_timeout` seconds to send a whole request head, counted from the
+  moment it connects and again from each answer (aiohttp's keep-alive timer, which partial
+  data does not reset): a slow sender and an idle keep-alive connection are both closed;
+- connections past `max_connections` open on the listener, or `max_connections_per_address`
+  from one client address, are closed at once, counted, and reported in at most one log line
+  per REPORT_INTERVAL_SECONDS;
+- a URL over MAX_URL_BYTES is a 414, a header line over MAX_FIELD_BYTES or more than
+  MAX_HEADERS of them a 431, any other malformed head a 400: the connection is closed after
+  the answer, with a rate-limited INFO line and no traceback (a client's bad input is not
+  the node's error).
+
+A TLS handshake is bounded by the same timeout; the caps count a TLS connection once its
+handshake is over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError
+from aiohttp.web_request import BaseRequest
+from aiohttp.web_response import StreamResponse
+
+log = logging.getLogger(__name__)
+
+# aiohttp raises the same error for a URL and a header line that is too long, with the limit
+# it passed; the two limits differ so that the answer can tell which it was (414 or 431).
+MAX_URL_BYTES = 8192
+MAX_FIELD_BYTES = 8190  # a header's name and value (Apache's LimitRequestFieldSize)
+MAX_HEADERS = 32  # so a head is at most about 256 KiB
+REPORT_INTERVAL_SECONDS = 10.0
+REFUSED_BY_LISTENER, REFUSED_BY_ADDRESS = "listener", "address"
+BAD_REQUEST_STATUSES = (400, 414, 431)
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """The [broker] http.* settings (raftlog/config.py)."""
+
+    header_timeout: float = 30.0  # seconds: http.header.read.timeout.ms
+    max_connections: int = 256  # http.max.connections
+    max_connections_per_address: int = 64  # http.max.connections.per.ip
+
+
+DEFAULT_LIMITS = HttpLimits()
+
+
+class HttpStats:
+    """What one listener counts, for the node's /metrics (raftlog/metrics.py)."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.accepted = 0
+        self.refused = {REFUSED_BY_LISTENER: 0, REFUSED_BY_ADDRESS: 0}
+        self.bad_requests = dict.fromkeys(BAD_REQUEST_STATUSES, 0)
+
+
+class _Reports:
+    """One log line per kind of event and REPORT_INTERVAL_SECONDS at most, with the count of
+    those not reported: a client that repeats an event cannot flood the log."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._kinds: dict[str, tuple[float, int]] = {}  # kind -> (last logged, unlogged)
+
+    def report(self, kind: str, level: int, message: str, *args: object) -> None:
+        now = self._clock()
+        logged, unlogged = self._kinds.get(kind, (-REPORT_INTERVAL_SECONDS, 0))
+        if now - logged < REPORT_INTERVAL_SECONDS:
+            self._kinds[kind] = (logged, unlogged + 1)
+            return
+        self._kinds[kind] = (now, 0)
+        if unlogged:
+            log.log(level, message + " (and %d more since the last report)", *args, unlogged)
+        else:
+            log.log(level, message, *args)
+
+
+class HttpListener:
+    """One aiohttp application on one address, within HttpLimits."""
+
+    def __init__(
+        self,
+        name: str,
+        app: web.Application,
+        host: str,
+        port: int,
+        limits: HttpLimits,
+        *,
+        tls: ssl.SSLContext | None = None,
+        stats: HttpStats | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`name` is what the log lines call it ("admin", "consume proxy")."""
+        self.name = name
+        self.limits = limits
+        self.stats = stats or HttpStats()
+        self._host, self._port, self._tls = host, port, tls
+        self._runner = web.AppRunner(app, access_log=None)
+        self._reports = _Reports(clock)
+        self._by_address: dict[str, int] = {}
+        self._server: asyncio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        self._loop = asyncio.get_running_loop()
+        self._server = await self._loop.create_server(
+            self._protocol,
+            self._host,
+            self._port,
+            ssl=self._tls,
+            ssl_handshake_timeout=self.limits.header_timeout if self._tls else None,
+            reuse_address=True,
+        )
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()  # no new connections; aiohttp's shutdown ends the open ones
+        await self._runner.cleanup()
+
+    def _protocol(self) -> _Handler:
+        manager = self._runner.server
+        assert manager is not None and self._loop is not None  # made by start()
+        options: dict[str, Any] = {
+            "loop": self._loop,
+            "keepalive_timeout": self.limits.header_timeout,
+            "max_line_size": MAX_URL_BYTES,
+            "max_field_size": MAX_FIELD_BYTES,
+            "max_headers": MAX_HEADERS,
+            "access_log": None,
+        }
+        return _Handler(manager, self, **options)
+
+    def admit(self, address: str) -> bool:
+        """Counts a new connection in, or refuses it (and reports why)."""
+        from_address = self._by_address.get(address, 0)
+        if self.stats.open >= self.limits.max_connections:
+            self._refuse(REFUSED_BY_LISTENER, address, "http.max.connections", self.stats.open)
+            return False
+        if from_address >= self.limits.max_connections_per_address:
+            self._refuse(REFUSED_BY_ADDRESS, address, "http.max.connections.per.ip", from_address)
+            return False
+        self._by_address[address] = from_address + 1
+        self.stats.open += 1
+        self.stats.accepted += 1
+        return True
+
+    def release(self, address: str) -> None:
+        left = self._by_address.pop(address) - 1
+        if left:
+            self._by_address[address] = left
+        self.stats.open -= 1
+
+    def _refuse(self, reason: str, address: str, setting: str, count: int) -> None:
+        self.stats.refused[reason] += 1
+        where = "open" if reason == REFUSED_BY_LISTENER else "open from that address"
+        self._reports.report(
+            f"refused {reason}",
+            logging.WARNING,
+            "%s HTTP listener: closed a new connection from %s at once: %d connections %s (%s)",
+            self.name,
+            address,
+            count,
+            where,
+            setting,
+        )
+
+    def bad_request(self, status: int, address: str | None, why: str) -> None:
+        self.stats.bad_requests[status] += 1
+        self._reports.report(
+            f"bad request {status}",
+            logging.INFO,
+            "%s HTTP listener: %d to %s: %s",
+            self.name,
+            status,
+            address,
+            why[:200],
+        )
+
+
+class _Handler(RequestHandler):
+    """aiohttp's connection handler, admitted by its listener's caps, answering a malformed
+    request head with its own status and no traceback."""
+
+    def __init__(self, manager: web.Server, listener: HttpListener, **options: Any) -> None:
+        super().__init__(manager, **options)
+        self._listener = listener
+        self._address: str | None = None  # set while the listener counts this connection
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        if not self._listener.admit(address):
+            # aiohttp never sees it: no task, no timer, no buffer (uvloop's transports have
+            # Transport's methods without subclassing it)
+            cast(asyncio.Transport, transport).abort()
+            return
+        self._address = address
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._address is None:
+            return  # refused in connection_made
+        self._listener.release(self._address)
+        self._address = None
+        super().connection_lost(exc)
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> StreamResponse:
+        if isinstance(exc, HttpProcessingError):  # the request head
+            status, why = _refusal(exc)
+        elif isinstance(exc, RequestPayloadError):  # the body: its framing or encoding
+            cause = exc.__cause__
+            text = cause.message if isinstance(cause, HttpProcessingError) else str(exc)
+            status, why = 400, "the body cannot be read: " + _one_line(text)
+        elif isinstance(exc, ConnectionError) and self.transport is None:
+            # the client left while its body was read: nobody to answer, nothing wrong here
+            status, why = 400, "the client closed the connection"
+        else:
+            return super().handle_error(request, status, exc, message)  # a bug of ours: ERROR
+        if self.transport is not None:
+            self._listener.bad_request(status, request.remote, why)
+        response = web.Response(status=status, text=why + "\n")
+        response.force_close()
+        return response
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """aiohttp reads on past an answer to drain a body the handler left unread; a body
+        that cannot be decoded raises there too, and was answered already."""
+        if isinstance(kw.get("exc_info"), RequestPayloadError):
+            return
+        super().log_exception(*args, **kw)
+
+
+def _refusal(exc: HttpProcessingError) -> tuple[int, str]:
+    """The status and words for a request head aiohttp could not parse."""
+    if isinstance(exc, LineTooLong):
+        if exc.args[1:2] == (MAX_URL_BYTES,):
+            return 414, f"the URL is longer than {MAX_URL_BYTES} bytes"
+        return 431, f"a header line is longer than {MAX_FIELD_BYTES} bytes"
+    if "Too many headers" in exc.message:
+        return 431, f"more than {MAX_HEADERS} header lines"
+    return 400, "malformed request: " + _one_line(exc.message)
+
+
+def _one_line(text: str) -> str:
+    """A log line is one line (aiohttp's messages have several)."""
+    return " ".join(text.split())
