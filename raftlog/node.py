@@ -112,6 +112,13 @@ class Node:
             limits.raise_open_files_limit(),
         )
         log.info("node %d: %s", self.node_id, self.budget.describe())
+        if self.authorizer is None:
+            log.warning(
+                "no authorizer (authorizer.class.name is empty): any client that reaches a "
+                "Kafka listener may read, write, delete and reconfigure every topic, group "
+                "and setting, and write into another producer's transaction; set one, or "
+                "start with `raftlog cluster up --secure` (docs/security.md)"
+            )
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         (cfg.data_dir / "data").mkdir(exist_ok=True)
         self.history = HistoryJournal(cfg.data_dir, self.node_id)

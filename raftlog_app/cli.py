@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        client_config.use(getattr(args, "command_config", None))
+        client_config.use(_command_config(args))
         return args.run(args) or 0
     except (cluster.ClusterError, ConfigError) as e:
         print(f"raftlog: {e}", file=sys.stderr)
@@ -94,9 +94,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--listeners",
-        default="PLAINTEXT",
         help="Kafka listeners by protocol, e.g. PLAINTEXT,SASL_SSL: the first on the Kafka "
-        "port, the k-th at port+3000+1000k (TLS needs --broker ssl.keystore.location=...)",
+        "port, the k-th at port+3000+1000k (TLS needs --broker ssl.keystore.location=...); "
+        "default PLAINTEXT, SASL_PLAINTEXT with --secure",
+    )
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="Kafka's ACL authorizer with nothing allowed without an ACL, and a super user "
+        "(User:admin, SCRAM) the CLI's commands log in as; DATA/admin.properties holds its "
+        "password",
     )
     up.set_defaults(run=_cluster_up)
     add = clu_sub.add_parser("add-node", help="start one more node that joins the cluster")
@@ -250,6 +257,7 @@ def _cluster_up(args: argparse.Namespace) -> int:
         raise ConfigError(f"--nodes must be at least 1, got {args.nodes}")
     # node i listens on kafka_port + i - 1; its Raft, admin and proxy ports 1000, 2000 and
     # 3000 above
+    args.listeners = args.listeners or ("SASL_PLAINTEXT" if args.secure else "PLAINTEXT")
     extra = 1000 * args.listeners.count(",")
     if args.kafka_port < 1 or args.kafka_port + args.nodes - 1 + 3000 + extra > 65535:
         raise ConfigError(
@@ -265,8 +273,14 @@ def _cluster_up(args: argparse.Namespace) -> int:
         args.timeout,
         broker,
         listeners=listeners,
+        secure=args.secure,
     )
     print(f"raftlog cluster of {args.nodes} nodes is up; data in {args.data.resolve()}")
+    if args.secure:
+        print(
+            f"authorizer on, super user {cluster.SUPER_USER} (the CLI logs in as it; "
+            f"client properties in {args.data.resolve() / cluster.TOOLS_CONFIG})"
+        )
     print("bootstrap servers:")
     print(bootstrap)
     return 0
@@ -305,7 +319,19 @@ def _proxy(args: argparse.Namespace) -> int:
 def _bootstrap(args: argparse.Namespace) -> str:
     if args.bootstrap:
         return args.bootstrap
-    return cluster.read_state(args.data.resolve())["bootstrap"]
+    local = cluster.tools(args.data)  # None: read_state says there is no cluster there
+    return local[0] if local is not None else cluster.read_state(args.data.resolve())["bootstrap"]
+
+
+def _command_config(args: argparse.Namespace) -> Path | None:
+    """--command-config, else for a command that talks to the local cluster (no
+    --bootstrap) the super user's properties of a `cluster up --secure` one."""
+    given: Path | None = getattr(args, "command_config", None)
+    local_cluster = hasattr(args, "data") and getattr(args, "bootstrap", "") is None
+    if given is not None or not local_cluster:
+        return given
+    local = cluster.tools(args.data)
+    return local[1] if local is not None else None
 
 
 def _admin_client(args: argparse.Namespace):  # noqa: ANN202 - kafka-python has no stubs

@@ -36,6 +36,18 @@ class ClusterError(Exception):
     pass
 
 
+# `cluster up --secure`: Kafka's ACL authorizer, nothing allowed without an ACL, and one
+# super user, SUPER_USER, whom the CLI's commands log in as over SASL_PLAINTEXT with the
+# client properties written to TOOLS_CONFIG (cluster.json's "tools" names both).
+SECURE_BROKER: dict[str, Any] = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": False,
+    "super.users": "User:admin",
+}
+SUPER_USER = "admin"
+TOOLS_CONFIG = "admin.properties"
+
+
 @dataclass
 class NodeSpec:
     node_id: int
@@ -280,8 +292,15 @@ def up(
     broker: dict[str, Any] | None = None,
     progress: bool = True,
     listeners: tuple[str, ...] = ("PLAINTEXT",),
+    secure: bool = False,
 ) -> str:
+    """`secure`: SECURE_BROKER's settings under `broker`'s, and a super user for the CLI
+    (secure_tools); `listeners` must then hold SASL_PLAINTEXT, which the CLI uses."""
     check_listeners(listeners)
+    if secure and "SASL_PLAINTEXT" not in listeners:
+        raise ClusterError("--secure: the CLI logs in over SASL_PLAINTEXT; --listeners needs it")
+    if secure:
+        broker = {**SECURE_BROKER, **(broker or {})}
     data = data.resolve()
     state_path = data / "cluster.json"
     if state_path.exists():
@@ -314,7 +333,66 @@ def up(
         )
     )
     wait_ready(specs, pids, timeout, progress)
+    if secure:
+        secure_tools(data, specs, admin_token, timeout)
     return bootstrap
+
+
+def secure_tools(data: Path, specs: list[NodeSpec], admin_token: str, timeout: float) -> None:
+    """The super user's SCRAM credential, made through the first node's admin API with a
+    fresh password (the admin token proves the caller), then written, readable by this user
+    only, as the client properties the CLI's commands use when they talk to this cluster;
+    cluster.json's "tools" names them and the SASL_PLAINTEXT bootstrap."""
+    token = NodeConfig.load(specs[0].config_path).admin_token or admin_token
+    password = secrets.token_urlsafe(24)
+    body = json.dumps({"name": SUPER_USER, "password": password, "mechanism": "SCRAM-SHA-512"})
+    request = urllib.request.Request(
+        f"http://{HOST}:{specs[0].admin_port}/v1/users",
+        method="POST",
+        data=body.encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=10):
+                break
+        except (urllib.error.URLError, OSError) as e:  # the controller may still be settling
+            if time.monotonic() > deadline:
+                raise ClusterError(f"--secure: the super user could not be made: {e}") from None
+            time.sleep(0.5)
+    path = data / TOOLS_CONFIG
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(
+            "# the super user raftlog's CLI logs in as (written by `raftlog cluster up --secure`)\n"
+            "security.protocol=SASL_PLAINTEXT\n"
+            "sasl.mechanism=SCRAM-SHA-512\n"
+            f"sasl.username={SUPER_USER}\n"
+            f"sasl.password={password}\n"
+        )
+    state_path = data / "cluster.json"
+    state = json.loads(state_path.read_text())
+    state["tools"] = {
+        "bootstrap": ",".join(f"{HOST}:{s.listener_ports()['SASL_PLAINTEXT']}" for s in specs),
+        "command_config": str(path),
+    }
+    state_path.write_text(json.dumps(state, indent=2))
+
+
+def tools(data: Path) -> tuple[str, Path | None] | None:
+    """(bootstrap, client properties) for the CLI's commands against the local cluster in
+    `data`: a --secure cluster's super user, else its first listener in the clear; None
+    without a cluster there."""
+    path = data.resolve() / "cluster.json"
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text())
+    secured = state.get("tools")
+    if secured:
+        return secured["bootstrap"], Path(secured["command_config"])
+    return state["bootstrap"], None
 
 
 def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:

@@ -1,6 +1,7 @@
 """A node's log as `raftlog cluster up` starts it (raftlog_app/logs.py): every event once, in
 raftlog.log, one JSON object per line with `log.format=json`; console.log beside it gets
-none of them (it used to get a copy of every line)."""
+none of them (it used to get a copy of every line). Without an authorizer the node says so,
+once, at WARNING."""
 
 from __future__ import annotations
 
@@ -37,5 +38,8 @@ def test_a_node_logs_each_event_once_as_json(cluster_factory) -> None:
     assert dropped[0]["logger"] == "kafka_api.server"
     serving = [e for e in events() if e["message"].startswith("node 1 serving Kafka")]
     assert len(serving) == 1, serving
+    # no authorizer: one WARNING at start says what any client may then do
+    (unguarded,) = [e for e in events() if e["message"].startswith("no authorizer")]
+    assert unguarded["level"] == "WARNING" and "any client" in unguarded["message"]
     console = (node.data_dir / "console.log").read_text()
     assert "serving Kafka" not in console and "closing Kafka connection" not in console, console

@@ -276,12 +276,15 @@ class Cluster:
         broker: dict[str, Any] | None = None,
         port_slots: int | None = None,
         listeners: tuple[str, ...] = ("PLAINTEXT",),
+        up_flags: tuple[str, ...] = (),
     ) -> None:
         """`broker`: `[broker]` settings for every node's config (Kafka names, e.g.
         {"group.initial.rebalance.delay.ms": 100}); `port_slots`: how many nodes' ports
         must be free when picking the base port (more than `nodes` for a cluster that
-        will grow with add_node()); `listeners`: `cluster up --listeners`."""
+        will grow with add_node()); `listeners`: `cluster up --listeners`; `up_flags`: more
+        `cluster up` flags (e.g. --secure)."""
         self.listeners = listeners
+        self.up_flags = up_flags
         self.workdir = Path(workdir).resolve()
         self.data_root = self.workdir  # `--data DIR`
         self.num_nodes = nodes
@@ -351,6 +354,7 @@ class Cluster:
                     str(base),
                     *broker_flags,
                     *(["--listeners", ",".join(self.listeners)] if len(self.listeners) > 1 else []),
+                    *self.up_flags,
                     timeout=timeout,
                 )
             except ClusterError as exc:
