@@ -88,8 +88,16 @@ class ProduceQueue:
         """Queues the request and proposes what may go. Its future is answered on Raft's
         verdict (acks=-1) or at the leader's append (acks=1); acks=0 has none."""
         if request.checked is not None:
-            request.checked.add_done_callback(lambda _f: self.propose())
+            request.checked.add_done_callback(self._checked)
         self._queue.append(request)
+        self.propose()
+
+    def _checked(self, checked: asyncio.Future[None] | asyncio.Future[bytes]) -> None:
+        """A request's batches were opened, or failed to be (its exception is read here: a
+        request dropped with the leadership before then is not answered from it, and asyncio
+        logs an error for an exception nobody read)."""
+        if not checked.cancelled():
+            checked.exception()
         self.propose()
 
     def propose(self) -> None:

@@ -6,6 +6,7 @@ timeouts on a manual clock, and a real leader replica's produce path with its bu
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -185,3 +186,35 @@ async def test_a_batch_decompressing_past_the_budget_is_refused_and_not_stored(
     assert done(refused)[0].error == ErrorCode.message_too_large
     assert done(after)[0].base_offset == 0
     assert values(p) == [b"y"]
+
+
+async def test_a_check_failing_after_its_leader_stepped_down_is_read_not_logged(
+    replicas: Replicas, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request waiting for room when its leader steps down is answered then; the check
+    that opens it later and fails is still read (asyncio logs an ERROR for an exception
+    nobody read)."""
+    old, p = await leading(replicas)
+    budget = MemoryBudget(1 * MB)
+    replicas.contexts[old].memory = budget
+    assert budget.try_open(1 * MB)
+    wrong = bytearray(zstd_records(b"a" * 100, b"b" * 100))
+    wrong[23:27] = (2).to_bytes(4, "big")  # last offset delta
+    wrong[57:61] = (3).to_bytes(4, "big")  # three records claimed, two inside
+    waiting = replicas.send(old, with_payload(bytes(wrong), ZSTD, bytes(wrong[61:])))
+    replicas.net.isolate(old)
+    while p.is_leader:
+        await replicas.step()
+    assert done(waiting)[0].error == ErrorCode.not_leader_or_follower
+    tasks = [t for t in asyncio.all_tasks() if "_opened" in repr(t)]
+    assert len(tasks) == 1  # the request left the queue; its check still waits for room
+    budget.close(1 * MB)
+    for _ in range(300):  # the check runs in a thread, on real time
+        if tasks[0].done():
+            break
+        await asyncio.sleep(0.01)
+    assert tasks[0].done()
+    del tasks
+    gc.collect()
+    await settle()
+    assert "never retrieved" not in caplog.text
