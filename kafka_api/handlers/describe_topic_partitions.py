@@ -10,10 +10,13 @@ partitions (held to 1..MAX_PARTITIONS); where that cuts a topic or the list, nex
 the first partition left. A cursor on a topic the request does not name, or with a negative
 partition, is INVALID_REQUEST on every topic named. The partitions read as Metadata reports
 them (the same PartitionInfo); there are no eligible leader replicas (KIP-966) to list.
+Linear in the names asked: they are sorted in a thread, authorized and looked up on the loop
+a slice at a time (kafka_api/entry_work.py), and the answer is built and encoded in a thread.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -22,6 +25,7 @@ from kafka_api.authz import Op, Resource, authorize, authorized_operations
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, topic_name_error
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.broker import PartitionInfo
 from raftlog.errors import ErrorCode
 from raftlog.internal_topics import is_internal
@@ -47,17 +51,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if every:
         names = sorted(n for n in broker.topics() if n >= after)
     else:
-        names = sorted({t.name for t in request.topics if t.name >= after})
-        if cursor is not None and cursor.topic_name not in names:
-            return _refused(m, request)  # the cursor's topic must be one named
+        names = await off_loop(len(request.topics), _named, request.topics, after)
+        if cursor is not None and not _holds(names, cursor.topic_name):
+            return await answer(len(request.topics), _refused, m, request)  # not one named
     if cursor is not None and cursor.partition_index < 0:
-        return _refused(m, request)
-    allowed = [n for n in names if authorize(ctx, Op.DESCRIBE, Resource.TOPIC, n)]
-    denied = [] if every else [n for n in names if n not in set(allowed)]
+        return await answer(len(request.topics), _refused, m, request)
+    # Each name is authorized and looked up on the loop (the ACLs and topics are the loop's),
+    # a slice at a time; a set of the allowed names was once built again for every name
+    # (100,000 unknown names: 533 s).
+    allowed: list[str] = []
+    denied: list[str] = []
+    async for name in sliced(names):
+        (allowed if authorize(ctx, Op.DESCRIBE, Resource.TOPIC, name) else denied).append(name)
+    if every:
+        denied = []  # every topic: those the principal may not describe are left out
     remaining = max(min(MAX_PARTITIONS, request.response_partition_limit), 1)
     answered: list[Answered] = []
     next_cursor: tuple[str, int] | None = None
-    for name in allowed:
+    async for name in sliced(allowed):
         if remaining == 0:
             next_cursor = (name, 0)
             break
@@ -85,6 +96,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             (E.topic_authorization_failed, name, None, False, (), UNKNOWN_AUTHORIZED_OPERATIONS)
         )
     return await encode_off_loop(_answer, m, answered, next_cursor)
+
+
+def _named(topics: Sequence[Any], after: str) -> list[str]:
+    """The names asked for from the cursor's on, once each, in order."""
+    return sorted({t.name for t in topics if t.name >= after})
+
+
+def _holds(names: list[str], name: str) -> bool:
+    """Is `name` in the sorted `names`?"""
+    at = bisect.bisect_left(names, name)
+    return at < len(names) and names[at] == name
 
 
 def _operations(ctx: RequestContext, name: str) -> int:
