@@ -6,31 +6,38 @@ from __future__ import annotations
 from typing import Any
 
 from epoch import NO_EPOCH
-from kafka_api.authz import Op, Resource, authorized
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import sliced
 from raftlog.errors import ErrorCode
 from raftlog.groups.results import CommitOffset
 
 
-def commit_entries(ctx: RequestContext, topics: Any) -> tuple[list[ErrorCode], list[CommitOffset]]:
+async def commit_entries(
+    ctx: RequestContext, topics: Any
+) -> tuple[list[ErrorCode], list[CommitOffset]]:
     """(errors, commits): for each partition asked for, NONE if it is to be committed, else
-    why not; and the commits."""
-    entries = [(topic.name, p) for topic in topics for p in topic.partitions]
-    readable = authorized(ctx, Op.READ, Resource.TOPIC, (t.name for t in topics))
+    why not; and the commits. The ACLs and topics are the loop's: the entries are judged on
+    it, a slice at a time, each topic once."""
     errors: list[ErrorCode] = []
     commits: list[CommitOffset] = []
-    for name, p in entries:
-        topic = ctx.broker.topic(name)
-        if name not in readable:
+    judged: Any = None  # the topic entry last judged, and what was found for it
+    readable, info = False, None
+    async for topic, p in sliced((t, p) for t in topics for p in t.partitions):
+        if topic is not judged:
+            judged = topic
+            readable = authorize(ctx, Op.READ, Resource.TOPIC, topic.name)
+            info = ctx.broker.topic(topic.name)
+        if not readable:
             errors.append(ErrorCode.topic_authorization_failed)
             continue
-        if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+        if info is None or not 0 <= p.partition_index < len(info.partitions):
             errors.append(ErrorCode.unknown_topic_or_partition)
             continue
         errors.append(ErrorCode.none)
         commits.append(
             CommitOffset(
-                name,
+                topic.name,
                 p.partition_index,
                 p.committed_offset,
                 getattr(p, "committed_leader_epoch", NO_EPOCH),

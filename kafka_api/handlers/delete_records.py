@@ -2,19 +2,23 @@
 KafkaApis.handleDeleteRecordsRequest and ReplicaManager.deleteRecords answer it: DELETE on each
 topic, then the partition must exist, internal topics are refused (INVALID_TOPIC_EXCEPTION),
 and only the leader moves the start, through its Raft log (raftlog.partition.delete_records).
-A partition named twice is one deletion, as in Kafka's map of them: the last offset wins."""
+A partition named twice is one deletion, as in Kafka's map of them: the last offset wins.
+Topics are judged on the loop a slice at a time (kafka_api/entry_work.py); a request of more
+than a thousand partitions is gathered and answered in a thread."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
+from types import ModuleType
 from typing import Any
 
 from epoch import NO_EPOCH
-from kafka_api.authz import Op, Resource, authorized
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition, millis
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.errors import ErrorCode
 from raftlog.internal_topics import is_internal
 
@@ -28,18 +32,16 @@ _Answer = tuple[ErrorCode, int]  # (error, low watermark)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     timeout_ms = max(0, millis(request.timeout))
-    deletable = authorized(ctx, Op.DELETE, Resource.TOPIC, (t.name for t in request.topics))
-    wanted: dict[str, dict[int, int]] = {}  # topic -> partition -> offset, request order
-    for topic in request.topics:
-        partitions = wanted.setdefault(topic.name, {})
-        for requested in topic.partitions:
-            partitions[requested.partition_index] = requested.offset
+    count = sum(len(t.partitions) for t in request.topics)
+    wanted = await off_loop(count, _wanted, request.topics)
     pending: dict[tuple[str, int], Awaitable[_Answer]] = {}
     answers: dict[tuple[str, int], _Answer] = {}
-    for name, partitions in wanted.items():
+    # The ACLs, topics and leaders are the loop's: each topic is judged here, a slice at a time.
+    async for name, partitions in sliced(wanted.items()):
         info = broker.topic(name)
+        deletable = authorize(ctx, Op.DELETE, Resource.TOPIC, name)
         for index, offset in partitions.items():
-            if name not in deletable:
+            if not deletable:
                 answers[name, index] = (ErrorCode.topic_authorization_failed, -1)
             elif info is None or not 0 <= index < len(info.partitions):
                 answers[name, index] = (ErrorCode.unknown_topic_or_partition, -1)
@@ -55,6 +57,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = await asyncio.gather(*pending.values())
         answers.update(zip(pending, results, strict=True))
     m = response_module(API_KEY, ctx.api_version)
+    return await answer(count, _answer, m, wanted, answers)
+
+
+def _wanted(topics: Sequence[Any]) -> dict[str, dict[int, int]]:
+    """topic -> partition -> offset, in the request's order; a partition named twice is one
+    deletion, the last offset."""
+    wanted: dict[str, dict[int, int]] = {}
+    for topic in topics:
+        partitions = wanted.setdefault(topic.name, {})
+        for requested in topic.partitions:
+            partitions[requested.partition_index] = requested.offset
+    return wanted
+
+
+def _answer(
+    m: ModuleType, wanted: dict[str, dict[int, int]], answers: dict[tuple[str, int], _Answer]
+) -> Any:
     topics = tuple(
         build(
             m.DeleteRecordsTopicResult,

@@ -7,16 +7,18 @@ nodes: empty).
 
 As Kafka's KafkaRaftClient: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED; a
 request for anything but `__cluster_metadata` partition 0 is UNKNOWN_TOPIC_OR_PARTITION on
-every partition it names; while no leader answers, NOT_LEADER_OR_FOLLOWER.
+every partition it names (that answer, as long as the request, built and encoded in a
+thread); while no leader answers, NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
-from kafka_api.codec import build, response_module
+from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.context import RequestContext
 from raftlog.controller_quorum import QuorumState
 from raftlog.errors import ErrorCode
@@ -41,25 +43,39 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not authorize_cluster(ctx, Op.DESCRIBE):
         error = E.cluster_authorization_failed
         return _response(m, error, DENIED_MESSAGES[error], ())
-    asked = [(t.topic_name, p.partition_index) for t in request.topics for p in t.partitions]
-    if asked != [(METADATA_TOPIC, 0)]:
-        error = E.unknown_topic_or_partition
-        return _response(
-            m,
-            E.none,
-            None,
-            tuple(
-                m.TopicData(
-                    topic_name=t.topic_name,
-                    partitions=tuple(_error(m, p.partition_index, error) for p in t.partitions),
-                )
-                for t in request.topics
-            ),
-        )
+    topics = request.topics
+    if not _asks_for_the_quorum(topics):
+        # as many answers as the request names partitions: built and encoded in a thread
+        return await encode_off_loop(_unknown, m, topics)
     state = await ctx.broker.describe_quorum()
     partition = _error(m, 0, E.not_leader_or_follower) if state is None else _described(m, state)
     return _response(
         m, E.none, None, (m.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),)
+    )
+
+
+def _asks_for_the_quorum(topics: Sequence[Any]) -> bool:
+    """Does the request name `__cluster_metadata` partition 0, and nothing else?"""
+    if len(topics) != 1 or topics[0].topic_name != METADATA_TOPIC:
+        return False
+    partitions = topics[0].partitions
+    return len(partitions) == 1 and partitions[0].partition_index == 0
+
+
+def _unknown(m: ModuleType, topics: Sequence[Any]) -> Any:
+    """UNKNOWN_TOPIC_OR_PARTITION on every partition named."""
+    error = E.unknown_topic_or_partition
+    return _response(
+        m,
+        E.none,
+        None,
+        tuple(
+            m.TopicData(
+                topic_name=t.topic_name,
+                partitions=tuple(_error(m, p.partition_index, error) for p in t.partitions),
+            )
+            for t in topics
+        ),
     )
 
 

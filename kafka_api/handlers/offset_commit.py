@@ -16,6 +16,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.commit_entries import commit_entries
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import answer
 from raftlog.errors import ErrorCode
 
 API_KEY = 8
@@ -27,10 +28,11 @@ GROUP_ID_NOT_FOUND_VERSION = 9  # older versions report a missing group as ILLEG
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
+    count = sum(len(t.partitions) for t in request.topics)
     if not authorize(ctx, Op.READ, Resource.GROUP, request.group_id):
-        count = sum(len(t.partitions) for t in request.topics)
-        return _answer(ctx, request, [ErrorCode.group_authorization_failed] * count)
-    errors, commits = commit_entries(ctx, request.topics)
+        errors = [ErrorCode.group_authorization_failed] * count
+        return await answer(count, _answer, ctx.api_version, request, errors)
+    errors, commits = await commit_entries(ctx, request.topics)
     if commits:
         results = iter(
             await broker.groups.offset_commit(
@@ -42,12 +44,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
         errors = [next(results) if e is ErrorCode.none else e for e in errors]
-    return _answer(ctx, request, errors)
+    return await answer(count, _answer, ctx.api_version, request, errors)
 
 
-def _answer(ctx: RequestContext, request: Any, errors: list[ErrorCode]) -> Any:
+def _answer(version: int, request: Any, errors: list[ErrorCode]) -> Any:
     """Each requested partition's error, in request order."""
-    version = ctx.api_version
     if version < GROUP_ID_NOT_FOUND_VERSION:
         errors = [
             ErrorCode.illegal_generation if e is ErrorCode.group_id_not_found else e for e in errors

@@ -7,7 +7,8 @@ as for a transactional produce.
 
 Kafka's checks: WRITE on the transactional id, READ on the group, READ on each topic. Below
 v2 COORDINATOR_LOAD_IN_PROGRESS is told as COORDINATOR_NOT_AVAILABLE, and a fenced producer
-INVALID_PRODUCER_EPOCH.
+INVALID_PRODUCER_EPOCH. The partitions are judged on the loop a slice at a time
+(kafka_api/commit_entries.py); an answer of more than a thousand is built in a thread.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.commit_entries import commit_entries
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import answer
 from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 
@@ -42,10 +44,12 @@ _VERIFY_ANSWERS = {
 async def handle(ctx: RequestContext, request: Any) -> Any:
     count = sum(len(t.partitions) for t in request.topics)
     if not authorize(ctx, Op.WRITE, Resource.TRANSACTIONAL_ID, request.transactional_id):
-        return _answer(ctx, request, [E.transactional_id_authorization_failed] * count)
+        errors = [E.transactional_id_authorization_failed] * count
+        return await answer(count, _answer, ctx.api_version, request, errors)
     if not authorize(ctx, Op.READ, Resource.GROUP, request.group_id):
-        return _answer(ctx, request, [E.group_authorization_failed] * count)
-    errors, commits = commit_entries(ctx, request.topics)
+        errors = [E.group_authorization_failed] * count
+        return await answer(count, _answer, ctx.api_version, request, errors)
+    errors, commits = await commit_entries(ctx, request.topics)
     if commits:
         groups = ctx.broker.groups
         verified = await ctx.broker.verify_transaction(
@@ -70,16 +74,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
             errors = [next(results) if e is E.none else e for e in errors]
-    return _answer(ctx, request, errors)
+    return await answer(count, _answer, ctx.api_version, request, errors)
 
 
-def _answer(ctx: RequestContext, request: Any, errors: list[ErrorCode]) -> Any:
-    if ctx.api_version < LOAD_IN_PROGRESS_SINCE:
+def _answer(version: int, request: Any, errors: list[ErrorCode]) -> Any:
+    if version < LOAD_IN_PROGRESS_SINCE:
         errors = [
             E.coordinator_not_available if e is E.coordinator_load_in_progress else e
             for e in errors
         ]
-    m = response_module(API_KEY, ctx.api_version)
+    m = response_module(API_KEY, version)
     answers = iter(errors)
     return build(
         m.TxnOffsetCommitResponse,

@@ -242,6 +242,13 @@ async def test_describe_topic_partitions_of_100000_unknown_names_is_linear() -> 
 
 CASES = [
     (describe_topic_partitions, 0, True, E.topic_authorization_failed),  # open: above
+    (describe_transactions, 0, False, E.transactional_id_not_found),
+    (describe_transactions, 0, True, E.transactional_id_authorization_failed),
+    (describe_quorum, 2, False, E.unknown_topic_or_partition),
+    (alter_replica_log_dirs, 2, False, E.log_dir_not_found),
+    (delete_records, 2, False, E.unknown_topic_or_partition),
+    (txn_offset_commit, 3, False, E.unknown_topic_or_partition),
+    (add_partitions_to_txn, 3, False, E.unknown_topic_or_partition),
 ]
 
 
