@@ -7,9 +7,11 @@ answered an over-long URL or header with a 400 and an ERROR line with a tracebac
 - a connection has `header_timeout` seconds to send a whole request head, counted from the
   moment it connects and again from each answer (aiohttp's keep-alive timer, which partial
   data does not reset): a slow sender and an idle keep-alive connection are both closed;
-- connections past `max_connections` open on the listener, or `max_connections_per_address`
-  from one client address, are closed at once, counted, and reported in at most one log line
-  per REPORT_INTERVAL_SECONDS;
+- a connection past `max_connections_per_address` from one client address is closed at once;
+  one past `max_connections` on the listener takes the place of the oldest connection that
+  is waiting for a request head (closed), and is closed at once only when every connection
+  has a request in progress; each is counted and reported in at most one log
+  line per REPORT_INTERVAL_SECONDS;
 - a URL over MAX_URL_BYTES is a 414, a header line over MAX_FIELD_BYTES or more than
   MAX_HEADERS of them a 431, any other malformed head a 400: the connection is closed after
   the answer, with a rate-limited INFO line and no traceback (a client's bad input is not
@@ -66,6 +68,7 @@ class HttpStats:
         self.open = 0
         self.accepted = 0
         self.refused = {REFUSED_BY_LISTENER: 0, REFUSED_BY_ADDRESS: 0}
+        self.evicted = 0
         self.bad_requests = dict.fromkeys(BAD_REQUEST_STATUSES, 0)
 
 
@@ -112,6 +115,7 @@ class HttpListener:
         self._host, self._port, self._tls = host, port, tls
         self._runner = web.AppRunner(app, access_log=None)
         self._reports = _Reports(clock)
+        self._connections: dict[_Handler, str] = {}  # the admitted, oldest first: their address
         self._by_address: dict[str, int] = {}
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -127,6 +131,13 @@ class HttpListener:
             ssl_handshake_timeout=self.limits.header_timeout if self._tls else None,
             reuse_address=True,
         )
+
+    @property
+    def port(self) -> int:
+        """The bound port, so tests can listen on port 0."""
+        assert self._server is not None and self._server.sockets, "not started"
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
 
     async def close(self) -> None:
         if self._server is not None:
@@ -146,25 +157,51 @@ class HttpListener:
         }
         return _Handler(manager, self, **options)
 
-    def admit(self, address: str) -> bool:
-        """Counts a new connection in, or refuses it (and reports why)."""
+    def admit(self, handler: _Handler, address: str) -> bool:
+        """Counts a new connection in, or refuses it (and reports why). At the listener's
+        cap, the oldest connection waiting for a request head is closed to make room (in the
+        spirit of Jetty's low-resources mode): connections that trickle heads from many
+        addresses would otherwise keep everyone else, /metrics' scraper too, out. Only a
+        listener whose every connection has a request in progress refuses."""
         from_address = self._by_address.get(address, 0)
-        if self.stats.open >= self.limits.max_connections:
-            self._refuse(REFUSED_BY_LISTENER, address, "http.max.connections", self.stats.open)
-            return False
         if from_address >= self.limits.max_connections_per_address:
             self._refuse(REFUSED_BY_ADDRESS, address, "http.max.connections.per.ip", from_address)
             return False
+        if self.stats.open >= self.limits.max_connections:
+            waiting = next((c for c in self._connections if c.waiting_for_head()), None)
+            if waiting is None:
+                self._refuse(REFUSED_BY_LISTENER, address, "http.max.connections", self.stats.open)
+                return False
+            self._evict(waiting)
+        self._connections[handler] = address
         self._by_address[address] = from_address + 1
         self.stats.open += 1
         self.stats.accepted += 1
         return True
 
-    def release(self, address: str) -> None:
+    def release(self, handler: _Handler) -> None:
+        """Counts a connection out, once (an evicted one is counted out when evicted)."""
+        address = self._connections.pop(handler, None)
+        if address is None:
+            return
         left = self._by_address.pop(address) - 1
         if left:
             self._by_address[address] = left
         self.stats.open -= 1
+
+    def _evict(self, handler: _Handler) -> None:
+        self.stats.evicted += 1
+        self._reports.report(
+            "evicted",
+            logging.WARNING,
+            "%s HTTP listener: %d connections open (http.max.connections): closed the oldest "
+            "waiting for a request head, from %s, to let a new one in",
+            self.name,
+            self.stats.open,
+            self._connections[handler],
+        )
+        self.release(handler)
+        handler.force_close()
 
     def _refuse(self, reason: str, address: str, setting: str, count: int) -> None:
         self.stats.refused[reason] += 1
@@ -200,25 +237,31 @@ class _Handler(RequestHandler):
     def __init__(self, manager: web.Server, listener: HttpListener, **options: Any) -> None:
         super().__init__(manager, **options)
         self._listener = listener
-        self._address: str | None = None  # set while the listener counts this connection
+        self._admitted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
-        if not self._listener.admit(address):
+        if not self._listener.admit(self, address):
             # aiohttp never sees it: no task, no timer, no buffer (uvloop's transports have
             # Transport's methods without subclassing it)
             cast(asyncio.Transport, transport).abort()
             return
-        self._address = address
+        self._admitted = True
         super().connection_made(transport)
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        if self._address is None:
+        if not self._admitted:
             return  # refused in connection_made
-        self._listener.release(self._address)
-        self._address = None
+        self._admitted = False
+        self._listener.release(self)
         super().connection_lost(exc)
+
+    def waiting_for_head(self) -> bool:
+        """No request in progress: between requests, or in a head not yet whole (the test
+        aiohttp's keep-alive timer makes before it closes a connection)."""
+        waiter = self._waiter
+        return waiter is not None and not waiter.done()
 
     def handle_error(
         self,

@@ -50,9 +50,9 @@ PROCESS_SERIES = 6  # prometheus_client's ProcessCollector on Linux
 # replicas, leaders; Raft counters, groups awake, histogram; loop stalls: histogram, longest
 NODE_SERIES = 2 + 4 + 1 + len(COMMIT_BUCKETS) + 3 + len(STALL_BUCKETS) + 3 + 1
 KAFKA_SERIES = 3  # connections open and total, authentication failures
-# each HTTP listener (admin, consume proxy): connections open, accepted, refused by either cap;
-# malformed requests by status
-SERIES_PER_HTTP_LISTENER = 4 + len(BAD_REQUEST_STATUSES)
+# each HTTP listener (admin, consume proxy): connections open, accepted, refused by either cap,
+# evicted; malformed requests by status
+SERIES_PER_HTTP_LISTENER = 5 + len(BAD_REQUEST_STATUSES)
 HTTP_LISTENERS = 2
 SERIES_PER_API = 1 + len(REQUEST_BUCKETS) + 3 + ERROR_CODES_PER_API + 1
 SERIES_PER_REPLICA = 11  # every hosted replica: offsets, size, epoch, roles, bytes and records
@@ -266,9 +266,17 @@ def http_families(listeners: dict[str, HttpStats]) -> list[Family]:
     refused = Family(
         COUNTER,
         "raftlog_http_connections_refused_total",
-        "HTTP connections closed at once: the listener (http.max.connections) or the client's "
-        "address (http.max.connections.per.ip) had as many open as allowed.",
+        "HTTP connections closed at once: the client's address had "
+        "http.max.connections.per.ip open, or the listener http.max.connections, each with a "
+        "request in progress.",
         ["listener", "cap"],
+    )
+    evicted = Family(
+        COUNTER,
+        "raftlog_http_connections_evicted_total",
+        "HTTP connections waiting for a request head closed to let a new one in, the "
+        "listener having http.max.connections open.",
+        ["listener"],
     )
     bad = Family(
         COUNTER,
@@ -281,9 +289,10 @@ def http_families(listeners: dict[str, HttpStats]) -> list[Family]:
         accepted.add([name], stats.accepted)
         for cap in (REFUSED_BY_LISTENER, REFUSED_BY_ADDRESS):
             refused.add([name, cap], stats.refused[cap])
+        evicted.add([name], stats.evicted)
         for status in BAD_REQUEST_STATUSES:
             bad.add([name, str(status)], stats.bad_requests[status])
-    return [opened, accepted, refused, bad]
+    return [opened, accepted, refused, evicted, bad]
 
 
 # --- replicas and Raft -------------------------------------------------------------------------

@@ -3,7 +3,9 @@ Kafka port is (issue 42; raftlog/http_listener.py), over real sockets on loopbac
 - a connection that sends its request head a byte at a time is closed after
   http.header.read.timeout.ms, and so is an idle keep-alive connection after an answer;
 - past http.max.connections.per.ip from one address a new connection is closed at once while
-  another address gets in, and past http.max.connections from any; the slots come back;
+  another address gets in; past http.max.connections a new one takes the place of the oldest
+  connection waiting for a request head, and is refused only when every one has a request in
+  progress; the slots come back;
 - a 100 KB URL is a 414 and a 64 KB header a 431, with one INFO line and no ERROR or
   traceback in the node's log;
 - /metrics answers throughout and counts what was refused.
@@ -148,7 +150,7 @@ def test_a_slow_request_head_and_an_idle_connection_are_closed_after_the_timeout
     assert_no_error_logged(node)
 
 
-def test_connections_past_the_caps_are_closed_at_once_and_other_addresses_get_in(
+def test_past_the_address_cap_a_connection_is_closed_and_the_full_listener_makes_room(
     node: Cluster, listener: str
 ) -> None:
     to, path = address(node, listener), PATHS[listener]
@@ -158,26 +160,64 @@ def test_connections_past_the_caps_are_closed_at_once_and_other_addresses_get_in
         assert get(to, path, "127.0.0.1") == 0  # the address is at its cap: closed unread
         assert time.monotonic() - started < TIMEOUT_S / 2  # at once, not by the timeout
         assert get(to, path, "127.0.0.2") == 200  # another address still gets in
-        # the listener's cap: fill it from other addresses, then any address is refused
+        # fill the listener from other addresses with connections that send nothing
         for i in range(PER_LISTENER - PER_ADDRESS):
             held.append(connect(to, f"127.0.0.{3 + i // PER_ADDRESS}"))
-        assert get(to, path, "127.0.0.50") == 0
+        # a new address takes the place of the oldest, which waits for a head
+        assert get(to, path, "127.0.0.50") == 200
+        assert read_until_closed(held[0], within=TIMEOUT_S) == b""
     finally:
         for sock in held:
             sock.close()
     wait_for(lambda: get(to, path, "127.0.0.1") == 200, timeout=10, what="slots released")
     name = "admin" if listener == "admin" else "consume_proxy"
-    refused = "raftlog_http_connections_refused_total"
     wait_for(
         lambda: (
-            metric(node, refused, listener=name, cap="address") >= 1
-            and metric(node, refused, listener=name, cap="listener") >= 1
+            metric(node, "raftlog_http_connections_refused_total", listener=name, cap="address")
+            >= 1
+            and metric(node, "raftlog_http_connections_evicted_total", listener=name) >= 1
         ),
         timeout=10,
-        what="refusals counted",
+        what="refusals and evictions counted",
     )
     log = assert_no_error_logged(node)
-    assert "http.max.connections.per.ip" in log and "(http.max.connections)" in log
+    assert "(http.max.connections.per.ip)" in log and "closed the oldest waiting" in log
+
+
+def test_a_listener_whose_every_connection_has_a_request_in_progress_refuses(
+    node: Cluster,
+) -> None:
+    """The consume proxy's reads wait for their bodies: ten of them fill the listener."""
+    to = address(node, "proxy")
+    busy = []
+    try:
+        for i in range(PER_LISTENER):
+            sock = connect(to, f"127.0.0.{60 + i // PER_ADDRESS}")
+            busy.append(sock)
+            sock.sendall(
+                b"POST /v1/share/g/read HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                b"Expect: 100-continue\r\n\r\n"
+            )
+            assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue")  # its handler runs
+        assert get(to, PATHS["proxy"], "127.0.0.70") == 0
+    finally:
+        for sock in busy:
+            sock.close()
+    wait_for(lambda: get(to, PATHS["proxy"], "127.0.0.70") == 200, timeout=10, what="slots")
+    wait_for(
+        lambda: (
+            metric(
+                node,
+                "raftlog_http_connections_refused_total",
+                listener="consume_proxy",
+                cap="listener",
+            )
+            >= 1
+        ),
+        timeout=10,
+        what="the refusal counted",
+    )
+    assert "(http.max.connections)" in assert_no_error_logged(node)
 
 
 def test_a_long_url_is_a_414_and_a_long_header_a_431_without_a_traceback(
