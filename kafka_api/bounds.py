@@ -7,6 +7,11 @@ string, bytes, records and array length must fit in what is left of the frame (a
 element takes at least one byte), and each tagged field's size too. Only then does kio
 decode it. The walk reads lengths and skips payloads, so its cost is one step per field
 occurrence, not per byte.
+
+The same walk counts the request's entries, every element of every array at every depth
+(topics, partitions, ids, names, directories, filters, markers), against the API's bound
+(kafka_api/entry_bounds.py), and stops at the first array that takes the count past it: a
+request of a million names is refused after reading one length, never decoded.
 """
 
 from __future__ import annotations
@@ -43,12 +48,21 @@ _FIXED = {
 }
 _VARIABLE = frozenset({"string", "bytes", "records"})
 
-# (frame, offset, unknown tagged fields found so far) -> offset after the field
-Step = Callable[[memoryview, int, list["_Unknown"]], int]
+# (frame, offset, the walk so far) -> offset after the field
+Step = Callable[[memoryview, int, "_Walk"], int]
 
 
 class OutOfBounds(Exception):
     """A length in the request does not fit in the bytes received."""
+
+
+class TooManyEntries(Exception):
+    """The request holds more entries than its API's bound: refused before it is decoded."""
+
+    def __init__(self, field: str, entries: int, bound: int) -> None:
+        super().__init__(f"{field}: {entries} entries or more in one request, at most {bound}")
+        self.field = field
+        self.bound = bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,14 +75,33 @@ class _Unknown:
     spans: tuple[tuple[int, int], ...]  # the unknown fields, tag to end of data
 
 
-def check_body(entity_type: type, frame: bytes | memoryview, offset: int) -> bytes | None:
+class _Walk:
+    """What one walk has found: unknown tagged sections, and the entries it may still meet."""
+
+    __slots__ = ("unknown", "left", "bound")
+
+    def __init__(self, bound: int) -> None:
+        self.unknown: list[_Unknown] = []
+        self.left = bound
+        self.bound = bound
+
+    def entries(self, count: int, name: str) -> None:
+        self.left -= count
+        if self.left < 0:
+            raise TooManyEntries(name, self.bound - self.left, self.bound)
+
+
+def check_body(
+    entity_type: type, frame: bytes | memoryview, offset: int, max_entries: int
+) -> bytes | None:
     """Walks `entity_type` over `frame` from `offset`, raising OutOfBounds at the first length
-    that does not fit. Kafka ignores tagged fields it does not know, kio refuses them: if
-    there are any, returns a copy of `frame` without them (None if there are none)."""
+    that does not fit and TooManyEntries at the first array past `max_entries` in all. Kafka
+    ignores tagged fields it does not know, kio refuses them: if there are any, returns a
+    copy of `frame` without them (None if there are none)."""
     view = memoryview(frame)
-    unknown: list[_Unknown] = []
-    _entity_step(entity_type)(view, offset, unknown)
-    return _without(view, unknown) if unknown else None
+    walk = _Walk(max_entries)
+    _entity_step(entity_type)(view, offset, walk)
+    return _without(view, walk.unknown) if walk.unknown else None
 
 
 def _without(view: memoryview, unknown: list[_Unknown]) -> bytes:
@@ -108,11 +141,11 @@ def _entity_step(entity_type: type) -> Step:
         if (tag := get_field_tag(f)) is not None
     }
 
-    def step(view: memoryview, offset: int, unknown: list[_Unknown]) -> int:
+    def step(view: memoryview, offset: int, walk: _Walk) -> int:
         for s in steps:
-            offset = s(view, offset, unknown)
+            offset = s(view, offset, walk)
         if flexible:
-            offset = _tagged_section(view, offset, tagged, unknown)
+            offset = _tagged_section(view, offset, tagged, walk)
         return offset
 
     return step
@@ -125,7 +158,7 @@ def _fixed_size(f: Any) -> int | None:
 
 
 def _fixed_step(size: int) -> Step:
-    return lambda view, offset, _unknown: _need(view, offset, size, "fixed fields")
+    return lambda view, offset, _walk: _need(view, offset, size, "fixed fields")
 
 
 def _field_step(f: Any, flexible: bool, tagged: bool = False) -> Step:
@@ -135,19 +168,19 @@ def _field_step(f: Any, flexible: bool, tagged: bool = False) -> Step:
         if tagged or not is_optional(f):
             return inner
 
-        def nullable(view: memoryview, offset: int, unknown: list[_Unknown]) -> int:
+        def nullable(view: memoryview, offset: int, walk: _Walk) -> int:
             """KIP-893: a nullable struct starts with an int8, -1 for null."""
             marker, offset = _int(view, offset, 1, f.name)
-            return offset if marker < 0 else inner(view, offset, unknown)
+            return offset if marker < 0 else inner(view, offset, walk)
 
         return nullable
     if isinstance(kind, EntityTupleField):
         element = _entity_step(kind.type_)
 
-        def entities(view: memoryview, offset: int, unknown: list[_Unknown]) -> int:
-            count, offset = _array_length(view, offset, flexible, f.name)
+        def entities(view: memoryview, offset: int, walk: _Walk) -> int:
+            count, offset = _array_length(view, offset, flexible, f.name, walk)
             for _ in range(count):
-                offset = element(view, offset, unknown)
+                offset = element(view, offset, walk)
             return offset
 
         return entities
@@ -155,8 +188,8 @@ def _field_step(f: Any, flexible: bool, tagged: bool = False) -> Step:
     if isinstance(kind, PrimitiveTupleField):
         size = _FIXED.get(kafka_type)
 
-        def primitives(view: memoryview, offset: int, _unknown: list[_Unknown]) -> int:
-            count, offset = _array_length(view, offset, flexible, f.name)
+        def primitives(view: memoryview, offset: int, walk: _Walk) -> int:
+            count, offset = _array_length(view, offset, flexible, f.name, walk)
             if size is not None:
                 return _need(view, offset, count * size, f.name)
             for _ in range(count):
@@ -167,9 +200,9 @@ def _field_step(f: Any, flexible: bool, tagged: bool = False) -> Step:
     assert isinstance(kind, PrimitiveField)
     if kafka_type in _FIXED:
         size = _FIXED[kafka_type]
-        return lambda view, offset, _unknown: _need(view, offset, size, f.name)
+        return lambda view, offset, _walk: _need(view, offset, size, f.name)
     if kafka_type in _VARIABLE:
-        return lambda view, offset, _unknown: _variable(view, offset, flexible, kafka_type, f.name)
+        return lambda view, offset, _walk: _variable(view, offset, flexible, kafka_type, f.name)
     raise TypeError(f"unknown kafka_type {kafka_type!r} in field {f.name}")
 
 
@@ -200,8 +233,11 @@ def _uvarint(view: memoryview, offset: int, name: str) -> tuple[int, int]:
             raise OutOfBounds(f"{name}: varint longer than 10 bytes")
 
 
-def _array_length(view: memoryview, offset: int, flexible: bool, name: str) -> tuple[int, int]:
-    """Elements claimed (0 for null); each takes at least one byte of what is left."""
+def _array_length(
+    view: memoryview, offset: int, flexible: bool, name: str, walk: _Walk
+) -> tuple[int, int]:
+    """Elements claimed (0 for null); each takes at least one byte of what is left, and one
+    of the entries the request may hold."""
     if flexible:
         raw, offset = _uvarint(view, offset, name)
         count = raw - 1
@@ -212,6 +248,7 @@ def _array_length(view: memoryview, offset: int, flexible: bool, name: str) -> t
     count = max(count, 0)
     if count > len(view) - offset:
         raise OutOfBounds(f"{name}: {count} elements claimed, {len(view) - offset} bytes left")
+    walk.entries(count, name)
     return count, offset
 
 
@@ -228,9 +265,7 @@ def _variable(view: memoryview, offset: int, flexible: bool, kafka_type: str, na
     return _need(view, offset, max(length, 0), name)
 
 
-def _tagged_section(
-    view: memoryview, offset: int, known: dict[int, Step], unknown: list[_Unknown]
-) -> int:
+def _tagged_section(view: memoryview, offset: int, known: dict[int, Step], walk: _Walk) -> int:
     """A known tagged field is walked inside its own declared size: kio decodes it."""
     count_start = offset
     count, offset = _uvarint(view, offset, "tagged fields")
@@ -247,8 +282,8 @@ def _tagged_section(
         if inner is None:
             spans.append((field_start, end))
         else:
-            inner(view[:end], offset, unknown)
+            inner(view[:end], offset, walk)
         offset = end
     if spans:
-        unknown.append(_Unknown(count_start, count_end, count - len(spans), tuple(spans)))
+        walk.unknown.append(_Unknown(count_start, count_end, count - len(spans), tuple(spans)))
     return offset

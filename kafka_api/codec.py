@@ -23,7 +23,8 @@ from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kafka_api import list_offsets_v0
-from kafka_api.bounds import check_body
+from kafka_api.bounds import TooManyEntries, check_body
+from kafka_api.entry_bounds import max_entries
 from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
 from kafka_api.metadata_encoding import METADATA_API_KEY, encode_metadata_response
 from kafka_api.produce_encoding import PRODUCE_API_KEY, encode_produce_response
@@ -108,13 +109,17 @@ def decode_request(header: RequestHeader, frame: Frame) -> Any:
     refuses writable buffers). A length that does not fit in the frame is a malformed request,
     found before kio's native decoder could try to allocate it, and tagged fields the version
     does not define are dropped first, as Kafka ignores them (kafka_api/bounds.py); anything
-    else kio cannot decode is malformed too."""
+    else kio cannot decode is malformed too. A request holding more entries than its API's
+    bound raises TooManyEntries, undecoded (kafka_api/entry_bounds.py)."""
     request_type, read = _request_reader(header.api_key, header.api_version)
+    bound = max_entries(header.api_key)
     try:
         offset = (
             _skip_tagged_fields(frame, header.size) if request_type.__flexible__ else header.size
         )
-        request, _ = read(check_body(request_type, frame, offset) or frame, offset)
+        request, _ = read(check_body(request_type, frame, offset, bound) or frame, offset)
+    except TooManyEntries:
+        raise
     except Exception as exc:  # kio raises KeyError, ValueError, BufferUnderflow, UnicodeError...
         raise MalformedRequest(
             f"cannot decode api {header.api_key} v{header.api_version} body: {exc!r}"

@@ -22,10 +22,11 @@ import logging
 import ssl
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from kafka_api import codec
+from kafka_api import codec, entry_bounds
+from kafka_api.bounds import TooManyEntries
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import (
@@ -393,6 +394,14 @@ class _Connection(asyncio.BufferedProtocol):
         except codec.MalformedRequest as exc:
             self.drop(str(exc))
             return
+        except TooManyEntries as exc:
+            try:
+                refusal = self._oversized(header, exc)
+            except CloseConnection as closing:
+                self.drop(str(closing))
+                return
+            self._start_task(refusal, len(frame))
+            return
         work = self._handle(header, request)
         if expects_response(header.api_key, request):
             self._start_task(work, len(frame))
@@ -431,6 +440,11 @@ class _Connection(asyncio.BufferedProtocol):
             decoded = [await asyncio.to_thread(_decode_paused, header, frame)]
         except codec.MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
+        except TooManyEntries as exc:
+            refusal = self._oversized(header, exc)  # raises CloseConnection if none
+            self._decoding = False
+            self._process()
+            return await refusal
         finally:
             self._decoding = False
         self._process()
@@ -438,6 +452,20 @@ class _Connection(asyncio.BufferedProtocol):
         answered = expects_response(header.api_key, decoded[0])
         await asyncio.to_thread(decoded.clear)  # the last reference, dropped there
         return answer if answered else None
+
+    def _oversized(
+        self, header: codec.RequestHeader, exc: TooManyEntries
+    ) -> Coroutine[Any, Any, list[bytes | bytearray] | None]:
+        """The answer to a request over its API's entry bound, undecoded: INVALID_REQUEST where
+        its response has a top-level error code; CloseConnection otherwise (entry_bounds.py)."""
+        what = f"api {header.api_key} v{header.api_version}: {exc}"
+        response_type = codec.response_schema(header.api_key, header.api_version)
+        response = entry_bounds.refusal(response_type, str(exc))
+        if response is None:
+            raise CloseConnection(what)
+        log.info("refused a request from %s undecoded: %s", self._peer, what)
+        stats = self._server.metrics.api(header.api_key)
+        return self._run(_given(response), header.correlation_id, stats)
 
     # request lifecycle
 
@@ -593,6 +621,10 @@ class _Connection(asyncio.BufferedProtocol):
         for task in tasks:
             task.cancel()
         return tasks
+
+
+async def _given(response: Any) -> Any:
+    return response
 
 
 def _decode_paused(header: codec.RequestHeader, frame: bytes) -> Any:

@@ -29,6 +29,6 @@ def _body(cursor: Cursor | None) -> bytes:
 @pytest.mark.parametrize("cursor", [None, Cursor(topic_name="t", partition_index=3)])
 def test_a_nullable_struct_is_walked_by_its_marker(cursor: Cursor | None) -> None:
     body = _body(cursor)
-    assert check_body(DescribeTopicPartitionsRequest, body, 0) is None
+    assert check_body(DescribeTopicPartitionsRequest, body, 0, 10) is None
     with pytest.raises(OutOfBounds):
-        check_body(DescribeTopicPartitionsRequest, body[:-2], 0)
+        check_body(DescribeTopicPartitionsRequest, body[:-2], 0, 10)
