@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from raftlog import topic_config
 from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
@@ -23,6 +26,18 @@ if TYPE_CHECKING:
     from raftlog.node import Node
 
 LEADER_WAIT = 10.0
+# The least a leader wait looks again after a change.
+LEADER_LOOK_S = 0.05
+# The least time the controller is given to record a request's topics, whatever its timeout.
+MIN_CONTROLLER_WAIT = 1.0
+# What one controller command of new topics holds at most (their names, ids, assignments and
+# configs, roughly): far below the 4 MiB a Raft entry may reach (RaftTimings.max_message_bytes),
+# so a command goes to the followers in one message, behind no other group's heartbeats long.
+CREATE_BATCH_BYTES = 256 * 1024
+# The longest a request's per-topic planning or looking holds the loop at once (a tenth of the
+# shortest election timeout), and how many topics run between looks at the clock.
+SLICE_S = 0.005
+_CLOCK_EVERY = 32
 
 
 # What a coordinator's topic is keyed by: hashing one over the partitions finds its coordinator.
@@ -37,6 +52,28 @@ _INTERNAL_SETTINGS = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """A topic of a create request, checked and placed, to be recorded by the controller."""
+
+    name: str
+    topic_id: str
+    assignments: list[list[int]]
+    configs: dict[str, str]
+    internal: bool
+
+    def size(self) -> int:
+        """What the topic adds to a controller command, roughly, in bytes."""
+        configs = sum(len(k) + len(v) + 8 for k, v in self.configs.items())
+        return (
+            64
+            + len(self.name)
+            + len(self.topic_id)
+            + configs
+            + 16 * sum(len(replicas) + 1 for replicas in self.assignments)
+        )
+
+
 class TopicAdmin:
     def __init__(self, node: Node, view: ClusterView) -> None:
         self._node = node
@@ -47,7 +84,11 @@ class TopicAdmin:
     ) -> list[TopicResult]:
         """Kafka's controller refuses a request for more than MAX_RECORDS_PER_USER_OP
         partitions in all, whole (ReplicationControlManager.validateTotalNumberOfPartitions);
-        so does this, before anything is proposed."""
+        so does this, before anything is proposed. Otherwise each topic is judged alone, in
+        request order, the ones before it counted against the replica budget, and is created
+        whole or not at all. The accepted ones go to the controller CREATE_BATCH_BYTES a
+        command, and the whole request waits for their leaders once, not topic by topic (a
+        request of 1,000 topics was one commit and up to LEADER_WAIT each, minutes)."""
         partitions = sum(map(self._partition_count, specs))
         if partitions > MAX_RECORDS_PER_USER_OP:
             message = (
@@ -55,16 +96,49 @@ class TopicAdmin:
                 f"{MAX_RECORDS_PER_USER_OP}."
             )
             return [TopicResult(s.name, ErrorCode.policy_violation, message) for s in specs]
-        results = []
-        for spec in specs:
-            results.append(await self.create_topic(spec, validate_only, timeout_ms))
-        return results
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        live = [b.node_id for b in self._view.live_brokers()]
+        held = self._replicas_per_node(live)
+        results: dict[str, TopicResult] = {}
+        planned: dict[str, _Planned] = {}
+        async for spec in _sliced(specs):
+            outcome = self._plan(spec, live, held, planned)
+            if isinstance(outcome, TopicResult):
+                results.setdefault(spec.name, outcome)
+                continue
+            planned[spec.name] = outcome
+            for replicas in outcome.assignments:
+                for node_id in replicas:
+                    held[node_id] += 1
+        if validate_only:
+            async for name, plan in _sliced(planned.items()):
+                results[name] = TopicResult(name, topic=self._planned_topic(plan))
+        else:
+            created = await self._record(
+                list(planned.values()), started + timeout_ms / 1000, results
+            )
+            await self._wait_for_leaders(created, started + min(timeout_ms / 1000, LEADER_WAIT))
+            async for name in _sliced(created):
+                results[name] = TopicResult(name, topic=self._view.topic(name))
+        return [results[spec.name] for spec in specs]
 
     async def create_topic(
         self, spec: TopicSpec, validate_only: bool, timeout_ms: int
     ) -> TopicResult:
+        return (await self.create_topics([spec], validate_only, timeout_ms))[0]
+
+    def _plan(
+        self,
+        spec: TopicSpec,
+        live: list[int],
+        held: dict[int, int],
+        planned: dict[str, _Planned],
+    ) -> _Planned | TopicResult:
+        """The topic as it would be created, or why it may not be: `held` counts the
+        replicas every live node holds with the request's topics planned so far."""
         name = spec.name
-        if name in self._node.controller.state.topics:
+        if name in self._node.controller.state.topics or name in planned:
             return TopicResult(
                 name, ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
             )
@@ -74,7 +148,6 @@ class TopicAdmin:
         problem = topic_config.validate(spec.configs)
         if problem:
             return TopicResult(name, ErrorCode.invalid_config, problem)
-        live = [b.node_id for b in self._view.live_brokers()]
         if spec.assignments:
             assignments = [list(spec.assignments[i]) for i in sorted(spec.assignments)]
             error = self._check_assignments(assignments, live)
@@ -96,28 +169,57 @@ class TopicAdmin:
                 )
             # Before anything the size of the request is built (2^31-1 partitions, even
             # validate_only, grew a node to 24 GB).
-            problem = self._over_budget(count * rf, live)
+            problem = self._over_budget(count * rf, held)
             if problem:
                 return TopicResult(name, ErrorCode.invalid_partitions, problem)
             assignments = assign_replicas(sorted(live), count, rf)
-        problem = self._over_budget_per_node(assignments)
+        problem = self._over_budget_per_node(assignments, held)
         if problem:
             return TopicResult(name, ErrorCode.invalid_partitions, problem)
-        topic_id = str(uuid.uuid4())
-        if validate_only:
-            return TopicResult(name, topic=self._planned_topic(name, topic_id, assignments, spec))
-        try:
-            outcome = await self._node.controller.call(
-                "create_topic", name, topic_id, assignments, dict(spec.configs), internal
-            )
-        except ControllerUnavailable as e:
-            return TopicResult(name, ErrorCode.request_timed_out, str(e))
-        if outcome == EXISTS and self._node.controller.state.topics[name]["id"] != topic_id:
-            return TopicResult(
-                name, ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
-            )
-        await self._wait_for_leaders(name, min(timeout_ms / 1000, LEADER_WAIT))
-        return TopicResult(name, topic=self._view.topic(name))
+        configs = {k: v for k, v in spec.configs.items() if v is not None}
+        return _Planned(name, str(uuid.uuid4()), assignments, configs, internal)
+
+    async def _record(
+        self, planned: list[_Planned], deadline: float, results: dict[str, TopicResult]
+    ) -> list[str]:
+        """Proposes the planned topics, CREATE_BATCH_BYTES of them a controller command, all
+        commands at once, and returns the names of those created. The others' results go
+        into `results`: a topic whose command is not applied by the deadline (the loop's
+        time) is REQUEST_TIMED_OUT (it may still be created, as in Kafka), one a racing
+        request recorded first TOPIC_ALREADY_EXISTS."""
+        wait = max(deadline - asyncio.get_running_loop().time(), MIN_CONTROLLER_WAIT)
+        batches = list(_batches(planned))
+        outcomes = await asyncio.gather(
+            *(
+                self._node.controller.call(
+                    "update_topics_create",
+                    [[p.name, p.topic_id, p.assignments, p.configs, p.internal] for p in batch],
+                    timeout=wait,
+                )
+                for batch in batches
+            ),
+            return_exceptions=True,
+        )
+        created = []
+        for batch, outcome in zip(batches, outcomes, strict=True):
+            if isinstance(outcome, ControllerUnavailable):
+                for plan in batch:
+                    results[plan.name] = TopicResult(
+                        plan.name, ErrorCode.request_timed_out, str(outcome)
+                    )
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                for plan, refused in zip(batch, outcome, strict=True):
+                    if refused == EXISTS:
+                        results[plan.name] = TopicResult(
+                            plan.name,
+                            ErrorCode.topic_already_exists,
+                            f"Topic '{plan.name}' already exists.",
+                        )
+                    else:
+                        created.append(plan.name)
+        return created
 
     def _partition_count(self, spec: TopicSpec) -> int:
         if spec.assignments:
@@ -140,17 +242,18 @@ class TopicAdmin:
         configs = {**spec.configs, "cleanup.policy": "compact"}
         return TopicSpec(spec.name, partitions, rf, spec.assignments, configs)
 
-    def _planned_topic(
-        self, name: str, topic_id: str, assignments: list[list[int]], spec: TopicSpec
-    ) -> TopicInfo:
-        partitions = tuple(PartitionInfo(name, i, tuple(r)) for i, r in enumerate(assignments))
+    @staticmethod
+    def _planned_topic(plan: _Planned) -> TopicInfo:
+        partitions = tuple(
+            PartitionInfo(plan.name, i, tuple(r)) for i, r in enumerate(plan.assignments)
+        )
         # validate() has refused a None value (a deletion) in a new topic's configs
-        configs = {k: v for k, v in spec.configs.items() if v is not None}
-        return TopicInfo(name, uuid.UUID(topic_id), partitions, configs)
+        return TopicInfo(plan.name, uuid.UUID(plan.topic_id), partitions, plan.configs)
 
-    def _over_budget(self, replicas: int, live: list[int]) -> str | None:
-        """The request cannot fit even spread evenly over the live nodes."""
-        free = sum(self._node.budget.replicas - n for n in self._replicas_per_node(live).values())
+    def _over_budget(self, replicas: int, held: dict[int, int]) -> str | None:
+        """The request cannot fit even spread evenly over the live nodes (`held`: what each
+        holds)."""
+        free = sum(self._node.budget.replicas - n for n in held.values())
         if replicas > free:
             return (
                 f"{replicas} more partition replicas do not fit: the live nodes have room for "
@@ -158,12 +261,13 @@ class TopicAdmin:
             )
         return None
 
-    def _over_budget_per_node(self, assignments: list[list[int]]) -> str | None:
+    def _over_budget_per_node(
+        self, assignments: list[list[int]], held: dict[int, int]
+    ) -> str | None:
         added: dict[int, int] = {}
         for replicas in assignments:
             for node_id in replicas:
                 added[node_id] = added.get(node_id, 0) + 1
-        held = self._replicas_per_node(list(added))
         for node_id, count in sorted(added.items()):
             if held[node_id] + count > self._node.budget.replicas:
                 return (
@@ -196,16 +300,25 @@ class TopicAdmin:
                 return f"Unknown or offline brokers in assignment: {unknown}."
         return None
 
-    async def _wait_for_leaders(self, name: str, timeout: float) -> None:
-        deadline = asyncio.get_running_loop().time() + timeout
+    async def _wait_for_leaders(self, names: list[str], deadline: float) -> None:
+        """Until every partition of the topics is led, or the deadline (the loop's time). A
+        topic found led is not looked at again, and the looks are LEADER_LOOK_S apart at
+        least: thousands of new groups electing change the leadership hundreds of times a
+        second."""
+        loop = asyncio.get_running_loop()
+        waiting = list(names)
         while True:
-            topic = self._view.topic(name)
-            if topic is None or all(p.leader >= 0 for p in topic.partitions):
+            waiting = [name async for name in _sliced(waiting) if not self._led(name)]
+            remaining = deadline - loop.time()
+            if not waiting or remaining <= 0:
                 return
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return
+            looked = loop.time()
             await self._node.wait_changed(min(remaining, 0.2))
+            await asyncio.sleep(max(0.0, looked + LEADER_LOOK_S - loop.time()))
+
+    def _led(self, name: str) -> bool:
+        topic = self._view.topic(name)
+        return topic is None or all(p.leader >= 0 for p in topic.partitions)
 
     async def delete_topics(self, names: list[str], timeout_ms: int) -> list[TopicResult]:
         results = []
@@ -288,11 +401,11 @@ class TopicAdmin:
                     ErrorCode.invalid_replication_factor,
                     f"Replication factor: {rf} larger than available brokers: {len(live)}.",
                 )
-            problem = self._over_budget((count - current) * rf, live)
+            problem = self._over_budget((count - current) * rf, self._replicas_per_node(live))
             if problem:
                 return TopicResult(name, ErrorCode.invalid_partitions, problem)
             new = assign_replicas(sorted(live), count - current, rf, first_partition=current)
-        problem = self._over_budget_per_node(new)
+        problem = self._over_budget_per_node(new, self._replicas_per_node(live))
         if problem:
             return TopicResult(name, ErrorCode.invalid_partitions, problem)
         if validate_only:
@@ -305,7 +418,8 @@ class TopicAdmin:
             return TopicResult(
                 name, ErrorCode.invalid_partitions, "The partition count changed meanwhile."
             )
-        await self._wait_for_leaders(name, min(timeout_ms / 1000, LEADER_WAIT))
+        deadline = asyncio.get_running_loop().time() + min(timeout_ms / 1000, LEADER_WAIT)
+        await self._wait_for_leaders([name], deadline)
         return TopicResult(name, topic=self._view.topic(name))
 
     async def alter_topic_configs(
@@ -327,6 +441,35 @@ class TopicAdmin:
         if outcome is not None:
             return TopicResult(name, ErrorCode.unknown_topic_or_partition, "Unknown topic.")
         return TopicResult(name, topic=self._view.topic(name))
+
+
+T = TypeVar("T")
+
+
+async def _sliced(items: Iterable[T]) -> AsyncIterator[T]:
+    """The items, the loop handed back (a bare yield) each time the caller's work on them has
+    run for SLICE_S: a request's per-topic work reads the controller's state, which only the
+    loop may, so it stays there, in slices."""
+    deadline = time.perf_counter() + SLICE_S
+    for i, item in enumerate(items, 1):
+        yield item
+        if i % _CLOCK_EVERY == 0 and time.perf_counter() >= deadline:
+            await asyncio.sleep(0)
+            deadline = time.perf_counter() + SLICE_S
+
+
+def _batches(planned: list[_Planned]) -> Iterator[list[_Planned]]:
+    """The planned topics in request order, CREATE_BATCH_BYTES a batch (a larger topic alone)."""
+    batch: list[_Planned] = []
+    size = 0
+    for plan in planned:
+        if batch and size + plan.size() > CREATE_BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(plan)
+        size += plan.size()
+    if batch:
+        yield batch
 
 
 def assign_replicas(

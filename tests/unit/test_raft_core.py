@@ -391,6 +391,7 @@ CONTROLLER_COMMANDS = [
     "store_user_scram_credentials",
     "update_acls_create",
     "update_acls_delete",
+    "update_topics_create",
 ]
 
 

@@ -1,13 +1,29 @@
 """TopicAdmin's bound on one CreateTopics: Kafka's controller creates at most 10,000
 partitions per request (ReplicationControlManager.validateTotalNumberOfPartitions) and
-refuses a request over it whole; Metadata's auto-creation goes through the same check."""
+refuses a request over it whole; Metadata's auto-creation goes through the same check. And
+how a request of thousands of topics is judged, recorded and waited for."""
 
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import pytest
+from pysyncobj import SyncObjConf
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.node import Node
+from support.journal import RecordingListener
+from support.raftnet import Clock, Net, NetTransport
+
+import raftlog.controller.syncobj_fork as core
 from raftlog.broker import BrokerInfo, TopicSpec
+from raftlog.controller import ControllerMachine, compat
+from raftlog.controller.journal import ControllerJournal
 from raftlog.errors import ErrorCode
 from raftlog.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
-from raftlog.topic_admin import TopicAdmin
+from raftlog.topic_admin import CREATE_BATCH_BYTES, TopicAdmin
 
 
 class Controller:
@@ -62,3 +78,156 @@ async def test_a_create_topics_over_10000_partitions_is_refused_whole() -> None:
     assert controller.calls == []
     fits = await topics.create_topics([TopicSpec("fits", MAX_RECORDS_PER_USER_OP, 1)], True, 1)
     assert fits[0].error == ErrorCode.none and controller.calls == []
+
+
+# --- many topics in one request, recorded by a real (one-node) controller machine ---------
+
+
+class MachineController:
+    """Controller.call over a one-node ControllerMachine ticked on a test clock: the commands
+    TopicAdmin proposes are applied as on a node, and counted."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.clock = Clock()
+        monkeypatch.setattr(core, "monotonicTime", self.clock)
+        self.journal = ControllerJournal(tmp_path / "raft", None, RecordingListener())
+        conf = SyncObjConf(autoTick=False, journalFile=self.journal, useFork=False)
+        transport = NetTransport(Net(("1",)), "1")
+        self.state = ControllerMachine(
+            Node("1"), set(), on_apply=lambda: None, conf=conf, transport=transport
+        )
+        self.state.peerContact = lambda node: None
+        self.state.electionAllowed = lambda: True
+        compat.detach_poller(self.state)
+        compat.elect_now(self.state)
+        self.commands: list[str] = []
+        self.before_apply: Callable[[], None] = lambda: None
+
+    async def call(self, method: str, *args: Any, timeout: float = 10.0) -> Any:
+        self.commands.append(method)
+        self.before_apply()
+        outcome: list[tuple[Any, int]] = []
+        getattr(self.state, method)(*args, callback=lambda r, e: outcome.append((r, e)))
+        while not outcome:
+            self.clock.now += 0.05
+            self.state.doTick(0.0)
+        result, error = outcome[0]
+        assert error == FAIL_REASON.SUCCESS
+        return result
+
+
+class LedView(View):
+    """Every partition of a recorded topic is led (no elections to wait for)."""
+
+    def __init__(self, state: ControllerMachine) -> None:
+        self.state = state
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return [BrokerInfo(n, "h", n) for n in (1, 2, 3)]
+
+    def topic(self, name: str) -> Any:
+        topic = self.state.topics.get(name)
+        if topic is None:
+            return None
+        return SimpleNamespace(
+            name=name,
+            partitions=[SimpleNamespace(leader=r[0]) for r in topic["partitions"]],
+        )
+
+
+@pytest.fixture
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MachineController]:
+    controller = MachineController(tmp_path, monkeypatch)
+    yield controller
+    controller.journal.close()
+
+
+def machine_admin(controller: MachineController, budget: int) -> TopicAdmin:
+    broker = {"num.partitions": 1, "default.replication.factor": 3}
+    node = SimpleNamespace(
+        controller=controller,
+        config=SimpleNamespace(broker_setting=broker.__getitem__),
+        budget=ReplicaBudget(budget, 0),
+    )
+    return TopicAdmin(node, LedView(controller.state))  # type: ignore[arg-type]
+
+
+async def test_thousands_of_topics_are_recorded_a_batch_a_command_each_alone(
+    machine: MachineController,
+) -> None:
+    """3,000 topics of a request are a few controller commands (one per topic before: a
+    commit and a leader wait each, and a 1,000-topic CreateTopics timed out after 60 s). Each
+    is judged alone against the replica budget, earlier ones counted: the ones past it are
+    INVALID_PARTITIONS and stored in no part; an existing one is TOPIC_ALREADY_EXISTS."""
+    admin = machine_admin(machine, budget=2_000)
+    assert (await admin.create_topics([TopicSpec("old", 1, 3)], False, 1000))[0].error == 0
+    machine.commands.clear()
+    specs = [TopicSpec(f"t{i:04d}-" + "x" * 240, 1, 3) for i in range(3_000)]
+    specs.insert(10, TopicSpec("old", 1, 3))
+    results = await admin.create_topics(specs, False, 30_000)
+    assert [r.name for r in results] == [s.name for s in specs]
+    errors = [r.error for r in results]
+    assert errors[10] == ErrorCode.topic_already_exists
+    created = [r for r in results if r.error == ErrorCode.none]
+    assert len(created) == 1_999  # 2,000 replicas a node, "old" holds one
+    assert (
+        errors[: 1_999 + 1]
+        == [ErrorCode.none] * 10 + [ErrorCode.topic_already_exists] + [ErrorCode.none] * 1_989
+    )
+    refused = results[1_999 + 1 :]
+    assert {r.error for r in refused} == {ErrorCode.invalid_partitions}
+    assert all(r.topic is not None and len(r.topic.partitions) == 1 for r in created)
+    topics = machine.state.topics
+    assert len(topics) == 2_000 and not any(r.name in topics for r in refused)
+    assert all(len(topics[r.name]["partitions"][0]) == 3 for r in created)
+    per_command = CREATE_BATCH_BYTES // (64 + 250 + 36 + 16 * 4)
+    assert 1_999 // per_command <= len(machine.commands) <= 1_999 // per_command + 2
+
+
+async def test_a_topic_recorded_meanwhile_by_another_request_is_already_exists(
+    machine: MachineController,
+) -> None:
+    """Planned, then created by a racing request before this one's command applies: that
+    topic is TOPIC_ALREADY_EXISTS and keeps the other's id; the rest are created."""
+    admin = machine_admin(machine, budget=100)
+    raced = {"id": "00000000-0000-0000-0000-000000000001", "partitions": [[1]]}
+
+    def race() -> None:
+        machine.state.topics["b"] = {**raced, "configs": {}, "internal": False}
+        machine.before_apply = lambda: None
+
+    machine.before_apply = race
+    results = await admin.create_topics([TopicSpec(n, 2, 3) for n in "abc"], False, 1000)
+    assert [r.error for r in results] == [
+        ErrorCode.none,
+        ErrorCode.topic_already_exists,
+        ErrorCode.none,
+    ]
+    assert machine.state.topics["b"]["id"] == raced["id"]
+    assert len(machine.state.topics["c"]["partitions"]) == 2
+
+
+async def test_planning_10000_topics_hands_the_loop_back(machine: MachineController) -> None:
+    """A request's per-topic checks and placement (validate_only: nothing else) run in slices:
+    10,000 topics of 249-character names, the most one request may hold, never hold the loop
+    for long at once (the loop's lateness is measured by a task ticking every 1 ms)."""
+    admin = machine_admin(machine, budget=100_000)
+    specs = [TopicSpec(f"{i:05d}" + "y" * 244, 1, 3) for i in range(10_000)]
+    longest = 0.0
+    done = False
+
+    async def watch() -> None:
+        nonlocal longest
+        while not done:
+            before = time.perf_counter()
+            await asyncio.sleep(0.001)
+            longest = max(longest, time.perf_counter() - before)
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0.01)
+    results = await admin.create_topics(specs, True, 1000)
+    done = True
+    await watcher
+    assert {r.error for r in results} == {ErrorCode.none} and len(results) == 10_000
+    assert machine.commands == []
+    assert longest < 0.1, longest
