@@ -26,6 +26,7 @@ from kafka_api.common import (
     topic_name_error,
 )
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import sliced
 from kafka_api.errors import CloseConnection
 from raftlog.broker import TopicInfo, TopicSpec
 from raftlog.errors import ErrorCode
@@ -106,13 +107,14 @@ async def _requested_topics(
 ) -> list[Any]:
     """Answers in request order, a topic named again answered once (Kafka reads the names
     into a set: 20,000 copies of a 1,000-partition topic would be 20,000 listings of it);
-    unknown valid names are auto-created in one controller call."""
+    unknown valid names are auto-created in one request to the topic administration, which
+    judges each against the replica budget. Looked at on the loop a slice at a time."""
     broker = ctx.broker
     answers: list[Any] = []
     to_create: dict[str, int] = {}  # name -> its position in answers
     may_create_any: bool | None = None  # CREATE on the cluster, asked once when needed
     seen: set[object] = set()
-    for entry in requested:
+    async for entry in sliced(requested):
         name = entry.name
         key = name if name is not None else entry.topic_id
         if key in seen:
@@ -166,7 +168,7 @@ async def _requested_topics(
             [TopicSpec(name=name) for name in to_create], False, AUTO_CREATE_TIMEOUT_MS
         )
         errors = {result.name: result.error for result in results}
-        for name, position in to_create.items():
+        async for name, position in sliced(to_create.items()):
             error = errors.get(name, ErrorCode.unknown_topic_or_partition)
             answers[position] = _error_topic(
                 m,
