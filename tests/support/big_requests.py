@@ -53,11 +53,13 @@ class BigRequest:
         return self.path[-1] if self.path else None
 
 
-def largest(api_key: int, version: int) -> tuple[BigRequest, BigRequest | None]:
-    """The request holding its API's bound of entries in its first array, and the same with
-    one entry more (None if the request has no array)."""
+def largest(
+    api_key: int, version: int, bound: int | None = None
+) -> tuple[BigRequest, BigRequest | None]:
+    """The request holding its API's bound of entries (or `bound`) in its first array, and
+    the same with one entry more (None if the request has no array)."""
     request_type = request_schema(api_key, version)
-    bound = max_entries(api_key)
+    bound = max_entries(api_key) if bound is None else bound
     serial = [0]
     found = _first_array(request_type)
     if found is None:
