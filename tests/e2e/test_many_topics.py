@@ -1,0 +1,115 @@
+"""One request that creates thousands of topics, against three real nodes: a CreateTopics of
+1,000 topics (confluent-kafka's AdminClient) and a Metadata v1 naming 2,000 unknown topics,
+which auto-creates them (v0-v3 cannot say no). Judged by the client's answer and by every
+node's loop-stall detector (raftlog_event_loop_stall_seconds).
+
+Before: each topic was one controller commit and a leader wait of its own, in turn; the
+CreateTopics of 1,000 timed out after 60 s with 320 created, and a Metadata v3 of 10,000
+names went unanswered for more than 120 s.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+from support import wire as W
+from support.cluster import Cluster, wait_for
+
+from raftlog.errors import ErrorCode
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+STALL_LIMIT = "0.5"  # the shortest election timeout
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    # Room for both requests' replicas (the default budget is 1,100 a node).
+    c = Cluster(
+        tmp_path_factory.mktemp("many-topics"),
+        nodes=3,
+        name="many-topics",
+        broker={"max.partition.replicas.per.node": 2000},
+    )
+    try:
+        c.start()
+        c.create_topic("t", partitions=6, replication_factor=3)
+        yield c
+    finally:
+        c.stop()
+
+
+def _stalls_over_limit(cluster: Cluster) -> dict[int, float]:
+    """Per node: how many loop stalls of STALL_LIMIT s or more it has counted."""
+    over = {}
+    for n in cluster.node_ids:
+        url = f"http://{cluster.node(n).admin}/metrics"
+        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (loopback)
+            text = response.read().decode()
+        buckets = {
+            sample.labels["le"]: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "raftlog_event_loop_stall_seconds_bucket"
+        }
+        over[n] = buckets["+Inf"] - buckets[STALL_LIMIT]
+    return over
+
+
+def _leaders(admin: AdminClient, prefix: str) -> dict[tuple[str, int], int]:
+    topics = admin.list_topics(timeout=30).topics
+    return {
+        (name, p): info.leader
+        for name, topic in topics.items()
+        if name.startswith(prefix)
+        for p, info in topic.partitions.items()
+    }
+
+
+def test_a_create_topics_of_1000_topics_is_answered_and_holds_no_loop(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    before = _stalls_over_limit(cluster)
+    t_leaders = _leaders(admin, "t")
+    names = [f"many-{i:04d}" for i in range(1000)]
+    started = time.monotonic()
+    futures = admin.create_topics(
+        [NewTopic(name, 1, 3) for name in names], request_timeout=30, operation_timeout=30
+    )
+    for name in names:
+        futures[name].result(40)  # raises on any topic's error
+    answered = time.monotonic() - started
+    assert answered < 30, answered
+
+    def all_led() -> bool:
+        leaders = _leaders(admin, "many-")
+        return len(leaders) == 1000 and min(leaders.values()) >= 0
+
+    wait_for(all_led, 60, 1.0, "every new topic led")
+    time.sleep(1.5)  # a scrape's listing is reused for a moment
+    assert _stalls_over_limit(cluster) == before
+    assert _leaders(admin, "t") == t_leaders  # the topic that was there kept its leaders
+    print(f"\nCreateTopics of 1,000 topics answered in {answered:.1f} s")
+
+
+def test_metadata_auto_creating_2000_topics_is_answered_and_holds_no_loop(
+    cluster: Cluster,
+) -> None:
+    before = _stalls_over_limit(cluster)
+    names = [f"auto-{i:04d}" for i in range(2000)]
+    started = time.monotonic()
+    with W.KafkaWire(cluster.node(1).kafka_addr, timeout=60) as wire:
+        answer = wire.metadata(names, version=1)
+    answered = time.monotonic() - started
+    # Created (or being created): the client asks again until they are led, as with Kafka.
+    assert answer.topic_errors == dict.fromkeys(names, ErrorCode.leader_not_available)
+    assert answered < 15, answered
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    wait_for(lambda: len(_leaders(admin, "auto-")) == 2000, 30, 1.0, "the topics listed")
+    time.sleep(1.5)
+    assert _stalls_over_limit(cluster) == before
+    print(f"\nMetadata v1 auto-creating 2,000 topics answered in {answered:.1f} s")
