@@ -4,6 +4,7 @@ so the protocol layer stays testable against any node and the core can change sh
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from typing import Protocol
 
 from raftlog.broker import (
@@ -93,6 +94,18 @@ class Broker(Protocol):
         """The node coordinating `key` (key type 0: group; 1: transactional id). Creates
         __consumer_offsets or __transaction_state when missing and enough nodes are live
         (KIP-115)."""
+
+    def coordinator_partition(self, key: str, key_type: int) -> int | None:
+        """The partition of the key type's topic that coordinates `key` (Kafka's placement);
+        None for a key find_coordinator refuses (empty, or an unknown key type). Reads only
+        settings fixed at start, so a thread may ask: a request's many keys are placed there."""
+
+    async def coordinators(
+        self, key_type: int, partitions: Collection[int]
+    ) -> dict[int, Coordinator]:
+        """The coordinator of each of those partitions of the key type's topic (its leader),
+        that topic created when missing as for find_coordinator: one request's many keys cost
+        one look per partition, and one creation."""
 
     @property
     def transactions(self) -> TxnCoordinator:

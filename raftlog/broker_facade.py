@@ -5,7 +5,10 @@ the Node."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+from collections.abc import Collection
+from functools import partial
 from typing import TYPE_CHECKING
 
 from raftlog import group_config, topic_config
@@ -59,6 +62,7 @@ class BrokerFacade:
         self.users = UserAdmin(node)
         self.admin = TopicAdmin(node, self.view)
         self.group_admin = GroupAdmin(node)
+        self._creating: dict[str, asyncio.Future[TopicResult]] = {}
 
     @property
     def cluster_id(self) -> str:
@@ -190,27 +194,61 @@ class BrokerFacade:
     async def find_coordinator(self, key: str, key_type: int) -> Coordinator:
         if key_type not in (GROUP_KEY, TRANSACTION_KEY):
             return Coordinator(ErrorCode.invalid_request, message=f"unknown key type {key_type}")
-        if not key:
+        index = self.coordinator_partition(key, key_type)
+        if index is None:
             return Coordinator(ErrorCode.invalid_request, message="empty group or transactional id")
+        return (await self.coordinators(key_type, (index,)))[index]
+
+    def coordinator_partition(self, key: str, key_type: int) -> int | None:
+        if not key:
+            return None
+        if key_type == GROUP_KEY:
+            return self._node.groups.partition_for(key)
+        if key_type == TRANSACTION_KEY:
+            return self._node.transactions.partition_for(key)
+        return None
+
+    async def coordinators(
+        self, key_type: int, partitions: Collection[int]
+    ) -> dict[int, Coordinator]:
         name = OFFSETS_TOPIC if key_type == GROUP_KEY else TXN_TOPIC
         topic = self._node.controller.state.topics.get(name)
         if topic is None:
-            result = await self.admin.create_topic(TopicSpec(name), False, 5000)
+            result = await self._create_internal(name)
             topic = self._node.controller.state.topics.get(name)
             if topic is None:
-                return Coordinator(ErrorCode.coordinator_not_available, message=result.message)
-        if key_type == GROUP_KEY:
-            index = self._node.groups.partition_for(key)
-        else:
-            index = self._node.transactions.partition_for(key)
-        info = self.view.partition_info(name, topic["id"], index, tuple(topic["partitions"][index]))
-        address = self.view.address(info.leader) if info.leader >= 0 else None
-        if address is None:
-            return Coordinator(
-                ErrorCode.coordinator_not_available,
-                message=f"{name} partition {index} has no leader yet",
-            )
-        return Coordinator(ErrorCode.none, info.leader, *address)
+                missing = Coordinator(ErrorCode.coordinator_not_available, message=result.message)
+                return dict.fromkeys(partitions, missing)
+        found = {}
+        for index in partitions:  # at most the topic's partitions
+            replicas = tuple(topic["partitions"][index])
+            info = self.view.partition_info(name, topic["id"], index, replicas)
+            address = self.view.address(info.leader) if info.leader >= 0 else None
+            if address is None:
+                found[index] = Coordinator(
+                    ErrorCode.coordinator_not_available,
+                    message=f"{name} partition {index} has no leader yet",
+                )
+            else:
+                found[index] = Coordinator(ErrorCode.none, info.leader, *address)
+        return found
+
+    async def _create_internal(self, name: str) -> TopicResult:
+        """Creates __consumer_offsets or __transaction_state (KIP-115), once for however many
+        ask at the same time: one FindCoordinator of 10,000 keys before the topic existed
+        asked the controller for it 10,000 times, and the nodes lost about a hundred leaderships."""
+        creating = self._creating.get(name)
+        if creating is None:
+            creating = asyncio.ensure_future(self.admin.create_topic(TopicSpec(name), False, 5000))
+            self._creating[name] = creating
+            creating.add_done_callback(partial(self._created, name))
+        # A caller that goes away (its connection closed) leaves the creation to the others.
+        return await asyncio.shield(creating)
+
+    def _created(self, name: str, creation: asyncio.Future[TopicResult]) -> None:
+        del self._creating[name]
+        if not creation.cancelled():
+            creation.exception()  # seen, so not logged as unread when every caller went away
 
     async def verify_transaction(
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int

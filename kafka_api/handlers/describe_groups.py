@@ -4,13 +4,16 @@ earlier versions describe it as a "Dead" group without error (KIP-1043). Each gr
 DESCRIBE (else GROUP_AUTHORIZATION_FAILED, and nothing of it); v3+ may ask what else the
 principal may do with each group described. Every copy of a group named twice is
 INVALID_REQUEST and not described (Kafka describes each copy: members' metadata and
-assignments, again and again)."""
+assignments, again and again). The groups are authorized and described on the loop a slice at
+a time; repeats are counted, and the answer to more than a thousand built and encoded, in a
+thread (kafka_api/entry_work.py)."""
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
-from kafka_api.authz import Op, Resource, authorized, authorized_operations
+from kafka_api.authz import Op, Resource, authorize, authorized_operations
 from kafka_api.codec import build, response_module
 from kafka_api.common import (
     NO_THROTTLE,
@@ -19,6 +22,7 @@ from kafka_api.common import (
     named_twice,
 )
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.errors import ErrorCode
 from raftlog.groups.results import DescribedGroup
 
@@ -33,29 +37,31 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     m = response_module(API_KEY, version)
     include_operations = getattr(request, "include_authorized_operations", False)
-    repeated = duplicates(request.groups)
-    allowed = authorized(
-        ctx, Op.DESCRIBE, Resource.GROUP, (g for g in request.groups if g not in repeated)
-    )
-    found = iter(
-        await ctx.broker.groups.describe_groups([g for g in request.groups if g in allowed])
-    )
-    described = []
-    for group_id in request.groups:
+    ids: tuple[str, ...] = request.groups
+    repeated = await off_loop(len(ids), duplicates, ids)
+    coordinator = ctx.broker.groups
+    described: list[tuple[DescribedGroup, int]] = []  # each group, its authorized operations
+    async for group_id in sliced(ids):  # the ACLs and the groups are the loop's
         if group_id in repeated:
             group = DescribedGroup(
                 group_id, ErrorCode.invalid_request, "", error_message=named_twice("group")
             )
-        elif group_id in allowed:
-            group = next(found)
+        elif authorize(ctx, Op.DESCRIBE, Resource.GROUP, group_id):
+            group = coordinator.describe_group(group_id)
         else:
             group = DescribedGroup(group_id, ErrorCode.group_authorization_failed, state="")
-        error, message = group.error, group.error_message
-        if error is ErrorCode.group_id_not_found:
-            if version < GROUP_ID_NOT_FOUND_VERSION:
-                error = ErrorCode.none
-            else:
-                message = group.error_message or f"Group {group.group_id} not found."
+        operations = UNKNOWN_AUTHORIZED_OPERATIONS
+        if include_operations and _error(group, version)[0] is ErrorCode.none:
+            operations = authorized_operations(ctx, Resource.GROUP, group_id)
+        described.append((group, operations))
+    # A DescribedGroup is a snapshot (members' metadata and assignments are bytes).
+    return await answer(len(ids), _answer, m, version, described)
+
+
+def _answer(m: ModuleType, version: int, described: list[tuple[DescribedGroup, int]]) -> Any:
+    groups = []
+    for group, operations in described:
+        error, message = _error(group, version)
         members = tuple(
             build(
                 m.DescribedGroupMember,
@@ -68,7 +74,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
             for x in group.members
         )
-        described.append(
+        groups.append(
             build(
                 m.DescribedGroup,
                 error_code=error,
@@ -78,11 +84,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=group.protocol_type,
                 protocol_data=group.protocol_data,
                 members=members,
-                authorized_operations=(
-                    authorized_operations(ctx, Resource.GROUP, group.group_id)
-                    if include_operations and error is ErrorCode.none
-                    else UNKNOWN_AUTHORIZED_OPERATIONS
-                ),
+                authorized_operations=operations,
             )
         )
-    return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))
+    return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+def _error(group: DescribedGroup, version: int) -> tuple[ErrorCode, str | None]:
+    """The group's error and message as this version reports them."""
+    if group.error is not ErrorCode.group_id_not_found:
+        return group.error, group.error_message
+    if version < GROUP_ID_NOT_FOUND_VERSION:
+        return ErrorCode.none, group.error_message
+    return group.error, group.error_message or f"Group {group.group_id} not found."

@@ -2,21 +2,25 @@
 names partitions, v2+ may ask for all of them (null topics) and reports coordinator errors at
 the top, v5 returns the committed leader epoch, v7 adds require_stable (a partition an open
 transaction committed an offset for is UNSTABLE_OFFSET_COMMIT until it ends), v8 asks for
-several groups at once. v10 names topics by id only and is
-not served. A group needs DESCRIBE; so does each topic, whose offsets are otherwise left out
-of an answer for every topic and refused (TOPIC_AUTHORIZATION_FAILED) when asked for. Every
-copy of a group named twice in one v8+ request is INVALID_REQUEST and not read (Kafka reads
-each copy: all of a group's offsets, again and again)."""
+several groups at once. v10 names topics by id only and is not served. A group needs
+DESCRIBE; so does each topic, whose offsets are otherwise left out of an answer for every
+topic and refused (TOPIC_AUTHORIZATION_FAILED) when asked for. Every copy of a group named
+twice in one v8+ request is INVALID_REQUEST and not read (Kafka reads each copy: all of a
+group's offsets, again and again). The groups are authorized and read on the loop a slice at
+a time; the partitions asked for are listed, and the answer to more than a thousand entries
+built and encoded, in a thread (kafka_api/entry_work.py)."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 from kafka_api.authz import Op, Resource, authorize, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.errors import ErrorCode
 from raftlog.groups.results import FetchedOffset, OffsetFetchResult
 
@@ -32,31 +36,42 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     m = response_module(API_KEY, version)
     if version >= MULTI_GROUP_VERSION:
-        repeated = duplicates(g.group_id for g in request.groups)
-        results = await asyncio.gather(
-            *(
-                _fetch(ctx, g.group_id, _partitions(g.topics), request.require_stable)
-                if g.group_id not in repeated
-                else _refused(ErrorCode.invalid_request)
-                for g in request.groups
-            )
-        )
-        answers = tuple(
-            build(
-                m.OffsetFetchResponseGroup,
-                group_id=g.group_id,
-                topics=_topics(m.OffsetFetchResponseTopics, m.OffsetFetchResponsePartitions, r),
-                error_code=r.error,
-            )
-            for g, r in zip(request.groups, results, strict=True)
-        )
-        return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=answers)
-    wanted = _partitions(request.topics)
-    result = await _fetch(ctx, request.group_id, wanted, getattr(request, "require_stable", False))
+        groups: tuple[Any, ...] = request.groups
+        count = len(groups) + sum(_entries(g.topics) for g in groups)
+        repeated, wanted = await off_loop(count, _each_group, groups)
+        results: list[OffsetFetchResult] = []
+        # Each group is authorized and read on the loop (the ACLs and the groups are its).
+        async for group, partitions in sliced(zip(groups, wanted, strict=True)):
+            if group.group_id in repeated:
+                results.append(OffsetFetchResult(ErrorCode.invalid_request))
+            else:
+                stable = request.require_stable
+                results.append(await _fetch(ctx, group.group_id, partitions, stable))
+        return await answer(count, _answer_groups, m, groups, results)
+    count = _entries(request.topics)
+    named = await off_loop(count, _partitions, request.topics)
+    result = await _fetch(ctx, request.group_id, named, getattr(request, "require_stable", False))
     if version < TOP_LEVEL_ERROR_VERSION and result.error is not ErrorCode.none:
         # No top-level error field yet: every requested partition carries it.
-        failed = tuple(FetchedOffset(t, p, error=result.error) for t, p in wanted or ())
+        failed = tuple(FetchedOffset(t, p, error=result.error) for t, p in named or ())
         result = OffsetFetchResult(ErrorCode.none, failed)
+    return await answer(count, _answer, m, result)
+
+
+def _answer_groups(m: ModuleType, groups: Sequence[Any], results: list[OffsetFetchResult]) -> Any:
+    answers = tuple(
+        build(
+            m.OffsetFetchResponseGroup,
+            group_id=g.group_id,
+            topics=_topics(m.OffsetFetchResponseTopics, m.OffsetFetchResponsePartitions, r),
+            error_code=r.error,
+        )
+        for g, r in zip(groups, results, strict=True)
+    )
+    return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=answers)
+
+
+def _answer(m: ModuleType, result: OffsetFetchResult) -> Any:
     return build(
         m.OffsetFetchResponse,
         throttle_time=NO_THROTTLE,
@@ -93,8 +108,14 @@ async def _fetch(
     return OffsetFetchResult(result.error, result.offsets + refused)
 
 
-async def _refused(error: ErrorCode) -> OffsetFetchResult:
-    return OffsetFetchResult(error)
+def _entries(topics: Any) -> int:
+    """The topics and partitions named (none: every partition)."""
+    return 0 if topics is None else len(topics) + sum(len(t.partition_indexes) for t in topics)
+
+
+def _each_group(groups: Sequence[Any]) -> tuple[set[str], list[list[tuple[str, int]] | None]]:
+    """The groups named more than once, and each group's partitions asked for."""
+    return duplicates(g.group_id for g in groups), [_partitions(g.topics) for g in groups]
 
 
 def _partitions(topics: Any) -> list[tuple[str, int]] | None:

@@ -22,7 +22,7 @@ from raftlog.errors import ErrorCode
 from raftlog.groups.config import GroupConfig
 from raftlog.groups.group import Group, GroupState, TopicPartition, cancel
 from raftlog.groups.join import Join, Joiner
-from raftlog.groups.metadata_manager import GroupMetadataManager
+from raftlog.groups.metadata_manager import GroupMetadataManager, Paced, at_once
 from raftlog.groups.offsets_log import OffsetsLog
 from raftlog.groups.rebalance import Rebalancer, answer_sync
 from raftlog.groups.records import (
@@ -165,26 +165,19 @@ class GroupCoordinator:
             return E.non_empty_group  # a member joined meanwhile: its state starts afresh
         return await shard.append([(share_group_metadata_key(group_id), None)], lambda _e: None)
 
-    def describe_share_groups(
-        self, group_ids: Sequence[str]
-    ) -> list[tuple[str, ErrorCode, str | None, ShareGroupDescription | None]]:
-        """ShareGroupDescribe: (group, error, message, description) per group asked for."""
-        described: list[tuple[str, ErrorCode, str | None, ShareGroupDescription | None]] = []
-        for group_id in group_ids:
-            shard = self._manager.lookup(group_id)
-            if isinstance(shard, ErrorCode):
-                described.append((group_id, shard, None, None))
-                continue
-            description = self.share_groups.describe(group_id)
-            if description is not None:
-                described.append((group_id, E.none, None, description))
-            elif group_id in shard.groups:
-                message = f"Group {group_id} is not a share group."
-                described.append((group_id, E.group_id_not_found, message, None))
-            else:
-                message = f"Group {group_id} not found."
-                described.append((group_id, E.group_id_not_found, message, None))
-        return described
+    def describe_share_group(
+        self, group_id: str
+    ) -> tuple[ErrorCode, str | None, ShareGroupDescription | None]:
+        """ShareGroupDescribe of one group: (error, message, description)."""
+        shard = self._manager.lookup(group_id)
+        if isinstance(shard, ErrorCode):
+            return shard, None, None
+        description = self.share_groups.describe(group_id)
+        if description is not None:
+            return E.none, None, description
+        if group_id in shard.groups:
+            return E.group_id_not_found, f"Group {group_id} is not a share group.", None
+        return E.group_id_not_found, f"Group {group_id} not found.", None
 
     def _is_classic_group(self, group_id: str) -> bool:
         shard = self._manager.lookup(group_id)
@@ -479,10 +472,16 @@ class GroupCoordinator:
             errors = [written if e is E.none else e for e in errors]
         return E.none, errors
 
-    async def delete_groups(self, group_ids: Sequence[str]) -> list[DeletedGroup]:
+    async def delete_groups(
+        self, group_ids: Sequence[str], paced: Paced = at_once
+    ) -> list[DeletedGroup]:
+        """DeleteGroups: one result per group, in order. Each group is checked and its
+        tombstones built as `paced` hands it over (a caller may hand the loop back between
+        groups, see GroupMetadataManager.delete_groups)."""
         share = [g for g in group_ids if self.share_groups.has_group(g)]
-        classic = [g for g in group_ids if g not in share]
-        deleted = {d.group_id: d for d in await self._manager.delete_groups(classic)}
+        shared = set(share)
+        classic = [g for g in group_ids if g not in shared]
+        deleted = {d.group_id: d for d in await self._manager.delete_groups(classic, paced)}
         for group_id in share:
             deleted[group_id] = DeletedGroup(group_id, await self._delete_share_group(group_id))
         return [deleted[g] for g in group_ids]
@@ -519,48 +518,41 @@ class GroupCoordinator:
                 groups.append(ListedGroup(group.group_id, group.protocol_type or "", state))
         return ListGroupsResult(error, tuple(groups))
 
-    async def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
-        """Members carry their metadata and assignment only while the group is Stable."""
-        described = []
-        for group_id in group_ids:
-            shard = self._manager.lookup(group_id, allow_empty=True)
-            group = None if isinstance(shard, ErrorCode) else shard.groups.get(group_id)
-            if isinstance(shard, ErrorCode):
-                described.append(DescribedGroup(group_id, shard))
-            elif self.share_groups.has_group(group_id):  # Kafka: ShareGroupDescribe is for it
-                described.append(
-                    DescribedGroup(
-                        group_id,
-                        E.group_id_not_found,
-                        error_message=f"Group {group_id} is not a classic group.",
-                    )
-                )
-            elif group is None or group.state is DEAD:
-                described.append(DescribedGroup(group_id, E.group_id_not_found))
-            else:
-                stable = group.state is STABLE
-                members = tuple(
-                    DescribedMember(
-                        m.member_id,
-                        m.group_instance_id,
-                        m.client_id,
-                        m.client_host,
-                        m.metadata(group.protocol_name) if stable else b"",
-                        m.assignment if stable else b"",
-                    )
-                    for m in group.members.values()
-                )
-                described.append(
-                    DescribedGroup(
-                        group_id,
-                        E.none,
-                        group.state.value,
-                        group.protocol_type or "",
-                        (group.protocol_name or "") if stable else "",
-                        members,
-                    )
-                )
-        return described
+    def describe_group(self, group_id: str) -> DescribedGroup:
+        """DescribeGroups of one group. Members carry their metadata and assignment only while
+        the group is Stable."""
+        shard = self._manager.lookup(group_id, allow_empty=True)
+        if isinstance(shard, ErrorCode):
+            return DescribedGroup(group_id, shard)
+        if self.share_groups.has_group(group_id):  # Kafka: ShareGroupDescribe is for it
+            return DescribedGroup(
+                group_id,
+                E.group_id_not_found,
+                error_message=f"Group {group_id} is not a classic group.",
+            )
+        group = shard.groups.get(group_id)
+        if group is None or group.state is DEAD:
+            return DescribedGroup(group_id, E.group_id_not_found)
+        stable = group.state is STABLE
+        members = tuple(
+            DescribedMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(group.protocol_name) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return DescribedGroup(
+            group_id,
+            E.none,
+            group.state.value,
+            group.protocol_type or "",
+            (group.protocol_name or "") if stable else "",
+            members,
+        )
 
 
 def _commit_error(

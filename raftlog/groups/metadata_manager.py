@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
+from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from functools import partial
+from operator import mul
 
 from raftlog.clock import LOOP_CLOCK, Clock, now_ms
 from raftlog.errors import ErrorCode
@@ -38,14 +41,37 @@ DEAD = GroupState.DEAD
 
 GroupLoaded = Callable[[Shard, Group], None]
 GroupUnloaded = Callable[[Group], None]
+# How a caller hands over the groups of one request to be worked on: all at once, or with the
+# loop handed back now and then (kafka_api.entry_work.sliced), since a request may name 10,000.
+Paced = Callable[[Iterable[str]], AsyncIterator[str]]
+
+
+async def at_once(group_ids: Iterable[str]) -> AsyncIterator[str]:
+    """Every group, the loop never handed back."""
+    for group_id in group_ids:
+        yield group_id
+
+
+# UTF-16 in this machine's byte order, read as unsigned 16-bit code units by array("H").
+_UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+# The code units hashed per step, and 31^k mod 2^32 for k up to it.
+_HASH_CHUNK = 256
+_POWERS_OF_31 = tuple(pow(31, k, 1 << 32) for k in range(_HASH_CHUNK + 1))
 
 
 def java_string_hash(value: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, 32-bit signed."""
-    data = value.encode("utf-16-be", "surrogatepass")
+    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, 32-bit signed.
+
+    Every group and transactional id a request names is placed by it, so it is summed in C
+    (map and sum over a chunk's code units times the powers of 31) rather than one unit at a
+    time in Python, which cost 35 us for a 249-character id (10,000 ids: 0.35 s); chunks
+    join as hash(s + t) = hash(s) * 31^len(t) + hash(t)."""
+    units = array("H", value.encode(_UTF16, "surrogatepass"))
     h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    for start in range(0, len(units), _HASH_CHUNK):
+        chunk = units[start : start + _HASH_CHUNK]
+        chunk.reverse()  # the last unit has the power 31^0
+        h = (h * _POWERS_OF_31[len(chunk)] + sum(map(mul, chunk, _POWERS_OF_31))) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
 
@@ -277,41 +303,51 @@ class GroupMetadataManager:
                 pending.pop(tp, None)
         shard.discard_if_unused(group)
 
-    async def delete_groups(self, group_ids: Sequence[str]) -> list[DeletedGroup]:
+    async def delete_groups(
+        self, group_ids: Sequence[str], paced: Paced = at_once
+    ) -> list[DeletedGroup]:
         """Deletes Empty groups: a GroupMetadata tombstone and one per committed offset, one
-        append per partition. The group is Dead (refusing requests) while that is written."""
-        errors: dict[int, ErrorCode] = {}
+        append per partition. The group is Dead (refusing requests) while that is written, and
+        from when it is checked: `paced` may hand the loop back between groups (a request
+        names up to 10,000), and a group checked stays reserved for this deletion meanwhile."""
+        errors: list[ErrorCode] = []
         batches: defaultdict[int, list[tuple[int, Group, int]]] = defaultdict(list)
+        records: defaultdict[int, Records] = defaultdict(list)
         shards: dict[int, Shard] = {}
-        for position, group_id in enumerate(group_ids):
+        async for group_id in paced(group_ids):
             shard = self.lookup(group_id, allow_empty=True)
             group = None if isinstance(shard, ErrorCode) else shard.groups.get(group_id)
             if isinstance(shard, ErrorCode):
-                errors[position] = shard
+                errors.append(shard)
             elif group is None or group.state is DEAD:
-                errors[position] = E.group_id_not_found
+                errors.append(E.group_id_not_found)
             elif group.state is not EMPTY:
-                errors[position] = E.non_empty_group
+                errors.append(E.non_empty_group)
             else:
-                batches[shard.index].append((position, group, group.state_timestamp))
+                batches[shard.index].append((len(errors), group, group.state_timestamp))
+                errors.append(E.none)  # the write's outcome, below
                 shards[shard.index] = shard
                 group.transition(DEAD, now_ms(self._clock))
-        writes = []
-        for index, batch in batches.items():
-            records: Records = []
-            for _, group, _ in batch:
                 committed = set(group.offsets) | set(group.pending_commits)
-                records += [
+                records[shard.index] += [
                     (offset_commit_key(group.group_id, topic, partition), None)
                     for topic, partition in sorted(committed)
                 ]
-                records.append((group_metadata_key(group.group_id), None))
-            effect = partial(self._groups_deleted, shards[index], batch)
-            writes.append(shards[index].append(records, effect))
+                records[shard.index].append((group_metadata_key(group.group_id), None))
+        writes = [
+            shards[index].append(
+                records[index], partial(self._groups_deleted, shards[index], batch)
+            )
+            if shards[index].attached
+            else _not_coordinator()  # its leadership went while groups were handed over
+            for index, batch in batches.items()
+        ]
         for batch, error in zip(batches.values(), await asyncio.gather(*writes), strict=True):
             for position, _, _ in batch:
                 errors[position] = error
-        return [DeletedGroup(group_id, errors[i]) for i, group_id in enumerate(group_ids)]
+        return [
+            DeletedGroup(group_id, error) for group_id, error in zip(group_ids, errors, strict=True)
+        ]
 
     @staticmethod
     def _groups_deleted(
@@ -382,6 +418,10 @@ class GroupMetadataManager:
                     del group.offsets[tp]
         for group, _ in dead:
             shard.forget(group)
+
+
+async def _not_coordinator() -> ErrorCode:
+    return E.not_coordinator
 
 
 def _records(group: Group, accepted: dict[TopicPartition, OffsetCommitValue]) -> Records:

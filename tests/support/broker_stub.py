@@ -6,6 +6,7 @@ class (the fakes' modules are in [tool.mypy] files; tests/unit/test_types.py run
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from raftlog.broker import (
@@ -92,6 +93,14 @@ class BrokerStub:
         raise NotImplementedError
 
     async def find_coordinator(self, key: str, key_type: int) -> Coordinator:
+        raise NotImplementedError
+
+    def coordinator_partition(self, key: str, key_type: int) -> int | None:
+        raise NotImplementedError
+
+    async def coordinators(
+        self, key_type: int, partitions: Collection[int]
+    ) -> dict[int, Coordinator]:
         raise NotImplementedError
 
     @property

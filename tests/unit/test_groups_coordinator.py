@@ -6,8 +6,10 @@ asserted to the millisecond and nothing sleeps."""
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
+from support import groups as G
 from support import offsets_decoder as D
 from support.clock import ManualClock, settle
 
@@ -191,7 +193,7 @@ async def form_group(
 
 
 async def state(coord: GroupCoordinator, group: str = "g") -> str:
-    return (await coord.describe_groups([group]))[0].state
+    return coord.describe_group(group).state
 
 
 # ------------------------------------------------------------------ placement
@@ -205,6 +207,16 @@ def test_java_string_hash_matches_java():
     assert java_string_hash("polygenelubricants") == -(2**31)
     # UTF-16 code units: a character outside the BMP counts as its surrogate pair.
     assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00
+
+
+def test_java_string_hash_of_long_ids_in_every_plane():
+    """Summed a chunk of code units at a time: the same as Java's one unit at a time
+    (tests/support/groups.py's), across chunk boundaries and surrogate pairs."""
+    rng = random.Random(42)
+    alphabet = "aZ9-é€\uffff\U0001f600\U0010ffff"
+    for length in (*range(0, 8), 255, 256, 257, 511, 512, 513, 1000, 32767):
+        value = "".join(rng.choice(alphabet) for _ in range(length))
+        assert java_string_hash(value) == G.java_string_hash(value), length
 
 
 def test_partition_for():
@@ -348,9 +360,9 @@ async def test_pending_member_that_never_rejoins_is_forgotten(clock):
     coord, _ = await coordinator(clock)
     first = await coord.join_group("g", "", None, "consumer", RANGE, 100, 100, "c", HOST)
     assert first.error is E.member_id_required and first.member_id.startswith("c-")
-    assert (await coord.describe_groups(["g"]))[0].error is E.none  # waiting for it
+    assert coord.describe_group("g").error is E.none  # waiting for it
     await clock.advance(0.15)
-    assert (await coord.describe_groups(["g"]))[0].error is E.group_id_not_found
+    assert coord.describe_group("g").error is E.group_id_not_found
 
 
 async def test_cooperative_second_round_rebalances_normally(clock):
@@ -585,7 +597,7 @@ async def test_standalone_commit_and_commit_checks(clock):
     ]
     assert (await coord.offset_fetch("solo", None)).offsets == fetched.offsets[:1]
     assert await commit("ghost", 3, "m", None, [CommitOffset("t", 0, 1)]) == [E.group_id_not_found]
-    assert (await coord.describe_groups(["ghost"]))[0].error is E.group_id_not_found
+    assert coord.describe_group("ghost").error is E.group_id_not_found
 
     a, b = await form_group(clock, coord, 2)
     assert await commit("g", -1, "", None, [CommitOffset("t", 0, 1)]) == [E.unknown_member_id]
@@ -720,7 +732,7 @@ async def test_load_rebuilds_groups_and_offsets(clock):
         ("g1", "Stable", "consumer"),
         ("g3", "Empty", ""),
     ]
-    (g1,) = await coord.describe_groups(["g1"])
+    g1 = coord.describe_group("g1")
     assert (g1.protocol_data, g1.members[0].member_id, g1.members[0].assignment) == (
         "range",
         "m1",
@@ -747,7 +759,7 @@ async def test_reload_after_rebalance_restores_the_stable_group(clock):
     await coord.offset_commit("g", 1, joined[0].member_id, None, [CommitOffset("t", 0, 42)])
     coord.detach(0)
     fresh, _ = await coordinator(clock, log)
-    (g,) = await fresh.describe_groups(["g"])
+    g = fresh.describe_group("g")
     assert g.state == "Stable"
     assert {m.member_id: m.assignment for m in g.members} == {
         j.member_id: f"assigned-{j.member_id}".encode() for j in joined
@@ -803,7 +815,7 @@ async def test_list_describe_and_delete_groups(clock):
     assert (await coord.list_groups(types=["consumer"])).groups == ()
     assert len((await coord.list_groups(types=["Classic"])).groups) == 2
 
-    busy, idle, missing = await coord.describe_groups(["busy", "idle", "missing"])
+    busy, idle, missing = map(coord.describe_group, ["busy", "idle", "missing"])
     assert (busy.state, busy.protocol_type, busy.protocol_data) == ("Stable", "consumer", "range")
     assert busy.members[0].client_id == "c0" and busy.members[0].client_host == HOST
     assert (idle.state, idle.members, missing.error) == ("Empty", (), E.group_id_not_found)
@@ -818,7 +830,7 @@ async def test_list_describe_and_delete_groups(clock):
         (R.GroupMetadataKey("idle"), None),
     ]
     assert (await coord.offset_fetch("idle", None)).offsets == ()
-    assert (await coord.describe_groups(["idle"]))[0].error is E.group_id_not_found
+    assert coord.describe_group("idle").error is E.group_id_not_found
     fresh, _ = await coordinator(clock, log)
     assert [g.group_id for g in (await fresh.list_groups()).groups] == ["busy"]
 
@@ -891,7 +903,7 @@ async def test_a_share_group_is_written_listed_and_known_to_the_next_coordinator
         ("s", "share", "share", "Stable")
     ]
     assert (await coord.list_groups(types=["classic"])).groups == ()
-    (described,) = await coord.describe_groups(["s"])
+    described = coord.describe_group("s")
     assert described.error is E.group_id_not_found
     assert described.error_message == "Group s is not a classic group."
     # a new coordinator (the partition moved): the group exists, empty, until members rejoin
@@ -899,13 +911,13 @@ async def test_a_share_group_is_written_listed_and_known_to_the_next_coordinator
     successor = GroupCoordinator(1, config(), clock=clock, delete_share_state=delete_state)
     successor.attach(log.index, log)
     await settle()
-    (_, error, _, found) = successor.describe_share_groups(["s"])[0]
+    error, _, found = successor.describe_share_group("s")
     assert error is E.none and found is not None and found.state == "Empty"
     assert (await successor.list_groups(types=["share"])).groups[0].state == "Empty"
     (gone,) = await successor.delete_groups(["s"])
     assert gone.error is E.none and deleted == ["s"]
     assert log.decoded()[-1] == (R.ShareGroupMetadataKey("s"), None)  # the tombstone
-    assert successor.describe_share_groups(["s"])[0][1] is E.group_id_not_found
+    assert successor.describe_share_group("s")[0] is E.group_id_not_found
 
 
 async def test_a_share_group_with_members_is_not_deleted(clock) -> None:
@@ -913,7 +925,7 @@ async def test_a_share_group_with_members_is_not_deleted(clock) -> None:
     share_join(coord)
     (result,) = await coord.delete_groups(["s"])
     assert result.error is E.non_empty_group
-    assert coord.describe_share_groups(["nope"])[0][1:3] == (
+    assert coord.describe_share_group("nope")[:2] == (
         E.group_id_not_found,
         "Group nope not found.",
     )

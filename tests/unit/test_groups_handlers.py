@@ -75,6 +75,12 @@ class Broker(BrokerStub):
             return Coordinator(E.none, 2, "other", 9093)
         return Coordinator(E.none, 1, "localhost", 9092)
 
+    def coordinator_partition(self, key, key_type):
+        return self.groups.partition_for(key) if key and key_type in (0, 1) else None
+
+    async def coordinators(self, key_type, partitions):
+        return {i: await self.find_coordinator("", key_type) for i in partitions}
+
 
 async def broker() -> Broker:
     groups = GroupCoordinator(
