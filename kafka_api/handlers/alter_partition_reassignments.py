@@ -18,6 +18,7 @@ from kafka_api.authz import Op, authorize_cluster
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, named_twice
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import sliced
 from raftlog.errors import ErrorCode
 
 API_KEY = 45
@@ -49,7 +50,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     repeated = duplicates((topic, p.partition_index) for topic, p in asked)
     registered = {b.node_id for b in ctx.broker.live_brokers()}
     rf_change = ctx.api_version < 1 or bool(request.allow_replication_factor_change)
-    for topic, p in asked:
+    async for topic, p in sliced(asked):  # the topics are the loop's
         index = p.partition_index
         if (topic, index) in repeated:
             answer: Answer = (index, E.invalid_request, named_twice("partition"))

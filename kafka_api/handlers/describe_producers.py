@@ -22,6 +22,7 @@ from kafka_api.authz import DENIED_MESSAGES, Op, Resource, authorize
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, named_twice, topic_name_error
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import sliced
 from raftlog.broker import ActiveProducer
 from raftlog.errors import ErrorCode, KafkaError
 
@@ -39,7 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     repeated = duplicates((t.name, i) for t in request.topics for i in t.partition_indexes)
     described: Described = []
-    for requested in request.topics:
+    async for requested in sliced(request.topics):  # the ACLs and partitions are the loop's
         name: str = requested.name
         topic_error: tuple[ErrorCode, str | None] | None = None
         problem = topic_name_error(name)

@@ -26,6 +26,7 @@ from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis, named_twice
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import Slices, off_loop
 from raftlog.errors import ErrorCode
 
 API_KEY = 43
@@ -39,16 +40,14 @@ MAX_CONCURRENT = 256
 
 Outcome = tuple[ErrorCode, str | None]
 Results = list[tuple[str, list[tuple[int, ErrorCode, str | None]]]]
+Named = list[tuple[str, list[int]]]  # (topic, partition indexes) as asked
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     election = getattr(request, "election_type", PREFERRED)  # v0 elects the preferred only
-    named: list[tuple[str, list[int]]] | None = (
-        None
-        if request.topic_partitions is None
-        else [(t.topic, list(t.partitions)) for t in request.topic_partitions]
-    )
+    asked = request.topic_partitions
+    named: Named | None = None if asked is None else await off_loop(len(asked), _named, asked)
     if not authorize_cluster(ctx, Op.ALTER):
         error = E.cluster_authorization_failed
         return await _everything_refused(m, named, error, DENIED_MESSAGES[error])
@@ -60,14 +59,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     every = named is None
     if named is None:
         named = [(t.name, list(range(len(t.partitions)))) for t in broker.topics().values()]
-    repeated = duplicates((topic, i) for topic, indexes in named for i in indexes)
+    repeated = await off_loop(len(named), _repeated, named)
     timeout_ms = millis(request.timeout)
     todo = enumerate((topic, i) for topic, indexes in named for i in indexes)
     outcomes: dict[int, Outcome] = {}
+    slices = Slices()
 
     async def elect() -> None:
         """One of MAX_CONCURRENT workers over the partitions: a task for each partition named
-        would be a million tasks for a request naming a million."""
+        would be a million tasks for a request naming a million. An answer found at once (an
+        unknown topic) does not hand the loop back: the slices do."""
         for position, (topic, index) in todo:
             if (topic, index) in repeated:
                 outcomes[position] = E.invalid_request, named_twice("partition")
@@ -75,8 +76,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 outcomes[position] = _unclean(ctx, topic, index)
             else:
                 outcomes[position] = await broker.elect_preferred_leader(topic, index, timeout_ms)
+            await slices.step()
 
     await asyncio.gather(*(elect() for _ in range(MAX_CONCURRENT)))
+    return await encode_off_loop(_elected, m, named, outcomes, every)
+
+
+def _named(asked: Any) -> Named:
+    return [(t.topic, list(t.partitions)) for t in asked]
+
+
+def _repeated(named: Named) -> set[tuple[str, int]]:
+    return duplicates((topic, i) for topic, indexes in named for i in indexes)
+
+
+def _elected(m: ModuleType, named: Named, outcomes: dict[int, Outcome], every: bool) -> Any:
+    """The outcomes (by position) in the request's order; asked for every partition, those
+    that needed no election are left out."""
     results: Results = []
     answers = (outcomes[position] for position in range(len(outcomes)))
     for topic, indexes in named:
@@ -86,7 +102,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if not (every and error is E.election_not_needed):
                 partitions.append((index, error, message))
         results.append((topic, partitions))
-    return await encode_off_loop(_answer, m, E.none, results)
+    return _answer(m, E.none, results)
 
 
 def _unclean(ctx: RequestContext, topic: str, index: int) -> Outcome:
@@ -103,14 +119,18 @@ def _unclean(ctx: RequestContext, topic: str, index: int) -> Outcome:
 
 
 async def _everything_refused(
-    m: ModuleType, named: list[tuple[str, list[int]]] | None, error: ErrorCode, message: str
+    m: ModuleType, named: Named | None, error: ErrorCode, message: str
 ) -> Any:
     """Kafka's ElectLeadersRequest.getErrorResponse: the request's error on every partition
     it names (none when it named none)."""
+    return await encode_off_loop(_refused, m, named, error, message)
+
+
+def _refused(m: ModuleType, named: Named | None, error: ErrorCode, message: str) -> Any:
     results: Results = [
         (topic, [(i, error, message) for i in indexes]) for topic, indexes in named or ()
     ]
-    return await encode_off_loop(_answer, m, error, results)
+    return _answer(m, error, results)
 
 
 def _answer(m: ModuleType, error: ErrorCode, results: Results) -> Any:

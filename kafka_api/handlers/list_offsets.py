@@ -6,18 +6,23 @@ legacyFetchOffsetsBefore does for a log of one segment: LATEST gives the high wa
 the log start offset, EARLIEST the log start offset, and a timestamp the first offset whose
 record is at or after it (every record before it is older), or the high watermark when no
 record is that new, then the log start offset. Kafka answers a timestamp by its segments'
-modification times; raftlog by the records' own timestamps."""
+modification times; raftlog by the records' own timestamps.
+
+The partitions are judged on the loop a slice at a time (kafka_api/entry_work.py); repeats are
+counted, and an answer of more than a thousand built and encoded, in a thread."""
 
 from __future__ import annotations
 
 from collections import Counter
+from types import ModuleType
 from typing import Any
 
 from epoch import NO_EPOCH
-from kafka_api.authz import Op, Resource, authorized
+from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TimestampOffset, TopicInfo
 from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
@@ -35,61 +40,93 @@ READ_COMMITTED = 1  # isolation_level: LATEST is the last stable offset, lookups
 _NOT_FOUND = TimestampOffset(timestamp=-1, offset=-1, leader_epoch=NO_EPOCH)
 
 
+# Per partition asked: its error, what was found, and v0's list of offsets (None above v0)
+Found = tuple[ErrorCode, TimestampOffset, tuple[int, ...] | None]
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     m = response_module(API_KEY, version)
-    named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
-    # DESCRIBE on each topic, asked first: an unauthorized one is answered whatever it holds
-    describable = authorized(ctx, Op.DESCRIBE, Resource.TOPIC, (t.name for t in request.topics))
-    topics = []
-    for requested_topic in request.topics:
-        topic = ctx.broker.topic(requested_topic.name)
-        partitions = []
-        for requested in requested_topic.partitions:
-            if requested_topic.name not in describable:
-                error, found = ErrorCode.topic_authorization_failed, _NOT_FOUND
-            elif named[requested_topic.name, requested.partition_index] > 1:
-                # Kafka answers every copy of a partition named twice INVALID_REQUEST, and
-                # does no work for it (5,000 copies of one froze a node for 7 s).
-                error, found = ErrorCode.invalid_request, _NOT_FOUND
-            elif version == 0:
-                error, offsets = await _old_style(
-                    ctx.broker, topic, requested.partition_index, requested.timestamp
-                )
-                partitions.append(
-                    build(
-                        m.ListOffsetsPartitionResponse,
-                        partition_index=requested.partition_index,
-                        error_code=error,
-                        old_style_offsets=offsets[: max(requested.max_num_offsets, 0)],
-                    )
-                )
-                continue
-            else:
-                error, found = await _lookup(
-                    ctx.broker,
-                    topic,
-                    requested.partition_index,
-                    requested.current_leader_epoch if version >= 4 else NO_EPOCH,
-                    requested.timestamp,
-                    version >= 2 and request.isolation_level == READ_COMMITTED,
-                )
-            partitions.append(
-                build(
-                    m.ListOffsetsPartitionResponse,
-                    partition_index=requested.partition_index,
-                    error_code=error,
-                    timestamp=found.timestamp,
-                    offset=found.offset,
-                    leader_epoch=found.leader_epoch,
-                )
+    count = sum(len(t.partitions) for t in request.topics)
+    named = await off_loop(count, _named, request.topics)
+    committed = version >= 2 and request.isolation_level == READ_COMMITTED
+    results: list[Found] = []
+    judged: Any = None  # the topic entry last judged, and what was found for it
+    describable, topic = False, None
+    # The ACLs and partitions are the loop's: the partitions are judged here, a slice at a time.
+    async for requested_topic, requested in sliced(
+        (t, p) for t in request.topics for p in t.partitions
+    ):
+        if requested_topic is not judged:
+            judged = requested_topic
+            # DESCRIBE on each topic, asked first: an unauthorized one is answered whatever
+            # it holds
+            describable = authorize(ctx, Op.DESCRIBE, Resource.TOPIC, requested_topic.name)
+            topic = ctx.broker.topic(requested_topic.name)
+        index = requested.partition_index
+        if not describable:
+            results.append((ErrorCode.topic_authorization_failed, _NOT_FOUND, None))
+        elif named[requested_topic.name, index] > 1:
+            # Kafka answers every copy of a partition named twice INVALID_REQUEST, and does
+            # no work for it (5,000 copies of one froze a node for 7 s).
+            results.append((ErrorCode.invalid_request, _NOT_FOUND, None))
+        elif version == 0:
+            error, offsets = await _old_style(ctx.broker, topic, index, requested.timestamp)
+            results.append((error, _NOT_FOUND, offsets[: max(requested.max_num_offsets, 0)]))
+        else:
+            epoch = requested.current_leader_epoch if version >= 4 else NO_EPOCH
+            error, found = await _lookup(
+                ctx.broker, topic, index, epoch, requested.timestamp, committed
             )
-        topics.append(
+            results.append((error, found, None))
+    return await answer(count, _answer, m, request.topics, results)
+
+
+def _named(topics: Any) -> Counter[tuple[str, int]]:
+    """How many times each partition is named."""
+    return Counter((t.name, p.partition_index) for t in topics for p in t.partitions)
+
+
+def _answer(m: ModuleType, topics: Any, results: list[Found]) -> Any:
+    found = iter(results)
+    return build(
+        m.ListOffsetsResponse,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
             build(
-                m.ListOffsetsTopicResponse, name=requested_topic.name, partitions=tuple(partitions)
+                m.ListOffsetsTopicResponse,
+                name=t.name,
+                partitions=tuple(
+                    _partition(m, p.partition_index, *next(found)) for p in t.partitions
+                ),
             )
+            for t in topics
+        ),
+    )
+
+
+def _partition(
+    m: ModuleType,
+    index: int,
+    error: ErrorCode,
+    found: TimestampOffset,
+    offsets: tuple[int, ...] | None,
+) -> Any:
+    if offsets is not None:
+        return build(
+            m.ListOffsetsPartitionResponse,
+            partition_index=index,
+            error_code=error,
+            old_style_offsets=offsets,
         )
-    return build(m.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return build(
+        m.ListOffsetsPartitionResponse,
+        partition_index=index,
+        error_code=error,
+        timestamp=found.timestamp,
+        offset=found.offset,
+        leader_epoch=found.leader_epoch,
+    )
 
 
 async def _lookup(

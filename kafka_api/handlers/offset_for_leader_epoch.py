@@ -1,15 +1,19 @@
 """OffsetForLeaderEpoch (23): where a leader epoch ends on the leader (KIP-101/KIP-279), which
-clients use to detect log truncation after a leader change."""
+clients use to detect log truncation after a leader change. The partitions are judged on the
+loop a slice at a time (kafka_api/entry_work.py); an answer of more than a thousand is built
+and encoded in a thread."""
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from epoch import NO_EPOCH
-from kafka_api.authz import Op, Resource, authorize_cluster, authorized
+from kafka_api.authz import Op, Resource, authorize, authorize_cluster
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import answer, sliced
 from raftlog.broker import TopicInfo
 from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
@@ -21,48 +25,66 @@ MAX_VERSION = 4
 _UNDEFINED = (NO_EPOCH, -1)  # (epoch, end offset)
 
 
+# Per partition asked: its error and (epoch, end offset)
+Found = tuple[ErrorCode, tuple[int, int]]
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    names = [t.topic for t in request.topics]
     # CLUSTER_ACTION (replicas, once its only callers) or DESCRIBE on the topic (KIP-320)
-    describable = (
-        set(names)
-        if authorize_cluster(ctx, Op.CLUSTER_ACTION)
-        else authorized(ctx, Op.DESCRIBE, Resource.TOPIC, names)
-    )
-    topics = []
-    for requested_topic in request.topics:
-        topic = ctx.broker.topic(requested_topic.topic)
-        partitions = []
-        for requested in requested_topic.partitions:
-            error, (epoch, end_offset) = (
-                _end_offset(
-                    ctx.broker,
-                    topic,
-                    requested.partition,
-                    requested.current_leader_epoch,
-                    requested.leader_epoch,
-                )
-                if requested_topic.topic in describable
-                else (ErrorCode.topic_authorization_failed, _UNDEFINED)
-            )
-            partitions.append(
-                build(
-                    m.EpochEndOffset,
-                    error_code=error,
-                    partition=requested.partition,
-                    leader_epoch=epoch,
-                    end_offset=end_offset,
-                )
-            )
-        topics.append(
-            build(
-                m.OffsetForLeaderTopicResult,
-                topic=requested_topic.topic,
-                partitions=tuple(partitions),
+    replica = authorize_cluster(ctx, Op.CLUSTER_ACTION)
+    results: list[Found] = []
+    judged: Any = None  # the topic entry last judged, and what was found for it
+    describable, topic = False, None
+    # The ACLs and partitions are the loop's: the partitions are judged here, a slice at a time.
+    async for requested_topic, requested in sliced(
+        (t, p) for t in request.topics for p in t.partitions
+    ):
+        if requested_topic is not judged:
+            judged = requested_topic
+            name = requested_topic.topic
+            describable = replica or authorize(ctx, Op.DESCRIBE, Resource.TOPIC, name)
+            topic = ctx.broker.topic(name)
+        if not describable:
+            results.append((ErrorCode.topic_authorization_failed, _UNDEFINED))
+            continue
+        results.append(
+            _end_offset(
+                ctx.broker,
+                topic,
+                requested.partition,
+                requested.current_leader_epoch,
+                requested.leader_epoch,
             )
         )
-    return build(m.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return await answer(len(results), _answer, m, request.topics, results)
+
+
+def _answer(m: ModuleType, topics: Any, results: list[Found]) -> Any:
+    found = iter(results)
+    return build(
+        m.OffsetForLeaderEpochResponse,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            build(
+                m.OffsetForLeaderTopicResult,
+                topic=t.topic,
+                partitions=tuple(_partition(m, p.partition, *next(found)) for p in t.partitions),
+            )
+            for t in topics
+        ),
+    )
+
+
+def _partition(m: ModuleType, index: int, error: ErrorCode, found: tuple[int, int]) -> Any:
+    epoch, end_offset = found
+    return build(
+        m.EpochEndOffset,
+        error_code=error,
+        partition=index,
+        leader_epoch=epoch,
+        end_offset=end_offset,
+    )
 
 
 def _end_offset(

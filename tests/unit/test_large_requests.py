@@ -33,14 +33,19 @@ from kafka_api.context import RequestContext
 from kafka_api.entry_work import LARGE, answer, off_loop, sliced
 from kafka_api.handlers import (
     add_partitions_to_txn,
+    alter_partition_reassignments,
     alter_replica_log_dirs,
     delete_records,
+    describe_producers,
     describe_quorum,
     describe_topic_partitions,
     describe_transactions,
+    elect_leaders,
+    list_offsets,
+    offset_for_leader_epoch,
     txn_offset_commit,
 )
-from raftlog.broker import LogDirInfo, TopicInfo
+from raftlog.broker import BrokerInfo, LogDirInfo, TopicInfo
 from raftlog.errors import ErrorCode as E
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
@@ -74,6 +79,14 @@ class Cluster(BrokerStub):
 
     def log_dirs(self) -> list[LogDirInfo]:
         return [LogDirInfo("/data", ())]
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return [BrokerInfo(1, "h1", 9092)]
+
+    async def elect_preferred_leader(
+        self, topic: str, index: int, timeout_ms: int
+    ) -> tuple[E, str | None]:
+        return E.unknown_topic_or_partition, None  # as the node answers an unknown topic
 
     @property
     def transactions(self) -> TxnCoordinator:
@@ -155,6 +168,46 @@ def request(module: Any, version: int, n: int) -> Any:
                 m.TxnOffsetCommitRequestTopic(name=f"t-{i}", partitions=partition) for i in range(n)
             ),
         )
+    if module is elect_leaders:
+        return build(
+            m.ElectLeadersRequest,
+            election_type=0,
+            timeout=timedelta(seconds=5),
+            topic_partitions=tuple(
+                m.TopicPartitions(topic=f"t-{i}", partitions=(0,)) for i in range(n)
+            ),
+        )
+    if module is alter_partition_reassignments:
+        moved = (m.ReassignablePartition(partition_index=0, replicas=(1,)),)
+        return build(
+            m.AlterPartitionReassignmentsRequest,
+            timeout=timedelta(seconds=5),
+            allow_replication_factor_change=True,
+            topics=tuple(m.ReassignableTopic(name=f"t-{i}", partitions=moved) for i in range(n)),
+        )
+    if module is list_offsets:
+        latest = (m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)
+        return build(
+            m.ListOffsetsRequest,
+            replica_id=-1,
+            isolation_level=0,
+            timeout=timedelta(0),
+            topics=tuple(m.ListOffsetsTopic(name=f"t-{i}", partitions=latest) for i in range(n)),
+        )
+    if module is offset_for_leader_epoch:
+        epoch = (m.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0),)
+        return build(
+            m.OffsetForLeaderEpochRequest,
+            replica_id=-1,
+            topics=tuple(
+                m.OffsetForLeaderTopic(topic=f"t-{i}", partitions=epoch) for i in range(n)
+            ),
+        )
+    if module is describe_producers:
+        return build(
+            m.DescribeProducersRequest,
+            topics=tuple(m.TopicRequest(name=f"t-{i}", partition_indexes=(0,)) for i in range(n)),
+        )
     assert module is add_partitions_to_txn
     return build(
         m.AddPartitionsToTxnRequest,
@@ -184,7 +237,11 @@ def codes(module: Any, version: int, response: Any) -> list[int]:
         return [p.error_code for r in read.results for p in r.partitions]
     if module is delete_records:
         return [p.error_code for t in read.topics for p in t.partitions]
-    if module is txn_offset_commit:
+    if module is elect_leaders:
+        return [p.error_code for r in read.replica_election_results for p in r.partition_result]
+    if module is alter_partition_reassignments:
+        return [p.error_code for r in read.responses for p in r.partitions]
+    if module in (txn_offset_commit, list_offsets, offset_for_leader_epoch, describe_producers):
         return [p.error_code for t in read.topics for p in t.partitions]
     return [
         p.partition_error_code
@@ -249,6 +306,11 @@ CASES = [
     (delete_records, 2, False, E.unknown_topic_or_partition),
     (txn_offset_commit, 3, False, E.unknown_topic_or_partition),
     (add_partitions_to_txn, 3, False, E.unknown_topic_or_partition),
+    (elect_leaders, 2, False, E.unknown_topic_or_partition),
+    (alter_partition_reassignments, 1, False, E.unknown_topic_or_partition),
+    (list_offsets, 8, False, E.unknown_topic_or_partition),
+    (offset_for_leader_epoch, 4, False, E.unknown_topic_or_partition),
+    (describe_producers, 0, False, E.unknown_topic_or_partition),
 ]
 
 
@@ -286,7 +348,7 @@ async def test_a_slice_hands_the_loop_back(monkeypatch: pytest.MonkeyPatch) -> N
     done = True
     await task
     assert seen == list(range(640))
-    assert turns >= 10  # one after each 64 entries
+    assert turns >= 640  # one after each entry
 
 
 async def test_a_large_requests_own_work_and_answer_are_done_in_a_thread() -> None:
