@@ -40,7 +40,7 @@ ASKED, PROBE = 7, 8  # correlation ids: the big request, and an ApiVersions behi
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # Without auto-creation: Metadata v0-3 naming 10,000 unknown topics would create them, new
     # leaderships by the thousand that this test would count as moved (creating many topics
-    # at once is tested on its own: tests/unit/test_topic_admin.py).
+    # at once is tested on its own: test_many_topics.py).
     c = Cluster(
         tmp_path_factory.mktemp("bounds"),
         nodes=3,
