@@ -39,12 +39,16 @@ partition named twice is INVALID_REQUEST for every copy, and none of them is wri
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from types import ModuleType
 from typing import Any
 
 from kafka_api.authz import Op, authorize_cluster
 from kafka_api.codec import build, response_module
 from kafka_api.common import duplicates
 from kafka_api.context import RequestContext
+from kafka_api.entry_work import answer, off_loop, sliced
+from raftlog.broker import Partition
 from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 
@@ -57,28 +61,51 @@ MARKER_TIMEOUT_S = 15.0
 E = ErrorCode
 
 
+Asked = list[tuple[Any, str, int]]  # (marker, topic, partition) in the request's order
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    asked = [
+    markers = request.markers
+    asked = await off_loop(len(markers), _asked, markers)
+    if not (authorize_cluster(ctx, Op.ALTER) or authorize_cluster(ctx, Op.CLUSTER_ACTION)):
+        errors = [E.cluster_authorization_failed] * len(asked)
+        return await answer(len(asked), _answer, m, markers, errors)
+    repeated = await off_loop(len(asked), _repeated, asked)
+    errors = []
+    aborts: dict[int, Awaitable[ErrorCode]] = {}
+    # The partitions are the loop's: each is judged here, a slice at a time; only those with
+    # a transaction of the producer open wait for its coordinators and a marker, all at once.
+    async for position, (marker, name, index) in sliced(enumerate(asked)):
+        if (marker.producer_id, name, index) in repeated:
+            errors.append(E.invalid_request)
+            continue
+        found = _open(ctx, marker, name, index)
+        if isinstance(found, ErrorCode):
+            errors.append(found)
+        else:
+            errors.append(E.none)  # the abort's outcome replaces it
+            aborts[position] = _abort(ctx, marker, name, index, *found)
+    if aborts:
+        for position, error in zip(aborts, await asyncio.gather(*aborts.values()), strict=True):
+            errors[position] = error
+    return await answer(len(asked), _answer, m, markers, errors)
+
+
+def _asked(markers: Any) -> Asked:
+    return [
         (marker, topic.name, index)
-        for marker in request.markers
+        for marker in markers
         for topic in marker.topics
         for index in topic.partition_indexes
     ]
-    if not (authorize_cluster(ctx, Op.ALTER) or authorize_cluster(ctx, Op.CLUSTER_ACTION)):
-        errors = [E.cluster_authorization_failed] * len(asked)
-    else:
-        repeated = duplicates((marker.producer_id, name, index) for marker, name, index in asked)
-        errors = list(
-            await asyncio.gather(
-                *(
-                    _refused(E.invalid_request)
-                    if (marker.producer_id, name, index) in repeated
-                    else _write(ctx, marker, name, index)
-                    for marker, name, index in asked
-                )
-            )
-        )
+
+
+def _repeated(asked: Asked) -> set[tuple[int, str, int]]:
+    return duplicates((marker.producer_id, name, index) for marker, name, index in asked)
+
+
+def _answer(m: ModuleType, markers: Any, errors: list[ErrorCode]) -> Any:
     found = iter(errors)
     return build(
         m.WriteTxnMarkersResponse,
@@ -98,16 +125,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     for topic in marker.topics
                 ),
             )
-            for marker in request.markers
+            for marker in markers
         ),
     )
 
 
-async def _refused(error: ErrorCode) -> ErrorCode:
-    return error
-
-
-async def _write(ctx: RequestContext, marker: Any, name: str, index: int) -> ErrorCode:
+def _open(
+    ctx: RequestContext, marker: Any, name: str, index: int
+) -> ErrorCode | tuple[Partition, int]:
+    """The partition this node leads and the first offset of the producer's transaction open
+    there, or the answer: there is nothing to abort, or no abort may be written."""
     topic = ctx.broker.topic(name)
     if topic is None or not 0 <= index < len(topic.partitions):
         return E.unknown_topic_or_partition
@@ -119,6 +146,12 @@ async def _write(ctx: RequestContext, marker: Any, name: str, index: int) -> Err
     start = partition.transaction_start(marker.producer_id)
     if start is None:
         return E.none  # nothing open here to abort
+    return partition, start
+
+
+async def _abort(
+    ctx: RequestContext, marker: Any, name: str, index: int, partition: Partition, start: int
+) -> ErrorCode:
     error, held = await ctx.broker.producer_held(marker.producer_id, name, index)
     if error != E.none:
         return error

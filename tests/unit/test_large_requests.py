@@ -44,6 +44,7 @@ from kafka_api.handlers import (
     list_offsets,
     offset_for_leader_epoch,
     txn_offset_commit,
+    write_txn_markers,
 )
 from raftlog.broker import BrokerInfo, LogDirInfo, TopicInfo
 from raftlog.errors import ErrorCode as E
@@ -208,6 +209,20 @@ def request(module: Any, version: int, n: int) -> Any:
             m.DescribeProducersRequest,
             topics=tuple(m.TopicRequest(name=f"t-{i}", partition_indexes=(0,)) for i in range(n)),
         )
+    if module is write_txn_markers:
+        return build(
+            m.WriteTxnMarkersRequest,
+            markers=tuple(
+                m.WritableTxnMarker(
+                    producer_id=1,
+                    producer_epoch=0,
+                    transaction_result=False,
+                    coordinator_epoch=0,
+                    topics=(m.WritableTxnMarkerTopic(name=f"t-{i}", partition_indexes=(0,)),),
+                )
+                for i in range(n)
+            ),
+        )
     assert module is add_partitions_to_txn
     return build(
         m.AddPartitionsToTxnRequest,
@@ -237,6 +252,8 @@ def codes(module: Any, version: int, response: Any) -> list[int]:
         return [p.error_code for r in read.results for p in r.partitions]
     if module is delete_records:
         return [p.error_code for t in read.topics for p in t.partitions]
+    if module is write_txn_markers:
+        return [p.error_code for r in read.markers for t in r.topics for p in t.partitions]
     if module is elect_leaders:
         return [p.error_code for r in read.replica_election_results for p in r.partition_result]
     if module is alter_partition_reassignments:
@@ -321,6 +338,7 @@ CASES = [
     (list_offsets, 8, False, E.unknown_topic_or_partition),
     (offset_for_leader_epoch, 4, False, E.unknown_topic_or_partition),
     (describe_producers, 0, False, E.unknown_topic_or_partition),
+    (write_txn_markers, 1, False, E.unknown_topic_or_partition),
 ]
 
 
