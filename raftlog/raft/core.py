@@ -1051,7 +1051,7 @@ class Raft:
             entries=tuple(self.log.entries(self.unsent_from, last + 1))
             if self.unsent_from <= last
             else (),
-            messages=tuple(self.outbox),
+            messages=tuple(m for m in self.outbox if self._still_holds(m)),
             committed=tuple(self.log.entries(self.applied + 1, hi + 1))
             if self.applied < hi
             else (),
@@ -1066,6 +1066,19 @@ class Raft:
         self.unsent_from = last + 1
         self.applied = max(self.applied, hi)
         return rd
+
+    def _still_holds(self, m: Message) -> bool:
+        """An append carries entries as the log handed them out when it was built; a cut or a
+        compaction before this Ready may have removed them (a leader held by SIGSTOP reads, in
+        one loop turn, a late refusal that makes it send its tail again and the new leader's
+        append that cuts that tail: the lazy payload then lay past the end of its segment,
+        issue 43). Such an append is not sent, as a lost one: its term is stale, or the
+        heartbeat sends again from the log as it is. By log matching, the first entry still
+        held and the last one of the same term mean the log still holds them all."""
+        if m.type != MsgType.APP or not m.entries:
+            return True
+        first, last = m.entries[0].index, m.entries[-1]
+        return first >= self.log.first_index() and self.log.term_at(last.index) == last.term
 
     def advance(self, rd: Ready) -> None:
         """The caller made `rd` durable: its entries now count as this replica's own match."""

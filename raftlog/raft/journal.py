@@ -94,19 +94,28 @@ class Entry:
         return cls(idx, term, offset, next_offset, Location(base, term, position, size))
 
 
+class StaleEntry(LookupError):
+    """A payload was read after its entry left the window (cut, or compacted away)."""
+
+
 class StoredCommand:
     """A data command that reads its batches from the segment only when it is sent: the core
     asks an entry for its length when sizing an append, which needs no data; the driver's
-    wire encoding takes its bytes."""
+    wire encoding takes its bytes. It holds the window's own Entry, and reads only while the
+    window still holds that very object at its index: every cut removes the Entry objects it
+    cuts and every add makes a new one, the window and its segments are cut together, and
+    compaction and retention stop below the window's first entry. So the bytes read are the
+    entry's, never a later entry's written where a cut left off (issue 43)."""
 
-    __slots__ = ("_log", "_location")
+    __slots__ = ("_journal", "_entry", "_size")
 
-    def __init__(self, log: Log, location: Location) -> None:
-        self._log = log
-        self._location = location
+    def __init__(self, journal: SegmentJournal, entry: Entry, size: int) -> None:
+        self._journal = journal
+        self._entry = entry
+        self._size = 1 + size
 
     def __len__(self) -> int:
-        return 1 + self._location.size
+        return self._size
 
     def __getitem__(self, item: slice | int) -> bytes | int:
         if item == slice(None, 1, None):
@@ -114,15 +123,15 @@ class StoredCommand:
         return bytes(self)[item]
 
     def __bytes__(self) -> bytes:
-        return DATA_PREFIX + self._log.read_location(self._location)
+        return DATA_PREFIX + self._journal.read_entry(self._entry)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StoredCommand):
-            return self._location == other._location
+            return self._entry.location == other._entry.location
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(self._location)
+        return hash(self._entry.location)
 
 
 # An entry as the window hands it out: (command, Raft index, term).
@@ -394,7 +403,14 @@ class SegmentJournal:
             assert e.inline is not None  # an entry is inline or has its batches in the log
             return (e.inline, e.idx, e.term)
         assert self._log is not None  # only a partition's entries have batches
-        return (StoredCommand(self._log, e.location), e.idx, e.term)
+        return (StoredCommand(self, e, e.location.size), e.idx, e.term)
+
+    def read_entry(self, entry: Entry) -> bytes:
+        """The batches of `entry`, which the window must still hold (StoredCommand)."""
+        if self.entry_by_index(entry.idx) is not entry:
+            raise StaleEntry(f"{self._dir}: entry {entry.idx} of term {entry.term} left the window")
+        assert self._log is not None and entry.location is not None
+        return self._log.read_location(entry.location)
 
     def _hw_for(self, commit_index: int) -> int:
         """High watermark = the offset after the last committed entry."""

@@ -4,10 +4,11 @@ only real conflicts cut the log."""
 
 from __future__ import annotations
 
+import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from support.journal import RecordingListener as Listener
 
-from raftlog.raft.journal import COMMIT_SAVE_SECONDS, DATA_PREFIX, SegmentJournal
+from raftlog.raft.journal import COMMIT_SAVE_SECONDS, DATA_PREFIX, SegmentJournal, StaleEntry
 from raftlog.raft.raft_state import RaftState
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log, LogConfig
@@ -150,3 +151,28 @@ def test_compaction_keeps_the_data_and_a_short_window(tmp_path):
     j.compact_to(10)
     assert j[0][1] == 10 and len(j) == 3 and j.has_snapshot()
     assert log.log_end_offset == 10 and stored(log)[0] == (0, 1)
+
+
+def test_a_payload_read_after_its_entry_was_cut_never_returns_another_entrys_bytes(tmp_path):
+    """Issue 43: a lazy payload handed out before a cut is read after it. Raft itself never
+    writes an entry of the same term where a cut left off, but nothing in a bare location
+    said so: a new batch of that term at that position was read as the cut one's. The
+    payload reads only while the window holds its very entry; a compaction of the window
+    (whose data stays in the log) makes it stale too."""
+    log, j = open_journal(tmp_path)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    j.add(DATA_PREFIX + batch(b"a"), 3, 1)
+    j.add(DATA_PREFIX + batch(b"cut"), 4, 1)
+    kept, stale = j[2][0], j[3][0]
+    j.cut_after(3)
+    j.add(DATA_PREFIX + batch(b"new"), 4, 1)  # same segment, same position, other bytes
+    fresh = j[3][0]
+    assert bytes(fresh) == DATA_PREFIX + log.read(1, 1 << 20, 2, True)
+    with pytest.raises(StaleEntry):
+        bytes(stale)
+    assert bytes(kept) == DATA_PREFIX + log.read(0, 1 << 20, 1, True)
+    j.compact_to(4)
+    with pytest.raises(StaleEntry):
+        bytes(kept)
+    assert bytes(fresh) == DATA_PREFIX + log.read(1, 1 << 20, 2, True)

@@ -242,3 +242,54 @@ async def test_an_install_whose_source_went_away_fails_and_the_next_one_complete
         net.settle()
     assert three.values() == one.values()
     assert len(three.listener.installs) == 1
+
+
+def test_an_append_built_before_a_cut_is_not_sent_with_bytes_the_cut_removed(
+    tmp_path: Path,
+) -> None:
+    """Issue 43: a leader held by SIGSTOP reads, in one loop turn after it resumes, a late
+    answer of its own term (node 2 refusing an append that overtook a lost one), which makes
+    it send its unreplicated tail again, and the new leader's first append, which deposes it
+    and cuts that tail from the segment. The Ready of that turn held the first append, whose
+    entry now lay just past the end of its segment: encoding it raised `Segment(...) has no
+    N bytes at <size>` and the group's Ready failed halfway. It is dropped (a lost message:
+    the deposed leader's term is stale anyway), and the replica follows the new leader."""
+    net = Net(tmp_path)
+    net.elect(1)
+    one = net.replicas[1]
+    one.raft.propose(DATA_PREFIX + batch(b"a"))
+    net.settle()
+    net.cut = {1}
+    one.raft.propose(DATA_PREFIX + batch(b"x"))  # index 4: its appends are lost
+    net.settle()
+    x_location = one.journal.entry_by_index(4).location
+    new = net.without_node_1()  # node 1, held, does not tick
+    new.raft.propose(DATA_PREFIX + batch(b"c"))
+    net.settle()
+
+    net.cut = set()
+    one.raft.step(
+        Message(MsgType.APP_RESP, 2, 1, 1, index=4, log_term=1, reject=True, reject_hint=3)
+    )
+    assert any(m.entries for m in one.raft.outbox)  # x, to be sent again
+    for _ in range(new.raft.cfg.heartbeat_tick):
+        new.raft.tick()
+    rd = new.raft.ready()
+    new.raft.advance(rd)
+    for m in rd.messages:
+        if m.dst == 1:
+            one.raft.step(decode(msgpack.unpackb(msgpack.packb(encode("g", m))), 2, 1)[1])
+    assert one.raft.role == Role.FOLLOWER
+    assert one.log.segments()[0].size == x_location.position  # x cut at the end of its segment
+
+    rd = one.raft.ready()
+    for m in rd.messages:
+        encode("g", m)  # raised ValueError: the segment has no bytes at its end
+    assert all(m.term == one.raft.term for m in rd.messages if m.entries)
+    one.raft.advance(rd)
+    net.settle()
+    for _ in range(3):
+        new.raft.tick()
+        net.settle()
+    assert one.values() == new.values()
+    assert [v for _, _, v in one.values()] == [b"a", b"c"]
