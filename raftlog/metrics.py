@@ -28,6 +28,7 @@ from prometheus_client.exposition import choose_encoder
 from raftlog.counters import COMMIT_BUCKETS, STALL_BUCKETS, Histogram
 from raftlog.errors import ErrorCode
 from raftlog.http_listener import BAD_REQUEST_STATUSES, REFUSED_BY_ADDRESS, REFUSED_BY_LISTENER
+from raftlog.raft.driver import FAILURE_SERIES
 from raftlog.share.partition_state import RecordState
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ SHARE_STATES = tuple(s.name for s in RecordState)
 PROCESS_SERIES = 6  # prometheus_client's ProcessCollector on Linux
 # replicas, leaders; Raft counters, groups awake, histogram; loop stalls: histogram, longest
 NODE_SERIES = 2 + 4 + 1 + len(COMMIT_BUCKETS) + 3 + len(STALL_BUCKETS) + 3 + 1
+# Raft groups that raised and were restarted: none on a healthy node, at most this many.
+GROUP_FAILURE_SERIES = FAILURE_SERIES + 1  # the first groups that failed, then OTHER
 KAFKA_SERIES = 3  # connections open and total, authentication failures
 # each HTTP listener (admin, consume proxy): connections open, accepted, refused by either cap,
 # evicted; malformed requests by status
@@ -76,6 +79,7 @@ def series_budget(
     return (
         PROCESS_SERIES
         + NODE_SERIES
+        + GROUP_FAILURE_SERIES
         + KAFKA_SERIES
         + SERIES_PER_HTTP_LISTENER * http_listeners
         + SERIES_PER_API * apis
@@ -436,7 +440,19 @@ class NodeCollector:
 
     def _raft(self) -> list[Family]:
         raft = self._node.ctx.metrics
+        driver = self._node.ctx.driver
+        failures = Family(
+            COUNTER,
+            "raftlog_raft_group_failures_total",
+            "Raft groups of this node stopped after raising and reopened from their files, by "
+            f"group (<topic id>/<partition>, as the log names it; past {FAILURE_SERIES} "
+            "groups: OTHER).",
+            ["raft_group"],
+        )
+        for name, count in sorted(driver.failures.items()):
+            failures.add([name], count)
         return [
+            failures,
             Family(
                 COUNTER,
                 "raftlog_raft_leader_elections_total",
@@ -462,7 +478,7 @@ class NodeCollector:
                 "raftlog_raft_groups_awake",
                 "This node's Raft groups that are not quiet (idle groups go quiet and cost "
                 "nothing until something wakes them).",
-            ).add([], self._node.ctx.driver.awake),
+            ).add([], driver.awake),
             Family(
                 HISTOGRAM,
                 "raftlog_raft_commit_latency_seconds",

@@ -125,15 +125,24 @@ class Partition:
         self.replicas = replicas
         self._ctx = ctx
         self._on_change = on_change
+        self._group_name = group_name
+        self._directory = directory
+        self.settings = dict(settings)
         self._waiters: list[asyncio.Future] = []
-        self._term_was_committed = False
         # history records waiting for the Raft state save (its number) their term is in
         self._unwritten: deque[tuple[int, history.Record]] = deque()
         self._last_hw_record = 0.0
         self._leader_seen: tuple[str | None, int] = (None, 0)
         self.counters = PartitionCounters()
+        self._open()
+
+    def _open(self) -> None:
+        """Opens the replica from its files: at the node's start, and again after its Raft
+        group raised (`restart`)."""
+        ctx, directory, group_name = self._ctx, self._directory, self._group_name
+        self._term_was_committed = False
         self.log = Log(directory, LogConfig())
-        self.apply_settings(settings)
+        self.apply_settings(self.settings)
         self.epochs = EpochCache(directory / "leader-epoch-checkpoint")
         self.epochs.refresh(self.log.epochs())
         self._producer_path = directory / "producer-state"
@@ -151,13 +160,14 @@ class Partition:
         self.group = CoreGroup(
             group_name,
             str(ctx.node_id),
-            [str(r) for r in replicas],
+            [str(r) for r in self.replicas],
             self.journal,
             ctx.driver,
             election_seconds=ctx.timings.election_min,
             heartbeat_seconds=ctx.timings.heartbeat,
             checkpoint_seconds=ctx.timings.compaction_seconds,
             on_change=self._group_changed,
+            restart=self.restart,
         )
         self.group.installer = Installer(
             group_name,
@@ -180,6 +190,22 @@ class Partition:
         )
         self._share_writer = ShareWriter(self.group.propose, lambda: self.is_leader)
         self._rescan_starts()
+
+    def restart(self) -> None:
+        """The node's Raft driver stopped this replica's group after it raised (raft/driver.py):
+        the replica is closed as at a node's stop and opened again from its files as at its
+        start, in one step, so nothing sees it half open. What was in flight is answered as
+        when a leader steps down; the group then goes on with its peers."""
+        try:
+            self.close()
+        except Exception:
+            # Its files are opened again whatever the close left; what it could not save
+            # (producer or share state) is rebuilt from the log, as after a kill -9.
+            log.exception("%s-%d: close before the restart failed", self.topic, self.index)
+        self._open()
+        log.warning("%s-%d: reopened from its files", self.topic, self.index)
+        self.committed(self.journal.commit_index, self.high_watermark)  # wake long polls
+        self._on_change(self)  # no longer leading: its coordinators and share state go
 
     # --- facade: state -------------------------------------------------------------------------
 

@@ -12,6 +12,13 @@ messages do not wait for it.
 
 Time is logical: the driver ticks every awake group each TICK_SECONDS; the core counts ticks.
 Ticks follow the clock: those a held loop missed are ticked when it runs again.
+
+A group's Ready is taken whole or not at all: its messages are encoded (which reads their
+entries' bytes from the segments) before anything else of it is done, and join the peers'
+frames only once it is persisted, applied and advanced. A group that raises anywhere (its
+Ready, a step, a tick) is stopped at once, counted, and restarted by its owner from its files,
+as a restart of its node would (`Driven.restart`): it then goes on with its peers, and the
+node's other groups never notice.
 """
 
 from __future__ import annotations
@@ -33,6 +40,15 @@ from raftlog.raft.quorum import quorum_silence
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.05
+# A group that fails again within this long of its last failure waits before its next
+# restart, twice as long each time up to RESTART_BACKOFF_MAX: one that fails at every start
+# costs the node little.
+FAILURE_MEMORY_SECONDS = 60.0
+RESTART_BACKOFF_FIRST = 0.5
+RESTART_BACKOFF_MAX = 30.0
+# Groups that have failure counts of their own (metrics); later ones count as OTHER.
+FAILURE_SERIES = 16
+OTHER = "OTHER"
 
 _TYPES = tuple(MsgType)
 _CODE = {t: i for i, t in enumerate(_TYPES)}
@@ -92,6 +108,10 @@ class Driven(Protocol):
     def may_stand(self) -> bool:
         """Whether this replica may stand for election now (the node's budget)."""
 
+    def restart(self) -> None:
+        """The driver stopped the group after it raised: its owner closes the replica and opens
+        it again from its files, which adds a new group of the same name to the driver."""
+
 
 class Link(Protocol):
     """The driver's view of the node's mesh (raft/mesh.py)."""
@@ -145,6 +165,10 @@ class Driver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ticking: asyncio.TimerHandle | None = None
         self._failures = FailureLog(log)
+        self.failures_total = 0  # groups stopped and restarted after raising
+        # the first FAILURE_SERIES groups that failed, then OTHER -> failures
+        self.failures: dict[str, int] = {}
+        self._failed_at: dict[str, tuple[float, int]] = {}  # name -> (last failure, streak)
         link.on_core(self.receive)
         link.on_peer_change.append(self._peer_changed)
         link.on_peer_silent.append(lambda peer_id: self._peer_changed(peer_id, False))
@@ -163,6 +187,8 @@ class Driver:
         self._awake[group.name] = group
 
     def remove(self, group: Driven) -> None:
+        if self._groups.get(group.name) is not group:
+            return  # stopped already, and maybe restarted as a new group of that name
         self._groups.pop(group.name, None)
         self._awake.pop(group.name, None)
         self._dirty.pop(group.name, None)
@@ -186,7 +212,10 @@ class Driver:
         return self._groups.get(group.name) is group
 
     def wake(self, group: Driven) -> None:
-        """Something happened to the group: its Ready is taken this loop turn."""
+        """Something happened to the group: its Ready is taken this loop turn (unless the
+        group was stopped: a stopped group's proposal waits for its restart's answer)."""
+        if self._groups.get(group.name) is not group:
+            return
         self._dirty[group.name] = group
         self._schedule_turn()
 
@@ -204,13 +233,17 @@ class Driver:
         for item in items:
             try:
                 name, message = decode(item, src, self.node_id)
-                group = self._groups.get(name)
-                if group is None:
-                    continue
-                group.raft.step(message)
             except Exception:
                 name = str(item[0]) if item else "?"
-                self._failures.exception(name, "raft group %s: message failed", name)
+                self._failures.exception(name, "raft group %s: undecodable message", name)
+                continue
+            group = self._groups.get(name)
+            if group is None:
+                continue
+            try:
+                group.raft.step(message)
+            except Exception:
+                self._fail(name, group, "step")
                 continue
             self.wake(group)
 
@@ -233,8 +266,11 @@ class Driver:
         missed = max(0, min(behind, self._longest_timeout))
         self._ticked_at = now
         if missed:
-            for group in self._awake.values():
-                group.raft.resume(missed)
+            for name, group in list(self._awake.items()):
+                try:
+                    group.raft.resume(missed)
+                except Exception:
+                    self._fail(name, group, "resume")
         self._tick_groups(self._link.silences())
         timers = self._timers
         while timers and timers[0][0] <= now:
@@ -247,13 +283,16 @@ class Driver:
     def _tick_groups(self, silences: dict[str, float]) -> None:
         heard = [(int(p), int(s / TICK_SECONDS)) for p, s in silences.items()]
         connected = frozenset(int(p) for p in silences)
-        for group in list(self._awake.values()):
+        for name, group in list(self._awake.items()):
             raft = group.raft
-            if heard and raft.lease_ending():
-                for peer, ago in heard:
-                    raft.heard_from(peer, ago)  # FORK 10: a busy node's answers may lag its groups'
-            if raft.tick(group.may_stand() if raft.wants_election() else True, connected):
-                self.wake(group)
+            try:
+                if heard and raft.lease_ending():
+                    for peer, ago in heard:
+                        raft.heard_from(peer, ago)  # FORK 10: a busy node's answers may lag
+                if raft.tick(group.may_stand() if raft.wants_election() else True, connected):
+                    self.wake(group)
+            except Exception:
+                self._fail(name, group, "tick")
 
     def _peer_changed(self, peer_id: str, up: bool) -> None:
         """A peer's node came, went or fell silent: the quiet groups it is in wake (FORK.md 9),
@@ -265,17 +304,23 @@ class Driver:
         silences = {int(p): int(s / TICK_SECONDS) for p, s in self._link.silences().items()}
         silent_ticks = 0 if up else silences.get(peer, 0)
         gone = not up and peer not in silences  # the connection closed
-        for group in self._groups.values():
+        for name, group in list(self._groups.items()):
             raft = group.raft
-            if gone and raft.role == Role.FOLLOWER and raft.leader == peer:
-                raft.leader_gone()
-                self._awake[group.name] = group
-            elif raft.quiet and raft.concerns(peer):
-                if raft.role == Role.LEADER:
-                    raft.wake(quorum_silence(raft.peers, raft.id, silences, self._longest_timeout))
-                else:
-                    raft.wake(silent_ticks if raft.leader == peer else 0)
-                self._awake[group.name] = group
+            try:
+                if gone and raft.role == Role.FOLLOWER and raft.leader == peer:
+                    raft.leader_gone()
+                    self._awake[name] = group
+                elif raft.quiet and raft.concerns(peer):
+                    if raft.role == Role.LEADER:
+                        silence = quorum_silence(
+                            raft.peers, raft.id, silences, self._longest_timeout
+                        )
+                        raft.wake(silence)
+                    else:
+                        raft.wake(silent_ticks if raft.leader == peer else 0)
+                    self._awake[name] = group
+            except Exception:
+                self._fail(name, group, "wake")
 
     # --- the turn ----------------------------------------------------------------------------
 
@@ -283,26 +328,32 @@ class Driver:
         self._turn_scheduled = False
         dirty, self._dirty = self._dirty, {}
         for name, group in dirty.items():
+            if self._groups.get(name) is not group:
+                continue  # stopped earlier in this turn
             try:
                 self._handle(name, group)
             except Exception:
-                self._failures.exception(name, "raft group %s: ready failed", name)
+                self._fail(name, group, "ready")
         self._flush()
 
     def _handle(self, name: str, group: Driven) -> None:
+        """The group's Readies, each whole: its messages are encoded first (reading their
+        entries from the segments is what may fail), and leave only once it is persisted,
+        applied and advanced."""
         raft = group.raft
         while raft.has_ready():
             rd = raft.ready()
+            items = [(m.dst, encode(name, m)) for m in rd.messages]
             need = group.persist(rd)
-            if rd.messages:
-                held = self._held.get(name)
-                if held is not None or need > self._link.durability.durable:
-                    self._hold(name, need, rd.messages, held)
-                else:
-                    for m in rd.messages:
-                        self._out.setdefault(m.dst, []).append(encode(name, m))
             group.apply(rd)
             raft.advance(rd)
+            if items:
+                held = self._held.get(name)
+                if held is not None or need > self._link.durability.durable:
+                    self._hold(name, need, items, held)
+                else:
+                    for dst, item in items:
+                        self._out.setdefault(dst, []).append(item)
         if raft.quiet:
             self._awake.pop(name, None)
         else:
@@ -312,14 +363,14 @@ class Driver:
         self,
         name: str,
         need: int,
-        messages: tuple[Message, ...],
+        items: list[tuple[int, Item]],
         held: list[tuple[int, int, Item]] | None,
     ) -> None:
         """The group's messages wait for its save (and behind its messages already waiting)."""
         if held is None:
             held = self._held[name] = []
             self._link.durability.wait(need, lambda: self._release(name))
-        held.extend((need, m.dst, encode(name, m)) for m in messages)
+        held.extend((need, dst, item) for dst, item in items)
 
     def _release(self, name: str) -> None:
         held = self._held.pop(name, None)
@@ -333,6 +384,54 @@ class Driver:
                 break
             self._out.setdefault(peer, []).append(item)
         self._schedule_turn()  # every group released by this save shares the turn's frames
+
+    # --- a group that raised -------------------------------------------------------------------
+
+    def _fail(self, name: str, group: Driven, what: str) -> None:
+        """Stops the group (no more ticks, steps or Readies; its messages not yet sent are
+        dropped, as lost ones), counts it and has its owner restart it from its files: soon
+        after its first failure, later after each further one within FAILURE_MEMORY_SECONDS.
+        Whatever state its core was left in is dropped with it."""
+        if self._groups.get(name) is not group:
+            return  # already stopped
+        self.remove(group)
+        self.failures_total += 1
+        key = name if name in self.failures or len(self.failures) < FAILURE_SERIES else OTHER
+        self.failures[key] = self.failures.get(key, 0) + 1
+        now = self._clock()
+        last, streak = self._failed_at.get(name, (now - FAILURE_MEMORY_SECONDS, 0))
+        streak = streak + 1 if now - last < FAILURE_MEMORY_SECONDS else 1
+        for old in [
+            n for n, (t, _) in self._failed_at.items() if now - t >= FAILURE_MEMORY_SECONDS
+        ]:
+            del self._failed_at[old]
+        self._failed_at[name] = (now, streak)
+        delay = (
+            0.0
+            if streak == 1
+            else min(RESTART_BACKOFF_FIRST * 2 ** (streak - 2), RESTART_BACKOFF_MAX)
+        )
+        self._failures.exception(
+            name,
+            "raft group %s: %s failed; stopped, restarting it from its files in %.1f s "
+            "(failure %d within %.0f s)",
+            name,
+            what,
+            delay,
+            streak,
+            FAILURE_MEMORY_SECONDS,
+        )
+        self.later(delay, lambda: self._restart(name, group))
+
+    def _restart(self, name: str, group: Driven) -> None:
+        if name in self._groups:
+            return  # its owner closed it meanwhile and a new one of that name runs
+        try:
+            group.restart()
+        except Exception:
+            # Not even its files open: nothing here can do better than say so; the partition
+            # stays stopped on this node (its peers go on without it) until the node restarts.
+            log.exception("raft group %s: restart failed; it stays stopped", name)
 
     def _flush(self) -> None:
         out, self._out = self._out, {}

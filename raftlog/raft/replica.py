@@ -102,12 +102,17 @@ class CoreGroup:
         heartbeat_seconds: float,
         checkpoint_seconds: float = 60.0,
         on_change: Callable[[CoreGroup], None] | None = None,
+        restart: Callable[[], None],
     ) -> None:
+        """`restart`: the owner's way to close this replica and open it again from its files
+        (the driver calls it after the group raised, see `restart`)."""
         self.name = name
         self.self_id = self_id
         self.journal = journal
         self._driver = driver
         self._on_change = on_change
+        self._restart = restart
+        self._closed = False
         self._peers = [int(p) for p in peer_ids]
         self._pending: dict[int, tuple[int, Callback | None]] = {}  # index -> (term, callback)
         self._compacting = False
@@ -191,6 +196,12 @@ class CoreGroup:
             if self._on_change is not None:
                 self._on_change(self)
 
+    def restart(self) -> None:
+        """The driver stopped this group after it raised: the owner reopens the replica, unless
+        it was closed meanwhile (its partition deleted or moved)."""
+        if not self._closed:
+            self._restart()
+
     def may_stand(self) -> bool:
         budget = self._driver.elections
         if self._deferred and self.raft.term == 0 and not budget.held:
@@ -261,6 +272,7 @@ class CoreGroup:
             asyncio.get_running_loop().call_soon(self._compact)
 
     def close(self) -> None:
+        self._closed = True
         self._checkpointing.cancel()
         if self.installer is not None:
             self.installer.close()

@@ -6,13 +6,15 @@ loop turn carries every group's messages, and idle groups cost nothing."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.journal import RecordingListener
 
-from raftlog.raft.core import Message, MsgType, Role
+from raftlog.raft.core import Entry, Message, MsgType, Ready, Role
 from raftlog.raft.driver import TICK_SECONDS, Driver, decode, encode
 from raftlog.raft.durability import Durability
 from raftlog.raft.journal import SegmentJournal
@@ -58,22 +60,37 @@ class Clocked:
         self.driver.tick()
 
 
-def groups(tmp_path: Path, driver: Driver, count: int) -> list[CoreGroup]:
-    made = []
-    for g in range(count):
-        journal = SegmentJournal(tmp_path / f"g{g}", None, RecordingListener())
-        made.append(
-            CoreGroup(
-                f"g{g}",
-                "1",
-                ["1", "2", "3"],
-                journal,
-                driver,
-                election_seconds=0.5,
-                heartbeat_seconds=0.1,
-            )
+class Hosted:
+    """A group's replica as its owner (a partition) holds it: restarted by the driver, it
+    closes the group and opens its journal again from its files under a new group."""
+
+    def __init__(
+        self, path: Path, driver: Driver, name: str, peers: tuple[str, ...] = ("1", "2", "3")
+    ) -> None:
+        self.path, self.driver, self.name, self.peers = path, driver, name, peers
+        self.restarts = 0
+        self.group = self._open()
+
+    def _open(self) -> CoreGroup:
+        return CoreGroup(
+            self.name,
+            "1",
+            list(self.peers),
+            SegmentJournal(self.path, None, RecordingListener()),
+            self.driver,
+            election_seconds=0.5,
+            heartbeat_seconds=0.1,
+            restart=self.restart,
         )
-    return made
+
+    def restart(self) -> None:
+        self.group.close()
+        self.restarts += 1
+        self.group = self._open()
+
+
+def groups(tmp_path: Path, driver: Driver, count: int) -> list[CoreGroup]:
+    return [Hosted(tmp_path / f"g{g}", driver, f"g{g}").group for g in range(count)]
 
 
 async def elected(tmp_path: Path, link: Link, driver: Driver) -> CoreGroup:
@@ -312,10 +329,7 @@ async def test_a_follower_does_not_stand_for_its_own_nodes_stall(tmp_path: Path)
     link = Link()
     clock = Clocked(link)
     driver = clock.driver
-    journal = SegmentJournal(tmp_path / "g", None, RecordingListener())
-    group = CoreGroup(
-        "g", "1", ["2", "1", "3"], journal, driver, election_seconds=0.5, heartbeat_seconds=0.1
-    )
+    group = Hosted(tmp_path / "g", driver, "g", ("2", "1", "3")).group
     link.handler("2", [encode("g", Message(MsgType.APP, 2, 1, 1, index=1, log_term=0))])
     await asyncio.sleep(0.05)
     assert group.raft.leader == 2
@@ -346,16 +360,7 @@ async def test_a_follower_whose_leaders_node_disconnects_stands_within_an_electi
     another whole one as when its leader merely fell silent."""
     link = Link()
     clock = Clocked(link)
-    journal = SegmentJournal(tmp_path / "g", None, RecordingListener())
-    group = CoreGroup(
-        "g",
-        "1",
-        ["2", "1", "3"],
-        journal,
-        clock.driver,
-        election_seconds=0.5,
-        heartbeat_seconds=0.1,
-    )
+    group = Hosted(tmp_path / "g", clock.driver, "g", ("2", "1", "3")).group
     link.handler("2", [encode("g", Message(MsgType.APP, 2, 1, 1, index=1, log_term=0))])
     await asyncio.sleep(0.05)
     assert group.raft.leader == 2
@@ -397,4 +402,120 @@ async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
     answer_appends(link)
     await asyncio.sleep(0.05)
     assert answers == [Outcome.COMMITTED]
+    link.durability.close()
+
+
+def sent_to(link: Link, peer: str) -> list[tuple[str, Message]]:
+    """(group, message) of every frame sent to `peer` so far."""
+    return [
+        decode(item, 1, int(peer)) for p, items, _ in link.frames if p == peer for item in items
+    ]
+
+
+async def test_a_group_whose_ready_raises_is_restarted_from_its_files_and_its_neighbours_go_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 43: a Ready raised halfway (there: reading an entry past the end of its
+    segment). The group is stopped with none of that Ready's messages sent, counted, and its
+    owner reopens it from its files at the next tick: a follower of the term and vote it had
+    saved, with the entry it had written, that answers the next leader. Its four neighbours
+    on the node lead on, and their appends leave in the same frames as before."""
+    link = Link()
+    clock = Clocked(link)
+    driver = clock.driver
+    hosted = [Hosted(tmp_path / f"g{i}", driver, f"g{i}") for i in range(5)]
+    for h in hosted:
+        h.group.raft.campaign(pre=False)
+        driver.wake(h.group)
+    await asyncio.sleep(0.05)
+    link.handler("2", [encode(h.name, Message(MsgType.VOTE_RESP, 2, 1, 1)) for h in hosted])
+    await asyncio.sleep(0.05)
+    assert all(h.group.is_leader for h in hosted)
+    answer_appends(link)  # the followers hold the new terms' no-ops: appends go out at once
+    await asyncio.sleep(0.05)
+    bad = hosted[2]
+    failing = bad.group
+
+    def apply_halfway(rd: Ready) -> None:
+        if rd.committed:
+            failing.journal.set_commit_index(rd.committed[-1].index)
+        raise ValueError("injected: the Ready's second half")
+
+    failing.apply = apply_halfway  # type: ignore[method-assign]
+    answers: dict[str, list[Outcome]] = {h.name: [] for h in hosted}
+    link.frames.clear()
+    for h in hosted:
+        h.group.propose(b"S" + h.name.encode(), answers[h.name].append)
+    with caplog.at_level(logging.ERROR, logger="raftlog.raft.driver"):
+        await asyncio.sleep(0.05)
+    # The failing Ready's appends never left; the four others' did, one frame per peer.
+    for peer in ("2", "3"):
+        appends = [(g, m) for g, m in sent_to(link, peer) if m.type == MsgType.APP and m.entries]
+        assert sorted(g for g, _ in appends) == ["g0", "g1", "g3", "g4"]
+    assert len(link.frames) == 2
+    assert driver.failures_total == 1 and driver.failures == {"g2": 1}
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "raft group g2: ready failed" in errors[0].getMessage()
+    assert not driver.holds(failing)
+    # The neighbours lead on in term 1 and commit what they were asked to.
+    answer_appends(link)
+    await asyncio.sleep(0.05)
+    for h in hosted:
+        if h is not bad:
+            assert h.group.is_leader and h.group.term == 1 and h.restarts == 0
+            assert answers[h.name] == [Outcome.COMMITTED]
+    assert bad.restarts == 0  # at the next tick
+    clock.tick()
+    assert bad.restarts == 1 and bad.group is not failing and driver.holds(bad.group)
+    # The proposal's outcome is unknown (the entry is in its log): as a leader's that stepped down.
+    assert answers["g2"] == [Outcome.LEADER_CHANGED]
+    again = bad.group
+    assert again.raft.role == Role.FOLLOWER and (again.term, again.raft.vote) == (1, 1)
+    assert again.journal.last_index == 3  # term 0's entry, term 1's no-op, the proposal
+    # It goes on with its peers: node 2, elected in term 2, appends and is answered.
+    link.frames.clear()
+    link.handler(
+        "2",
+        [
+            encode(
+                "g2",
+                Message(MsgType.APP, 2, 1, 2, index=3, log_term=1, entries=(Entry(2, 4, b"S2"),)),
+            )
+        ],
+    )
+    await asyncio.sleep(0.05)
+    (answer,) = [m for g, m in sent_to(link, "2") if g == "g2"]
+    assert answer.type == MsgType.APP_RESP and not answer.reject and answer.index == 4
+    assert again.raft.leader == 2 and again.journal.last_index == 4
+    link.durability.close()
+
+
+async def test_a_group_that_fails_again_at_once_waits_longer_before_each_restart(
+    tmp_path: Path,
+) -> None:
+    """A group that raises at every start costs the node little: its second failure within a
+    minute waits half a second for its restart, its third a second."""
+    link = Link()
+    clock = Clocked(link)
+    driver = clock.driver
+    hosted = Hosted(tmp_path / "g", driver, "g")
+
+    def fail() -> None:
+        def raising(*_: object) -> bool:
+            raise ValueError("injected")
+
+        hosted.group.raft.tick = raising  # type: ignore[method-assign,assignment]
+
+    fail()
+    clock.tick()  # raises: stopped, and reopened at the end of the same tick
+    assert hosted.restarts == 1 and driver.holds(hosted.group)
+    for restarts, wait in ((2, 0.5), (3, 1.0)):
+        fail()
+        clock.tick()
+        assert not driver.holds(hosted.group)
+        clock.tick(wait - TICK_SECONDS)
+        assert hosted.restarts == restarts - 1
+        clock.tick()
+        assert hosted.restarts == restarts and driver.holds(hosted.group)
+    assert driver.failures_total == 3 and driver.failures == {"g": 3}
     link.durability.close()
