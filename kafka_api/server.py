@@ -521,16 +521,22 @@ class _Connection(asyncio.BufferedProtocol):
         self._server.memory.hold(delta)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """Every handler's outcome is read here, whatever state the connection is in: one that
+        ends after the connection began closing (ten pipelined acks=0 produces to a follower,
+        each refused with CloseConnection) is read and dropped, not left for asyncio to log
+        as "Task exception was never retrieved"; the first one's close logged the one line."""
         self._tasks.discard(task)
-        if task.cancelled() or self._closing:
+        if task.cancelled():
             return
         exc = task.exception()
         if isinstance(exc, CloseConnection):
-            self.drop(str(exc))
+            if not self._closing:
+                self.drop(str(exc))
         elif exc is not None:
+            # A handler's own failure is a bug, whether or not the connection is closing.
             log.error("handler failed for client %s; closing it", self._peer, exc_info=exc)
             self._close_transport()
-        else:
+        elif not self._closing:
             self._flush()
 
     def _flush(self) -> None:

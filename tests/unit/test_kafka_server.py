@@ -3,6 +3,7 @@ swapped into the registry where a test needs control over timing, so only the se
 test here; handler semantics are tested in test_kafka_handlers.py."""
 
 import asyncio
+import gc
 import io
 import logging
 import struct
@@ -18,6 +19,7 @@ from support.aio import until
 
 from kafka_api import server as server_module
 from kafka_api.codec import build, response_module
+from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, supported_versions
 from kafka_api.request_memory import RequestMemory
 from kafka_api.server import KafkaServer
@@ -765,3 +767,38 @@ async def test_a_create_acls_over_its_bound_is_answered_without_being_decoded(mo
         writer.close()
     finally:
         await server.close()
+
+
+async def test_pipelined_acks0_produces_refused_close_once_and_log_one_line(
+    kafka, monkeypatch, caplog
+):
+    """aiokafka's suite pipelined ten acks=0 produces to a follower: each is refused by closing
+    the connection (Kafka's only way to tell such a producer), and the nine that ended after
+    the first had closed it were left for asyncio to log as "Task exception was never
+    retrieved", with a traceback each. Every handler's outcome is read: one line for the
+    close, no ERROR."""
+    started = []
+
+    async def produce(ctx, request):
+        started.append(request.acks)
+        await asyncio.sleep(0.01)  # all ten are running when the first is refused
+        raise CloseConnection("acks=0 produce failed for partitions t-0")
+
+    monkeypatch.setitem(HANDLERS, PRODUCE, fake_handler(PRODUCE, produce))
+    reader, writer = await connect(kafka)
+    with caplog.at_level(logging.INFO):
+        writer.write(b"".join(frame(PRODUCE, 3, i, produce_request(acks=0)) for i in range(10)))
+        assert await is_closed(reader)
+        writer.close()
+        await until(lambda: not kafka._connections, "the server to let the connection go")
+        for _ in range(3):  # the connection and its tasks are freed; an unread one logs then
+            gc.collect()
+            await asyncio.sleep(0.01)
+    assert started == [0] * 10
+    lines = [r for r in caplog.records if r.name in ("kafka_api.server", "asyncio")]
+    assert len(lines) == 1, [r.getMessage()[:200] for r in lines]
+    message = lines[0].getMessage()
+    assert message.startswith("closing Kafka connection from 127.0.0.1:")
+    assert message.endswith(": acks=0 produce failed for partitions t-0")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    await assert_serving(kafka)
