@@ -1,7 +1,9 @@
 """ShareAcknowledge (79, KIP-932): acknowledgements without a fetch (commit_sync, or a poll
 that fetches nothing). Epoch -1 acknowledges and closes the member's share session, which is
-how librdkafka leaves: what it still holds goes back to the group at once. Needs READ on the
-group (else the whole request is refused) and on each topic."""
+how librdkafka leaves: its acknowledgements are applied first, then what it still holds goes
+back to the group. That holds whether its leave reached the group's coordinator first or not
+(raftlog/share/manager.py member_left). Needs READ on the group (else the whole request is
+refused) and on each topic."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     leaders: set[int] = set()
     for target in found.values():
         apply_acks(broker, group_id, member_id, target)
+    if step.closing:  # its acknowledgements are applied (above): the rest goes back now
+        broker.share.release(group_id, member_id)
     await settle_acks(found.values())
     for target in found.values():
         leader_id, leader_epoch = leader_of(broker, target, target.ack_error)
@@ -48,8 +52,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 current_leader=m.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch),
             )
         )
-    if step.closing:
-        broker.share.release(group_id, member_id)
     responses = tuple(
         m.ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=tuple(partitions))
         for topic_id, partitions in by_topic.items()

@@ -3,8 +3,10 @@ is done with, then hands it records of the partitions in its share session that 
 leads: each offset to one member at a time, under a lock that expires (records come back) and
 with a delivery count. A session epoch orders the member's requests (raftlog/share/sessions);
 only a member that joined the group by ShareGroupHeartbeat opens one (epoch 0), else the
-request gets UNKNOWN_MEMBER_ID (raftlog/share/members). Needs READ on the group (else the
-whole request is refused) and on each topic."""
+request gets UNKNOWN_MEMBER_ID (raftlog/share/members). A member that left its group may
+still acknowledge in its session until its final request (acknowledgements on their way when
+it closed are applied), but is handed nothing more. Needs READ on the group (else the whole
+request is refused) and on each topic."""
 
 from __future__ import annotations
 
@@ -76,8 +78,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         apply_acks(broker, group_id, member_id, target)
     fetched: dict[Key, Fetched] = {}
     if step.closing:
-        broker.share.release(group_id, member_id)
-    elif not getattr(request, "is_renew_ack", False):  # a renewal only renews
+        broker.share.release(group_id, member_id)  # after its acknowledgements, above
+    elif not getattr(request, "is_renew_ack", False) and not step.session.left:
+        # a renewal only renews; a member that left its group only acknowledges
         led: list[tuple[Key, Partition]] = []
         for key in sorted(step.session.partitions):
             held = _session_target(ctx, key, found)

@@ -30,7 +30,7 @@ from raftlog.share.partition_state import (
     ShareLimits,
     SharePartitionState,
 )
-from raftlog.share.sessions import Key, ShareSessions
+from raftlog.share.sessions import LEAVE_GRACE_SECONDS, Key, ShareSession, ShareSessions
 from raftlog.share.store import ShareUpdate
 from raftlog.storage.batch import iter_batches
 
@@ -99,6 +99,7 @@ class ShareManager:
         self._members: defaultdict[tuple[str, str], set[Key]] = defaultdict(set)
         self._waiters: list[asyncio.Future[None]] = []
         self._starting: dict[tuple[str, Key], asyncio.Future[None]] = {}
+        self._leaving: dict[tuple[str, str], Timer] = {}  # (group, member) -> its grace
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -253,10 +254,34 @@ class ShareManager:
         return self._persist(group_id, held)
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """The member left its group or was fenced: its session here ends, and what it held
-        goes back to the group at once."""
-        self.sessions.drop(group_id, member_id)
-        self.release(group_id, member_id)
+        """The member left its group or was fenced. Without a session here, what it held goes
+        back to the group at once. With one, its last acknowledgements may still be on their
+        way (a closing client sends them to each leader and its leave to the coordinator at
+        the same time): the session takes only acknowledgements now, and what is left
+        unacknowledged goes back at its final request (epoch -1) or after
+        LEAVE_GRACE_SECONDS, whichever comes first. Kafka's leaders never hear of the leave
+        and wait for the final request, the connection's close or the locks."""
+        session = self.sessions.leave(group_id, member_id)
+        if session is None:
+            self.release(group_id, member_id)
+            return
+        key = (group_id, member_id)
+        previous = self._leaving.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        self._leaving[key] = self._clock.call_later(LEAVE_GRACE_SECONDS, self._left, session)
+
+    def _left(self, session: ShareSession) -> None:
+        """The grace of a member that left ran out without its final request."""
+        key = (session.group_id, session.member_id)
+        self._leaving.pop(key, None)
+        if self.sessions.end(session):
+            log.info(
+                "share group %s: member %s left without closing its session; "
+                "releasing what it held",
+                *key,
+            )
+            self.release(*key)
 
     def release(self, group_id: str, member_id: str) -> None:
         """The member's session ended: what it still holds goes back to the group."""
@@ -284,10 +309,17 @@ class ShareManager:
     ) -> dict[Key, Fetched]:
         """Acquires records for the member from the partitions it fetches, waiting up to
         max_wait_s for some to become available (new data, a release, an expired lock).
-        `record_limit`: max_records is exact, not whole batches (ShareFetch v2)."""
+        `record_limit`: max_records is exact, not whole batches (ShareFetch v2). A fetch
+        still waiting when its member's session ends or learns the member left takes
+        nothing: what the close released must not go back to the member that closed."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_s
+        session = self.sessions.get(group_id, member_id)
         while True:
+            if session is not None and (
+                session.left or self.sessions.get(group_id, member_id) is not session
+            ):
+                return {}
             for key, partition in targets:
                 if partition.is_leader and self._current(group_id, key, partition) is None:
                     await self._started(group_id, key, partition)
@@ -409,6 +441,9 @@ class ShareManager:
             self._drop(group_id, held_key, self._held[(group_id, held_key)])
 
     def close(self) -> None:
+        for timer in self._leaving.values():
+            timer.cancel()
+        self._leaving.clear()
         for (group_id, key), held in list(self._held.items()):
             self._drop(group_id, key, held)
         self._wake()

@@ -2,7 +2,10 @@
 epoch that orders its requests. One per (group, member) on each node, as in Kafka's
 ShareSessionCache; a request out of step is refused so the client starts a new session
 rather than acknowledging against a state it no longer sees. Only a member its group's
-coordinator knows opens one (members.py), and it ends when the member leaves."""
+coordinator knows opens one (members.py). It ends with the member's final request (epoch -1),
+as in Kafka; a member that left its group keeps its session only to acknowledge what it
+still holds (its close's last acknowledgements may reach this node after the coordinator's
+word that it left), until that final request or LEAVE_GRACE_SECONDS (manager.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ MAX_SESSIONS = 2000
 # this long (a live consumer fetches every fetch.wait.max.ms, 500 ms by default). Without
 # it, 2,000 consumers that crashed without closing would lock every new one out.
 IDLE_EVICT_SECONDS = 60.0
+# How long the session of a member that left its group waits for the member's final
+# acknowledgements (librdkafka's close sends them to every leader and its leave to the
+# coordinator at once, so either may arrive first) before what it holds is released anyway.
+LEAVE_GRACE_SECONDS = 5.0
 
 Key = tuple[str, int]  # (topic name, partition)
 
@@ -39,6 +46,7 @@ class ShareSession:
     epoch: int = 1  # what the member's next request must carry
     partitions: set[Key] = field(default_factory=set)
     used: float = 0.0  # when a request last named it (the cache's clock)
+    left: bool = False  # its member left the group: it may only acknowledge, fetches nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +67,9 @@ class ShareSessions:
         clock: Callable[[], float] = time.monotonic,
         on_evict: Callable[[ShareSession], None] = lambda _session: None,
     ) -> None:
-        """on_evict(session): an idle session was dropped to make room; what its member
-        holds should go back to the group."""
+        """on_evict(session): a session ended without its final request (dropped idle to
+        make room, or left and replaced by a new one its rejoined member opened); what its
+        member holds should go back to the group."""
         self._max = max_sessions
         self._clock = clock
         self._on_evict = on_evict
@@ -72,10 +81,22 @@ class ShareSessions:
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
 
-    def drop(self, group_id: str, member_id: str) -> ShareSession | None:
-        """The member left its group: its session ends (its next request gets
-        SHARE_SESSION_NOT_FOUND)."""
-        return self._sessions.pop((group_id, member_id), None)
+    def leave(self, group_id: str, member_id: str) -> ShareSession | None:
+        """The member left its group: its session, if it has one here, takes only
+        acknowledgements from now on, until its final request or `end`."""
+        session = self._sessions.get((group_id, member_id))
+        if session is not None:
+            session.left = True
+        return session
+
+    def end(self, session: ShareSession) -> bool:
+        """Ends `session` if it is still the member's (not closed, evicted or reopened
+        since); its next request gets SHARE_SESSION_NOT_FOUND."""
+        key = (session.group_id, session.member_id)
+        if self._sessions.get(key) is not session:
+            return False
+        del self._sessions[key]
+        return True
 
     def for_fetch(
         self,
@@ -89,15 +110,19 @@ class ShareSessions:
     ) -> SessionStep:
         """ShareFetch's rules (Kafka's SharePartitionManager.newContext): epoch 0 opens a new
         session with the request's partitions; -1 closes one and may only acknowledge; any
-        other epoch must be the session's, which then moves on."""
+        other epoch must be the session's, which then moves on. A member that left takes no
+        more records: its session answers only a request carrying acknowledgements."""
         key = (group_id, member_id)
         if epoch == INITIAL_EPOCH:
             if has_acks:
                 return SessionStep(ErrorCode.invalid_request)
             if key not in self._sessions and not self._room():
                 return SessionStep(ErrorCode.share_session_limit_reached)
+            previous = self._sessions.get(key)
             opened = self._sessions[key] = ShareSession(group_id, member_id, 1, set(added))
             self._touch(key, opened)
+            if previous is not None and previous.left:
+                self._on_evict(previous)  # it rejoined: what it held before goes back
             return SessionStep(session=opened)
         session = self._sessions.get(key)
         if epoch == FINAL_EPOCH:
@@ -107,7 +132,7 @@ class ShareSessions:
                 return SessionStep(ErrorCode.share_session_not_found)
             del self._sessions[key]
             return SessionStep(session=session, closing=True)
-        if session is None:
+        if session is None or (session.left and not has_acks):
             return SessionStep(ErrorCode.share_session_not_found)
         if epoch != session.epoch:
             return SessionStep(ErrorCode.invalid_share_session_epoch)
@@ -119,7 +144,8 @@ class ShareSessions:
 
     def for_acknowledge(self, group_id: str, member_id: str, epoch: int) -> SessionStep:
         """ShareAcknowledge's rules: never on a session being opened; -1 acknowledges and
-        closes (librdkafka's way to leave); otherwise the session's epoch, which moves on."""
+        closes (librdkafka's way to leave); otherwise the session's epoch, which moves on.
+        The same for a member that left: what it acknowledges is not lost to the leave."""
         if epoch == INITIAL_EPOCH:
             return SessionStep(ErrorCode.invalid_share_session_epoch)
         key = (group_id, member_id)

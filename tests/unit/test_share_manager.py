@@ -21,6 +21,7 @@ from raftlog.partition import Partition
 from raftlog.share import manager
 from raftlog.share.manager import Fetched, ShareManager
 from raftlog.share.partition_state import AckBatch, AckType, RecordState
+from raftlog.share.sessions import LEAVE_GRACE_SECONDS
 
 KEY = ("t", 0)
 EARLIEST = {gc.AUTO_OFFSET_RESET: "earliest"}
@@ -135,16 +136,26 @@ async def test_an_expired_lock_and_a_closed_session_hand_records_back(rig: Rig) 
     assert set(counts(await rig.fetch("c")).values()) == {3}
 
 
-async def test_a_member_that_left_hands_its_records_back_at_once(rig: Rig) -> None:
-    """Its coordinator said it left or was fenced (share/members.py): its session here ends
-    and the records it held go to the others before their locks run out."""
+async def test_a_member_that_left_hands_its_records_back_before_their_locks_run_out(
+    rig: Rig,
+) -> None:
+    """Its coordinator said it left or was fenced (share/members.py): its session here waits
+    LEAVE_GRACE_SECONDS for its final acknowledgements (test_share_close.py), then ends, and
+    the records it held go to the others before their locks (30 s) run out. A member without
+    a session here hands them back at once."""
     step = rig.share.sessions.for_fetch("g", "a", 0, [KEY], [], False, False)
     assert step.error is ErrorCode.none
     assert await rig.fetch("a") is not None
     assert await rig.fetch("b") is None
     rig.share.member_left("g", "a")
+    session = rig.share.sessions.get("g", "a")
+    assert session is not None and session.left
+    assert await rig.fetch("b") is None
+    await rig.clock.advance(LEAVE_GRACE_SECONDS)
     assert rig.share.sessions.get("g", "a") is None
     assert set(counts(await rig.fetch("b")).values()) == {2}
+    rig.share.member_left("g", "b")  # b fetched here through no session: nothing to wait for
+    assert set(counts(await rig.fetch("c")).values()) == {3}
 
 
 async def test_a_fetch_reads_on_until_it_has_enough_records(

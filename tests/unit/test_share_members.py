@@ -1,7 +1,8 @@
 """Who may open a share session (raftlog/share/members.py), over two real meshes on loopback:
 node 1 coordinates the group (a real ShareGroups on a manual clock), node 2 leads a partition
 and asks it. A member id nobody joined with opens nothing; a member opens a session as soon
-as its join was answered; a member that leaves or is fenced loses its sessions everywhere."""
+as its join was answered; a member that leaves or is fenced loses its sessions everywhere
+(once its last acknowledgements had LEAVE_GRACE_SECONDS to arrive: test_share_close.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from raftlog.share import members as M
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import ShareMembers
 from raftlog.share.membership import ShareGroups
+from raftlog.share.sessions import LEAVE_GRACE_SECONDS
 
 E = ErrorCode
 HOST = "/127.0.0.1"
@@ -37,6 +39,11 @@ class Pair:
     def join(self, member: str, group: str = "g") -> None:
         result = self.groups.heartbeat(group, member, 0, None, ["t"], "c", HOST)
         assert result.error is E.none
+
+    def left(self, member: str, group: str = "g") -> bool:
+        """Whether this node heard that the member left (its session takes only acks)."""
+        session = self.share.sessions.get(group, member)
+        return session is not None and session.left
 
     def open(self, member: str, group: str = "g") -> ErrorCode:
         step = self.share.sessions.for_fetch(group, member, 0, [("t", 0)], (), False, False)
@@ -116,11 +123,20 @@ async def test_a_member_that_leaves_or_is_fenced_loses_its_sessions_on_every_nod
         assert await pair.leader.check("g", member) is E.none
         assert pair.open(member) is E.none
     assert pair.groups.heartbeat("g", "a", -1, None, None, "c", HOST).error is E.none
-    await until(lambda: pair.share.sessions.get("g", "a") is None, "a's session dropped")
-    assert pair.share.sessions.get("g", "b") is not None
+    await until(lambda: pair.left("a"), "a's session told it left")
+    # it only waits for a's last acknowledgements (test_share_close.py), then ends
+    await pair.clock.advance(LEAVE_GRACE_SECONDS)
+    assert pair.share.sessions.get("g", "a") is None
+    assert pair.share.sessions.get("g", "b") is not None and not pair.left("b")
     # b stops heartbeating: its group session (45 s) expires and the coordinator fences it
     await pair.clock.advance(45.0)
-    await until(lambda: pair.share.sessions.get("g", "b") is None, "b's session dropped")
+    # (the word may come while the clock moves on, and the grace run out with it)
+    await until(
+        lambda: pair.left("b") or pair.share.sessions.get("g", "b") is None,
+        "b's session told it was fenced",
+    )
+    await pair.clock.advance(LEAVE_GRACE_SECONDS)
+    assert pair.share.sessions.get("g", "b") is None
     step = pair.share.sessions.for_fetch("g", "b", 1, [], [], False, False)
     assert step.error is E.share_session_not_found  # b's client starts over: rejoin first
     assert await pair.leader.check("g", "b") is E.unknown_member_id

@@ -94,3 +94,35 @@ def test_a_full_cache_makes_room_only_by_dropping_an_idle_session() -> None:
     assert sessions.for_fetch("g", "o", 0, [A], [], False, False).error is E.none
     assert [s.member_id for s in evicted] == ["m"]
     assert sessions.get("g", "m") is None and sessions.get("g", "n") is not None
+
+
+def test_a_left_members_session_only_acknowledges_until_it_ends() -> None:
+    """Its coordinator said it left: the acknowledgements still on their way (an earlier
+    commit_async, the close's final request) are taken, in step, and nothing else is."""
+    evicted: list[ShareSession] = []
+    sessions = ShareSessions(on_evict=evicted.append)
+    opened(sessions, A)
+    left = sessions.leave("g", "m")
+    assert left is not None and left.left
+    assert sessions.leave("g", "nobody") is None
+    assert sessions.for_fetch("g", "m", 1, [], [], False, False).error is (
+        E.share_session_not_found  # a fetch that acknowledges nothing: it fetches no more
+    )
+    assert sessions.for_fetch("g", "m", 2, [], [], True, True).error is (
+        E.invalid_share_session_epoch
+    )
+    assert sessions.for_fetch("g", "m", 1, [], [], True, True).session is left
+    assert sessions.for_acknowledge("g", "m", 2).session is left
+    step = sessions.for_acknowledge("g", "m", FINAL_EPOCH)
+    assert step.closing and step.session is left and sessions.get("g", "m") is None
+    assert not sessions.end(left)  # the final request ended it already
+    # left again, then ended by its grace (manager.py), or replaced when it rejoins
+    opened(sessions, A)
+    again = sessions.leave("g", "m")
+    assert again is not None and sessions.end(again) and sessions.get("g", "m") is None
+    opened(sessions, A)
+    old = sessions.leave("g", "m")
+    opened(sessions, B)  # it joined again: what it held before goes back
+    assert evicted == [old] and old is not None and not sessions.end(old)
+    opened(sessions, A)  # reopening a session that did not leave hands nothing back
+    assert evicted == [old]
