@@ -38,6 +38,7 @@ class Durability:
         self._running = False
         self._waiters: list[tuple[int, Callable[[], None]]] = []
         self._pool = None if inline else ThreadPoolExecutor(THREADS, "durability")
+        self._failing = 0  # saves failed since saves last worked (0: they work)
 
     def save(self, path: Path, image: bytes, start: int, stop: int) -> int:
         """Writes `path` as `image`, whose bytes `start:stop` are all that changed since the
@@ -83,7 +84,17 @@ class Durability:
     def _finished(self, upto: int, results: Sequence[object]) -> None:
         failed = [r for r in results if isinstance(r, BaseException)]
         if failed:  # the disk failed: nothing better to do than say so and go on as before
-            log.error("%d Raft state saves failed, first: %s", len(failed), failed[0])
+            if not self._failing:  # once, not at every batch while it stays failed
+                log.error(
+                    "Raft state saves failing: %d of %d, first: %s",
+                    len(failed),
+                    len(results),
+                    failed[0],
+                )
+            self._failing += len(failed)
+        elif self._failing and results:
+            log.warning("Raft state saves work again (%d failed meanwhile)", self._failing)
+            self._failing = 0
         self._running = False
         self.durable = max(self.durable, upto)
         ready = [then for seq, then in self._waiters if seq <= self.durable]

@@ -104,12 +104,13 @@ class _Connection(asyncio.Protocol):
         self._pre_auth_bytes = 0
         self._paused = False  # frames are waiting for the next loop turn
         self._remote = "?"
+        self.dropped_silent = False  # dropped by the keepalive: its loss was logged then
         self._packer = msgpack.Packer(default=_encode_default, use_bin_type=True)
         self.transport: asyncio.Transport | None = None
         self.peer_id: str | None = None
         self.peer_address: tuple[str, int] | None = None
         self.authenticated = False
-        self.last_received = time.monotonic()
+        self.last_received = mesh.clock()
         self.silent = False  # past SILENT_AFTER at the last keepalive round
         self._nonce = os.urandom(16)
         self._peer_nonce = b""
@@ -138,7 +139,7 @@ class _Connection(asyncio.Protocol):
             self.write([HELLO, self._mesh.node_id, self._nonce, self._mesh.address])
 
     def data_received(self, data: bytes) -> None:
-        self.last_received = time.monotonic()
+        self.last_received = self._mesh.clock()
         try:
             if self.authenticated:
                 self._unpacker.feed(data)
@@ -187,7 +188,7 @@ class _Connection(asyncio.Protocol):
     def _more_frames(self) -> None:
         # Frames still waiting to be handled are the peer's: it counts as heard until they
         # are (reading is paused meanwhile, so data_received does not say so).
-        self.last_received = time.monotonic()
+        self.last_received = self._mesh.clock()
         self._paused = False
         try:
             self._frames()
@@ -301,6 +302,12 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def abort(self) -> None:
+        """Drops the connection now, with what it had not sent: a peer silent for DEAD_AFTER
+        reads nothing, and a close waited (for minutes, with the peer cut off) to send it."""
+        if self.transport is not None:
+            self.transport.abort()
+
 
 class Mesh:
     """This node's connections to every peer and the groups that talk over them."""
@@ -313,10 +320,13 @@ class Mesh:
         secret: bytes,
         advertise: tuple[str, int] | None = None,
         tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`tls`: (server, client) contexts for mutual TLS under the HMAC handshake, which
-        still proves cluster membership; both sides show certificates of the truststore's CA."""
+        still proves cluster membership; both sides show certificates of the truststore's CA.
+        `clock`: when peers were heard, and how long they were away (a test injects one)."""
         self.node_id = node_id
+        self.clock = clock
         self._tls = tls
         self.peers = {p: addr for p, addr in peers.items() if p != node_id}
         self._listen = listen
@@ -332,6 +342,9 @@ class Mesh:
         self._closing = False
         self._failures = FailureLog(log)
         self._dialing: set[str] = set()
+        # Peers dropped for silence: (when last heard, messages to them dropped since). Their
+        # loss is logged once, and their return once, with the count.
+        self._away: dict[str, tuple[float, int]] = {}
         self.address = advertise or listen
         self.on_new_peer: list[Callable[[str, tuple[str, int]], None]] = []
         self.on_peer_change: list[Callable[[str, bool], None]] = []
@@ -390,6 +403,7 @@ class Mesh:
         """A message (a dict) or a beat (a list; controller/transport.py) of the group to a peer."""
         conn = self._connections.get(peer_id)
         if conn is None:
+            self._dropped(peer_id, 1)
             return False
         if isinstance(message, list):
             conn.write_beat([group_id, *message])
@@ -401,6 +415,7 @@ class Mesh:
         """One frame of the Raft driver's messages to a peer: every group's of a loop turn."""
         conn = self._connections.get(peer_id)
         if conn is None:
+            self._dropped(peer_id, len(items))
             return False
         conn.write([CORE, items])
         return True
@@ -416,19 +431,20 @@ class Mesh:
         return set(self._connections)
 
     def last_heard(self, peer_id: str) -> float | None:
-        """When the connected peer last sent anything (time.monotonic), None if not connected."""
+        """When the connected peer last sent anything (on the mesh's clock, time.monotonic
+        unless a test injected one), None if not connected."""
         conn = self._connections.get(peer_id)
         return conn.last_received if conn is not None else None
 
     def silences(self) -> dict[str, float]:
         """Seconds since each connected peer last sent anything."""
-        now = time.monotonic()
+        now = self.clock()
         return {p: now - conn.last_received for p, conn in self._connections.items()}
 
     def heard_from(self, within: float) -> set[str]:
         """Peers that sent something in the last `within` seconds (pings come every
         PING_INTERVAL): a link can be silent long before DEAD_AFTER drops it."""
-        since = time.monotonic() - within
+        since = self.clock() - within
         return {p for p, conn in self._connections.items() if conn.last_received >= since}
 
     def congested(self, peer_id: str) -> bool:
@@ -495,7 +511,17 @@ class Mesh:
                 callback(peer, conn.peer_address)
         if old is None or old.closing:
             self._notify(peer, True)
-        log.info("peer %s connected", peer)
+        away = self._away.pop(peer, None)
+        if away is None:
+            log.info("peer %s connected", peer)
+        else:
+            heard, dropped = away
+            log.info(
+                "peer %s back after %.1fs (%d messages dropped)",
+                peer,
+                self.clock() - heard,
+                dropped,
+            )
 
     def _dialer(self, conn: _Connection, peer: str) -> int:
         """Node id of the side that dialled `conn`, a connection to `peer`."""
@@ -503,7 +529,7 @@ class Mesh:
 
     def _log_rejected(self, remote: str, reason: str) -> None:
         host = remote.rsplit(":", 1)[0]
-        now = time.monotonic()
+        now = self.clock()
         if now - self._rejected_logged.get(host, -REJECT_LOG_INTERVAL) >= REJECT_LOG_INTERVAL:
             if len(self._rejected_logged) > 1024:
                 self._rejected_logged.clear()
@@ -513,7 +539,8 @@ class Mesh:
     def _lost(self, conn: _Connection) -> None:
         if conn.peer_id is not None and self._connections.get(conn.peer_id) is conn:
             del self._connections[conn.peer_id]
-            log.info("peer %s disconnected", conn.peer_id)
+            if not conn.dropped_silent:
+                log.info("peer %s disconnected", conn.peer_id)
             self._notify(conn.peer_id, False)
 
     def _notify(self, peer_id: str, up: bool) -> None:
@@ -542,26 +569,42 @@ class Mesh:
             await asyncio.sleep(RECONNECT_DELAY)
 
     async def _keepalive(self) -> None:
-        last_round = time.monotonic()
+        last_round = self.clock()
         while True:
             await asyncio.sleep(PING_INTERVAL)
-            now = time.monotonic()
+            now = self.clock()
             # A round that comes late found this node's own loop busy: what its peers sent
             # meanwhile may still be unread, so no peer is judged silent by it. Judged
             # anyway, a node back from a long turn woke every quiet group it holds, and that
             # work made its next turns long too (issue 12, spread produce).
-            judge = now - last_round < PING_INTERVAL + SILENT_AFTER / 2
+            self._keepalive_round(now, now - last_round < PING_INTERVAL + SILENT_AFTER / 2)
             last_round = now
-            for conn in list(self._connections.values()):
-                silent = judge and now - conn.last_received > SILENT_AFTER
-                if silent and not conn.silent and conn.peer_id is not None:
-                    for endpoint in list(self._endpoints.values()):
-                        endpoint.peer_silent(conn.peer_id)
-                    for callback in self.on_peer_silent:
-                        callback(conn.peer_id)
-                conn.silent = silent
-                if now - conn.last_received > DEAD_AFTER:
-                    log.warning("peer %s silent for %.1fs; dropping", conn.peer_id, DEAD_AFTER)
-                    conn.close()
-                else:
-                    conn.write([PING])
+
+    def _keepalive_round(self, now: float, judge: bool) -> None:
+        """Pings every peer, tells the groups of one newly silent, and drops one silent for
+        DEAD_AFTER: once, with one log line (a close could take minutes with the peer cut
+        off, and each round logged it again, four lines a second)."""
+        for conn in list(self._connections.values()):
+            if conn.dropped_silent:
+                continue
+            silent = judge and now - conn.last_received > SILENT_AFTER
+            if silent and not conn.silent and conn.peer_id is not None:
+                for endpoint in list(self._endpoints.values()):
+                    endpoint.peer_silent(conn.peer_id)
+                for callback in self.on_peer_silent:
+                    callback(conn.peer_id)
+            conn.silent = silent
+            if now - conn.last_received > DEAD_AFTER:
+                log.warning("peer %s silent for %.1fs; dropping", conn.peer_id, DEAD_AFTER)
+                conn.dropped_silent = True
+                if conn.peer_id is not None:
+                    self._away[conn.peer_id] = (conn.last_received, 0)
+                conn.abort()
+            else:
+                conn.write([PING])
+
+    def _dropped(self, peer_id: str, messages: int) -> None:
+        """Messages to a peer that is away, counted for the line that logs its return."""
+        away = self._away.get(peer_id)
+        if away is not None:
+            self._away[peer_id] = (away[0], away[1] + messages)

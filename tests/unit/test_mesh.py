@@ -275,3 +275,53 @@ async def test_peers_talk_over_mutual_tls_and_a_foreign_certificate_is_refused(
     finally:
         for m in (b, stranger, plain, a):
             await m.close()
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_peer_silent_past_dead_after_is_logged_once_and_its_return_with_a_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 43: with a peer cut off, "peer 2 silent for 6.0s; dropping" was logged at every
+    keepalive round (four times a second, 165 lines in one node's 15-minute log): its close
+    waited to send what the peer would never read, and the connection stayed. The drop is
+    one line and aborts the connection at once; what the node sends the peer meanwhile is
+    counted, and its return is one line with that count."""
+    clock = ManualClock()
+    a = Mesh("1", ("127.0.0.1", 0), {}, b"secret", clock=clock)
+    await a.start()
+    port = a._server.sockets[0].getsockname()[1]
+    b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
+    await b.start()
+    try:
+        await until(lambda: a.connected("2"), "the connection")
+        # Node 2 is cut off: it reads nothing, and what node 1 sends it stays queued.
+        b._connections["1"].transport.pause_reading()
+        a.send_core("2", [["g", b"x" * (4 << 20)]])
+        await asyncio.sleep(0.05)
+        assert a.queued("2") > 0
+        with caplog.at_level(logging.INFO, logger=mesh_module.__name__):
+            clock.now += mesh_module.DEAD_AFTER + 1  # nothing heard from node 2 since
+            for _ in range(8):  # two seconds of keepalive rounds
+                a._keepalive_round(clock.now, judge=True)
+                await asyncio.sleep(0)
+            await until(lambda: not a.connected("2"), "the drop")
+            assert not a.send_core("2", [["g", 1], ["h", 2], ["i", 3]])
+            assert not a.send("2", "c", {"type": "append"})
+            clock.now += 2.5
+            await until(lambda: a.connected("2"), "node 2 to connect again")
+        messages = [r.getMessage() for r in caplog.records if r.name == mesh_module.__name__]
+        lines = [m for m in messages if m.startswith("peer 2")]  # node 1's (node 2 logs too)
+        assert lines == [
+            "peer 2 silent for 6.0s; dropping",
+            "peer 2 back after 9.5s (4 messages dropped)",
+        ]
+    finally:
+        await b.close()
+        await a.close()

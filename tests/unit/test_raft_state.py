@@ -5,6 +5,7 @@ a save cut by a crash falls back to the one before it, files of the first format
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from pathlib import Path
 
@@ -113,3 +114,33 @@ def test_the_commit_index_file_is_written_in_place_and_closed_with_the_state(tmp
     with pytest.raises(OSError):
         os.fstat(fd)
     state.close()  # twice is harmless
+
+
+async def test_failing_saves_are_logged_once_and_their_recovery_once_with_a_count(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A disk that fails every save logged an ERROR at every batch (one per election wave);
+    now the first failure is logged, and the first batch that works again says how many
+    failed meanwhile."""
+    durability = Durability()
+    blocked = tmp_path / "g" / "state"
+    blocked.mkdir(parents=True)  # a directory where the file should be: every save fails
+
+    async def save() -> None:
+        durability.save(blocked, b"x" * 64, 0, 64)
+        done = asyncio.Event()
+        durability.wait(durability.seq, done.set)
+        await asyncio.wait_for(done.wait(), 10)
+
+    with caplog.at_level(logging.INFO, logger="raftlog.raft.durability"):
+        for _ in range(5):
+            await save()
+        blocked.rmdir()
+        await save()
+    lines = [(r.levelname, r.getMessage()[:40]) for r in caplog.records]
+    assert lines == [
+        ("ERROR", "Raft state saves failing: 1 of 1, first:"),
+        ("WARNING", "Raft state saves work again (5 failed me"),
+    ]
+    assert blocked.read_bytes() == b"x" * 64
+    durability.close()
