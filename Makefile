@@ -98,10 +98,12 @@ fuzz: venv
 	RAFTLOG_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -s tests/e2e/test_fuzz.py
 
 # The seeded simulation of the pure Raft core (tests/unit/test_raft_sim.py): the suite runs
-# 2,000 schedules, this many more. A failure prints its seed and the command that replays it.
+# 2,000 schedules, this many more; and 300 over each replica's real partition storage,
+# STORAGE_SEEDS more. A failure prints its seed and the command that replays it.
 SEEDS ?= 100000
+STORAGE_SEEDS ?= 5000
 sim: venv
-	RAFTLOG_SIM_SEEDS=$(SEEDS) $(BIN)/pytest -q tests/unit/test_raft_sim.py
+	RAFTLOG_SIM_SEEDS=$(SEEDS) RAFTLOG_SIM_STORAGE_SEEDS=$(STORAGE_SEEDS) $(BIN)/pytest -q tests/unit/test_raft_sim.py
 
 # raftlog side by side with Tansu (bench/run.py): table on stdout, bench/results/.
 # `make bench BENCH_ARGS=--quick` for small sizes and one run.

@@ -244,6 +244,7 @@ class Rules:
     transfer_skips_lease: bool = True  # 3: a transfer's vote request passes stickiness
     leader_may_stand_again: bool = True  # 3: so does the request of the leader followed
     snapshot_keeps_log: bool = True  # 7: a log holding the snapshot's last entry keeps its tail
+    drop_stale_appends: bool = True  # an append whose entries a cut removed is not sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -1075,7 +1076,7 @@ class Raft:
         issue 43). Such an append is not sent, as a lost one: its term is stale, or the
         heartbeat sends again from the log as it is. By log matching, the first entry still
         held and the last one of the same term mean the log still holds them all."""
-        if m.type != MsgType.APP or not m.entries:
+        if m.type != MsgType.APP or not m.entries or not self.rules.drop_stale_appends:
             return True
         first, last = m.entries[0].index, m.entries[-1]
         return first >= self.log.first_index() and self.log.term_at(last.index) == last.term

@@ -11,8 +11,16 @@ sometimes fail, and restore the state machine to the snapshot point. After every
 Ready and every sync it checks Raft's safety properties, and after each heal that a leader is
 elected and a proposal commits everywhere within a bound of ticks.
 
+With `SimConfig.storage` (STORAGE) each replica runs on its real partition storage instead of
+a MemoryLog (tests/support/sim_disk.py): its Readies' messages go through the driver's wire
+encoding when taken (lazy payloads read from their segments then), a crash tears the file it
+was writing and a restart recovers from its directory, installs go through raft/install.py;
+every entry's stored bytes are checked against the first replica's that stored that index and
+term, and all segments against each other after each heal (issue 43).
+
 A failure raises SimFailure naming the seed and how to replay it: `run_seed(seed)` or
-`RAFTLOG_SIM_REPLAY=<seed> pytest tests/unit/test_raft_sim.py -k replay`.
+`RAFTLOG_SIM_REPLAY=<seed> pytest tests/unit/test_raft_sim.py -k replay` (`-k
+replay_on_storage` for a storage schedule).
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import NoReturn
+
+import msgpack
 
 from raftlog.raft.core import (
     NONE,
@@ -37,7 +47,10 @@ from raftlog.raft.core import (
     Role,
     Rules,
 )
+from raftlog.raft.driver import TICK_SECONDS, decode, encode
 from raftlog.raft.quorum import quorum_silence
+from raftlog.raft.replica import NO_OP
+from support.sim_disk import GROUP, DiskSim, batch
 
 
 class SimFailure(AssertionError):
@@ -79,9 +92,19 @@ class SimConfig:
     # a node for this many ticks, or hears it again, wakes its quiet group.
     silent_ticks: int = 10
     watch: bool = True  # False: no node-level liveness at all (its rule test)
+    # Each replica on the real partition storage (tests/support/sim_disk.py) instead of a
+    # MemoryLog: segment journal, per-term segments, truncation, compaction, snapshot
+    # installs by raft/install.py, crashes that tear a file being written and restarts
+    # from disk; messages through the driver's wire encoding, lazy payloads read then.
+    storage: bool = False
 
 
-def replay_hint(seed: int) -> str:
+def replay_hint(seed: int, cfg: SimConfig | None = None) -> str:
+    if cfg is not None and cfg.storage:
+        return (
+            f"seed={seed}; replay: RAFTLOG_SIM_REPLAY={seed} pytest tests/unit/test_raft_sim.py "
+            f"-k replay_on_storage (or support.raft_sim.run_seed({seed}, STORAGE))"
+        )
     return (
         f"seed={seed}; replay: RAFTLOG_SIM_REPLAY={seed} pytest tests/unit/test_raft_sim.py "
         f"-k replay (or support.raft_sim.run_seed({seed}))"
@@ -133,14 +156,25 @@ class Sim:
         self.sent: list[Message] = []  # every message a replica sent (the rule tests count them)
         self.heard: dict[tuple[int, int], int] = {}  # (node, peer) -> when node last heard peer
         self.linked: dict[tuple[int, int], bool] = {}  # (node, peer) -> connected, as last seen
+        self.storage: DiskSim | None = None
+        # A finished install, as its installer reported it: (index, term), or None if failed.
+        self.installed: dict[int, tuple[int, int] | None] = {}
+        if self.cfg.storage:
+            self.storage = DiskSim(self.ids, lambda: self.time * TICK_SECONDS)
+            self.committed[1] = Entry(0, 1, NO_OP)  # every journal starts with it, committed
         for i in self.ids:
             self.start(i)
+
+    def close(self) -> None:
+        if self.storage is not None:
+            self.storage.close()
 
     # ---- failures ----------------------------------------------------------------------------
 
     def fail(self, what: str) -> NoReturn:
         tail = "\n".join(self.trace[-15:])
-        raise SimFailure(f"{what} (t={self.time}, {replay_hint(self.seed)})\nlast events:\n{tail}")
+        hint = replay_hint(self.seed, self.cfg)
+        raise SimFailure(f"{what} (t={self.time}, {hint})\nlast events:\n{tail}")
 
     def note(self, what: str) -> None:
         self.trace.append(f"t={self.time} {what}")
@@ -162,6 +196,9 @@ class Sim:
         snapshot = r.durable_first if r.durable_first > 1 else 0
         config = replace(config, applied=snapshot)
         rng = random.Random(self.rng.getrandbits(32))
+        if self.storage is not None:
+            self.start_on_disk(r, config, rng)
+            return
         r.log = MemoryLog(r.durable_log, r.durable_first)
         r.core = Raft(config, r.log, r.durable_hs, rng)
         r.applied = self.committed_prefix(snapshot)
@@ -170,8 +207,59 @@ class Sim:
         r.install = None
         r.held = None
 
+    def start_on_disk(self, r: Replica, config: Config, rng: random.Random) -> None:
+        """A replica starts from what its directory holds, recovered by the journal and the
+        log as a node's start recovers them: the state machine holds the window's first
+        entry (a snapshot point, or the term-0 entry) and re-applies from there."""
+        assert self.storage is not None
+        i = r.id
+        log, hs = self.storage.disks[i].open(
+            self.storage.controls,
+            lambda index, term: self.installed.__setitem__(i, (index, term)),
+            lambda: self.installed.__setitem__(i, None),
+        )
+        first = log.first_index()
+        entries = [self.plain(e) for e in log.entries(first, log.last_index() + 1)]
+        self.check_recovered(r, entries, hs)
+        r.durable_log, r.durable_first, r.durable_hs = entries, first, hs
+        r.log = log  # type: ignore[assignment]  # the core's log is the journal's
+        r.core = Raft(replace(config, applied=first), log, hs, rng)
+        r.applied = self.committed_prefix(first)
+        r.seen_commit = hs.commit
+        r.pending = None
+        r.install = None
+        r.held = None
+
+    def check_recovered(self, r: Replica, entries: list[Entry], hs: HardState) -> None:
+        """What a replica's Readies made durable (its messages left) survives its crash: the
+        term and vote, and every committed entry it held, byte for byte."""
+        old = r.durable_hs
+        if hs.term < old.term or (hs.term == old.term and old.vote not in (NONE, hs.vote)):
+            self.fail(f"replica {r.id} restarted with term/vote {hs} after {old}")
+        first = entries[0].index
+        for e in r.durable_log:
+            if e.index < first or self.committed.get(e.index) != e:
+                continue
+            if e.index >= first + len(entries) or entries[e.index - first] != e:
+                self.fail(f"replica {r.id} restarted without committed entry {e.index}")
+
+    def plain(self, e: Entry) -> Entry:
+        """An entry with its bytes: on the real storage, as its replica stored them."""
+        if self.storage is None or isinstance(e.data, bytes):
+            return e
+        return Entry(e.term, e.index, bytes(e.data))
+
+    def carries(self, e: Entry, value: bytes) -> bool:
+        if self.storage is None:
+            return e.data == value
+        return value in bytes(e.data)
+
     def crash(self, i: int) -> None:
         r = self.replicas[i]
+        if self.storage is not None:
+            torn = self.storage.disks[i].crash(self.rng)
+            if torn is not None:
+                self.note(f"{i}: {torn}")
         r.core = None
         r.pending = None  # whatever was not synced is lost
         r.install = None
@@ -211,6 +299,12 @@ class Sim:
             return
         rd = core.ready()
         self.check_ready(r, core, rd)
+        if self.storage is not None:
+            # As the driver does: the term and vote saved, the messages encoded (lazy
+            # payloads read from their segments) when the Ready is taken.
+            if rd.hard_state is not None:
+                self.storage.disks[i].set_term(rd.hard_state.term, rd.hard_state.vote)
+            rd = replace(rd, messages=tuple(_wire(m) for m in rd.messages))
         if self.cfg.send_before_sync:  # breaking the caller's one rule, for its test
             for m in rd.messages:
                 self.send(m)
@@ -229,10 +323,20 @@ class Sim:
         for m in rd.messages:
             self.send(m)
         self.apply(r, rd)
+        if self.storage is not None:
+            disk = self.storage.disks[i]
+            if rd.committed:  # as raft/replica.py's apply
+                assert disk.journal is not None
+                disk.journal.set_commit_index(rd.committed[-1].index)
+            disk.settle()
         if rd.install is not None:
             due = self.time + 1 + self.rng.randrange(self.cfg.install_ticks)
             r.install = (due, rd.install)
             self.note(f"{i} installs {rd.install}")
+            if self.storage is not None:
+                self.installed.pop(i, None)
+                w = rd.install
+                self.storage.start_install(i, w.index, w.term, w.source)
         core.advance(rd)
         self.process(i)
 
@@ -250,6 +354,8 @@ class Sim:
         if core is None or r.pending is not None:
             return
         to = min(core.commit, core.applied, r.durable_hs.commit)
+        if self.storage is not None:
+            to -= 1  # the journal's cut counts the entry after it as committed
         if to <= r.durable_first:
             return
         for e in r.durable_log[: to - r.durable_first]:
@@ -257,6 +363,12 @@ class Sim:
                 self.fail(f"replica {i} compacted {e}, which is not the committed entry")
         del r.durable_log[: to - r.durable_first]
         r.durable_first = to
+        if self.storage is not None:
+            disk = self.storage.disks[i]
+            assert disk.journal is not None
+            disk.journal.compact_to(to)  # a synced rewrite of the window
+            disk.settle()
+            return
         r.log.compact(to)
 
     def finish_install(self, i: int) -> None:
@@ -266,7 +378,13 @@ class Sim:
             return
         _, what = r.install
         r.install = None
-        if self.rng.random() < self.cfg.install_fail:
+        failed = self.rng.random() < self.cfg.install_fail
+        if self.storage is not None:
+            if not failed:  # the installer's messages to and from the source, until none is left
+                self.storage.pump(i, lambda j: self.up(j, j))
+                failed = self.installed.pop(i, None) is None  # refused, or its source is down
+            self.storage.give_up(i, "its source went away")  # nothing if it is done
+        if failed:
             self.note(f"{i} install {what} failed")
             core.install_failed()
             self.process(i)
@@ -276,7 +394,13 @@ class Sim:
             self.fail(f"replica {i} was sent snapshot {what}, not a committed entry ({known})")
         if core.commit >= what.index:
             self.fail(f"replica {i} installs {what} below its commit {core.commit}")
-        r.log.reset(known)
+        if self.storage is not None:
+            anchor = self.plain(core.log.entries(what.index, what.index + 1)[0])
+            if anchor != known or core.log.first_index() != what.index:
+                self.fail(f"replica {i} installed {anchor}, not {known}")
+            self.storage.disks[i].settle()
+        else:
+            r.log.reset(known)
         r.durable_log = [known]  # the install is durable before it is done
         r.durable_first = what.index
         r.durable_hs = replace(r.durable_hs, commit=max(r.durable_hs.commit, what.index))
@@ -297,11 +421,11 @@ class Sim:
             got = core.log.entries(index, index + 1)
             if not got:
                 self.fail(f"replica {r.id} committed {index} beyond its log")
-            self.record_commit(r.id, got[0])
+            self.record_commit(r.id, self.plain(got[0]))
         r.seen_commit = core.commit
         for e in rd.entries:  # every entry a replica takes passes through a Ready
             prev = core.log.term_at(e.index - 1)
-            self.check_entry(e, 0 if prev is None else prev)
+            self.check_entry(self.plain(e), 0 if prev is None else prev)
         if rd.soft_state.role == Role.LEADER and r.was_leader_term != core.term:
             r.was_leader_term = core.term
             other = self.leaders.setdefault(core.term, r.id)
@@ -313,7 +437,7 @@ class Sim:
                 if index < first:
                     continue  # in its snapshot: checked when compacted or installed
                 mine = core.log.entries(index, index + 1)
-                if not mine or mine[0] != known:
+                if not mine or self.plain(mine[0]) != known:
                     self.fail(f"leader {r.id} of term {core.term} lacks committed entry {known}")
 
     def check_entry(self, e: Entry, prev_term: int) -> None:
@@ -334,7 +458,7 @@ class Sim:
             if rd.truncate_after < r.durable_hs.commit:
                 self.fail(f"replica {r.id} cut its durable log below its commit")
             del log[rd.truncate_after + 1 - first :]
-        for e in rd.entries:
+        for e in map(self.plain, rd.entries):  # on the real storage, the bytes it stored
             if e.index != first + len(log):
                 self.fail(f"replica {r.id} appended {e.index} after {first + len(log) - 1}")
             self.check_entry(e, log[-1].term if log else 0)
@@ -355,7 +479,7 @@ class Sim:
                 self.fail(f"replica {r.id}'s durable log lost or changed committed entry {index}")
 
     def apply(self, r: Replica, rd: Ready) -> None:
-        for e in rd.committed:
+        for e in map(self.plain, rd.committed):
             if e.index != len(r.applied) + 1:
                 self.fail(f"replica {r.id} applied {e.index} after {len(r.applied)}")
             if self.committed.get(e.index) != e:
@@ -517,9 +641,26 @@ class Sim:
         if core is None:
             return None
         self.proposed += 1
-        result = core.propose(f"{self.seed}:{self.proposed}".encode())
+        result = core.propose(self.command(f"{self.seed}:{self.proposed}".encode()))
         self.process(i)
         return result if isinstance(result, int) else None
+
+    def command(self, value: bytes) -> bytes:
+        """A client's proposal: on the real storage, a record batch holding `value`."""
+        return value if self.storage is None else batch(b"<" + value + b">")
+
+    def check_stored(self) -> None:
+        """Every byte a replica's segments hold below its high watermark is the leader's (and
+        every other replica's) for that offset."""
+        if self.storage is None:
+            return
+        disks = [self.storage.disks[i] for i in self.live()]
+        marks = [d.journal.high_watermark for d in disks if d.journal is not None]
+        upper = min(marks)
+        stored = [d.stored(upper) for d in disks]
+        for i, data in zip(self.live(), stored, strict=True):
+            if data != stored[0]:
+                self.fail(f"replica {i}'s segments differ from replica {self.live()[0]}'s")
 
     def heal(self) -> None:
         """Mend every link, restart every replica, stop dropping: within heal_bound ticks a
@@ -536,13 +677,16 @@ class Sim:
         while self.time - start < self.cfg.heal_bound:
             self.turn(chaos=False)
             if target is not None:
-                if all(any(e.data == target for e in self.replicas[i].applied) for i in self.ids):
+                if all(
+                    any(self.carries(e, target) for e in self.replicas[i].applied) for i in self.ids
+                ):
                     self.heal_ticks.append(self.time - start)
+                    self.check_stored()
                     self.drop, self.dup = self.cfg.drop, self.cfg.dup
                     return
                 core = self.replicas[proposer[0]].core
                 lost = core is None or core.term != proposer[1] or core.role != Role.LEADER
-                if lost and not any(e.data == target for e in self.committed.values()):
+                if lost and not any(self.carries(e, target) for e in self.committed.values()):
                     target = None  # its leader was deposed before it committed: the client retries
             if target is None:
                 for i in self.ids:
@@ -550,7 +694,7 @@ class Sim:
                     if core is not None and core.role == Role.LEADER:
                         self.proposed += 1
                         data = f"{self.seed}:{self.proposed}:heal".encode()
-                        if isinstance(core.propose(data), int):
+                        if isinstance(core.propose(self.command(data)), int):
                             target, proposer = data, (i, core.term)
                             self.process(i)
                         break
@@ -613,6 +757,10 @@ class Sim:
             self.heal()
 
 
+# The real partition storage under the same schedules (issue 43).
+STORAGE = SimConfig(storage=True)
+
+
 def scripted(
     nodes: int,
     rules: Rules | None = None,
@@ -652,6 +800,15 @@ def run_seed(seed: int, cfg: SimConfig | None = None) -> Sim:
     except Exception as e:
         tail = "\n".join(sim.trace[-15:])
         raise SimFailure(
-            f"{type(e).__name__}: {e} (t={sim.time}, {replay_hint(seed)})\nlast events:\n{tail}"
+            f"{type(e).__name__}: {e} (t={sim.time}, {replay_hint(seed, sim.cfg)})\n"
+            f"last events:\n{tail}"
         ) from e
+    finally:
+        sim.close()
     return sim
+
+
+def _wire(m: Message) -> Message:
+    """A message as its peer receives it: through the driver's encoding and msgpack."""
+    item = msgpack.unpackb(msgpack.packb(encode(GROUP, m)))
+    return decode(item, m.src, m.dst)[1]

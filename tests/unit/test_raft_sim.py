@@ -3,19 +3,27 @@ switched off once to show what it prevents (issue 27).
 
 More schedules: RAFTLOG_SIM_SEEDS=N (the default is the in-suite count below).
 Replay one: RAFTLOG_SIM_REPLAY=<seed> pytest tests/unit/test_raft_sim.py -k replay
+
+The same schedules over each replica's real partition storage (issue 43: segment journal,
+per-term segments, truncation, compaction, installs, torn files and restarts from disk;
+tests/support/sim_disk.py): RAFTLOG_SIM_STORAGE_SEEDS=N, replayed with `-k replay_on_storage`.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
-from support.raft_sim import Sim, SimConfig, SimFailure, run_seed, scripted
+from support.raft_sim import STORAGE, Sim, SimConfig, SimFailure, run_seed, scripted
 
 from raftlog.raft.core import NONE, Entry, Message, MsgType, NotLeader, Raft, Role, Rules
 
 SEEDS = int(os.environ.get("RAFTLOG_SIM_SEEDS", "2000"))
 CHUNK = 250
+# About a tenth of a second each on tmpfs.
+STORAGE_SEEDS = int(os.environ.get("RAFTLOG_SIM_STORAGE_SEEDS", "300"))
+STORAGE_CHUNK = 50
 
 
 @pytest.mark.parametrize("chunk", range((SEEDS + CHUNK - 1) // CHUNK))
@@ -30,6 +38,39 @@ def test_replay() -> None:
     if seed is None:
         pytest.skip("set RAFTLOG_SIM_REPLAY=<seed> to replay one schedule")
     run_seed(int(seed))
+
+
+@pytest.mark.parametrize("chunk", range((STORAGE_SEEDS + STORAGE_CHUNK - 1) // STORAGE_CHUNK))
+def test_seeded_schedules_on_the_real_storage_keep_raft_safe_and_every_byte_the_same(
+    chunk: int,
+) -> None:
+    """Each replica on its own segment journal: besides Raft's properties, what a follower
+    stored for an index is the leader's bytes for it, every replica's segments hold the same
+    bytes below the high watermark after each heal, and a restart from torn files keeps the
+    term, the vote and every committed entry it held."""
+    for seed in range(chunk * STORAGE_CHUNK, min(STORAGE_SEEDS, (chunk + 1) * STORAGE_CHUNK)):
+        run_seed(seed, STORAGE)
+
+
+def test_replay_on_storage() -> None:
+    seed = os.environ.get("RAFTLOG_SIM_REPLAY")
+    if seed is None:
+        pytest.skip("set RAFTLOG_SIM_REPLAY=<seed> to replay one schedule on the real storage")
+    run_seed(int(seed), STORAGE)
+
+
+def test_the_storage_simulation_finds_an_append_sent_with_entries_a_cut_removed() -> None:
+    """Issue 43's fault, found by seed 269 on the code before its fix: leader 3 of term 2 is
+    held for 20 ticks, resumes, steps in one turn a message that makes it send its
+    unreplicated tail and the append of term 3's leader that cuts that tail; the Ready of
+    that turn carried an entry lying just past the end of its segment (the old code raised
+    `ValueError: Segment(base=20, term=2, next=22, size=152) has no 76 bytes at 152` as the
+    nodes did). Without the core's rule the window check refuses the read; with it the
+    append is not sent."""
+    stale = replace(STORAGE, rules=Rules(drop_stale_appends=False))
+    with pytest.raises(SimFailure, match=r"StaleEntry: .* left the window .*seed=269"):
+        run_seed(269, stale)
+    run_seed(269, STORAGE)
 
 
 def test_a_failure_names_its_seed_and_replay(monkeypatch: pytest.MonkeyPatch) -> None:

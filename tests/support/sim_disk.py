@@ -1,0 +1,297 @@
+"""A simulated replica's partition storage (issue 43): the real segment journal, segment log,
+Raft state files and snapshot installer in a directory of its own on tmpfs, which the
+simulation (tests/support/raft_sim.py) controls as a filesystem seam.
+
+What a Ready asked to write and whose messages have not left yet is not settled: a crash
+then cuts one such file at any byte (a torn segment or index tail, a torn window record, a
+torn term/vote slot or commit record; in-place writes keep the old bytes past the cut) and
+the replica restarts from what is on disk, through the journal's and the log's own recovery.
+What was settled (`settle`) is never torn: a kill -9 keeps what the OS took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from raftlog.raft.core import NONE, HardState
+from raftlog.raft.install import Installer, Installs
+from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
+from raftlog.raft.replica import NO_OP, JournalLog
+from raftlog.storage import flusher
+from raftlog.storage.batch import iter_batches
+from raftlog.storage.log import Log, LogConfig, TruncateResult
+from raftlog.storage.segment import parse_segment_name
+
+# Small segments and index intervals: rolls within a term, index entries, several segments
+# per log in a schedule of a few hundred entries.
+SEGMENT_BYTES = 1024
+INDEX_INTERVAL_BYTES = 128
+GROUP = "g"
+# Files replaced whole by a rename (raftlog/storage/offset_file.py; the Raft state file's
+# first save): a crash leaves the old one or the new one.
+_RENAMED = {"log-start-offset", "cleaner-offset-checkpoint"}
+
+
+def batch(value: bytes) -> bytes:
+    """A data command: one record batch holding `value` (offsets and epoch are the log's)."""
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**31 - 1)
+    builder.append(0, timestamp=1000, key=None, value=value, headers=[])
+    return DATA_PREFIX + bytes(builder.build())
+
+
+def scratch_root() -> Path:
+    """A directory for one simulation's replicas, on tmpfs when there is one."""
+    shm = Path("/dev/shm")
+    return Path(tempfile.mkdtemp(prefix="raft-sim-", dir=shm if shm.is_dir() else None))
+
+
+class _Listener:
+    """The partition's side of the journal and the installer: nothing kept beside the log."""
+
+    def admit(self, batches: memoryview, command: object) -> bytes | memoryview:
+        return batches
+
+    def appended(self, entry: Entry, command: object) -> None:
+        pass
+
+    def compacting(self) -> None:
+        pass
+
+    def truncated(self, removed: list[Entry], result: TruncateResult | None, reason: str) -> None:
+        pass
+
+    def committed(self, commit_index: int, high_watermark: int) -> None:
+        pass
+
+    def snapshot_state(self) -> object:
+        return None
+
+    def snapshot_installed(
+        self, resume_offset: int, end_offset: int, source: str, state: object
+    ) -> None:
+        pass
+
+
+class Controls:
+    """The installers' control messages between the simulated nodes, through msgpack, queued
+    until the simulation pumps them (`DiskSim.pump`)."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[int, int, Any]] = []
+        self.handlers: dict[int, Callable[[str, Any], None]] = {}
+
+    def link(self, node: int) -> _Link:
+        return _Link(self, node)
+
+
+class _Link:
+    def __init__(self, controls: Controls, node: int) -> None:
+        self._controls, self._node = controls, node
+
+    def send_control(self, peer_id: str, kind: str, payload: Any) -> None:
+        wire = msgpack.unpackb(msgpack.packb(payload))
+        self._controls.queue.append((self._node, int(peer_id), wire))
+
+    def on_control(self, kind: str, handler: Callable[[str, Any], None]) -> None:
+        self._controls.handlers[self._node] = handler
+
+
+class Disk:
+    """One replica's directory and the storage open on it (one incarnation at a time)."""
+
+    def __init__(self, root: Path, node: int, clock: Callable[[], float]) -> None:
+        self.dir = root / str(node)
+        self.dir.mkdir(parents=True)
+        self.node = node
+        self._clock = clock
+        self._images: dict[str, bytes] = {}  # settled contents, by path
+        self.log: Log | None = None
+        self.journal: SegmentJournal | None = None
+        self.installer: Installer | None = None
+
+    def open(
+        self, controls: Controls, done: Callable[[int, int], None], failed: Callable[[], None]
+    ) -> tuple[JournalLog, HardState]:
+        """Opens the storage from what is on disk (recovering torn files), as a partition
+        does at start: the core's log and hard state."""
+        self.log = Log(
+            self.dir,
+            LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=INDEX_INTERVAL_BYTES),
+        )
+        journal = self.journal = SegmentJournal(
+            self.dir / "raft", self.log, _Listener(), clock=self._clock
+        )
+        if len(journal) == 0:
+            journal.add(NO_OP, 1, 0)  # every replica's log starts with the same term-0 entry
+        listener = _Listener()
+        self.installer = Installer(
+            GROUP, journal, self.log, listener, Installs(controls.link(self.node)), done, failed
+        )
+        log = JournalLog(journal)
+        last_term = log.term_at(log.last_index()) or 0
+        voted = journal.voted_for
+        hs = HardState(
+            max(journal.term, last_term),
+            int(voted) if voted else NONE,
+            min(journal.commit_index, log.last_index()),
+        )
+        self.settle()
+        return log, hs
+
+    def set_term(self, term: int, vote: int) -> None:
+        """A Ready's term and vote, written when it is taken (raft/replica.py's persist)."""
+        assert self.journal is not None
+        voted = str(vote) if vote != NONE else None
+        if (term, voted) != (self.journal.term, self.journal.voted_for):
+            self.journal.set_term(term, voted)
+
+    def settle(self) -> None:
+        """What is on disk now stays through any crash (its Ready's messages are leaving)."""
+        flusher.settle()  # the rolled segments' index files, written off the loop
+        images = {}
+        for path in self._files():
+            images[path] = Path(path).read_bytes()
+        self._images = images
+
+    def crash(self, rng: random.Random) -> str | None:
+        """kill -9 in the middle of writing: one file written since the last settle is cut at
+        a random byte of what was written (past the cut, an in-place write leaves the old
+        bytes); descriptors are dropped without a flush. Says which file and where."""
+        flusher.settle()
+        assert self.log is not None
+        segments = self.log.segments()
+        # A segment the log rolled past was fsynced by the flusher: only the last one is torn.
+        synced = {os.path.basename(s.path)[: -len(".log")] for s in segments[:-1]}
+        changed = []
+        for path in self._files():
+            if (
+                parse_segment_name(os.path.basename(path))
+                and os.path.basename(path).split(".")[0] in synced
+            ):
+                continue
+            data = Path(path).read_bytes()
+            if data != self._images.get(path):
+                changed.append((path, data))
+        self._close()
+        if not changed:
+            return None
+        path, new = rng.choice(changed)
+        previous = self._images.get(path)
+        if os.path.basename(path) in _RENAMED or (path.endswith("/raft/state") and not previous):
+            # written whole to a temporary file and renamed over: there, or not yet
+            if previous is None:
+                os.unlink(path)
+            else:
+                Path(path).write_bytes(previous)
+            return f"{os.path.relpath(path, self.dir)} not replaced"
+        old = previous or b""
+        same = 0
+        limit = min(len(old), len(new))
+        while same < limit and old[same] == new[same]:
+            same += 1
+        cut = rng.randint(same, len(new))
+        torn = new[:cut] + old[cut:] if len(new) == len(old) else new[:cut]
+        Path(path).write_bytes(torn)
+        return f"{os.path.relpath(path, self.dir)} torn at {cut} of {len(new)}"
+
+    def _files(self) -> list[str]:
+        found: list[str] = []
+        for base, _, names in os.walk(self.dir):
+            found.extend(os.path.join(base, name) for name in sorted(names))
+        return sorted(found)
+
+    def _close(self) -> None:
+        """Drops the incarnation's descriptors as a killed process does: nothing written."""
+        if self.installer is not None:
+            self.installer.close()
+        if self.log is not None:
+            for segment in self.log.segments():
+                segment.close()
+        if self.journal is not None:
+            self.journal._file.close()
+            self.journal._state.close()
+        self.log = self.journal = self.installer = None
+
+    def stored(self, upper: int) -> bytes:
+        """Every batch the segments hold below offset `upper`, as stored."""
+        assert self.log is not None
+        log = self.log
+        parts: list[bytes] = []
+        offset, upper = log.segment_start, min(upper, log.log_end_offset)
+        while offset < upper:
+            data = log.read(offset, 1 << 20, upper, True)
+            if not data:
+                break
+            parts.append(data)
+            offset = list(iter_batches(data))[-1][1].next_offset
+        return b"".join(parts)
+
+    def remove(self) -> None:
+        self._close()
+
+
+class DiskSim:
+    """The storage of every replica of one simulation, and the event loop the installers'
+    timers need (never run: the simulation decides when an install stalls or fails)."""
+
+    def __init__(self, ids: tuple[int, ...], clock: Callable[[], float]) -> None:
+        self.root = scratch_root()
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.controls = Controls()
+        self.disks = {i: Disk(self.root, i, clock) for i in ids}
+
+    def pump(self, node: int, live: Callable[[int], bool]) -> None:
+        """Delivers the control messages of `node`'s install (to and from it) until none is
+        left; one to or from a node that is down is lost. Other installs' wait their turn."""
+        queue = self.controls.queue
+        with _running(self.loop):
+            while mine := [m for m in queue if node in m[:2]]:
+                queue.remove(mine[0])
+                src, dst, payload = mine[0]
+                handler = self.controls.handlers.get(dst)
+                if handler is not None and live(src) and live(dst):
+                    handler(str(src), payload)
+
+    def start_install(self, node: int, index: int, term: int, source: int) -> None:
+        installer = self.disks[node].installer
+        assert installer is not None
+        with _running(self.loop):
+            installer.start(index, term, str(source))
+
+    def give_up(self, node: int, why: str) -> None:
+        installer = self.disks[node].installer
+        if installer is not None:
+            with _running(self.loop):
+                installer._give_up(why)
+
+    def close(self) -> None:
+        for disk in self.disks.values():
+            disk.remove()
+        self.controls.queue.clear()
+        asyncio.set_event_loop(None)
+        self.loop.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class _running:
+    """Makes `loop` the running loop for a synchronous call (the installer's timers ask for it)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def __enter__(self) -> None:
+        asyncio.events._set_running_loop(self._loop)
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.events._set_running_loop(None)
