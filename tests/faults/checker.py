@@ -24,6 +24,11 @@ hand-made histories. Each rule flags only what Kafka's contract forbids:
   the committed prefix both hold; epoch_cache_vs_log: a replica's cache names another epoch
   for a committed offset than the record read there carries.
 - audit: `raftlog audit` did not exit 0.
+- node_error / node_traceback / node_warning: a node logged an ERROR or CRITICAL line, a
+  traceback (on a line of any level, or printed bare as a crash is), or a WARNING that is not
+  one of the LEGAL_WARNINGS a fault run may cause (a kill -9's torn tails, a pause's loop
+  stalls, a cut-off peer). A fault like issue 43's "ready failed" could pass a run with no
+  data anomaly; none can now.
 
 The transactional producer's own topic, read back read_committed, against what its client
 was told of each transaction:
@@ -39,6 +44,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -59,6 +65,9 @@ DATA_KINDS = {
     "audit",
     "txn_partial",
     "txn_aborted_visible",
+    "node_error",
+    "node_traceback",
+    "node_warning",
 }
 
 
@@ -491,6 +500,101 @@ def check_audit(
             {"exit_code": code, "failing": failing},
         )
     ]
+
+
+# --------------------------------------------------------------------------- node logs
+
+# The warnings a node may log in a fault run, by name: what its faults legally cause. Any
+# other WARNING is a finding (a new one is looked at, then listed here or fixed).
+LEGAL_WARNINGS: dict[str, re.Pattern[str]] = {
+    name: re.compile(pattern)
+    for name, pattern in {
+        # the suite runs without ACLs
+        "no_authorizer": r"^no authorizer \(authorizer\.class\.name is empty\)",
+        # pause_leader (SIGSTOP), kill_all's restart, a loaded node
+        "event_loop_stall": r"^event loop stalled for [0-9.]+s",
+        # isolate, split, one_way, lossy: a peer unheard for DEAD_AFTER, once per loss
+        "peer_silent": r"^peer \d+ silent for [0-9.]+s; dropping$",
+        # a handshake that a lossy or cut link did not let finish
+        "raft_handshake_unfinished": r"^rejected Raft connection from \S+: no handshake within",
+        # kill -9: a window record, a segment's tail, an offset file torn mid-write
+        "window_torn_tail": r": dropping \d+ bytes of window past a torn or unlogged entry$",
+        "window_cut_log": r": cut \d+ bytes the window does not know$",
+        "segment_torn_tail": r": cut \d+ bytes of torn or invalid data$",
+        "segment_indexes_rebuilt": r": indexes missing or inconsistent, (recovering|rebuilding)",
+        "offset_file_torn": r": unreadable, ",
+        "compaction_interrupted": r": (discarding an unfinished compaction rewrite|"
+        r"completing an interrupted compaction swap)$",
+        # the controller's pysyncobj journal after a kill -9
+        "controller_commit_clamped": r"^raftCommitIndex \(\d+\) exceeds journal end",
+        # a follower's install whose source was cut off or killed meanwhile
+        "snapshot_install_given_up": r": snapshot install \d+ from node \d+: ",
+    }.items()
+}
+# `time LEVEL [node N] logger: message` (raftlog_app/logs.py's text format; a traceback
+# stays on its event's line, its newlines written as \n).
+_LOG_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) "
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) \[node (\d+)\] (\S+): (.*)$"
+)
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def legal_warning(message: str) -> str | None:
+    """The name of the LEGAL_WARNINGS entry `message` is, None if none."""
+    return next((n for n, p in LEGAL_WARNINGS.items() if p.search(message)), None)
+
+
+def check_node_log(node: int, lines: Iterable[str], source: str = "") -> list[Anomaly]:
+    """node_error, node_traceback, node_warning over one node's log lines (text format);
+    what is not a log line (the runner's markers, a crash's bare traceback) is read too."""
+    found: list[Anomaly] = []
+    at: float | None = None
+    bare: list[str] | None = None  # a bare traceback being read
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip("\n")
+        m = _LOG_LINE.match(line)
+        if bare is not None:
+            if m is None and line.startswith((" ", "\t")):  # its frames
+                bare.append(line)
+                continue
+            if m is None:  # the exception's own line ends it
+                bare.append(line)
+            found.append(
+                Anomaly(
+                    "node_traceback",
+                    f"node {node}: {bare[-1][:300]}",
+                    at,
+                    {"node": node, "file": source, "line": number, "traceback": bare[-40:]},
+                )
+            )
+            bare = None
+            if m is None:
+                continue
+        if m is None:
+            if line.startswith(_TRACEBACK):
+                bare = []
+            continue
+        day, ms, level, _, logger, message = m.groups()
+        at = time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
+        details = {"node": node, "file": source, "line": number, "logger": logger}
+        first = message.split("\\n", 1)[0][:300]
+        if level in ("ERROR", "CRITICAL"):
+            found.append(Anomaly("node_error", f"node {node} {logger}: {first}", at, details))
+        elif _TRACEBACK in message:
+            found.append(Anomaly("node_traceback", f"node {node} {logger}: {first}", at, details))
+        elif level == "WARNING" and legal_warning(message) is None:
+            found.append(Anomaly("node_warning", f"node {node} {logger}: {first}", at, details))
+    if bare is not None:
+        found.append(
+            Anomaly(
+                "node_traceback",
+                f"node {node}: {(bare or [_TRACEBACK])[-1][:300]}",  # cut off at the end
+                at,
+                {"node": node, "file": source, "traceback": bare[-40:]},
+            )
+        )
+    return found
 
 
 @dataclass(frozen=True)

@@ -489,7 +489,7 @@ class Runner:
 
 def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]]:
     """The checker over a run directory's files (producers/, readback.jsonl, ends.json,
-    epochs.json, audit.json, audit/summary.json): what finish() wrote, or a kept run's
+    epochs.json, audit.json, audit/summary.json, the nodes' logs): what finish() wrote, or a kept run's
     (`--recheck DIR`). Returns the anomalies and per-producer figures."""
     deliveries, producers, stats = [], {}, {}
     implicit: set[str] = set()
@@ -556,6 +556,7 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
         *checker.check_log(log, ends, starts, sent_times),
         *checker.check_epoch_caches(epochs, {TOPIC: log, TXN_TOPIC: txn_log}),
     ]
+    anomalies += check_node_logs(out / "cluster")
     if audited:
         code, summary, text = None, None, ""
         with contextlib.suppress(OSError, ValueError):
@@ -566,6 +567,19 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
             text = (out / "audit.log").read_text()
         anomalies += checker.check_audit(code, summary, text)
     return anomalies, stats
+
+
+def check_node_logs(root: Path) -> list[Anomaly]:
+    """Every node's log (`console.log`: `raftlog serve` logs to stderr, and a crash's bare
+    traceback lands there too; `raftlog.log`, in case a node is given --log-file)."""
+    found: list[Anomaly] = []
+    for directory in sorted(root.glob("node-*")):
+        node = int(directory.name.rpartition("-")[2])
+        for name in ("console.log", "raftlog.log"):
+            path = directory / name
+            with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
+                found += checker.check_node_log(node, f, str(path))
+    return found
 
 
 def epoch_bumps(stderr_log: Path) -> dict[str, int]:

@@ -4,6 +4,7 @@ catches its own breakage (no namespaces, no nodes)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from . import checker
@@ -23,7 +24,7 @@ from .checker import (
 from .faults import KINDS, schedule
 from .nodes import agreed_leaders, caught_up
 from .report import attribute
-from .run import epoch_bumps
+from .run import check_node_logs, epoch_bumps
 
 PRODUCERS = {
     "idem": ProducerInfo("idem", True, sent=10),
@@ -406,3 +407,97 @@ def test_transactions_are_read_whole_or_not_at_all():
 def test_a_clean_transactional_history_has_no_anomaly():
     txns = [_txn(0, 1, "committed"), _txn(2, 3, "aborted"), _txn(4, 5, "unknown")]
     assert checker.check_transactions(txns, _read("txn:0", "txn:1")) == []
+
+
+# One line of each warning a fault run may legally log, as the node writes it.
+LEGAL_SAMPLES = {
+    "no_authorizer": "no authorizer (authorizer.class.name is empty): any client that reaches",
+    "event_loop_stall": "event loop stalled for 5.12s (2 more since the last report)",
+    "peer_silent": "peer 2 silent for 6.0s; dropping",
+    "raft_handshake_unfinished": "rejected Raft connection from 10.0.0.2:4711: no handshake "
+    "within 5.0s",
+    "window_torn_tail": "/d/t-0/raft/window: dropping 31 bytes of window past a torn or "
+    "unlogged entry",
+    "window_cut_log": "/d/t-0/raft: cut 4096 bytes the window does not know",
+    "segment_torn_tail": "/d/t-0/00000000000000000000-3.log: cut 77 bytes of torn or invalid data",
+    "segment_indexes_rebuilt": "/d/t-0/0-3.log: indexes missing or inconsistent, rebuilding them",
+    "offset_file_torn": "/d/t-0/recovery-point: unreadable, starting from 0",
+    "compaction_interrupted": "/d/t-0/0-3.log: completing an interrupted compaction swap",
+    "controller_commit_clamped": "raftCommitIndex (120) exceeds journal end (118) after loading "
+    "dump, likely due to unsynced journal entries lost on crash; clamping to journal end",
+    "snapshot_install_given_up": "id/2: snapshot install 812 from node 3: the source stopped "
+    "answering",
+}
+
+
+def node_line(level: str, logger: str, message: str, t: str = "2026-12-06 04:57:38,892") -> str:
+    return f"{t} {level} [node 3] {logger}: {message}\n"
+
+
+def test_every_legal_warning_is_named_and_passes() -> None:
+    assert set(LEGAL_SAMPLES) == set(checker.LEGAL_WARNINGS)
+    for name, message in LEGAL_SAMPLES.items():
+        assert checker.legal_warning(message) == name
+    lines = [
+        "\n==== fault suite: starting node 3 at Sun Dec  6 04:57:38 2026 ====\n",
+        node_line("INFO", "raftlog.raft.mesh", "peer 2 back after 9.5s (4 messages dropped)"),
+        *(node_line("WARNING", "raftlog.x", m) for m in LEGAL_SAMPLES.values()),
+    ]
+    assert checker.check_node_log(3, lines) == []
+
+
+def test_an_error_a_traceback_or_an_unlisted_warning_in_a_node_log_is_an_anomaly() -> None:
+    """Issue 43's fault passed a run: the data was intact, and only the node's log said that
+    a Raft group had failed halfway through its Ready."""
+    ready_failed = (
+        "raft group abc/2: ready failed\\nTraceback (most recent call last):\\n  File "
+        '"driver.py", line 1, in _turn\\nValueError: Segment(base=16682, term=9, next=21218, '
+        "size=330124) has no 79 bytes at 330124"
+    )
+    lines = [
+        node_line("INFO", "raftlog.node", "node 3: room for 1100 partition replicas"),
+        node_line("ERROR", "raftlog.raft.driver", ready_failed, "2026-12-06 05:00:01,250"),
+        node_line("ERROR", "asyncio", "Task exception was never retrieved\\nfuture: <Task>"),
+        node_line("INFO", "raftlog.x", "went on\\nTraceback (most recent call last):\\n  ..."),
+        node_line("WARNING", "raftlog.partition", "t-0: reopened from its files"),
+        "Traceback (most recent call last):\n",
+        '  File "raftlog_app/process.py", line 9, in main\n',
+        "    run()\n",
+        "MemoryError\n",
+        node_line("INFO", "raftlog.node", "node 3: room for 1100 partition replicas"),
+    ]
+    found = checker.check_node_log(3, lines, "console.log")
+    expected = [
+        ("node_error", "node 3 raftlog.raft.driver: raft group abc/2: ready failed"),
+        ("node_error", "node 3 asyncio: Task exception was never retrieved"),
+        ("node_traceback", "node 3 raftlog.x: went on"),
+        ("node_warning", "node 3 raftlog.partition: t-0: reopened from its files"),
+        ("node_traceback", "node 3: MemoryError"),
+    ]
+    assert [(a.kind, a.message) for a in found] == expected
+    assert found[0].details == {
+        "node": 3,
+        "file": "console.log",
+        "line": 2,
+        "logger": "raftlog.raft.driver",
+    }
+    # Timed as the node logged it (local time), for the cycle it happened in.
+    assert (
+        found[0].at == time.mktime(time.strptime("2026-12-06 05:00:01", "%Y-%m-%d %H:%M:%S")) + 0.25
+    )
+    assert found[-1].details["traceback"][-1] == "MemoryError"
+
+
+def test_the_runner_checks_every_nodes_log_and_a_traceback_cut_off_at_the_end(
+    tmp_path: Path,
+) -> None:
+    for node in (1, 2, 3):
+        (tmp_path / f"node-{node}").mkdir()
+        (tmp_path / f"node-{node}" / "console.log").write_text(
+            node_line("INFO", "raftlog.node", "started")
+        )
+    (tmp_path / "node-2" / "console.log").write_text(
+        node_line("INFO", "raftlog.node", "started") + "Traceback (most recent call last):\n"
+    )
+    found = check_node_logs(tmp_path)
+    assert [(a.kind, a.details["node"]) for a in found] == [("node_traceback", 2)]
