@@ -213,8 +213,9 @@ class CoreGroup:
 
     def propose(self, command: bytes, callback: Callback | None) -> None:
         """Appends a command if this replica leads; the callback gets its Outcome once the entry
-        commits in its term, or fails (FORK 6: never forwarded)."""
-        result = self.raft.propose(command)
+        commits in its term, or fails (FORK 6: never forwarded). A group the driver stopped
+        (it raised; its restart is due) takes nothing."""
+        result = self.raft.propose(command) if self._driver.holds(self) else None
         if isinstance(result, int):
             self._pending[result] = (self.raft.term, callback)
             self._driver.wake(self)
@@ -282,7 +283,8 @@ class CoreGroup:
 
     @property
     def is_leader(self) -> bool:
-        return self.raft.role == Role.LEADER
+        """Not while the driver has it stopped: its core's role is whatever it was left in."""
+        return self.raft.role == Role.LEADER and self._driver.holds(self)
 
     @property
     def leader_id(self) -> str | None:

@@ -457,6 +457,11 @@ async def test_a_group_whose_ready_raises_is_restarted_from_its_files_and_its_ne
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "raft group g2: ready failed" in errors[0].getMessage()
     assert not driver.holds(failing)
+    # Stopped, it leads nothing and takes nothing until it is reopened.
+    late: list[Outcome] = []
+    failing.propose(b"S" + b"late", late.append)
+    await asyncio.sleep(0)
+    assert not failing.is_leader and late == [Outcome.NOT_LEADER]
     # The neighbours lead on in term 1 and commit what they were asked to.
     answer_appends(link)
     await asyncio.sleep(0.05)
