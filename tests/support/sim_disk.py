@@ -247,7 +247,6 @@ class DiskSim:
     def __init__(self, ids: tuple[int, ...], clock: Callable[[], float]) -> None:
         self.root = scratch_root()
         self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)
         self.controls = Controls()
         self.disks = {i: Disk(self.root, i, clock) for i in ids}
 
@@ -279,7 +278,6 @@ class DiskSim:
         for disk in self.disks.values():
             disk.remove()
         self.controls.queue.clear()
-        asyncio.set_event_loop(None)
         self.loop.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
