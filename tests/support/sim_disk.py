@@ -27,7 +27,7 @@ from raftlog.raft.core import NONE, HardState
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
 from raftlog.raft.replica import NO_OP, JournalLog
-from raftlog.storage import flusher
+from raftlog.storage import cache, flusher
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log, LogConfig, TruncateResult
 from raftlog.storage.segment import parse_segment_name
@@ -247,6 +247,10 @@ class DiskSim:
     def __init__(self, ids: tuple[int, ...], clock: Callable[[], float]) -> None:
         self.root = scratch_root()
         self.loop = asyncio.new_event_loop()
+        # Budgets of one descriptor and no index bytes for past segments: every read of one
+        # reopens its file and reloads its indexes, as a node over its budgets does.
+        self._budgets = (cache.indexes.limit, cache.files.limit)
+        cache.configure(max_index_bytes=0, max_open_files=1)
         self.controls = Controls()
         self.disks = {i: Disk(self.root, i, clock) for i in ids}
 
@@ -279,6 +283,7 @@ class DiskSim:
             disk.remove()
         self.controls.queue.clear()
         self.loop.close()
+        cache.configure(*self._budgets)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
