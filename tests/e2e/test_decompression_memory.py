@@ -161,8 +161,10 @@ def test_forty_bombs_at_once_are_opened_within_the_nodes_request_memory(cluster:
     )
     assert sorted(result.errors) == [0] * CONNECTIONS, result.errors
     assert W.end_offsets(cluster.bootstrap, TOPIC)[0] == start_offset + CONNECTIONS
-    # one batch opened past the budget at most, and what opening it costs on the way
-    assert growth_mb < (BUDGET + BOMB) / MB + 32, growth_mb
+    # one batch opened past the budget at most, and what opening it costs on the way: the
+    # opening threads' malloc arenas keep some of what they freed (+116 to +160 MB measured,
+    # +578 MB before the budget counted decompressed bytes)
+    assert growth_mb < (BUDGET + BOMB) / MB + 64, growth_mb
     for n in cluster.node_ids:
         assert cluster.is_alive(n), cluster.log_tails([n])
         over = (after[n]["le +Inf"] - after[n][f"le {STALL_LIMIT}"]) - (
