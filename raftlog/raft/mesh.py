@@ -583,7 +583,9 @@ class Mesh:
     def _keepalive_round(self, now: float, judge: bool) -> None:
         """Pings every peer, tells the groups of one newly silent, and drops one silent for
         DEAD_AFTER: once, with one log line (a close could take minutes with the peer cut
-        off, and each round logged it again, four lines a second)."""
+        off, and each round logged it again, four lines a second). A round that is not to
+        judge (it came late: this node's own loop was held) drops nobody either: a node back
+        from a pause of over 6 s dropped every peer at once, their frames still unread."""
         for conn in list(self._connections.values()):
             if conn.dropped_silent:
                 continue
@@ -594,7 +596,7 @@ class Mesh:
                 for callback in self.on_peer_silent:
                     callback(conn.peer_id)
             conn.silent = silent
-            if now - conn.last_received > DEAD_AFTER:
+            if judge and now - conn.last_received > DEAD_AFTER:
                 log.warning("peer %s silent for %.1fs; dropping", conn.peer_id, DEAD_AFTER)
                 conn.dropped_silent = True
                 if conn.peer_id is not None:

@@ -230,10 +230,17 @@ class CoreGroup:
         self._driver.wake(self)
 
     def transfer_leadership(self, to: str | None = None) -> bool:
-        """To `to`, or else to the follower that holds the most of the log; False when this
-        replica does not lead, `to` is not a follower, or no follower is caught up."""
+        """To `to`, or else to the follower whose node is heard that holds the most of the log
+        (a node stopping after another handed its groups to the one that had just left, tie
+        first by id, until its 5 s ran out); False when this replica does not lead, `to` is
+        not a follower, or no follower is caught up."""
         matches = self.match_indexes()
-        target = to if to is not None else max(matches, key=lambda p: matches[p], default=None)
+        heard = self.connected_peers()
+        target = (
+            to
+            if to is not None
+            else max((p for p in matches if p in heard), key=lambda p: matches[p], default=None)
+        )
         if target is None or not self.raft.transfer_leadership(int(target)):
             return False
         self._driver.wake(self)

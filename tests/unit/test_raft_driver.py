@@ -524,3 +524,22 @@ async def test_a_group_that_fails_again_at_once_waits_longer_before_each_restart
         assert hosted.restarts == restarts and driver.holds(hosted.group)
     assert driver.failures_total == 3 and driver.failures == {"g": 3}
     link.durability.close()
+
+
+async def test_a_transfer_goes_to_a_follower_whose_node_is_heard(tmp_path: Path) -> None:
+    """The fault run's graceful stop: node 1 had just left, and node 2, stopping next, handed
+    each of its 22 groups to the follower holding the most of the log, ties first by id:
+    node 1, gone. Its 5 s ran out with every group still led. The transfer goes to node 3."""
+    link = Link()
+    clock = Clocked(link)
+    group = await elected(tmp_path, link, clock.driver)
+    answer_appends(link)  # nodes 2 and 3 hold the whole log
+    await asyncio.sleep(0.05)
+    assert group.match_indexes() == {"2": 2, "3": 2}
+    link.heard = {"3"}  # node 2 stopped
+    link.frames.clear()
+    assert group.transfer_leadership()
+    await asyncio.sleep(0.05)
+    sent = [(p, m.type) for p in ("2", "3") for _, m in sent_to(link, p)]
+    assert sent == [("3", MsgType.TIMEOUT_NOW)]
+    link.durability.close()
