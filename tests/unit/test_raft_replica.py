@@ -262,7 +262,9 @@ def test_an_append_built_before_a_cut_is_not_sent_with_bytes_the_cut_removed(
     net.cut = {1}
     one.raft.propose(DATA_PREFIX + batch(b"x"))  # index 4: its appends are lost
     net.settle()
-    x_location = one.journal.entry_by_index(4).location
+    x_entry = one.journal.entry_by_index(4)
+    assert x_entry is not None and x_entry.location is not None
+    x_location = x_entry.location
     new = net.without_node_1()  # node 1, held, does not tick
     new.raft.propose(DATA_PREFIX + batch(b"c"))
     net.settle()
