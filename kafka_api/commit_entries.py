@@ -8,7 +8,7 @@ from typing import Any
 from epoch import NO_EPOCH
 from kafka_api.authz import Op, Resource, authorize
 from kafka_api.context import RequestContext
-from kafka_api.entry_work import sliced
+from kafka_api.entry_work import by_topic
 from raftlog.errors import ErrorCode
 from raftlog.groups.results import CommitOffset
 
@@ -21,13 +21,11 @@ async def commit_entries(
     it, a slice at a time, each topic once."""
     errors: list[ErrorCode] = []
     commits: list[CommitOffset] = []
-    judged: Any = None  # the topic entry last judged, and what was found for it
-    readable, info = False, None
-    async for topic, p in sliced((t, p) for t in topics for p in t.partitions):
-        if topic is not judged:
-            judged = topic
-            readable = authorize(ctx, Op.READ, Resource.TOPIC, topic.name)
-            info = ctx.broker.topic(topic.name)
+
+    def judge(topic: Any) -> tuple[bool, Any]:
+        return authorize(ctx, Op.READ, Resource.TOPIC, topic.name), ctx.broker.topic(topic.name)
+
+    async for topic, p, (readable, info) in by_topic(topics, judge):
         if not readable:
             errors.append(ErrorCode.topic_authorization_failed)
             continue

@@ -32,6 +32,7 @@ LARGE = 1000
 
 T = TypeVar("T")
 R = TypeVar("R")
+J = TypeVar("J")
 P = ParamSpec("P")
 
 
@@ -63,6 +64,21 @@ async def sliced(items: Iterable[T]) -> AsyncIterator[T]:
     for item in items:
         yield item
         await slices.step()
+
+
+async def by_topic(
+    topics: Iterable[Any], judge: Callable[[Any], J]
+) -> AsyncIterator[tuple[Any, Any, J]]:
+    """(topic entry, partition entry, judge(topic entry)) for each partition a request names,
+    sliced as `sliced` is; judge (its ACLs and lookups are the loop's) asked once per topic."""
+    slices = Slices()
+    for topic in topics:
+        if not topic.partitions:
+            continue
+        judged = judge(topic)
+        for partition in topic.partitions:
+            yield topic, partition, judged
+            await slices.step()
 
 
 async def off_loop(count: int, work: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:

@@ -22,7 +22,7 @@ from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
-from kafka_api.entry_work import answer, off_loop, sliced
+from kafka_api.entry_work import answer, by_topic, off_loop
 from raftlog.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TimestampOffset, TopicInfo
 from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
@@ -51,18 +51,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     named = await off_loop(count, _named, request.topics)
     committed = version >= 2 and request.isolation_level == READ_COMMITTED
     results: list[Found] = []
-    judged: Any = None  # the topic entry last judged, and what was found for it
-    describable, topic = False, None
+
+    def judge(requested_topic: Any) -> tuple[bool, Any]:
+        """DESCRIBE on each topic, asked first: an unauthorized one is answered whatever it
+        holds."""
+        name = requested_topic.name
+        return authorize(ctx, Op.DESCRIBE, Resource.TOPIC, name), ctx.broker.topic(name)
+
     # The ACLs and partitions are the loop's: the partitions are judged here, a slice at a time.
-    async for requested_topic, requested in sliced(
-        (t, p) for t in request.topics for p in t.partitions
-    ):
-        if requested_topic is not judged:
-            judged = requested_topic
-            # DESCRIBE on each topic, asked first: an unauthorized one is answered whatever
-            # it holds
-            describable = authorize(ctx, Op.DESCRIBE, Resource.TOPIC, requested_topic.name)
-            topic = ctx.broker.topic(requested_topic.name)
+    async for requested_topic, requested, (describable, topic) in by_topic(request.topics, judge):
         index = requested.partition_index
         if not describable:
             results.append((ErrorCode.topic_authorization_failed, _NOT_FOUND, None))

@@ -13,7 +13,7 @@ from kafka_api.authz import Op, Resource, authorize, authorize_cluster
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
-from kafka_api.entry_work import answer, sliced
+from kafka_api.entry_work import answer, by_topic
 from raftlog.broker import TopicInfo
 from raftlog.broker_api import Broker
 from raftlog.errors import ErrorCode, KafkaError
@@ -34,17 +34,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # CLUSTER_ACTION (replicas, once its only callers) or DESCRIBE on the topic (KIP-320)
     replica = authorize_cluster(ctx, Op.CLUSTER_ACTION)
     results: list[Found] = []
-    judged: Any = None  # the topic entry last judged, and what was found for it
-    describable, topic = False, None
+
+    def judge(requested_topic: Any) -> tuple[bool, Any]:
+        name = requested_topic.topic
+        return replica or authorize(ctx, Op.DESCRIBE, Resource.TOPIC, name), ctx.broker.topic(name)
+
     # The ACLs and partitions are the loop's: the partitions are judged here, a slice at a time.
-    async for requested_topic, requested in sliced(
-        (t, p) for t in request.topics for p in t.partitions
-    ):
-        if requested_topic is not judged:
-            judged = requested_topic
-            name = requested_topic.topic
-            describable = replica or authorize(ctx, Op.DESCRIBE, Resource.TOPIC, name)
-            topic = ctx.broker.topic(name)
+    async for _, requested, (describable, topic) in by_topic(request.topics, judge):
         if not describable:
             results.append((ErrorCode.topic_authorization_failed, _UNDEFINED))
             continue
