@@ -14,7 +14,6 @@ from __future__ import annotations
 import resource
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +21,10 @@ from pathlib import Path
 import pytest
 import zstandard
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 from support import records as R
 from support import wire as W
 from support.cluster import Cluster, rss_kb
+from support.loop_stalls import node_figures, stalls_over, worst_stall
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -86,31 +85,6 @@ def storm(cluster: Cluster, node: int, batch: bytes, connections: int = CONNECTI
     return Storm(errors, before, _peak_kib(pid), time.monotonic() - began)
 
 
-def figures(cluster: Cluster) -> dict[int, dict[str, float]]:
-    """Per node: loop stalls so far (all, and under STALL_LIMIT) and leader changes."""
-    out = {}
-    for n in cluster.node_ids:
-        url = f"http://{cluster.node(n).admin}/metrics"
-        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (loopback)
-            text = response.read().decode()
-        seen: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "raftlog_event_loop_stall_seconds_bucket":
-                    seen[f"le {sample.labels['le']}"] = sample.value
-                elif sample.name == "raftlog_raft_leader_changes_total":
-                    seen["leader changes"] = sample.value
-        out[n] = seen
-    return out
-
-
-def worst_stall(before: dict[str, float], after: dict[str, float]) -> str:
-    new = {k: after[k] - before.get(k, 0.0) for k in after if k.startswith("le ")}
-    if not new["le +Inf"]:
-        return "none over 50 ms"
-    return f"<= {min(float(k[3:]) for k, v in new.items() if v == new['le +Inf'])} s"
-
-
 def _peak_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -146,10 +120,10 @@ def test_forty_bombs_at_once_are_opened_within_the_nodes_request_memory(cluster:
     assert len(bomb) < 4096
     start_offset = W.end_offsets(cluster.bootstrap, TOPIC)[0]
     time.sleep(1.5)  # the last scrape's listing is reused for a moment: take fresh ones
-    before = figures(cluster)
+    before = node_figures(cluster)
     result = storm(cluster, leader, bomb)
     time.sleep(1.5)
-    after = figures(cluster)
+    after = node_figures(cluster)
     growth_mb = (result.peak_kib - result.rss_before_kib) / 1024
     stalls = {n: worst_stall(before[n], after[n]) for n in cluster.node_ids}
     moved = {n: after[n]["leader changes"] - before[n]["leader changes"] for n in cluster.node_ids}
@@ -167,9 +141,7 @@ def test_forty_bombs_at_once_are_opened_within_the_nodes_request_memory(cluster:
     assert growth_mb < (BUDGET + BOMB) / MB + 64, growth_mb
     for n in cluster.node_ids:
         assert cluster.is_alive(n), cluster.log_tails([n])
-        over = (after[n]["le +Inf"] - after[n][f"le {STALL_LIMIT}"]) - (
-            before[n]["le +Inf"] - before[n][f"le {STALL_LIMIT}"]
-        )
+        over = stalls_over(before[n], after[n], STALL_LIMIT)
         assert over == 0, f"node {n} stalled {STALL_LIMIT} s or more ({stalls[n]})"
         assert moved[n] == 0, f"node {n} saw leaderships change"
         with W.KafkaWire(cluster.node(n).kafka, timeout=10) as wire:

@@ -15,15 +15,14 @@ import contextlib
 import socket
 import struct
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kio.index import load_response_schema
-from prometheus_client.parser import text_string_to_metric_families
 from support import wire as W
 from support.cluster import Cluster, wait_for
+from support.loop_stalls import node_figures, stalls_over, worst_stall
 
 from kafka_api.entry_bounds import MAX_ENTRIES
 from kafka_api.fetch_encoding import uvarint
@@ -73,42 +72,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
-def _node_figures(cluster: Cluster, node_id: int) -> dict[str, float]:
-    url = f"http://{cluster.node(node_id).admin}/metrics"
-    with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (loopback)
-        text = response.read().decode()
-    figures: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "raftlog_event_loop_stall_seconds_bucket":
-                figures[f"le {sample.labels['le']}"] = sample.value
-            elif sample.name == "raftlog_raft_leader_changes_total":
-                figures["leader changes"] = sample.value
-    return figures
-
-
 @contextlib.contextmanager
 def judged(cluster: Cluster, what: str) -> Iterator[None]:
     """Runs the block, then asserts no node's loop stalled STALL_LIMIT s or more and no
     replica saw a new leader meanwhile; prints each node's worst stall bucket."""
     time.sleep(1.5)  # the last scrape's listing is reused for a moment: take fresh ones
-    before = {n: _node_figures(cluster, n) for n in cluster.node_ids}
+    before = node_figures(cluster)
     yield
     time.sleep(1.5)
-    after = {n: _node_figures(cluster, n) for n in cluster.node_ids}
-    worst = {}
-    for n in cluster.node_ids:
-        new = {key: after[n][key] - before[n].get(key, 0.0) for key in after[n]}
-        # the worst stall is under the least bound that holds every new one
-        holding = [
-            float(k[3:]) for k, v in new.items() if k.startswith("le ") and v == new["le +Inf"]
-        ]
-        worst[n] = f"<= {min(holding)} s" if new["le +Inf"] else "none over 50 ms"
+    after = node_figures(cluster)
+    worst = {n: worst_stall(before[n], after[n]) for n in cluster.node_ids}
     print(f"\n{what}: worst loop stall per node {worst}")
     for n in cluster.node_ids:
-        over = (after[n]["le +Inf"] - after[n][f"le {STALL_LIMIT}"]) - (
-            before[n]["le +Inf"] - before[n][f"le {STALL_LIMIT}"]
-        )
+        over = stalls_over(before[n], after[n], STALL_LIMIT)
         assert over == 0, f"{what}: node {n} stalled {STALL_LIMIT} s or more ({worst[n]})"
         assert after[n]["leader changes"] == before[n]["leader changes"], (
             f"{what}: node {n} saw leaderships change"

@@ -14,15 +14,14 @@ without being decoded; and no node logs an ERROR.
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from support import wire as W
 from support.big_requests import BigRequest, largest
 from support.cluster import Cluster
+from support.loop_stalls import node_figures, stalls_over, worst_seconds, worst_stall
 
 from kafka_api import entry_bounds
 from kafka_api.codec import response_schema
@@ -67,32 +66,6 @@ def _epochs(cluster: Cluster) -> dict[tuple[str, int], tuple[int, int]]:
     return epochs
 
 
-def _figures(cluster: Cluster) -> dict[int, dict[str, float]]:
-    """Per node: stalls past STALL_LIMIT so far, and its stall buckets."""
-    figures = {}
-    for n in cluster.node_ids:
-        url = f"http://{cluster.node(n).admin}/metrics"
-        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (loopback)
-            text = response.read().decode()
-        buckets = {
-            sample.labels["le"]: sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-            if sample.name == "raftlog_event_loop_stall_seconds_bucket"
-        }
-        figures[n] = {"over": buckets["+Inf"] - buckets[STALL_LIMIT]}
-        figures[n].update({f"le {k}": v for k, v in buckets.items()})
-    return figures
-
-
-def _worst(before: dict[str, float], after: dict[str, float]) -> str:
-    """The least stall bucket that holds every stall between the two readings."""
-    new = {k[3:]: after[k] - before.get(k, 0.0) for k in after if k.startswith("le ")}
-    if not new["+Inf"]:
-        return "< 50 ms"
-    return "<= " + min((k for k, v in new.items() if v == new["+Inf"]), key=float) + " s"
-
-
 @dataclass
 class Exchange:
     answer: bytes | None  # the big request's response, if one came
@@ -129,7 +102,7 @@ def _top_error(big: BigRequest, answer: bytes) -> int:
 def test_every_api_at_its_bound_and_past_it(cluster: Cluster) -> None:
     address = cluster.node(1).kafka_addr
     rows = []
-    before, epochs = _figures(cluster), _epochs(cluster)
+    before, epochs = node_figures(cluster), _epochs(cluster)
     for key, handler in sorted(HANDLERS.items()):
         slowest, widest, entries = 0.0, 0, 0
         for version in range(handler.MIN_VERSION, handler.MAX_VERSION + 1):
@@ -150,11 +123,11 @@ def test_every_api_at_its_bound_and_past_it(cluster: Cluster) -> None:
                 assert _top_error(past, refused.answer) == ErrorCode.invalid_request, why
             else:
                 assert refused.closed and refused.answer is None, why
-        after = _figures(cluster)  # a stall that outlasts the answers counts for the next API
-        worst = max((_worst(before[n], after[n]) for n in cluster.node_ids), key=_bucket)
+        after = node_figures(cluster)  # a stall that outlasts the answers counts for the next API
+        worst = max((worst_stall(before[n], after[n]) for n in cluster.node_ids), key=worst_seconds)
         rows.append((key, handler.__name__.rsplit(".", 1)[-1], entries, widest, slowest, worst))
         for n in cluster.node_ids:
-            assert after[n]["over"] == before[n]["over"], (
+            assert stalls_over(before[n], after[n], STALL_LIMIT) == 0, (
                 f"api {key}: node {n} stalled {STALL_LIMIT} s or more ({worst})"
             )
         now = _epochs(cluster)  # a partition created meanwhile (internal topics) is not a move
@@ -172,7 +145,3 @@ def test_every_api_at_its_bound_and_past_it(cluster: Cluster) -> None:
         logged = cluster.nodes[n].log.read_text(errors="replace")
         errors = [line for line in logged.splitlines() if " ERROR " in line or "Traceback" in line]
         assert errors == [], f"node {n} logged:\n" + "\n".join(errors[:20])
-
-
-def _bucket(worst: str) -> float:
-    return 0.0 if worst.startswith("<") and "ms" in worst else float(worst.split()[1])
