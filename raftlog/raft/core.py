@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from raftlog.raft.quorum import VoteResult, committed_index, vote_result
+from raftlog.raft.membership import Membership, joint_committed, joint_silence, joint_vote
+from raftlog.raft.quorum import VoteResult
 
 NONE = 0
 """Node ids are positive; 0 means "nobody" (no vote, no known leader)."""
@@ -71,9 +72,13 @@ class Payload(Protocol):
 
 @dataclass(slots=True)
 class Entry:
+    """`conf`: the group's configuration from this entry on (a configuration entry, issue 44);
+    it is used from when it is appended, not committed (Raft thesis 4.1)."""
+
     term: int
     index: int
     data: Payload = b""
+    conf: Membership | None = None
 
 
 @dataclass(slots=True)
@@ -84,7 +89,8 @@ class Message:
     APP_RESP: index = last index matched (success) or the rejected prev index (reject);
     reject_hint/log_term = the follower's conflict hint (index, term there).
     VOTE/PREVOTE: index/log_term = the candidate's last entry.
-    SNAP: index/log_term = the snapshot's last entry (the leader's first held entry).
+    SNAP: index/log_term = the snapshot's last entry (the leader's first held entry), conf =
+    the configuration in force there.
     """
 
     type: MsgType
@@ -99,6 +105,7 @@ class Message:
     reject_hint: int = 0
     transfer: bool = False
     quiesce: bool = False  # APP: the leader's last heartbeat before its group goes quiet
+    conf: Membership | None = None
 
 
 @dataclass(slots=True)
@@ -127,6 +134,7 @@ class Install:
     index: int
     term: int
     source: int
+    membership: Membership | None = None  # the configuration at the snapshot point
 
 
 @dataclass(slots=True)
@@ -157,6 +165,13 @@ class Forwarded:
     unknown to the caller, which is exactly why partitions refuse instead."""
 
     leader: int
+
+
+@dataclass(slots=True)
+class ConfRefused:
+    """A configuration change the leader will not append now, and why."""
+
+    reason: str
 
 
 ProposeResult = int | NotLeader | Forwarded
@@ -245,12 +260,21 @@ class Rules:
     leader_may_stand_again: bool = True  # 3: so does the request of the leader followed
     snapshot_keeps_log: bool = True  # 7: a log holding the snapshot's last entry keeps its tail
     drop_stale_appends: bool = True  # an append whose entries a cut removed is not sent
+    # Membership change (issue 44; Raft thesis 4.1-4.3, etcd's confchange):
+    conf_change_own_term: bool = True  # a leader changes members only once its term committed
+    one_conf_change_at_a_time: bool = True  # and only with no other change uncommitted
+    joint_consensus: bool = True  # more than one voter changes through a joint configuration
+    joint_majorities: bool = True  # which needs a majority of both voter sets
+    leave_joint_after_commit: bool = True  # left only once it committed
+    conf_follows_truncation: bool = True  # a cut configuration entry takes its change back
+    stand_until_removal_commits: bool = True  # a removed voter may still be needed
+    removed_leader_steps_down: bool = True  # once the change that removed it committed
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
     id: int
-    peers: tuple[int, ...]  # every voter, this replica included
+    peers: tuple[int, ...]  # the voters a new group starts with
     election_tick: int = 10  # minimum election timeout, in ticks
     heartbeat_tick: int = 1
     max_append: int = 64  # entries per append message
@@ -260,6 +284,10 @@ class Config:
     quiesce_ticks: int = 4
     applied: int = 0  # the caller's state machine holds entries up to here
     rules: Rules = field(default_factory=Rules)
+    # The configuration in force at the log's first entry, as the caller saved it with its
+    # snapshot (None: `peers` vote), and the configuration entries its log holds after that.
+    membership: Membership | None = None
+    conf_entries: tuple[Entry, ...] = ()
 
 
 @dataclass(slots=True)
@@ -280,10 +308,7 @@ class Raft:
     def __init__(
         self, config: Config, log: RaftLog, hard_state: HardState, rng: random.Random
     ) -> None:
-        if config.id not in config.peers:
-            raise ValueError("a replica must be one of the group's voters")
         self.id = config.id
-        self.peers = config.peers
         self.cfg = config
         self.rules = config.rules
         self.log = log
@@ -320,6 +345,15 @@ class Raft:
         self.stable = last
         self.prev_hs = hard_state
         self.prev_soft = SoftState(NONE, Role.FOLLOWER)
+        # Issue 44: (index, configuration) from the log's start on, the last one in force.
+        # A replica need not be a member: a new one learns its configuration from the log.
+        base = config.membership or Membership.of(config.peers)
+        problem = base.problem()
+        if problem is not None:
+            raise ValueError(f"configuration {base}: {problem}")
+        self.confs: list[tuple[int, Membership]] = [(0, base)]
+        self.confs += [(e.index, e.conf) for e in config.conf_entries if e.conf is not None]
+        self.conf = self.confs[-1][1]
         self._reset_timeout()
 
     # ---- small helpers -------------------------------------------------------------------
@@ -365,6 +399,137 @@ class Raft:
             self.stable = min(self.stable, after)
         self.unsent_from = min(self.unsent_from, after + 1)
         self.log.truncate_and_append(after, entries)
+        changed = self.confs[-1][0] > after and self.conf_follows_truncation(after)
+        for e in entries:
+            if e.conf is not None:
+                self.confs.append((e.index, e.conf))
+                changed = True
+        if changed:
+            self._use(self.confs[-1][1])
+
+    # ---- membership (issue 44) -------------------------------------------------------------
+
+    def promotable(self) -> bool:
+        """Only a voter stands for election: a learner, or a replica removed (or not yet
+        added), only follows; but see `stands_until_removal_commits`."""
+        return self.conf.votes(self.id) or self.stands_until_removal_commits()
+
+    def stands_until_removal_commits(self) -> bool:
+        """Raft thesis 4.1: a replica its latest configuration removes still stands while
+        that change is not known to have committed: it may be the vote the change needs. A
+        leader of {2,3} that appended {3} and was stopped before 3 had it left 3 unable to
+        win without 2's vote (2's log was longer) and 2 never standing: the group was
+        leaderless for good (the membership simulation's seed 42)."""
+        return (
+            self.rules.stand_until_removal_commits
+            and self.confs[-1][0] > self.commit
+            and self.membership_at(self.commit).votes(self.id)
+        )
+
+    def membership_at(self, index: int) -> Membership:
+        """The configuration in force at `index` (the caller saves it with a snapshot there)."""
+        for at, conf in reversed(self.confs):
+            if at <= index:
+                return conf
+        return self.confs[0][1]
+
+    def quorum_silence(self, silent: dict[int, int], unknown: int) -> int:
+        """Ticks since a majority of (each half of) the voters was heard, for a leader's wake."""
+        return joint_silence(self.conf, self.id, silent, unknown)
+
+    def conf_follows_truncation(self, after: int) -> bool:
+        """A cut removes the configuration entries it cuts and their changes with them (the
+        configuration is the log's latest, committed or not). Left in force, a replica counts
+        votes and commits with members a deposed leader only proposed."""
+        if not self.rules.conf_follows_truncation:
+            return False
+        while len(self.confs) > 1 and self.confs[-1][0] > after:
+            self.confs.pop()
+        return True
+
+    def _use(self, conf: Membership) -> None:
+        """The configuration is in force from now: a leader tracks exactly its members."""
+        self.conf = conf
+        if self.role != Role.LEADER:
+            return
+        last = self.last_index()
+        members = conf.members()
+        for p in members:
+            if p != self.id and p not in self.progress:
+                self.progress[p] = Progress(match=0, next=last + 1)
+        for p in list(self.progress):
+            if p not in members:
+                del self.progress[p]
+                self.heard_at.pop(p, None)
+        if self.lead_transferee != NONE and not conf.votes(self.lead_transferee):
+            self.lead_transferee = NONE
+
+    def propose_conf(self, target: Membership) -> int | NotLeader | ConfRefused:
+        """Change the group's members to `target` (a simple configuration: voters and
+        learners). A change of one voter is one entry; more go through a joint configuration
+        that the leader leaves once it commits. The caller adds a replica as a learner and
+        promotes it once caught up, so the group's majority never waits on an empty log."""
+        if self.role != Role.LEADER or self.lead_transferee != NONE:
+            return NotLeader(NONE if self.role == Role.LEADER else self.leader)
+        problem = target.problem()
+        if problem is None and target.joint:
+            problem = "a target configuration cannot be joint"
+        problem = problem or self.conf_change_blocked()
+        if problem is not None:
+            return ConfRefused(problem)
+        return self._append_conf(self.joint_consensus(target))
+
+    def conf_change_blocked(self) -> str | None:
+        """Why a change cannot start now. One at a time: with two in flight, two majorities
+        that do not overlap can form. And only once an entry of this leader's term committed
+        (Ongaro's fix to single-server changes, 2015): a change proposed before that can
+        be overwritten by a leader of an earlier configuration's majority after a change it
+        never saw had committed."""
+        if self.rules.one_conf_change_at_a_time and (
+            self.confs[-1][0] > self.commit or self.conf.joint
+        ):
+            return "a configuration change is still in flight"
+        if self.rules.conf_change_own_term and self._term(self.commit) != self.term:
+            return "no entry of this leader's term has committed yet"
+        return None
+
+    def joint_consensus(self, target: Membership) -> Membership:
+        """Raft thesis 4.3: a change of more than one voter enters a joint configuration
+        (both voter sets' majorities) first. Applied at once, the old set's majority and the
+        new set's can each elect a leader and commit without the other."""
+        changed = target.voters ^ self.conf.voters
+        if len(changed) <= 1 or not self.rules.joint_consensus:
+            return target
+        return Membership(target.voters, self.conf.voters, target.learners)
+
+    def _append_conf(self, conf: Membership) -> int:
+        self.wake()
+        index = self.last_index() + 1
+        self._cut(index - 1, [Entry(self.term, index, b"", conf)])
+        if conf.joint and not self.rules.leave_joint_after_commit:
+            self._cut(index, [Entry(self.term, index + 1, b"", conf.left())])
+        self.broadcast_append()
+        self.leader_commit()
+        return index
+
+    def conf_committed(self) -> None:
+        """The leader's configuration committed: a joint one is left (leave_joint_after_commit:
+        left before, the new voters alone decide while the old ones may not yet know of the
+        change), and a leader no longer among the voters hands over (TimeoutNow to its most
+        caught-up voter) and steps down; it led the change without counting itself."""
+        if self.role != Role.LEADER or self.confs[-1][0] > self.commit:
+            return
+        if self.conf.joint:
+            if self.rules.leave_joint_after_commit:
+                self._append_conf(self.conf.left())
+            return
+        if self.promotable() or not self.rules.removed_leader_steps_down:
+            return
+        last = self.last_index()
+        ready = [p for p, pr in self.progress.items() if pr.match == last and self.conf.votes(p)]
+        if ready:
+            self._send(Message(MsgType.TIMEOUT_NOW, self.id, min(ready), self.term))
+        self.become_follower(self.term, NONE)
 
     # ---- roles -----------------------------------------------------------------------------
 
@@ -386,7 +551,7 @@ class Raft:
         """Stand for election. With PreVote first ask, without raising the term, whether a
         majority would vote: an isolated node cannot inflate terms and depose a live leader.
         `transfer` (TimeoutNow) marks the vote requests so voters skip leader stickiness."""
-        if self.role == Role.LEADER:
+        if self.role == Role.LEADER or not self.promotable():
             return
         self.election_elapsed = 0
         self._reset_timeout()
@@ -402,10 +567,10 @@ class Raft:
             term = self.term
             kind = MsgType.VOTE
         self.votes = {self.id: True}
-        if vote_result(self.peers, self.votes) == VoteResult.WON:
+        if self._vote_result() == VoteResult.WON:
             self._won(pre)
             return
-        for p in self.peers:
+        for p in sorted(self.conf.voting()):
             if p != self.id:
                 self._send(
                     Message(
@@ -432,7 +597,9 @@ class Raft:
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         last = self.last_index()
-        self.progress = {p: Progress(match=0, next=last + 1) for p in self.peers if p != self.id}
+        self.progress = {
+            p: Progress(match=0, next=last + 1) for p in self.conf.members() if p != self.id
+        }
         self.heard_at = {}  # not caught up, so not quiet, before its followers answer
         self.lease_from = self.ticks  # a majority just voted for it
         # An empty entry of the new term: it lets earlier terms' entries commit (Raft 5.4.2).
@@ -449,6 +616,7 @@ class Raft:
             and not self.quiet
             and self.installing is None
             and self.election_elapsed + 1 >= self.randomized_timeout
+            and self.promotable()
         )
 
     def tick(self, may_stand: bool = True, connected: Container[int] | None = None) -> bool:
@@ -484,7 +652,7 @@ class Raft:
             return acted
         if self.election_elapsed >= self.randomized_timeout:
             # Installing, the log is the caller's to change: no campaign until it is done.
-            if may_stand and self.installing is None:
+            if may_stand and self.installing is None and self.promotable():
                 self.campaign(pre=self.rules.pre_vote)
                 return True
             self.election_elapsed = 0
@@ -535,9 +703,9 @@ class Raft:
         tick 0: ticks count from the replica's start, and a leader a few ticks old kept its
         lease for a whole timeout with nobody heard."""
         never = self.ticks - 2 * self.cfg.election_tick
-        heard = {p: self.heard_at.get(p, never) for p in self.peers}
+        heard = {p: self.heard_at.get(p, never) for p in self.conf.voting()}
         heard[self.id] = self.ticks
-        return committed_index(self.peers, heard)
+        return joint_committed(self.conf, heard, self.rules.joint_majorities)
 
     def _renew_lease(self) -> None:
         self.lease_from = self._quorum_heard()
@@ -618,7 +786,7 @@ class Raft:
         A follower woken for another follower's node would time out with its leader quiet."""
         return (
             node != self.id
-            and node in self.peers
+            and node in self.conf.members()
             and (self.role == Role.LEADER or self.leader in (node, NONE))
         )
 
@@ -688,6 +856,8 @@ class Raft:
     def transfer_leadership(self, target: int) -> bool:
         """Hand leadership to `target` once it holds the whole log (TimeoutNow)."""
         if self.role != Role.LEADER or target == self.id or target not in self.progress:
+            return False
+        if not self.conf.votes(target):
             return False
         self.wake()
         self.lead_transferee = target
@@ -766,11 +936,14 @@ class Raft:
             self._step_follower(m)
         elif m.type == mine:
             self.votes[m.src] = not m.reject
-            result = vote_result(self.peers, self.votes)
+            result = self._vote_result()
             if result == VoteResult.WON:
                 self._won(self.role == Role.PRE_CANDIDATE)
             elif result == VoteResult.LOST:
                 self.become_follower(self.term, NONE)
+
+    def _vote_result(self) -> VoteResult:
+        return joint_vote(self.conf, self.votes, self.rules.joint_majorities)
 
     def _step_follower(self, m: Message) -> None:
         if m.type in (MsgType.APP, MsgType.SNAP):
@@ -800,13 +973,18 @@ class Raft:
             self.commit_to(m.index)  # the leader's snapshot holds only committed entries
             self._accept(m.src, m.index)
         else:
-            self.installing = self.install_wanted = Install(m.index, m.log_term, m.src)
+            wanted = Install(m.index, m.log_term, m.src, m.conf)
+            self.installing = self.install_wanted = wanted
 
     def install_done(self, index: int, term: int) -> None:
         """The caller installed the snapshot: the log is now entry `index` (of `term`) alone,
         durable, and the state machine holds everything up to it."""
         if self.log.first_index() != index or self.log.term_at(index) != term:
             raise ValueError(f"install_done({index}, {term}) but the log starts elsewhere")
+        wanted = self.installing
+        if wanted is not None and wanted.membership is not None:
+            self.confs = [(0, wanted.membership)]
+            self._use(wanted.membership)
         self.installing = self.install_wanted = None
         self.commit = max(self.commit, index)
         self.applied = max(self.applied, index)
@@ -931,7 +1109,14 @@ class Raft:
         pr.paused = True
         self._send(
             Message(
-                MsgType.SNAP, self.id, peer, self.term, first, self._term(first), commit=self.commit
+                MsgType.SNAP,
+                self.id,
+                peer,
+                self.term,
+                first,
+                self._term(first),
+                commit=self.commit,
+                conf=self.membership_at(first),
             )
         )
 
@@ -976,6 +1161,8 @@ class Raft:
                 pr.replicate = True
                 pr.next = m.index + 1
             self.leader_commit()
+            if self.progress.get(m.src) is not pr:
+                return  # the commit changed the members (or this replica stepped down)
         if pr.next <= self.last_index():
             self.send_append(m.src)
         if m.src == self.lead_transferee and pr.match == self.last_index():
@@ -1012,12 +1199,13 @@ class Raft:
         replicas of an older term's entry can commit what a later leader overwrites)."""
         match = {p: pr.match for p, pr in self.progress.items()}
         match[self.id] = self.stable
-        index = committed_index(self.peers, match)
+        index = joint_committed(self.conf, match, self.rules.joint_majorities)
         if index <= self.commit:
             return
         if self.rules.leader_commit_own_term and self._term(index) != self.term:
             return
         self.commit_to(index)
+        self.conf_committed()
         # Followers learn it from the next append or heartbeat (as Redpanda's and Kafka's
         # followers do), not from an empty append of its own: etcd's broadcast here doubled the
         # messages of every small entry (an append and an answer to each follower).

@@ -35,7 +35,6 @@ from raftlog.raft.core import Entry, Message, MsgType, Raft, Ready, Role
 from raftlog.raft.durability import Durability
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.failure_log import FailureLog
-from raftlog.raft.quorum import quorum_silence
 
 log = logging.getLogger(__name__)
 
@@ -312,9 +311,7 @@ class Driver:
                     self._awake[name] = group
                 elif raft.quiet and raft.concerns(peer):
                     if raft.role == Role.LEADER:
-                        silence = quorum_silence(
-                            raft.peers, raft.id, silences, self._longest_timeout
-                        )
+                        silence = raft.quorum_silence(silences, self._longest_timeout)
                         raft.wake(silence)
                     else:
                         raft.wake(silent_ticks if raft.leader == peer else 0)

@@ -48,7 +48,7 @@ from raftlog.raft.core import (
     Rules,
 )
 from raftlog.raft.driver import TICK_SECONDS, decode, encode
-from raftlog.raft.quorum import quorum_silence
+from raftlog.raft.membership import Membership
 from raftlog.raft.replica import NO_OP
 from support.sim_disk import GROUP, DiskSim, batch
 
@@ -97,6 +97,11 @@ class SimConfig:
     # installs by raft/install.py, crashes that tear a file being written and restarts
     # from disk; messages through the driver's wire encoding, lazy payloads read then.
     storage: bool = False
+    # Membership change (issue 44): the group starts with this many of its nodes as voters
+    # (0: all) and, this often in a chaos turn, its leader is asked for new members: one
+    # voter or learner more or less, or a new voter set altogether (through a joint one).
+    voters: int = 0
+    conf_change: float = 0.0
 
 
 def replay_hint(seed: int, cfg: SimConfig | None = None) -> str:
@@ -125,6 +130,7 @@ class Replica:
         self.seen_commit = 0
         self.was_leader_term = 0
         self.held: tuple[int, int] | None = None  # (since, until): its node is stalled
+        self.durable_base: Membership | None = None  # the configuration at durable_first
 
 
 class Sim:
@@ -134,6 +140,7 @@ class Sim:
         self.rng = random.Random(seed)
         n = self.rng.choice(self.cfg.nodes)
         self.ids = tuple(range(1, n + 1))
+        self.initial = self.ids[: self.cfg.voters] if self.cfg.voters else self.ids
         self.max_append = self.rng.choice(self.cfg.max_append)
         self.propose_rate = self.cfg.propose
         if self.cfg.sparse and self.rng.random() < self.cfg.sparse:
@@ -185,7 +192,9 @@ class Sim:
         r = self.replicas[i]
         config = Config(
             id=i,
-            peers=self.ids,
+            peers=self.initial,
+            membership=r.durable_base,
+            conf_entries=tuple(e for e in r.durable_log if e.conf is not None),
             election_tick=self.cfg.election_tick,
             heartbeat_tick=self.cfg.heartbeat_tick,
             max_append=self.max_append,
@@ -358,9 +367,11 @@ class Sim:
             to -= 1  # the journal's cut counts the entry after it as committed
         if to <= r.durable_first:
             return
-        for e in r.durable_log[: to - r.durable_first]:
-            if self.committed.get(e.index) != e:
+        for e in r.durable_log[: to - r.durable_first + 1]:
+            if e.index < to and self.committed.get(e.index) != e:
                 self.fail(f"replica {i} compacted {e}, which is not the committed entry")
+            if e.conf is not None:
+                r.durable_base = e.conf  # saved with the snapshot: the log no longer says it
         del r.durable_log[: to - r.durable_first]
         r.durable_first = to
         if self.storage is not None:
@@ -402,6 +413,7 @@ class Sim:
         else:
             r.log.reset(known)
         r.durable_log = [known]  # the install is durable before it is done
+        r.durable_base = what.membership or r.durable_base
         r.durable_first = what.index
         r.durable_hs = replace(r.durable_hs, commit=max(r.durable_hs.commit, what.index))
         r.applied = self.committed_prefix(what.index)
@@ -555,6 +567,8 @@ class Sim:
             # clients mostly find the leader; some ask a follower and are refused
             leader = self.leader()
             self.propose(leader if leader and rng.random() < 0.8 else rng.choice(self.ids))
+        if chaos and self.cfg.conf_change and rng.random() < self.cfg.conf_change:
+            self.change_members()
         if chaos and rng.random() < self.cfg.transfer:
             for i in self.live():
                 core = self.idle(i)
@@ -579,6 +593,40 @@ class Sim:
             r = self.replicas[i]
             if r.pending is not None and r.held is None and rng.random() < self.cfg.sync:
                 self.sync(i)
+
+    def change_members(self) -> None:
+        """The leader is asked for new members: mostly one change (a learner added, promoted
+        or dropped, a voter added or removed), sometimes a new voter set altogether."""
+        i = self.leader()
+        core = self.idle(i) if i else None
+        if core is None:
+            return
+        rng, conf = self.rng, core.conf
+        voters, learners = set(conf.voters), set(conf.learners)
+        others = [n for n in self.ids if n not in voters | learners]
+        roll = rng.random()
+        if roll < 0.25 and others:
+            learners.add(rng.choice(others))
+        elif roll < 0.45 and learners:
+            n = rng.choice(sorted(learners))
+            learners.discard(n)
+            voters.add(n)
+        elif roll < 0.55 and learners:
+            learners.discard(rng.choice(sorted(learners)))
+        elif roll < 0.7 and others:
+            voters.add(rng.choice(others))
+        elif roll < 0.85 and len(voters) > 1:
+            n = rng.choice(sorted(voters))
+            voters.discard(n)
+            if rng.random() < 0.5:
+                learners.add(n)
+        else:
+            voters = set(rng.sample(self.ids, rng.choice((1, 2, 3, 3, 4, 5))))
+            learners = {n for n in self.ids if n not in voters and rng.random() < 0.3}
+        target = Membership.of(voters, learners)
+        result = core.propose_conf(target)
+        self.note(f"{i} asked for {target}: {result}")
+        self.process(i)
 
     def watch_nodes(self) -> None:
         """The driver's node-level liveness (raft/driver.py): a replica whose peer's node fell
@@ -616,7 +664,7 @@ class Sim:
                         continue
                 if changed and core.quiet and core.concerns(j):
                     if core.role == Role.LEADER:
-                        core.wake(quorum_silence(self.ids, i, self.silences(i), 0))
+                        core.wake(core.quorum_silence(self.silences(i), 0))
                     else:
                         core.wake(silent_for if core.leader == j and not up else 0)
                     self.note(f"{i} wakes: node {j} {'back' if up else 'silent'}")
@@ -662,6 +710,16 @@ class Sim:
             if data != stored[0]:
                 self.fail(f"replica {i}'s segments differ from replica {self.live()[0]}'s")
 
+    def check_leader_votes(self) -> None:
+        """Once a heal committed, its group is led by one of its voters: a leader the group
+        removed hands over as that change commits."""
+        leader = self.leader()
+        if not leader:
+            return
+        core = self.core(leader)
+        if core.confs[-1][0] <= core.commit and not core.conf.votes(leader):
+            self.fail(f"{leader} leads {core.conf}, which removed it and committed")
+
     def heal(self) -> None:
         """Mend every link, restart every replica, stop dropping: within heal_bound ticks a
         leader must be elected and a new proposal applied by every replica."""
@@ -678,10 +736,12 @@ class Sim:
             self.turn(chaos=False)
             if target is not None:
                 if all(
-                    any(self.carries(e, target) for e in self.replicas[i].applied) for i in self.ids
+                    any(self.carries(e, target) for e in self.replicas[i].applied)
+                    for i in self.members()
                 ):
                     self.heal_ticks.append(self.time - start)
                     self.check_stored()
+                    self.check_leader_votes()
                     self.drop, self.dup = self.cfg.drop, self.cfg.dup
                     return
                 core = self.replicas[proposer[0]].core
@@ -741,6 +801,12 @@ class Sim:
             raise RuntimeError(f"replica {i} is down")
         return core
 
+    def members(self) -> tuple[int, ...]:
+        """The replicas a heal waits for: the members of the latest committed configuration
+        (a replica removed from the group hears no more of it)."""
+        confs = [e.conf for _, e in sorted(self.committed.items()) if e.conf is not None]
+        return tuple(sorted(confs[-1].members())) if confs else self.initial
+
     def leader(self) -> int:
         """The live leader of the highest term, NONE if there is none."""
         best = (0, NONE)
@@ -759,6 +825,8 @@ class Sim:
 
 # The real partition storage under the same schedules (issue 43).
 STORAGE = SimConfig(storage=True)
+# Members that change under the same faults: three voters of five or six nodes to start.
+MEMBERSHIP = SimConfig(nodes=(5, 6), voters=3, conf_change=0.1)
 
 
 def scripted(
@@ -769,6 +837,7 @@ def scripted(
     silent_ticks: int = 10,
     watch: bool = True,
     seed: int = 0,
+    voters: int = 0,
 ) -> Sim:
     """A lossless group that only moves when a test says so: every Ready synced at once,
     no chaos, no client proposals; `hop()` delivers, `act()` calls the core, `ticks()` ticks."""
@@ -785,6 +854,7 @@ def scripted(
         compact=0.0,
         max_append=(max_append,),
         rules=rules or Rules(),
+        voters=voters,
     )
     return Sim(seed, cfg)
 
