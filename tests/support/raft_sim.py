@@ -328,7 +328,13 @@ class Sim:
             if rd.committed:  # as raft/replica.py's apply
                 assert disk.journal is not None
                 disk.journal.set_commit_index(rd.committed[-1].index)
-            disk.settle()
+            if (
+                rd.entries
+                or rd.committed
+                or rd.hard_state is not None
+                or rd.truncate_after is not None
+            ):
+                disk.settle()  # a Ready of messages alone wrote nothing
         if rd.install is not None:
             due = self.time + 1 + self.rng.randrange(self.cfg.install_ticks)
             r.install = (due, rd.install)
