@@ -154,6 +154,7 @@ class Node:
             driver=driver,
             installs=Installs(self.mesh),
             memory=self.memory,
+            heap=self._heap,
         )
         self.groups = GroupCoordinator(
             self.node_id,
