@@ -295,3 +295,16 @@ def test_two_different_racks_are_refused(tmp_path: Path) -> None:
     top = GOOD.replace('cluster_secret = "s"', 'cluster_secret = "s"\nrack = "r1"')
     with pytest.raises(ConfigError, match="rack = 'r1' and .* = 'r2' differ; set one"):
         load(tmp_path, top + '"broker.rack" = "r2"\n')
+
+
+def test_cluster_up_writes_each_nodes_rack(tmp_path: Path) -> None:
+    """`raftlog cluster up --racks` writes broker.rack into each node's config, which the
+    node reads back; a node written without one (add-node without --rack) has none."""
+    from raftlog_app import cluster
+
+    specs = cluster.node_specs(tmp_path, 2, 19092)
+    cluster.write_config(specs[0], specs, "s", {"num.partitions": 3}, "t", "eu-west-1a")
+    cluster.write_config(specs[1], specs, "s", {"num.partitions": 3}, "t")
+    first, second = (NodeConfig.load(s.config_path) for s in specs)
+    assert (first.rack, first.broker) == ("eu-west-1a", {"num.partitions": 3})
+    assert (second.rack, second.broker) == (None, {"num.partitions": 3})
