@@ -88,6 +88,32 @@ class _Listener:
         pass
 
 
+class _Journal(SegmentJournal):
+    """The partition's journal, telling the simulation after each of its write steps."""
+
+    written: Callable[[str], None] | None = None
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        super().add(command, idx, term)
+        if self.written is not None:
+            self.written(f"add {idx}")
+
+    def cut_after(self, idx: int) -> None:
+        super().cut_after(idx)
+        if self.written is not None:
+            self.written(f"cut after {idx}")
+
+    def set_term(self, term: int, voted_for: str | None) -> None:
+        super().set_term(term, voted_for)
+        if self.written is not None:
+            self.written("term/vote")
+
+    def set_commit_index(self, index: int) -> None:
+        super().set_commit_index(index)
+        if self.written is not None:
+            self.written("commit")
+
+
 class Controls:
     """The installers' control messages between the simulated nodes, through msgpack, queued
     until the simulation pumps them (`DiskSim.pump`)."""
@@ -122,6 +148,9 @@ class Disk:
         self._clock = clock
         self._images: dict[str, bytes] = {}  # settled contents, by path
         self._read: dict[str, bytes] = {}  # contents when last read, by path (mtime set to 0)
+        # With `trace`: the contents after each write step since the settle, named.
+        self.trace = False
+        self._steps: list[tuple[str, dict[str, bytes]]] = []
         self.log: Log | None = None
         self.journal: SegmentJournal | None = None
         self.installer: Installer | None = None
@@ -135,9 +164,11 @@ class Disk:
             self.dir,
             LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=INDEX_INTERVAL_BYTES),
         )
-        journal = self.journal = SegmentJournal(
+        journal = self.journal = _Journal(
             self.dir / "raft", self.log, _Listener(), clock=self._clock
         )
+        if self.trace:
+            journal.written = self._written
         if len(journal) == 0:
             journal.add(NO_OP, 1, 0)  # every replica's log starts with the same term-0 entry
         listener = _Listener()
@@ -165,6 +196,7 @@ class Disk:
     def settle(self) -> None:
         """What is on disk now stays through any crash (its Ready's messages are leaving)."""
         self._images = self._contents()
+        self._steps.clear()
 
     def _contents(self) -> dict[str, bytes]:
         """Every file's bytes: those last read of a file not written since (its mtime still
@@ -181,43 +213,72 @@ class Disk:
         self._read = contents
         return contents
 
-    def crash(self, rng: random.Random) -> str | None:
-        """kill -9 in the middle of writing: one file written since the last settle is cut at
-        a random byte of what was written (past the cut, an in-place write leaves the old
-        bytes); descriptors are dropped without a flush. Says which file and where."""
-        flusher.settle()
+    def crash(self, rng: random.Random, within: bool = False) -> str | None:
+        """kill -9 in the middle of writing; descriptors are dropped without a flush. Says
+        what it left on disk.
+
+        By default one file written since the last settle is cut at a random byte of what
+        was written (past the cut, an in-place write leaves the old bytes), the others keep
+        what was written. `within` (with `trace` on): the node stops inside one of the
+        writes since the settle (a segment append, a window record, a cut, the term/vote,
+        the commit record): those before it are all on disk, those after it not at all,
+        and of its own files each has the new bytes or the old, one of them torn."""
         assert self.log is not None
         segments = self.log.segments()
         # A segment the log rolled past was fsynced by the flusher: only the last one is torn.
         synced = {os.path.basename(s.path)[: -len(".log")] for s in segments[:-1]}
-        changed = []
-        for path, data in self._contents().items():
-            name = os.path.basename(path)
-            if parse_segment_name(name) and name.split(".")[0] in synced:
-                continue
-            if data != self._images.get(path):
-                changed.append((path, data))
+        now = self._contents()
         self._close()
+        states = [("settled", self._images), *self._steps]
+        if now != states[-1][1]:
+            states.append(("the last write", now))
+        if within and len(states) > 1:
+            k = rng.randrange(len(states) - 1)
+            before, (step, after) = states[k][1], states[k + 1]
+            state, notes = dict(before), []
+            written = sorted(
+                p for p in before.keys() | after.keys() if before.get(p) != after.get(p)
+            )
+            tearable = [p for p in written if p in after and not _rolled_past(p, synced)]
+            torn = rng.choice(tearable) if tearable else None
+            for path in written:
+                rel = os.path.relpath(path, self.dir)
+                if path == torn:
+                    data, note = _tear(path, before.get(path), after[path], rng)
+                elif rng.random() < 0.5:
+                    data, note = after.get(path), "written"
+                else:
+                    data, note = before.get(path), "not written"
+                if data is None:
+                    state.pop(path, None)
+                else:
+                    state[path] = data
+                notes.append(f"{rel} {note}")
+            for path in now.keys() | state.keys():
+                if path not in state:
+                    os.unlink(path)
+                elif now.get(path) != state[path]:
+                    Path(path).write_bytes(state[path])
+            done = ", ".join(notes) or "nothing changed"
+            return f"stopped in {step} ({k + 1} of {len(states) - 1} writes): {done}"
+        changed = [
+            (path, data)
+            for path, data in now.items()
+            if not _rolled_past(path, synced) and data != self._images.get(path)
+        ]
         if not changed:
             return None
         path, new = rng.choice(changed)
-        previous = self._images.get(path)
-        if os.path.basename(path) in _RENAMED or (path.endswith("/raft/state") and not previous):
-            # written whole to a temporary file and renamed over: there, or not yet
-            if previous is None:
-                os.unlink(path)
-            else:
-                Path(path).write_bytes(previous)
-            return f"{os.path.relpath(path, self.dir)} not replaced"
-        old = previous or b""
-        same = 0
-        limit = min(len(old), len(new))
-        while same < limit and old[same] == new[same]:
-            same += 1
-        cut = rng.randint(same, len(new))
-        torn = new[:cut] + old[cut:] if len(new) == len(old) else new[:cut]
-        Path(path).write_bytes(torn)
-        return f"{os.path.relpath(path, self.dir)} torn at {cut} of {len(new)}"
+        data, note = _tear(path, self._images.get(path), new, rng)
+        if data is None:
+            os.unlink(path)
+        else:
+            Path(path).write_bytes(data)
+        return f"{os.path.relpath(path, self.dir)} {note}"
+
+    def _written(self, step: str) -> None:
+        """The journal finished one write step: what the disk holds now, for `crash(within)`."""
+        self._steps.append((step, self._contents()))
 
     def _files(self) -> list[tuple[str, os.stat_result]]:
         found = []
@@ -259,6 +320,33 @@ class Disk:
 
     def remove(self) -> None:
         self._close()
+
+
+def _rolled_past(path: str, synced: set[str]) -> bool:
+    name = os.path.basename(path)
+    return parse_segment_name(name) is not None and name.split(".")[0] in synced
+
+
+def _tear(
+    path: str, previous: bytes | None, new: bytes, rng: random.Random
+) -> tuple[bytes | None, str]:
+    """`new` cut at a random byte of what was written over `previous` (None: no file), past
+    which an in-place write leaves the old bytes; a file replaced by a rename is old or new."""
+    if os.path.basename(path) in _RENAMED or (path.endswith("/raft/state") and not previous):
+        return previous, "not replaced"  # written whole to a temporary file and renamed over
+    old = previous or b""
+    same = 0
+    limit = min(len(old), len(new))
+    while same < limit and old[same] == new[same]:
+        same += 1
+    end = len(new)
+    if len(new) == len(old):  # written in place: a cut past the last changed byte is no tear
+        while end > same and old[end - 1] == new[end - 1]:
+            end -= 1
+        cut = rng.randint(same, end)
+        return new[:cut] + old[cut:], f"torn at {cut} of {len(new)}"
+    cut = rng.randint(same, end)
+    return new[:cut], f"torn at {cut} of {len(new)}"
 
 
 class DiskSim:
