@@ -2,11 +2,44 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from raftlog.broker_api import Broker
 from raftlog.security.principal import ANONYMOUS
 from raftlog.security.sasl import SaslSession
+
+log = logging.getLogger(__name__)
+
+
+class ConnectionScope:
+    """What a request leaves on its client connection: work to do when that connection
+    closes (Kafka's ConnectionDisconnectListener: a share session ends with the connection
+    that opened it). Its identity names the connection."""
+
+    __slots__ = ("_on_close", "closed")
+
+    def __init__(self) -> None:
+        self._on_close: dict[str, Callable[[], None]] = {}
+        self.closed = False
+
+    def on_close(self, name: str, callback: Callable[[], None]) -> None:
+        """Runs `callback` once when the connection closes (at once if it has); one callback
+        per `name`, the first registered."""
+        if self.closed:
+            callback()
+        else:
+            self._on_close.setdefault(name, callback)
+
+    def close(self) -> None:
+        self.closed = True
+        callbacks, self._on_close = self._on_close, {}
+        for name, callback in callbacks.items():
+            try:
+                callback()
+            except Exception:  # a bug of that callback's: the others still run
+                log.exception("%s: the connection's close failed", name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,3 +53,4 @@ class RequestContext:
     client_host: str
     principal: str = ANONYMOUS  # "User:<name>", as Kafka's ACLs name it
     sasl: SaslSession | None = None  # the connection's SASL exchange, on SASL listeners
+    connection: ConnectionScope | None = None  # None: a request on no connection (tests)

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from kafka_api import codec, entry_bounds
 from kafka_api.bounds import TooManyEntries
-from kafka_api.context import RequestContext
+from kafka_api.context import ConnectionScope, RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import (
     HANDLERS,
@@ -188,6 +188,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._last_active = server.clock()
         self._lost = False
+        self._scope = ConnectionScope()  # what its requests left for its close (share sessions)
         self._principal = ANONYMOUS
         self._sasl: SaslSession | None = None
         if server.sasl_mechanisms is not None:
@@ -221,6 +222,11 @@ class _Connection(asyncio.BufferedProtocol):
         self._unsent.clear()
         for task in self._tasks:
             task.cancel()
+        # A handler applies its acknowledgements before its first wait, and each frame read
+        # before the close had its handler's first step queued before this callback (the loop
+        # runs them in order): what the client acknowledged is applied before its share
+        # sessions end here and the rest of what they hold goes back.
+        self._scope.close()
         self._server._connections.discard(self)
         self._server.metrics.connections_closed += 1
 
@@ -427,6 +433,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._host,
             self._principal,
             sasl,
+            self._scope,
         )
 
     async def _decode_off_loop(

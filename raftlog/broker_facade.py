@@ -25,7 +25,7 @@ from raftlog.broker import (
 )
 from raftlog.cluster_view import ClusterView
 from raftlog.config import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYNONYMS, broker_type
-from raftlog.config_def import INT
+from raftlog.config_def import INT, STRING
 from raftlog.controller import ControllerUnavailable
 from raftlog.controller_quorum import QuorumState
 from raftlog.errors import ErrorCode
@@ -324,7 +324,24 @@ class BrokerFacade:
                     synonyms=tuple(synonyms),
                 )
             )
+        entries.append(self._rack_entry(node_id))
         return entries
+
+    def _rack_entry(self, node_id: int) -> ConfigEntry:
+        """The node's broker.rack: this node's from its config, another's as it registered."""
+        if node_id == self._node.node_id:
+            rack = self._node.config.rack
+        else:
+            rack = self._node.controller.state.nodes.get(node_id, {}).get("rack")
+        source = topic_config.STATIC_BROKER if rack is not None else topic_config.DEFAULT
+        return ConfigEntry(
+            "broker.rack",
+            rack,
+            source,
+            read_only=True,
+            config_type=STRING,
+            synonyms=(("broker.rack", rack, source),),
+        )
 
 
 # Topic setting -> the [broker] setting that stands in for it (its synonym in DescribeConfigs).

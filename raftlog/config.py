@@ -16,6 +16,7 @@ id = 2
 raft = "node2:10092"
 
 [broker]             # optional; Kafka's names and defaults
+"broker.rack" = "eu-west-1a"   # optional; replicas of a partition go to distinct racks
 "num.partitions" = 1
 "default.replication.factor" = 1
 "auto.create.topics.enable" = true
@@ -237,6 +238,10 @@ class ConfigError(ValueError):
     pass
 
 
+# The longest rack name a node takes (Kafka sets none; each Metadata answer carries all).
+MAX_RACK_CHARS = 255
+
+
 def toml_value(value: Any) -> str:
     """A setting written as TOML: the configs `raftlog cluster up`, the tests and the
     benchmark write are read back by NodeConfig.load."""
@@ -455,6 +460,7 @@ class NodeConfig:
         if not isinstance(broker, dict):
             raise ConfigError("[broker] must be a table of settings")
         broker = dict(broker)
+        rack = _rack(raw.get("rack"), broker.pop("broker.rack", None))
         _check_broker(broker)
         required = ["node_id", "data_dir", "raft_listen", "cluster_secret"]
         if not broker.get("listeners"):
@@ -497,13 +503,34 @@ class NodeConfig:
             admin_token=str(raw["admin_token"]) if raw.get("admin_token") else None,
             peers=peers,
             broker=broker,
-            rack=raw.get("rack"),
+            rack=rack,
             proxy_listen=proxy,
             listeners=listeners,
             tls=tls,
             peer_tls=peer_tls,
             admin_tls=admin_tls,
         )
+
+
+def _rack(top_level: object, setting: object) -> str | None:
+    """`[broker] "broker.rack"`, Kafka's name, or `rack` at the top (the older spelling);
+    unset or empty: no rack. Every Metadata answer names it, so it is bounded."""
+    given: list[str] = []
+    for what, value in (("rack", top_level), ('[broker] "broker.rack"', setting)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ConfigError(f"{what}: expected a string, got {value!r}")
+        if len(value) > MAX_RACK_CHARS or not value.isprintable():
+            raise ConfigError(
+                f"{what}: expected at most {MAX_RACK_CHARS} printable characters, got {value!r}"
+            )
+        given.append(value)
+    if len(set(given)) > 1:
+        raise ConfigError(
+            f'rack = {given[0]!r} and [broker] "broker.rack" = {given[1]!r} differ; set one'
+        )
+    return given[0] if given and given[0] else None
 
 
 def _raft_engine(setting: object) -> None:

@@ -24,6 +24,7 @@ from raftlog.controller import Controller, ControllerUnavailable
 from raftlog.controller.ticker import Ticker
 from raftlog.controller_quorum import QuorumDescriber
 from raftlog.errors import ErrorCode
+from raftlog.failure_streaks import FailureStreaks
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.heap import HeapFreezer
@@ -153,6 +154,7 @@ class Node:
             driver=driver,
             installs=Installs(self.mesh),
             memory=self.memory,
+            heap=self._heap,
         )
         self.groups = GroupCoordinator(
             self.node_id,
@@ -684,23 +686,31 @@ class Node:
 
     async def _retention(self) -> None:
         interval = self.config.broker_setting("log.retention.check.interval.ms") / 1000
+        failures = FailureStreaks(log, "retention")  # one line per streak, not per pass
         while True:
             await asyncio.sleep(interval)
-            for partition in list(self.partitions.values()):
+            for key, partition in list(self.partitions.items()):
                 try:
                     partition.apply_retention()
-                except Exception:
-                    log.exception("retention of %s-%d failed", partition.topic, partition.index)
+                except Exception as exc:
+                    failures.failed(key, exc)
+                else:
+                    failures.succeeded(key)
+            failures.keep(self.partitions)
 
     async def _compaction(self) -> None:
         interval = self.config.broker_setting("log.cleaner.backoff.ms") / 1000
+        failures = FailureStreaks(log, "compaction")
         while True:
             await asyncio.sleep(interval)
-            for partition in list(self.partitions.values()):
+            for key, partition in list(self.partitions.items()):
                 try:
                     await partition.compact()
-                except Exception:
-                    log.exception("compaction of %s-%d failed", partition.topic, partition.index)
+                except Exception as exc:
+                    failures.failed(key, exc)
+                else:
+                    failures.succeeded(key)
+            failures.keep(self.partitions)
 
     async def wait_changed(self, timeout: float) -> None:
         self._changed.clear()

@@ -29,6 +29,7 @@ from raftlog.broker import (
 )
 from raftlog.counters import PartitionCounters, RaftMetrics
 from raftlog.errors import ErrorCode, KafkaError
+from raftlog.heap import HeapFreezer
 from raftlog.memory_budget import MemoryBudget, run_opened
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
 from raftlog.producer_state import AbortedTxn, ActiveProducer, ProducerState
@@ -106,6 +107,9 @@ class NodeContext:
     metrics: RaftMetrics = field(default_factory=RaftMetrics)
     # The node's request memory (its Kafka listeners' too): opened batches are admitted here.
     memory: MemoryBudget = field(default_factory=MemoryBudget)
+    # Keeps the replicas' objects out of full GC passes (the node freezes each opened batch;
+    # None: a process that freezes nothing, as tests' replicas).
+    heap: HeapFreezer | None = None
 
 
 class Partition:
@@ -203,6 +207,8 @@ class Partition:
             # (producer or share state) is rebuilt from the log, as after a kill -9.
             log.exception("%s-%d: close before the restart failed", self.topic, self.index)
         self._open()
+        if self._ctx.heap is not None:  # its old objects collected, its new ones frozen
+            self._ctx.heap.reopened()
         log.warning("%s-%d: reopened from its files", self.topic, self.index)
         self.committed(self.journal.commit_index, self.high_watermark)  # wake long polls
         self._on_change(self)  # no longer leading: its coordinators and share state go

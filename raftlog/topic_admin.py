@@ -1,12 +1,12 @@
 """Topic administration: creating topics and partitions, deleting topics, changing their
-configs. Placement is checked against every node's replica budget before anything the size
-of the request is built; changes go through the controller group, and creation waits (up
-to LEADER_WAIT) for the new partitions to be led."""
+configs. Placement (raftlog/placement.py: Kafka's, rack-aware) is checked against every
+node's replica budget before anything the size of the request is built; changes go through
+the controller group, and creation waits (up to LEADER_WAIT) for the new partitions to be
+led."""
 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -19,6 +19,7 @@ from raftlog.controller import EXISTS, ControllerUnavailable
 from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.limits import MAX_RECORDS_PER_USER_OP
+from raftlog.placement import place
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 
 if TYPE_CHECKING:
@@ -100,12 +101,12 @@ class TopicAdmin:
             return [TopicResult(s.name, ErrorCode.policy_violation, message) for s in specs]
         loop = asyncio.get_running_loop()
         started = loop.time()
-        live = [b.node_id for b in self._view.live_brokers()]
-        held = self._replicas_per_node(live)
+        racks = {b.node_id: b.rack for b in self._view.live_brokers()}
+        held = self._replicas_per_node(list(racks))
         results: dict[str, TopicResult] = {}
         planned: dict[str, _Planned] = {}
         async for spec in _sliced(specs):
-            outcome = self._plan(spec, live, held, planned)
+            outcome = await self._plan(spec, racks, held, planned)
             if isinstance(outcome, TopicResult):
                 results.setdefault(spec.name, outcome)
                 continue
@@ -130,16 +131,17 @@ class TopicAdmin:
     ) -> TopicResult:
         return (await self.create_topics([spec], validate_only, timeout_ms))[0]
 
-    def _plan(
+    async def _plan(
         self,
         spec: TopicSpec,
-        live: list[int],
+        racks: dict[int, str | None],
         held: dict[int, int],
         planned: dict[str, _Planned],
     ) -> _Planned | TopicResult:
-        """The topic as it would be created, or why it may not be: `held` counts the
-        replicas every live node holds with the request's topics planned so far."""
+        """The topic as it would be created, or why it may not be: `racks` holds every live
+        node's rack, `held` the replicas each holds with the request's topics planned so far."""
         name = spec.name
+        live = list(racks)
         if name in self._node.controller.state.topics or name in planned:
             return TopicResult(
                 name, ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
@@ -162,6 +164,19 @@ class TopicAdmin:
             rf = spec.replication_factor
             if rf == -1:
                 rf = int(self._node.config.broker_setting("default.replication.factor"))
+            # (the request's own are checked by the handler; these hold for the settings)
+            if count < 1:
+                return TopicResult(
+                    name,
+                    ErrorCode.invalid_partitions,
+                    "Number of partitions must be larger than 0.",
+                )
+            if rf < 1:
+                return TopicResult(
+                    name,
+                    ErrorCode.invalid_replication_factor,
+                    "Replication factor must be larger than 0.",
+                )
             if rf > len(live):
                 return TopicResult(
                     name,
@@ -174,7 +189,7 @@ class TopicAdmin:
             problem = self._over_budget(count * rf, held)
             if problem:
                 return TopicResult(name, ErrorCode.invalid_partitions, problem)
-            assignments = assign_replicas(sorted(live), count, rf)
+            assignments = [r async for r in _sliced(place(racks, count, rf))]
         problem = self._over_budget_per_node(assignments, held)
         if problem:
             return TopicResult(name, ErrorCode.invalid_partitions, problem)
@@ -383,7 +398,8 @@ class TopicAdmin:
                 ErrorCode.invalid_partitions,
                 f"Topic currently has {current} partitions, {count} would not be an increase.",
             )
-        live = [b.node_id for b in self._view.live_brokers()]
+        racks = {b.node_id: b.rack for b in self._view.live_brokers()}
+        live = list(racks)
         rf = len(topic["partitions"][0])
         if assignments:
             new = [list(r) for r in assignments]
@@ -408,7 +424,8 @@ class TopicAdmin:
             problem = self._over_budget((count - current) * rf, self._replicas_per_node(live))
             if problem:
                 return TopicResult(name, ErrorCode.invalid_partitions, problem)
-            new = assign_replicas(sorted(live), count - current, rf, first_partition=current)
+            placed = place(racks, count - current, rf, existing=topic["partitions"])
+            new = [r async for r in _sliced(placed)]
         problem = self._over_budget_per_node(new, self._replicas_per_node(live))
         if problem:
             return TopicResult(name, ErrorCode.invalid_partitions, problem)
@@ -474,15 +491,3 @@ def _batches(planned: list[_Planned]) -> Iterator[list[_Planned]]:
         size += plan.size()
     if batch:
         yield batch
-
-
-def assign_replicas(
-    brokers: list[int], partitions: int, rf: int, first_partition: int = 0
-) -> list[list[int]]:
-    """Kafka's rack-unaware placement: replicas of successive partitions start on successive
-    brokers from a random first one, so leaders and load spread evenly."""
-    start = random.randrange(len(brokers))
-    return [
-        [brokers[(start + p + i) % len(brokers)] for i in range(rf)]
-        for p in range(first_partition, first_partition + partitions)
-    ]

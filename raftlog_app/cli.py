@@ -105,10 +105,17 @@ def _parser() -> argparse.ArgumentParser:
         "(User:admin, SCRAM) the CLI's commands log in as; DATA/admin.properties holds its "
         "password",
     )
+    up.add_argument(
+        "--racks",
+        metavar="RACK,...",
+        help="node i's broker.rack is the i-th of these, round-robin: a partition's replicas "
+        "go to distinct racks (e.g. --nodes 6 --racks a,b,c)",
+    )
     up.set_defaults(run=_cluster_up)
     add = clu_sub.add_parser("add-node", help="start one more node that joins the cluster")
     add.add_argument("--data", type=Path, default=DEFAULT_DATA)
     add.add_argument("--timeout", type=float, default=60.0)
+    add.add_argument("--rack", help="the new node's broker.rack")
     add.set_defaults(run=_cluster_add_node)
     down = clu_sub.add_parser("down", help="stop the nodes (leadership is handed over first)")
     down.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -274,6 +281,7 @@ def _cluster_up(args: argparse.Namespace) -> int:
         broker,
         listeners=listeners,
         secure=args.secure,
+        racks=tuple(x.strip() for x in (args.racks or "").split(",") if x.strip()),
     )
     print(f"raftlog cluster of {args.nodes} nodes is up; data in {args.data.resolve()}")
     if args.secure:
@@ -287,7 +295,7 @@ def _cluster_up(args: argparse.Namespace) -> int:
 
 
 def _cluster_add_node(args: argparse.Namespace) -> int:
-    spec = cluster.add_node(args.data, args.timeout)
+    spec = cluster.add_node(args.data, args.timeout, rack=args.rack)
     print(f"node {spec.node_id} joined; Kafka on 127.0.0.1:{spec.kafka_port}")
     print(cluster.read_state(args.data.resolve())["bootstrap"])
     return 0

@@ -117,7 +117,10 @@ def write_config(
     secret: str,
     broker: dict[str, Any],
     admin_token: str | None,
+    rack: str | None = None,
 ) -> None:
+    if rack:
+        broker = {**broker, "broker.rack": rack}
     peers = "".join(
         f'\n[[peers]]\nid = {s.node_id}\nraft = "{HOST}:{s.raft_port}"\n' for s in all_specs
     )
@@ -293,9 +296,11 @@ def up(
     progress: bool = True,
     listeners: tuple[str, ...] = ("PLAINTEXT",),
     secure: bool = False,
+    racks: tuple[str, ...] = (),
 ) -> str:
     """`secure`: SECURE_BROKER's settings under `broker`'s, and a super user for the CLI
-    (secure_tools); `listeners` must then hold SASL_PLAINTEXT, which the CLI uses."""
+    (secure_tools); `listeners` must then hold SASL_PLAINTEXT, which the CLI uses. `racks`:
+    node i's broker.rack is racks[(i - 1) % len(racks)]."""
     check_listeners(listeners)
     if secure and "SASL_PLAINTEXT" not in listeners:
         raise ClusterError("--secure: the CLI logs in over SASL_PLAINTEXT; --listeners needs it")
@@ -323,7 +328,8 @@ def up(
     secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
     for spec in specs:
         if not spec.config_path.exists():
-            write_config(spec, specs, secret, broker or {}, admin_token)
+            rack = racks[(spec.node_id - 1) % len(racks)] if racks else None
+            write_config(spec, specs, secret, broker or {}, admin_token, rack)
     pids = {spec.node_id: start_node(spec.config_path, spec.data_dir) for spec in specs}
     bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
     data.mkdir(parents=True, exist_ok=True)
@@ -395,9 +401,12 @@ def tools(data: Path) -> tuple[str, Path | None] | None:
     return state["bootstrap"], None
 
 
-def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
+def add_node(
+    data: Path, timeout: float, progress: bool = True, rack: str | None = None
+) -> NodeSpec:
     """Starts one more node that joins the running cluster: it knows every existing node,
-    proves the cluster secret, and the cluster adds it to its controller group."""
+    proves the cluster secret, and the cluster adds it to its controller group. It takes the
+    first node's [broker] settings, but not its rack: `rack` is its own."""
     data = data.resolve()
     state = read_state(data)
     first = NodeConfig.load(Path(state["nodes"][0]["config"]))
@@ -419,7 +428,7 @@ def add_node(data: Path, timeout: float, progress: bool = True) -> NodeSpec:
             NodeSpec(n["node_id"], Path(n["data_dir"]), kafka, raft, admin, proxy, listeners)
         )
     broker = {k: v for k, v in first.broker.items() if k != "listeners"}  # the new node's own
-    write_config(spec, [*existing, spec], first.cluster_secret, broker, first.admin_token)
+    write_config(spec, [*existing, spec], first.cluster_secret, broker, first.admin_token, rack)
     pid = start_node(spec.config_path, spec.data_dir)
     state["nodes"].append(spec.as_json(pid))
     state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])

@@ -3,7 +3,8 @@ is done with, then hands it records of the partitions in its share session that 
 leads: each offset to one member at a time, under a lock that expires (records come back) and
 with a delivery count. A session epoch orders the member's requests (raftlog/share/sessions);
 only a member that joined the group by ShareGroupHeartbeat opens one (epoch 0), else the
-request gets UNKNOWN_MEMBER_ID (raftlog/share/members). A member that left its group may
+request gets UNKNOWN_MEMBER_ID (raftlog/share/members); it ends with the member's final
+request or with the connection that opened it. A member that left its group may
 still acknowledge in its session until its final request (acknowledgements on their way when
 it closed are applied), but is handed nothing more. Needs READ on the group (else the whole
 request is refused) and on each topic."""
@@ -71,9 +72,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         forgotten,
         has_acks=any(t.acked for t in found.values()),
         acks_only=all(t.acked for t in found.values()),
+        connection=ctx.connection,
     )
     if step.error is not ErrorCode.none or step.session is None:
         return _refused(m, step.error, None)
+    if request.share_session_epoch == INITIAL_EPOCH and ctx.connection is not None:
+        # the session ends with this connection, as in Kafka (a killed consumer sends no
+        # final request): what its member holds goes back at once, not at its locks' end
+        connection = ctx.connection
+        connection.on_close("share", lambda: broker.share.connection_closed(connection))
     for target in found.values():
         apply_acks(broker, group_id, member_id, target)
     fetched: dict[Key, Fetched] = {}

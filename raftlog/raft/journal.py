@@ -552,12 +552,20 @@ class SegmentJournal:
         # segment. A data entry whose batches were all left out (a producer's duplicates)
         # holds nothing: taken for a no-op, it named a segment that does not exist and the
         # partition could not load after a kill -9 (the fault suite's kill_all, all nodes).
+        # A no-op's segment a machine crash lost (its directory entry is not fsynced, its
+        # window record survived: issue 43's storage simulation) is made again once the log
+        # is cut to the entries before it; naming it failed the partition's open.
+        segments = {(s.base_offset, s.term) for s in self._log.segments()}
+        lost: list[int] = []
         for entry in reversed(self._entries):
             if entry.location is not None:
                 loc = entry.location
                 end = (loc.segment_base, loc.term, loc.position + loc.size)
                 break
             if entry.term > 0 and entry.inline is not None and entry.inline[:1] == bytes([NO_OP]):
+                if (entry.offset, entry.term) not in segments:
+                    lost.append(entry.term)
+                    continue
                 end = (entry.offset, entry.term, 0)  # its term's segment stays, empty
                 break
         if end is None:
@@ -569,6 +577,10 @@ class SegmentJournal:
             result = self._log.truncate(*end, False)
         if result.bytes or result.terms_removed:
             log.warning("%s: cut %d bytes the window does not know", self._dir, result.bytes)
+        for term in reversed(lost):
+            if term > self._log.active_term:
+                log.warning("%s: term %d's segment was lost; made again", self._dir, term)
+                self._log.begin_term(term)
 
     def _in_log(self, entry: Entry) -> bool:
         """An entry whose batches did not survive log recovery is not in the Raft log either."""

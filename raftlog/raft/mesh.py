@@ -147,6 +147,8 @@ class _Connection(asyncio.Protocol):
                 return
             view = memoryview(data)
             while view and not self.authenticated:
+                if self.transport is None or self.transport.is_closing():
+                    return  # closed in the handshake (the duplicate of a kept connection)
                 room = PRE_AUTH_BYTES - self._pre_auth_bytes
                 if room <= 0:
                     raise ValueError(f"more than {PRE_AUTH_BYTES} bytes before authentication")

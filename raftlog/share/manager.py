@@ -259,8 +259,9 @@ class ShareManager:
         way (a closing client sends them to each leader and its leave to the coordinator at
         the same time): the session takes only acknowledgements now, and what is left
         unacknowledged goes back at its final request (epoch -1) or after
-        LEAVE_GRACE_SECONDS, whichever comes first. Kafka's leaders never hear of the leave
-        and wait for the final request, the connection's close or the locks."""
+        LEAVE_GRACE_SECONDS or its connection's close, whichever comes first. Kafka's leaders
+        never hear of the leave and wait for the final request, the connection's close or the
+        locks."""
         session = self.sessions.leave(group_id, member_id)
         if session is None:
             self.release(group_id, member_id)
@@ -281,6 +282,20 @@ class ShareManager:
                 "releasing what it held",
                 *key,
             )
+            self.release(*key)
+
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: the share sessions it opened end and what their members
+        hold goes back to the group at once, not when its locks run out (Kafka's disconnect
+        listener; a consumer killed with kill -9 sends no final request). Its requests that
+        started before the close applied their acknowledgements first: a handler applies
+        them before it first waits, and it started before the close was seen."""
+        for session in self.sessions.disconnected(connection):
+            key = (session.group_id, session.member_id)
+            grace = self._leaving.pop(key, None)
+            if grace is not None:
+                grace.cancel()
+            log.debug("share group %s: member %s's connection closed; releasing what it held", *key)
             self.release(*key)
 
     def release(self, group_id: str, member_id: str) -> None:

@@ -2,10 +2,12 @@
 epoch that orders its requests. One per (group, member) on each node, as in Kafka's
 ShareSessionCache; a request out of step is refused so the client starts a new session
 rather than acknowledging against a state it no longer sees. Only a member its group's
-coordinator knows opens one (members.py). It ends with the member's final request (epoch -1),
-as in Kafka; a member that left its group keeps its session only to acknowledge what it
-still holds (its close's last acknowledgements may reach this node after the coordinator's
-word that it left), until that final request or LEAVE_GRACE_SECONDS (manager.py)."""
+coordinator knows opens one (members.py). It ends with the member's final request (epoch -1)
+or with the client connection that opened it, as in Kafka (a consumer killed with kill -9
+sends no final request, and what it held would wait for its locks); a member that left its
+group keeps its session only to acknowledge what it still holds (its close's last
+acknowledgements may reach this node after the coordinator's word that it left), until that
+final request, its connection's close or LEAVE_GRACE_SECONDS (manager.py)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ class ShareSession:
     partitions: set[Key] = field(default_factory=set)
     used: float = 0.0  # when a request last named it (the cache's clock)
     left: bool = False  # its member left the group: it may only acknowledge, fetches nothing
+    # The client connection that opened it (compared by identity): the session ends with it.
+    connection: object | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,8 @@ class ShareSessions:
         self._clock = clock
         self._on_evict = on_evict
         self._sessions: OrderedDict[tuple[str, str], ShareSession] = OrderedDict()
+        # connection -> the sessions it opened that are still live
+        self._opened_on: dict[object, set[tuple[str, str]]] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -95,8 +101,21 @@ class ShareSessions:
         key = (session.group_id, session.member_id)
         if self._sessions.get(key) is not session:
             return False
-        del self._sessions[key]
+        self._remove(key)
         return True
+
+    def disconnected(self, connection: object) -> list[ShareSession]:
+        """The client connection closed: the sessions it opened end (Kafka's
+        ShareSessionCache disconnect listener). A session the member opened again on another
+        connection is not one of them. Returns the ended sessions: what their members hold
+        should go back to the group."""
+        ended = []
+        for key in self._opened_on.pop(connection, ()):
+            session = self._sessions.get(key)
+            if session is not None and session.connection is connection:
+                del self._sessions[key]
+                ended.append(session)
+        return ended
 
     def for_fetch(
         self,
@@ -107,19 +126,25 @@ class ShareSessions:
         forgotten: Iterable[Key],
         has_acks: bool,
         acks_only: bool,
+        connection: object | None = None,
     ) -> SessionStep:
         """ShareFetch's rules (Kafka's SharePartitionManager.newContext): epoch 0 opens a new
-        session with the request's partitions; -1 closes one and may only acknowledge; any
-        other epoch must be the session's, which then moves on. A member that left takes no
-        more records: its session answers only a request carrying acknowledgements."""
+        session with the request's partitions, tied to `connection` (see `disconnected`);
+        -1 closes one and may only acknowledge; any other epoch must be the session's, which
+        then moves on. A member that left takes no more records: its session answers only a
+        request carrying acknowledgements."""
         key = (group_id, member_id)
         if epoch == INITIAL_EPOCH:
             if has_acks:
                 return SessionStep(ErrorCode.invalid_request)
             if key not in self._sessions and not self._room():
                 return SessionStep(ErrorCode.share_session_limit_reached)
-            previous = self._sessions.get(key)
-            opened = self._sessions[key] = ShareSession(group_id, member_id, 1, set(added))
+            previous = self._remove(key)
+            opened = self._sessions[key] = ShareSession(
+                group_id, member_id, 1, set(added), connection=connection
+            )
+            if connection is not None:
+                self._opened_on.setdefault(connection, set()).add(key)
             self._touch(key, opened)
             if previous is not None and previous.left:
                 self._on_evict(previous)  # it rejoined: what it held before goes back
@@ -130,7 +155,7 @@ class ShareSessions:
                 return SessionStep(ErrorCode.invalid_request)
             if session is None:
                 return SessionStep(ErrorCode.share_session_not_found)
-            del self._sessions[key]
+            self._remove(key)
             return SessionStep(session=session, closing=True)
         if session is None or (session.left and not has_acks):
             return SessionStep(ErrorCode.share_session_not_found)
@@ -153,13 +178,24 @@ class ShareSessions:
         if session is None:
             return SessionStep(ErrorCode.share_session_not_found)
         if epoch == FINAL_EPOCH:
-            del self._sessions[key]
+            self._remove(key)
             return SessionStep(session=session, closing=True)
         if epoch != session.epoch:
             return SessionStep(ErrorCode.invalid_share_session_epoch)
         session.epoch = next_epoch(epoch)
         self._touch(key, session)
         return SessionStep(session=session)
+
+    def _remove(self, key: tuple[str, str]) -> ShareSession | None:
+        """Drops the member's session, and its connection's word for it."""
+        session = self._sessions.pop(key, None)
+        if session is not None and session.connection is not None:
+            opened = self._opened_on.get(session.connection)
+            if opened is not None:
+                opened.discard(key)
+                if not opened:
+                    del self._opened_on[session.connection]
+        return session
 
     def _touch(self, key: tuple[str, str], session: ShareSession) -> None:
         session.used = self._clock()
@@ -173,6 +209,6 @@ class ShareSessions:
         key, oldest = next(iter(self._sessions.items()))
         if self._clock() - oldest.used < IDLE_EVICT_SECONDS:
             return False
-        del self._sessions[key]
+        self._remove(key)
         self._on_evict(oldest)
         return True

@@ -4,7 +4,9 @@ unchanged, against a 3-node cluster:
 - explicit: a RELEASEd record comes back with delivery count 2, a REJECTed one never does;
 - three consumers on ONE partition (more members than partitions) split its records: each
   record goes to exactly one of them;
-- a consumer that closes with records unacknowledged hands them back at once;
+- a consumer that closes with records unacknowledged hands them back at once, and so does
+  one killed with kill -9 (its connection's close ends its share session), well before the
+  30 s record locks run out;
 - 2,000 ShareFetches from member ids that never joined open no share session on the
   partition leader (UNKNOWN_MEMBER_ID), and a consumer reads from that node right after;
 - a share group cannot subscribe to an internal topic;
@@ -14,6 +16,9 @@ IncrementalAlterConfigs, as Kafka's users do it)."""
 
 from __future__ import annotations
 
+import select
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -177,6 +182,64 @@ def test_records_a_consumer_held_when_it_closed_go_to_the_next(module_cluster) -
         second.close()
     assert sorted(m.value() for m in got) == values
     assert {m.delivery_count() for m in got if m.offset() in {h.offset() for h in held}} == {2}
+
+
+# A share consumer in its own process: it reads until it holds `want` records, says which,
+# and holds them (explicit mode, never acknowledged) until it is killed.
+HOLDER = """
+import sys
+from confluent_kafka import ShareConsumer
+
+bootstrap, group, topic, want = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+consumer = ShareConsumer(
+    {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
+)
+consumer.subscribe([topic])
+held = set()
+while len(held) < want:
+    held.update(m.offset() for m in consumer.poll(1.0) or [] if m.error() is None)
+print(" ".join(map(str, sorted(held))), flush=True)
+sys.stdin.read()
+"""
+LOCK_MS = 30_000  # Kafka's default record lock: without the close, the records wait for it
+RELEASE_DEADLINE = 10.0  # for the next consumer to get them after the kill
+
+
+def test_records_a_killed_consumer_held_go_to_the_next_before_their_locks_run_out(
+    module_cluster,
+) -> None:
+    """kill -9 sends no final request, and the member stays in its group until its session
+    times out (45 s). The partition leader sees the consumer's connection close, ends the
+    share session it opened, and hands back what it held at once, as Kafka does (before:
+    only when the 30 s locks ran out)."""
+    topic = "share-killed"
+    values = share_topic(module_cluster, topic, 1, 20)  # one batch: the holder takes it whole
+    group = share_group(module_cluster, share_record_lock_duration_ms=str(LOCK_MS))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, module_cluster.bootstrap, group, topic, str(len(values))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([holder.stdout], [], [], READ_DEADLINE)
+        assert ready, "the holder got no records"
+        assert holder.stdout is not None
+        assert holder.stdout.readline().split() == [str(i) for i in range(len(values))]
+    finally:
+        holder.kill()
+        holder.wait()
+    killed = time.monotonic()
+    second = share_consumer(module_cluster, group)
+    second.subscribe([topic])
+    try:
+        got = _read(second, len(values), seconds=RELEASE_DEADLINE)
+    finally:
+        second.close()
+    took = time.monotonic() - killed
+    print(f"\nrecords a killed consumer held came back to another in {took:.2f} s")
+    assert sorted(m.value() for m in got) == values, f"{len(got)} in {took:.1f} s"
+    assert {m.delivery_count() for m in got} == {2}
 
 
 def test_strangers_open_no_share_session_and_a_consumer_reads_right_after(module_cluster) -> None:

@@ -277,14 +277,17 @@ class Cluster:
         port_slots: int | None = None,
         listeners: tuple[str, ...] = ("PLAINTEXT",),
         up_flags: tuple[str, ...] = (),
+        racks: tuple[str, ...] = (),
     ) -> None:
         """`broker`: `[broker]` settings for every node's config (Kafka names, e.g.
         {"group.initial.rebalance.delay.ms": 100}); `port_slots`: how many nodes' ports
         must be free when picking the base port (more than `nodes` for a cluster that
         will grow with add_node()); `listeners`: `cluster up --listeners`; `up_flags`: more
-        `cluster up` flags (e.g. --secure)."""
+        `cluster up` flags (e.g. --secure); `racks`: `cluster up --racks` (node i's
+        broker.rack is racks[(i - 1) % len(racks)])."""
         self.listeners = listeners
         self.up_flags = up_flags
+        self.racks = racks
         self.workdir = Path(workdir).resolve()
         self.data_root = self.workdir  # `--data DIR`
         self.num_nodes = nodes
@@ -355,6 +358,7 @@ class Cluster:
                     *broker_flags,
                     *(["--listeners", ",".join(self.listeners)] if len(self.listeners) > 1 else []),
                     *self.up_flags,
+                    *(["--racks", ",".join(self.racks)] if self.racks else []),
                     timeout=timeout,
                 )
             except ClusterError as exc:
@@ -437,14 +441,21 @@ class Cluster:
 
     # ----------------------------------------------------------------- growth
 
-    def add_node(self, timeout: float = 120.0) -> Node:
-        """`raftlog cluster add-node --data DIR`: one more node joins the running cluster
-        (next node id and ports; cluster.json gains it). Waits until every node is ready
-        and registered, with this Cluster's `[broker]` settings applied to the new node."""
+    def add_node(self, timeout: float = 120.0, rack: str | None = None) -> Node:
+        """`raftlog cluster add-node --data DIR [--rack RACK]`: one more node joins the
+        running cluster (next node id and ports; cluster.json gains it). Waits until every
+        node is ready and registered, with this Cluster's `[broker]` settings applied to the
+        new node."""
         before = set(self.nodes)
         flags = self._broker_flags("add-node")
         proc = self.cli(
-            "cluster", "add-node", "--data", str(self.data_root), *flags, timeout=timeout
+            "cluster",
+            "add-node",
+            "--data",
+            str(self.data_root),
+            *flags,
+            *(["--rack", rack] if rack else []),
+            timeout=timeout,
         )
         self.up_output += proc.stdout
         self.num_nodes += 1

@@ -14,7 +14,8 @@ elected and a proposal commits everywhere within a bound of ticks.
 With `SimConfig.storage` (STORAGE) each replica runs on its real partition storage instead of
 a MemoryLog (tests/support/sim_disk.py): its Readies' messages go through the driver's wire
 encoding when taken (lazy payloads read from their segments then), a crash tears the file it
-was writing and a restart recovers from its directory, installs go through raft/install.py;
+was writing or (`ready_tears`) stops the replica inside its Ready's writes, and a restart
+recovers from its directory, installs go through raft/install.py;
 every entry's stored bytes are checked against the first replica's that stored that index and
 term, and all segments against each other after each heal (issue 43).
 
@@ -41,6 +42,7 @@ from raftlog.raft.core import (
     Install,
     MemoryLog,
     Message,
+    MsgType,
     Payload,
     Raft,
     Ready,
@@ -102,6 +104,10 @@ class SimConfig:
     # voter or learner more or less, or a new voter set altogether (through a joint one).
     voters: int = 0
     conf_change: float = 0.0
+    # On the storage: a crash may stop a replica inside its Ready's writes (after some of
+    # them, before the others, one torn: sim_disk.Disk.crash's `within`), also right after
+    # its messages left, while it writes the commit record.
+    ready_tears: bool = False
 
 
 def replay_hint(seed: int, cfg: SimConfig | None = None) -> str:
@@ -166,8 +172,12 @@ class Sim:
         self.storage: DiskSim | None = None
         # A finished install, as its installer reported it: (index, term), or None if failed.
         self.installed: dict[int, tuple[int, int] | None] = {}
+        self.votes: dict[tuple[int, int], int] = {}  # (voter, term) -> whom it granted
+        self.chaos = False  # in a chaos turn (not healing)
         if self.cfg.storage:
             self.storage = DiskSim(self.ids, lambda: self.time * TICK_SECONDS)
+            for disk in self.storage.disks.values():
+                disk.trace = self.cfg.ready_tears
             self.committed[1] = Entry(0, 1, NO_OP)  # every journal starts with it, committed
         for i in self.ids:
             self.start(i)
@@ -263,10 +273,12 @@ class Sim:
             return e.data == value
         return value in bytes(e.data)
 
-    def crash(self, i: int) -> None:
+    def crash(self, i: int, within: bool | None = None) -> None:
         r = self.replicas[i]
         if self.storage is not None:
-            torn = self.storage.disks[i].crash(self.rng)
+            if within is None:
+                within = self.cfg.ready_tears and self.rng.random() < 0.5
+            torn = self.storage.disks[i].crash(self.rng, within)
             if torn is not None:
                 self.note(f"{i}: {torn}")
         r.core = None
@@ -319,8 +331,23 @@ class Sim:
                 self.send(m)
             rd = replace(rd, messages=())
         r.pending = rd
-        if self.rng.random() < self.cfg.sync:
+        if self.stops_writing(rd):
+            self.note(f"{i} stops writing its Ready")
+            self.crash(i, within=True)
+        elif self.rng.random() < self.cfg.sync:
             self.sync(i)
+
+    def stops_writing(self, rd: Ready) -> bool:
+        """Whether a replica dies while it writes what `rd` asked for (cfg.ready_tears: at
+        the crash rate, per Ready that writes, in chaos)."""
+        writes = rd.entries or rd.hard_state is not None or rd.truncate_after is not None
+        return (
+            self.cfg.ready_tears
+            and self.storage is not None
+            and self.chaos
+            and bool(writes)
+            and self.rng.random() < self.cfg.crash
+        )
 
     def sync(self, i: int) -> None:
         r = self.replicas[i]
@@ -334,10 +361,28 @@ class Sim:
         self.apply(r, rd)
         if self.storage is not None:
             disk = self.storage.disks[i]
+            stop = (
+                self.cfg.ready_tears
+                and self.chaos
+                and rd.committed
+                and self.rng.random() < self.cfg.crash
+            )
+            if stop:
+                disk.settle()  # its messages left: everything they rely on is owed
             if rd.committed:  # as raft/replica.py's apply
                 assert disk.journal is not None
                 disk.journal.set_commit_index(rd.committed[-1].index)
-            disk.settle()
+            if stop:
+                self.note(f"{i} stops writing its commit")
+                self.crash(i, within=True)
+                return
+            if (
+                rd.entries
+                or rd.committed
+                or rd.hard_state is not None
+                or rd.truncate_after is not None
+            ):
+                disk.settle()  # a Ready of messages alone wrote nothing
         if rd.install is not None:
             due = self.time + 1 + self.rng.randrange(self.cfg.install_ticks)
             r.install = (due, rd.install)
@@ -504,6 +549,10 @@ class Sim:
 
     def send(self, m: Message) -> None:
         self.sent.append(m)
+        if m.type == MsgType.VOTE_RESP and not m.reject:
+            granted = self.votes.setdefault((m.src, m.term), m.dst)
+            if granted != m.dst:
+                self.fail(f"replica {m.src} voted for {granted} and {m.dst} in term {m.term}")
         if (m.src, m.dst) in self.cut or self.rng.random() < self.drop:
             return
         copies = 2 if self.rng.random() < self.dup else 1
@@ -540,6 +589,7 @@ class Sim:
 
     def turn(self, chaos: bool) -> None:
         self.time += 1
+        self.chaos = chaos
         rng = self.rng
         if chaos:
             for i in self.ids:
@@ -824,7 +874,7 @@ class Sim:
 
 
 # The real partition storage under the same schedules (issue 43).
-STORAGE = SimConfig(storage=True)
+STORAGE = SimConfig(storage=True, ready_tears=True)
 # Members that change under the same faults: three voters of five or six nodes to start.
 MEMBERSHIP = SimConfig(nodes=(5, 6), voters=3, conf_change=0.1)
 

@@ -7,6 +7,11 @@ then cuts one such file at any byte (a torn segment or index tail, a torn window
 torn term/vote slot or commit record; in-place writes keep the old bytes past the cut) and
 the replica restarts from what is on disk, through the journal's and the log's own recovery.
 What was settled (`settle`) is never torn: a kill -9 keeps what the OS took.
+
+Speed (thousands of schedules in the suite): the flusher runs inline on the simulation's
+thread (the crash waited for it anyway), and `settle` re-reads only the files written since
+the last one: it sets every file's mtime to 0 once it has its image, and any write or cut
+since (write, pwrite, truncate, a rename over it) gives the file a real mtime again.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import random
 import shutil
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import msgpack
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -82,6 +88,32 @@ class _Listener:
         pass
 
 
+class _Journal(SegmentJournal):
+    """The partition's journal, telling the simulation after each of its write steps."""
+
+    written: Callable[[str], None] | None = None
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        super().add(command, idx, term)
+        if self.written is not None:
+            self.written(f"add {idx}")
+
+    def cut_after(self, idx: int) -> None:
+        super().cut_after(idx)
+        if self.written is not None:
+            self.written(f"cut after {idx}")
+
+    def set_term(self, term: int, voted_for: str | None) -> None:
+        super().set_term(term, voted_for)
+        if self.written is not None:
+            self.written("term/vote")
+
+    def set_commit_index(self, index: int) -> None:
+        super().set_commit_index(index)
+        if self.written is not None:
+            self.written("commit")
+
+
 class Controls:
     """The installers' control messages between the simulated nodes, through msgpack, queued
     until the simulation pumps them (`DiskSim.pump`)."""
@@ -115,6 +147,10 @@ class Disk:
         self.node = node
         self._clock = clock
         self._images: dict[str, bytes] = {}  # settled contents, by path
+        self._read: dict[str, bytes] = {}  # contents when last read, by path (mtime set to 0)
+        # With `trace`: the contents after each write step since the settle, named.
+        self.trace = False
+        self._steps: list[tuple[str, dict[str, bytes]]] = []
         self.log: Log | None = None
         self.journal: SegmentJournal | None = None
         self.installer: Installer | None = None
@@ -128,9 +164,11 @@ class Disk:
             self.dir,
             LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=INDEX_INTERVAL_BYTES),
         )
-        journal = self.journal = SegmentJournal(
+        journal = self.journal = _Journal(
             self.dir / "raft", self.log, _Listener(), clock=self._clock
         )
+        if self.trace:
+            journal.written = self._written
         if len(journal) == 0:
             journal.add(NO_OP, 1, 0)  # every replica's log starts with the same term-0 entry
         listener = _Listener()
@@ -157,57 +195,101 @@ class Disk:
 
     def settle(self) -> None:
         """What is on disk now stays through any crash (its Ready's messages are leaving)."""
-        flusher.settle()  # the rolled segments' index files, written off the loop
-        images = {}
-        for path in self._files():
-            images[path] = Path(path).read_bytes()
-        self._images = images
+        self._images = self._contents()
+        self._steps.clear()
 
-    def crash(self, rng: random.Random) -> str | None:
-        """kill -9 in the middle of writing: one file written since the last settle is cut at
-        a random byte of what was written (past the cut, an in-place write leaves the old
-        bytes); descriptors are dropped without a flush. Says which file and where."""
-        flusher.settle()
+    def _contents(self) -> dict[str, bytes]:
+        """Every file's bytes: those last read of a file not written since (its mtime still
+        0), read anew (and marked) otherwise."""
+        images = self._read
+        contents = {}
+        for path, stat in self._files():
+            image = images.get(path)
+            if image is None or stat.st_mtime_ns or stat.st_size != len(image):
+                with open(path, "rb") as f:
+                    image = f.read()
+                os.utime(path, ns=(0, 0))
+            contents[path] = image
+        self._read = contents
+        return contents
+
+    def crash(self, rng: random.Random, within: bool = False) -> str | None:
+        """kill -9 in the middle of writing; descriptors are dropped without a flush. Says
+        what it left on disk.
+
+        By default one file written since the last settle is cut at a random byte of what
+        was written (past the cut, an in-place write leaves the old bytes), the others keep
+        what was written. `within` (with `trace` on): the node stops inside one of the
+        writes since the settle (a segment append, a window record, a cut, the term/vote,
+        the commit record): those before it are all on disk, those after it not at all,
+        and of its own files each has the new bytes or the old, one of them torn."""
         assert self.log is not None
         segments = self.log.segments()
         # A segment the log rolled past was fsynced by the flusher: only the last one is torn.
         synced = {os.path.basename(s.path)[: -len(".log")] for s in segments[:-1]}
-        changed = []
-        for path in self._files():
-            if (
-                parse_segment_name(os.path.basename(path))
-                and os.path.basename(path).split(".")[0] in synced
-            ):
-                continue
-            data = Path(path).read_bytes()
-            if data != self._images.get(path):
-                changed.append((path, data))
+        now = self._contents()
         self._close()
+        states = [("settled", self._images), *self._steps]
+        if now != states[-1][1]:
+            states.append(("the last write", now))
+        if within and len(states) > 1:
+            k = rng.randrange(len(states) - 1)
+            before, (step, after) = states[k][1], states[k + 1]
+            state, notes = dict(before), []
+            written = sorted(
+                p for p in before.keys() | after.keys() if before.get(p) != after.get(p)
+            )
+            tearable = [p for p in written if p in after and not _rolled_past(p, synced)]
+            torn = rng.choice(tearable) if tearable else None
+            for path in written:
+                rel = os.path.relpath(path, self.dir)
+                if path == torn:
+                    data, note = _tear(path, before.get(path), after[path], rng)
+                elif rng.random() < 0.5:
+                    data, note = after.get(path), "written"
+                else:
+                    data, note = before.get(path), "not written"
+                if data is None:
+                    state.pop(path, None)
+                else:
+                    state[path] = data
+                notes.append(f"{rel} {note}")
+            for path in now.keys() | state.keys():
+                if path not in state:
+                    os.unlink(path)
+                elif now.get(path) != state[path]:
+                    Path(path).write_bytes(state[path])
+            done = ", ".join(notes) or "nothing changed"
+            return f"stopped in {step} ({k + 1} of {len(states) - 1} writes): {done}"
+        changed = [
+            (path, data)
+            for path, data in now.items()
+            if not _rolled_past(path, synced) and data != self._images.get(path)
+        ]
         if not changed:
             return None
         path, new = rng.choice(changed)
-        previous = self._images.get(path)
-        if os.path.basename(path) in _RENAMED or (path.endswith("/raft/state") and not previous):
-            # written whole to a temporary file and renamed over: there, or not yet
-            if previous is None:
-                os.unlink(path)
-            else:
-                Path(path).write_bytes(previous)
-            return f"{os.path.relpath(path, self.dir)} not replaced"
-        old = previous or b""
-        same = 0
-        limit = min(len(old), len(new))
-        while same < limit and old[same] == new[same]:
-            same += 1
-        cut = rng.randint(same, len(new))
-        torn = new[:cut] + old[cut:] if len(new) == len(old) else new[:cut]
-        Path(path).write_bytes(torn)
-        return f"{os.path.relpath(path, self.dir)} torn at {cut} of {len(new)}"
+        data, note = _tear(path, self._images.get(path), new, rng)
+        if data is None:
+            os.unlink(path)
+        else:
+            Path(path).write_bytes(data)
+        return f"{os.path.relpath(path, self.dir)} {note}"
 
-    def _files(self) -> list[str]:
-        found: list[str] = []
-        for base, _, names in os.walk(self.dir):
-            found.extend(os.path.join(base, name) for name in sorted(names))
+    def _written(self, step: str) -> None:
+        """The journal finished one write step: what the disk holds now, for `crash(within)`."""
+        self._steps.append((step, self._contents()))
+
+    def _files(self) -> list[tuple[str, os.stat_result]]:
+        found = []
+        dirs = [str(self.dir)]
+        while dirs:
+            with os.scandir(dirs.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        dirs.append(entry.path)
+                    else:
+                        found.append((entry.path, entry.stat(follow_symlinks=False)))
         return sorted(found)
 
     def _close(self) -> None:
@@ -240,6 +322,33 @@ class Disk:
         self._close()
 
 
+def _rolled_past(path: str, synced: set[str]) -> bool:
+    name = os.path.basename(path)
+    return parse_segment_name(name) is not None and name.split(".")[0] in synced
+
+
+def _tear(
+    path: str, previous: bytes | None, new: bytes, rng: random.Random
+) -> tuple[bytes | None, str]:
+    """`new` cut at a random byte of what was written over `previous` (None: no file), past
+    which an in-place write leaves the old bytes; a file replaced by a rename is old or new."""
+    if os.path.basename(path) in _RENAMED or (path.endswith("/raft/state") and not previous):
+        return previous, "not replaced"  # written whole to a temporary file and renamed over
+    old = previous or b""
+    same = 0
+    limit = min(len(old), len(new))
+    while same < limit and old[same] == new[same]:
+        same += 1
+    end = len(new)
+    if len(new) == len(old):  # written in place: a cut past the last changed byte is no tear
+        while end > same and old[end - 1] == new[end - 1]:
+            end -= 1
+        cut = rng.randint(same, end)
+        return new[:cut] + old[cut:], f"torn at {cut} of {len(new)}"
+    cut = rng.randint(same, end)
+    return new[:cut], f"torn at {cut} of {len(new)}"
+
+
 class DiskSim:
     """The storage of every replica of one simulation, and the event loop the installers'
     timers need (never run: the simulation decides when an install stalls or fails)."""
@@ -251,6 +360,7 @@ class DiskSim:
         # reopens its file and reloads its indexes, as a node over its budgets does.
         self._budgets = (cache.indexes.limit, cache.files.limit)
         cache.configure(max_index_bytes=0, max_open_files=1)
+        self._flusher, flusher._FLUSHER = flusher._FLUSHER, _Inline()
         self.controls = Controls()
         self.disks = {i: Disk(self.root, i, clock) for i in ids}
 
@@ -284,7 +394,25 @@ class DiskSim:
         self.controls.queue.clear()
         self.loop.close()
         cache.configure(*self._budgets)
+        flusher._FLUSHER = self._flusher
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class _Inline(ThreadPoolExecutor):
+    """The flusher's thread, run at once on the caller's: a roll's segment is synced before
+    the roll returns, as the crash (which waited for the flusher) always found it."""
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        done: Future[_T] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            done.set_exception(exc)
+        return done
 
 
 class _running:

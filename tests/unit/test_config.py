@@ -263,3 +263,48 @@ def test_the_http_listeners_bounds_are_read_and_must_be_positive(tmp_path: Path)
     for name in ("http.header.read.timeout.ms", "http.max.connections.per.ip"):
         with pytest.raises(ConfigError, match=re.escape(f"[broker] {name}: expected a positive")):
             _broker(tmp_path, f'"{name}" = 0')
+
+
+def test_broker_rack_is_read_as_kafka_operators_write_it(tmp_path: Path) -> None:
+    """`broker.rack` in [broker], as server.properties names it, or `rack` at the top; both
+    may be set if they agree; empty is no rack; and [broker] keeps no copy of it (so `cluster
+    add-node`, which copies node 1's [broker], does not copy node 1's rack)."""
+    assert load(tmp_path, GOOD).rack is None
+    kafka = load(tmp_path, GOOD + '"broker.rack" = "eu-west-1a"\n')
+    assert kafka.rack == "eu-west-1a" and "broker.rack" not in kafka.broker
+    top = GOOD.replace('cluster_secret = "s"', 'cluster_secret = "s"\nrack = "r1"')
+    assert load(tmp_path, top).rack == "r1"
+    assert load(tmp_path, top + '"broker.rack" = "r1"\n').rack == "r1"
+    assert load(tmp_path, GOOD + '"broker.rack" = ""\n').rack is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('"broker.rack" = 3', '[broker] "broker.rack": expected a string, got 3'),
+        ('"broker.rack" = "' + "r" * 256 + '"', "expected at most 255 printable characters"),
+        ('"broker.rack" = "a\\nb"', "expected at most 255 printable characters"),
+    ],
+)
+def test_a_bad_broker_rack_is_named(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(tmp_path, GOOD + text + "\n")
+
+
+def test_two_different_racks_are_refused(tmp_path: Path) -> None:
+    top = GOOD.replace('cluster_secret = "s"', 'cluster_secret = "s"\nrack = "r1"')
+    with pytest.raises(ConfigError, match="rack = 'r1' and .* = 'r2' differ; set one"):
+        load(tmp_path, top + '"broker.rack" = "r2"\n')
+
+
+def test_cluster_up_writes_each_nodes_rack(tmp_path: Path) -> None:
+    """`raftlog cluster up --racks` writes broker.rack into each node's config, which the
+    node reads back; a node written without one (add-node without --rack) has none."""
+    from raftlog_app import cluster
+
+    specs = cluster.node_specs(tmp_path, 2, 19092)
+    cluster.write_config(specs[0], specs, "s", {"num.partitions": 3}, "t", "eu-west-1a")
+    cluster.write_config(specs[1], specs, "s", {"num.partitions": 3}, "t")
+    first, second = (NodeConfig.load(s.config_path) for s in specs)
+    assert (first.rack, first.broker) == ("eu-west-1a", {"num.partitions": 3})
+    assert (second.rack, second.broker) == (None, {"num.partitions": 3})

@@ -4,8 +4,11 @@ network of tests/support/replicas.py, with an injected clock."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import gc
 import logging
+import weakref
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from support.raftnet import Clock
 from support.replicas import IDS, Replicas, values
 
 from raftlog.errors import ErrorCode
+from raftlog.heap import HeapFreezer
 from raftlog.metrics import KafkaMetrics
 from unit.test_metrics import ReplicaNode, samples, value
 
@@ -65,3 +69,27 @@ async def test_a_leader_whose_append_reads_past_its_segment_reopens_and_goes_on(
         assert values(replicas.partitions[node_id]) == expected
         if node_id != leader:
             assert replicas.driver(node_id).failures_total == 0
+
+
+async def test_a_reopened_replica_is_frozen_as_the_node_freezes_an_opened_one(
+    replicas: Replicas,
+) -> None:
+    """A node freezes the objects of the replicas it opens out of full GC passes
+    (raftlog/heap.py). A replica the driver reopened after its group raised is treated the
+    same: its old objects (their cycles held by the freeze at its opening) are collected, and
+    its new ones frozen, once for every replica reopened meanwhile."""
+    leader = await replicas.leader()
+    p = replicas.partitions[leader]
+    heap = replicas.contexts[leader].heap = HeapFreezer(refreeze_seconds=0.0)
+    try:
+        heap.opened()  # as the node froze it when it opened the replica
+        old = weakref.ref(p.group)
+        p.restart()  # what the driver calls once it stopped the group
+        new = p.group
+        for _ in range(3):
+            await asyncio.sleep(0)  # the freeze's turn
+        assert old() is None
+        assert not any(o is new for o in gc.get_objects())  # frozen: in no generation
+        assert replicas.driver(leader).holds(new)  # and it runs
+    finally:
+        gc.unfreeze()

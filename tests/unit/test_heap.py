@@ -3,6 +3,7 @@ partition's reference cycles are still collected."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
@@ -51,3 +52,28 @@ def test_without_a_drop_nothing_is_collected_before_the_freeze(freezer: HeapFree
     finally:
         gc.callbacks.pop()
     assert 2 not in collected
+
+
+@pytest.mark.usefixtures("freezer")  # unfreezes after
+async def test_replicas_reopened_together_cost_one_collection_and_are_frozen() -> None:
+    """A replica reopened in place (its Raft group raised) is a drop and an opening: the
+    freezer lets go at once and freezes again REFREEZE_SECONDS later (0 here), once for
+    however many were reopened meanwhile, collecting what their old objects left."""
+    freezer = HeapFreezer(refreeze_seconds=0.0)
+    old = Replica()
+    gone = weakref.ref(old)
+    freezer.opened()
+    del old
+    full: list[str] = []
+    gc.callbacks.append(lambda phase, info: full.append(phase) if info["generation"] == 2 else 0)
+    try:
+        freezer.reopened()
+        freezer.reopened()
+        assert gc.get_freeze_count() == 0
+        for _ in range(3):
+            await asyncio.sleep(0)  # the refreeze's turn
+    finally:
+        gc.callbacks.pop()
+    assert gone() is None
+    assert gc.get_freeze_count() > 0
+    assert full == ["start", "stop"]

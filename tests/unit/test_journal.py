@@ -176,3 +176,27 @@ def test_a_payload_read_after_its_entry_was_cut_never_returns_another_entrys_byt
     with pytest.raises(StaleEntry):
         bytes(kept)
     assert bytes(fresh) == DATA_PREFIX + log.read(1, 1 << 20, 2, True)
+
+
+def test_a_window_whose_terms_segment_a_crash_lost_loads_and_goes_on(tmp_path):
+    """A no-op opens its term's segment, then its window record is written; the segment's
+    directory entry is not fsynced (log.py's _roll), so a machine crash can keep the record
+    and lose the file. The partition then failed to open ('no segment 4-2', the storage
+    simulation's seed 723 with crashes inside a Ready); it opens, its term's segment made
+    again, and the no-op can still be cut or followed by its term's batches."""
+    log, j = open_journal(tmp_path)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    j.add(DATA_PREFIX + batch(b"a", b"b"), 3, 1)
+    j.add(NO_OP, 4, 2)  # term 2's segment, 2-2, then the record
+    j.add(NO_OP, 5, 3)  # and term 3's, 2-3
+    j.set_commit_index(3)
+    for term in (2, 3):
+        (tmp_path / "p" / f"{2:020d}-{term}.log").unlink()  # the files' creation lost
+    log, again = open_journal(tmp_path)
+    assert [e[1:] for e in again[0:5]] == [(1, 0), (2, 1), (3, 1), (4, 2), (5, 3)]
+    assert log.epochs() == [(1, 0), (2, 2), (3, 2)] and log.log_end_offset == 2
+    again.cut_after(4)  # a new leader's entry 5 has another term
+    assert log.epochs() == [(1, 0), (2, 2)]
+    again.add(DATA_PREFIX + batch(b"c"), 5, 2)
+    assert stored(log) == [(0, 1), (2, 2)]

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 
+import msgpack
 import pytest
 from pysyncobj.node import Node
 from support.aio import until
@@ -330,3 +331,37 @@ async def test_a_peer_silent_past_dead_after_is_logged_once_and_its_return_with_
     finally:
         await b.close()
         await a.close()
+
+
+async def test_a_duplicate_connection_closed_in_its_handshake_is_not_logged_as_rejected(
+    listener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two nodes that dial each other at once keep the connection the lower id dialled; the
+    other is closed as its handshake ends. The frames its dialler sent right after its last
+    handshake frame (a restarted node's catch-up) were read on as if still before
+    authentication, and past 4 KiB the close was logged as a rejected connection: a WARNING
+    that failed a fault run."""
+    a, port = listener
+    b = Mesh("3", ("127.0.0.1", 0), {}, b"secret")
+    await b.start()
+    try:
+        b_port = b._server.sockets[0].getsockname()[1]
+        a.add_peer("3", ("127.0.0.1", b_port))
+        await until(lambda: a.connected("3"), "node 1's own connection to node 3")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        packer = msgpack.Packer()
+        nonce = b"n" * 16
+        writer.write(packer.pack([mesh_module.HELLO, "3", nonce, ["127.0.0.1", b_port]]))
+        unpacker = msgpack.Unpacker(raw=False)
+        while (welcome := next(iter(unpacker), None)) is None:
+            unpacker.feed(await reader.read(4096))
+        auth = mesh_module._mac(b"secret", "A", welcome[2], nonce, "3", "1")
+        catch_up = [mesh_module.CONTROL, "k", {"data": b"x" * 1000}]
+        with caplog.at_level(logging.INFO, logger=mesh_module.__name__):
+            writer.write(packer.pack([mesh_module.AUTH, auth]) + packer.pack(catch_up) * 8)
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed as the duplicate
+        writer.close()
+        assert "rejected" not in caplog.text
+        assert a.connected("3")
+    finally:
+        await b.close()

@@ -32,7 +32,7 @@ from support.replicas import IDS, Replicas
 from support.wire import make_batch
 
 from kafka_api.codec import build
-from kafka_api.context import RequestContext
+from kafka_api.context import ConnectionScope, RequestContext
 from kafka_api.handlers import share_acknowledge, share_fetch
 from raftlog import group_config as gc
 from raftlog.broker import BrokerInfo, Partition, PartitionInfo, TopicInfo
@@ -102,6 +102,7 @@ class Rig:
     def __init__(self, replicas: Replicas, leader: str, coordinator: str) -> None:
         self.replicas = replicas
         self.leader = leader
+        self.connections: dict[str, ConnectionScope] = {}  # each member's, to the leader
         self.clock = ManualClock()  # locks, the leave's grace, the coordinator's sessions
         self.groups = ShareGroups(lambda _t: 1, self.clock)
         self.members: dict[str, ShareMembers] = {}
@@ -165,7 +166,7 @@ class Rig:
             ),
             forgotten_topics_data=(),
         )
-        return await self.replicas.until(share_fetch.handle(self._ctx(), request))
+        return await self.replicas.until(share_fetch.handle(self._ctx(member), request))
 
     async def acknowledge(self, member: str, epoch: int, acks: Acks = ()) -> Any:
         m = load_payload_module(share_acknowledge.API_KEY, 1, EntityType.request)
@@ -181,10 +182,16 @@ class Rig:
             share_session_epoch=epoch,
             topics=topics,
         )
-        return await self.replicas.until(share_acknowledge.handle(self._ctx(), request))
+        return await self.replicas.until(share_acknowledge.handle(self._ctx(member), request))
 
-    def _ctx(self) -> RequestContext:
-        return RequestContext(broker=self.broker, api_version=1, client_id="c", client_host="h")
+    def _ctx(self, member: str) -> RequestContext:
+        return RequestContext(
+            broker=self.broker,
+            api_version=1,
+            client_id="c",
+            client_host="h",
+            connection=self.connections.setdefault(member, ConnectionScope()),
+        )
 
     async def leave(self, member: str) -> None:
         """Its ShareGroupHeartbeat at epoch -1, and the coordinator's word to every node."""
@@ -319,3 +326,26 @@ async def test_a_fetch_still_waiting_when_its_member_closes_takes_nothing(
     got = await rig.fetch("b", 0)
     expected = dict.fromkeys(range(5, 10), 2) | ({10: 1} if left_first else {})
     assert acquired(got) == expected
+
+
+@pytest.mark.parametrize("left_first", [True, False], ids=["leave first", "no leave"])
+async def test_a_consumer_killed_without_closing_hands_its_records_back_at_its_connections_close(
+    rig: Rig, left_first: bool
+) -> None:
+    """kill -9: no final request. The close of the connection that opened a's session ends it
+    (as Kafka's disconnect listener does) after what a acknowledged before it: the rest goes
+    to b at once, not after the 30 s locks nor the leave's grace, and what a accepted never
+    comes back."""
+    rig.heartbeat("a", 0)
+    assert len(acquired(await rig.fetch("a", 0))) == 10
+    assert ack_codes(await rig.acknowledge("a", 1, [(0, 2, ACCEPT)])) == [E.none]
+    if left_first:
+        await rig.leave("a")  # its coordinator heard of it first: its grace runs
+    rig.heartbeat("b", 0)
+    assert acquired(await rig.fetch("b", 0)) == {}
+    rig.connections["a"].close()
+    assert rig.share.sessions.get("g", "a") is None
+    assert rig.share.sessions.get("g", "b") is not None  # b's connection is open
+    assert acquired(await rig.fetch("b", 1)) == dict.fromkeys(range(3, 10), 2)
+    rig.connections["b"].close()
+    assert rig.share.sessions.get("g", "b") is None

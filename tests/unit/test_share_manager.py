@@ -158,6 +158,29 @@ async def test_a_member_that_left_hands_its_records_back_before_their_locks_run_
     assert set(counts(await rig.fetch("c")).values()) == {3}
 
 
+async def test_a_closed_connection_ends_its_sessions_and_hands_their_records_back(
+    rig: Rig,
+) -> None:
+    """A consumer killed with kill -9 sends no final request: the close of the connection that
+    opened its session ends it (Kafka's disconnect listener), what it acknowledged before
+    stays acknowledged and the rest goes to the others at once, not after the 30 s locks;
+    a member that left (its grace running) is released at the close too."""
+    connection = object()
+    for member in ("a", "c"):
+        step = rig.share.sessions.for_fetch("g", member, 0, [KEY], [], False, False, connection)
+        assert step.error is ErrorCode.none
+    assert set(values(await rig.fetch("a"))) == set(range(10))
+    assert await rig.ack("a", (0, 3, ACCEPT)) == ErrorCode.none
+    rig.share.member_left("g", "c")
+    assert await rig.fetch("b") is None  # a holds 4..9 for 30 s
+    rig.share.connection_closed(connection)
+    assert rig.share.sessions.get("g", "a") is None
+    assert rig.share.sessions.get("g", "c") is None
+    assert counts(await rig.fetch("b")) == dict.fromkeys(range(4, 10), 2)
+    rig.share.connection_closed(connection)  # its second close: nothing more to end
+    assert rig.share.sessions.get("g", "b") is None  # b fetched through no session
+
+
 async def test_a_fetch_reads_on_until_it_has_enough_records(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

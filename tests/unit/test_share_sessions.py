@@ -126,3 +126,26 @@ def test_a_left_members_session_only_acknowledges_until_it_ends() -> None:
     assert evicted == [old] and old is not None and not sessions.end(old)
     opened(sessions, A)  # reopening a session that did not leave hands nothing back
     assert evicted == [old]
+
+
+def test_a_session_ends_with_the_connection_that_opened_it() -> None:
+    """Kafka's disconnect listener: a connection's close ends the sessions it opened, and
+    only those; a member that opened its session again on another connection keeps it when
+    the old one closes (KAFKA-19950), and a session closed by its final request is not
+    ended twice."""
+    sessions = ShareSessions()
+    first, second = object(), object()
+    sessions.for_fetch("g", "m", 0, [A], (), False, False, connection=first)
+    sessions.for_fetch("g", "n", 0, [A], (), False, False, connection=first)
+    sessions.for_fetch("g", "o", 0, [A], (), False, False, connection=second)
+    assert sorted(s.member_id for s in sessions.disconnected(first)) == ["m", "n"]
+    assert sessions.get("g", "m") is None and sessions.get("g", "n") is None
+    assert sessions.get("g", "o") is not None and sessions.disconnected(first) == []
+
+    sessions.for_fetch("g", "m", 0, [A], (), False, False, connection=first)
+    reopened = sessions.for_fetch("g", "m", 0, [A], (), False, False, connection=second).session
+    assert sessions.disconnected(first) == []
+    assert sessions.get("g", "m") is reopened
+    assert sessions.for_acknowledge("g", "o", FINAL_EPOCH).closing
+    assert sessions.disconnected(second) == [reopened]
+    assert len(sessions) == 0
