@@ -99,11 +99,18 @@ fuzz: venv
 
 # The seeded simulation of the pure Raft core (tests/unit/test_raft_sim.py): the suite runs
 # 2,000 schedules, this many more; and 300 over each replica's real partition storage,
-# STORAGE_SEEDS more. A failure prints its seed and the command that replays it.
+# STORAGE_SEEDS more; membership change (tests/unit/test_raft_membership.py) 1,000 and 200 on
+# the storage, MEMBERSHIP_SEEDS and MEMBERSHIP_STORAGE_SEEDS more. A failure prints its seed
+# and the command that replays it.
 SEEDS ?= 100000
 STORAGE_SEEDS ?= 5000
+MEMBERSHIP_SEEDS ?= 20000
+MEMBERSHIP_STORAGE_SEEDS ?= 3000
 sim: venv
-	RAFTLOG_SIM_SEEDS=$(SEEDS) RAFTLOG_SIM_STORAGE_SEEDS=$(STORAGE_SEEDS) $(BIN)/pytest -q tests/unit/test_raft_sim.py
+	RAFTLOG_SIM_SEEDS=$(SEEDS) RAFTLOG_SIM_STORAGE_SEEDS=$(STORAGE_SEEDS) \
+	RAFTLOG_SIM_MEMBERSHIP_SEEDS=$(MEMBERSHIP_SEEDS) \
+	RAFTLOG_SIM_MEMBERSHIP_STORAGE_SEEDS=$(MEMBERSHIP_STORAGE_SEEDS) \
+	$(BIN)/pytest -q tests/unit/test_raft_sim.py tests/unit/test_raft_membership.py
 
 # raftlog side by side with Tansu (bench/run.py): table on stdout, bench/results/.
 # `make bench BENCH_ARGS=--quick` for small sizes and one run.

@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from raftlog.raft.membership import Membership, joint_committed, joint_silence, joint_vote
+from raftlog.raft.membership import (
+    Membership,
+    command,
+    joint_committed,
+    joint_silence,
+    joint_vote,
+)
 from raftlog.raft.quorum import VoteResult
 
 NONE = 0
@@ -489,7 +495,7 @@ class Raft:
             self.confs[-1][0] > self.commit or self.conf.joint
         ):
             return "a configuration change is still in flight"
-        if self.rules.conf_change_own_term and self._term(self.commit) != self.term:
+        if self.rules.conf_change_own_term and self.log.term_at(self.commit) != self.term:
             return "no entry of this leader's term has committed yet"
         return None
 
@@ -505,9 +511,10 @@ class Raft:
     def _append_conf(self, conf: Membership) -> int:
         self.wake()
         index = self.last_index() + 1
-        self._cut(index - 1, [Entry(self.term, index, b"", conf)])
+        self._cut(index - 1, [Entry(self.term, index, command(conf), conf)])
         if conf.joint and not self.rules.leave_joint_after_commit:
-            self._cut(index, [Entry(self.term, index + 1, b"", conf.left())])
+            left = conf.left()
+            self._cut(index, [Entry(self.term, index + 1, command(left), left)])
         self.broadcast_append()
         self.leader_commit()
         return index

@@ -35,6 +35,7 @@ from raftlog.raft.core import Entry, Message, MsgType, Raft, Ready, Role
 from raftlog.raft.durability import Durability
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.failure_log import FailureLog
+from raftlog.raft.membership import CONF, command, parse
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ def encode(group: str, m: Message) -> Item:
     for e in m.entries:
         flat.append(e.term)
         flat.append(bytes(e.data))
+    if m.type == MsgType.SNAP and m.conf is not None:
+        flat.append(command(m.conf))  # a snapshot has no entries: its configuration instead
     flags = (
         (_REJECT if m.reject else 0)
         | (_TRANSFER if m.transfer else 0)
@@ -73,7 +76,13 @@ def encode(group: str, m: Message) -> Item:
 
 def decode(item: Item, src: int, dst: int) -> tuple[str, Message]:
     group, code, term, index, log_term, commit, hint, flags, flat = item
-    entries = tuple(Entry(flat[i], index + 1 + i // 2, flat[i + 1]) for i in range(0, len(flat), 2))
+    kind = _TYPES[code]
+    conf = None
+    if kind == MsgType.SNAP:
+        conf, flat = (parse(flat[0]) if flat else None), ()
+    entries = tuple(
+        _entry(flat[i], index + 1 + i // 2, flat[i + 1]) for i in range(0, len(flat), 2)
+    )
     message = Message(
         _TYPES[code],
         src,
@@ -87,8 +96,16 @@ def decode(item: Item, src: int, dst: int) -> tuple[str, Message]:
         hint,
         bool(flags & _TRANSFER),
         bool(flags & _QUIESCE),
+        conf,
     )
     return group, message
+
+
+def _entry(term: int, index: int, data: bytes) -> Entry:
+    """A configuration entry carries its configuration for the core (its first byte says)."""
+    if data and data[0] == CONF:
+        return Entry(term, index, data, parse(data))
+    return Entry(term, index, data)
 
 
 class Driven(Protocol):

@@ -165,6 +165,7 @@ class _Inbound:
     epochs: Epochs | None = None
     resume: int = 0
     state: object = None
+    conf: bytes | None = None  # the configuration in force at the anchor, as the source says
     deadline: asyncio.TimerHandle | None = None
 
 
@@ -236,6 +237,7 @@ class Installer:
         inbound.end = int(manifest["end"])
         inbound.epochs = [(int(t), int(s)) for t, s in manifest["epochs"]]
         inbound.state = manifest["state"]
+        inbound.conf = manifest.get("conf")
         # Everything before `agreed` is identical on both logs (log matching): kept, so the
         # votes this replica gives stay honest while the rest comes.
         inbound.resume = self._journal.truncate_for_install(
@@ -267,7 +269,7 @@ class Installer:
         if anchor.inline is None:
             anchor.location = self._log.locate(anchor.offset, anchor.next_offset)
         self._stop()
-        self._journal.install(anchor)
+        self._journal.install(anchor, inbound.conf)
         self._listener.snapshot_installed(inbound.resume, end, inbound.source, inbound.state)
         self._done(inbound.index, inbound.term)
 
@@ -327,6 +329,7 @@ class Installer:
             log_start=self._log.segment_start,  # whole batches: from below a moved start
             agreed=agreed,
             state=self._listener.snapshot_state(),
+            conf=self._journal.conf_at(entry.idx),
         )
 
     def _serve_read(self, peer_id: str, request: dict[str, Any]) -> None:

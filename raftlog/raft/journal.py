@@ -23,6 +23,7 @@ import crc32c
 import msgpack
 
 from raftlog.raft.durability import Durability
+from raftlog.raft.membership import CONF
 from raftlog.raft.raft_state import RaftState
 from raftlog.storage.log import Location, Log, TruncateResult
 
@@ -196,6 +197,13 @@ class SegmentJournal:
         self._listener = listener
         self._state = RaftState(raft_dir / "state")
         self._window_path = raft_dir / "window"
+        # The configuration in force at the window's start, when an entry the window no
+        # longer holds set it: (its Raft index, its command).
+        self._conf_path = raft_dir / "membership"
+        self._base_conf: tuple[int, bytes] | None = None
+        if self._conf_path.exists():
+            index, command = msgpack.unpackb(self._conf_path.read_bytes())
+            self._base_conf = (int(index), bytes(command))
         self._entries: list[Entry] = []
         self._window_bytes = 0  # data bytes referenced by the window
         self._load_window()
@@ -236,6 +244,9 @@ class SegmentJournal:
         if count <= 0:
             return
         removed = self._entries[:count]
+        confs = [(e.idx, e.inline) for e in removed if e.inline is not None and e.inline[0] == CONF]
+        if confs and self._log is not None:  # a partition's (the controller's has none)
+            self._save_base_conf(*confs[-1])  # before the window forgets it
         self._entries = self._entries[count:]
         self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
         self._rewrite_window()
@@ -318,6 +329,25 @@ class SegmentJournal:
             if e.idx > after and e.inline is not None and e.inline[:1] == bytes([kind])
         ]
 
+    @property
+    def base_conf(self) -> tuple[int, bytes] | None:
+        """The configuration entry in force at the window's start, if the window lost it."""
+        return self._base_conf
+
+    def conf_commands(self) -> list[tuple[int, bytes]]:
+        """(Raft index, command) of the configuration entries the window holds past the base."""
+        after = self._base_conf[0] if self._base_conf is not None else 0
+        return self.inline_commands(CONF, after)
+
+    def conf_at(self, idx: int) -> bytes | None:
+        """The configuration command in force at Raft index `idx` (None: the group's first)."""
+        found = self._base_conf[1] if self._base_conf is not None else None
+        for index, command in self.conf_commands():
+            if index > idx:
+                break
+            found = command
+        return found
+
     def raft_entries(self, lo: int, hi: int) -> list[RaftEntry]:
         """The window's entries of Raft indexes lo to hi - 1, as the Raft core reads them (a
         WindowView's walk cost the core's every Ready a generator and a slice object)."""
@@ -346,15 +376,18 @@ class SegmentJournal:
         """A window that does not start at Raft index 1 was cut at a snapshot point."""
         return bool(self._entries) and self._entries[0].idx > 1
 
-    def install(self, anchor: Entry) -> None:
+    def install(self, anchor: Entry, conf: bytes | None = None) -> None:
         """A snapshot install on the Raft core (raft/install.py) brought the log up to the end
         of `anchor`, the snapshot's last entry: the window becomes that entry alone, in one
-        atomic, synced step, and it and everything before it count as committed."""
+        atomic, synced step, and it and everything before it count as committed. `conf`: the
+        configuration in force there, as the source's log says (saved first)."""
         if self._log is not None and self._log.log_end_offset != anchor.next_offset:
             raise RuntimeError(
                 f"install of entry {anchor.idx}: the log ends at {self._log.log_end_offset}, "
                 f"not at its end {anchor.next_offset}"
             )
+        if conf is not None and (self._base_conf is None or self._base_conf[1] != conf):
+            self._save_base_conf(anchor.idx, conf)
         self._replace_window([anchor], anchor.idx)
         self._high_watermark = max(self._hw_for(self._state.commit_index), self._high_watermark)
         self._listener.committed(self._state.commit_index, self._high_watermark)
@@ -429,6 +462,18 @@ class SegmentJournal:
         self._state.commit_index = max(self._state.commit_index, committed)
         self._state.persist_commit()
         self._rewrite_window()
+
+    def _save_base_conf(self, index: int, command: bytes) -> None:
+        """Atomic and synced, before the window that held the entry is rewritten without it (a
+        crash in between finds the entry in both, and `conf_commands` skips the window's)."""
+        tmp = self._conf_path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            f.write(msgpack.packb([index, command]))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._conf_path)
+        _fsync_dir(self._dir)
+        self._base_conf = (index, command)
 
     def _append_record(self, entry: Entry) -> None:
         entry.file_pos = self._file_end

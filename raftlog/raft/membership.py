@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import msgpack
+
 from raftlog.raft.quorum import VoteResult, committed_index, quorum_silence, vote_result
 
 
@@ -63,6 +65,21 @@ class Membership:
         if self.learners:
             out += " learners " + ",".join(map(str, sorted(self.learners)))
         return "{" + out + "}"
+
+
+# A configuration entry's command, in the log and on the wire: this byte, then msgpack
+# [voters, outgoing voters, learners]. Other commands start with other bytes (raft/journal.py).
+CONF = 0x43  # b"C"
+
+
+def command(m: Membership) -> bytes:
+    packed: bytes = msgpack.packb([sorted(m.voters), sorted(m.outgoing), sorted(m.learners)])
+    return bytes([CONF]) + packed
+
+
+def parse(data: bytes) -> Membership:
+    voters, outgoing, learners = msgpack.unpackb(data[1:])
+    return Membership(frozenset(voters), frozenset(outgoing), frozenset(learners))
 
 
 def joint_committed(m: Membership, match: Mapping[int, int], joint: bool = True) -> int:

@@ -27,6 +27,7 @@ from raftlog.raft.driver import TICK_SECONDS, Driver
 from raftlog.raft.install import Installer
 from raftlog.raft.journal import NO_OP as NO_OP_TYPE
 from raftlog.raft.journal import SegmentJournal
+from raftlog.raft.membership import CONF, Membership, parse
 from raftlog.raft.timings import FIRST_ELECTION_ROUNDS
 
 # A new term's first entry, as the journal format has it.
@@ -76,7 +77,10 @@ class JournalLog:
 
     def entries(self, lo: int, hi: int) -> list[Entry]:
         return [
-            Entry(term, idx, command) for command, idx, term in self._journal.raft_entries(lo, hi)
+            Entry(term, idx, command, parse(command))
+            if isinstance(command, bytes) and command[0] == CONF
+            else Entry(term, idx, command)
+            for command, idx, term in self._journal.raft_entries(lo, hi)
         ]
 
     def truncate_and_append(self, after: int, entries: Sequence[Entry]) -> None:
@@ -132,12 +136,15 @@ class CoreGroup:
             int(voted) if voted else NONE,
             min(journal.commit_index, log.last_index()),
         )
+        base, conf_entries = recovered_membership(journal)
         config = Config(
             id=int(self_id),
             peers=tuple(self._peers),
             election_tick=max(2, round(election_seconds / TICK_SECONDS)),
             heartbeat_tick=max(1, round(heartbeat_seconds / TICK_SECONDS)),
             applied=state.commit,
+            membership=base,
+            conf_entries=conf_entries,
         )
         self.raft = Raft(config, log, state, random.Random())
         driver.add(self)
@@ -252,7 +259,23 @@ class CoreGroup:
         return self.raft.lead_transferee != NONE
 
     def members(self) -> set[str]:
-        return {str(p) for p in self._peers}
+        """The group's replicas, voters and learners, as its latest configuration says."""
+        return {str(p) for p in self.raft.conf.members()}
+
+    @property
+    def membership(self) -> Membership:
+        return self.raft.conf
+
+    def change_members(self, target: Membership) -> int | str:
+        """Asks the leader's core for new members (issue 44): the index of the configuration
+        entry appended, or why not now."""
+        if not self._driver.holds(self):
+            return "the group is stopped"
+        result = self.raft.propose_conf(target)
+        if isinstance(result, int):
+            self._driver.wake(self)
+            return result
+        return getattr(result, "reason", "this replica does not lead")
 
     def match_indexes(self) -> dict[str, int]:
         if self.raft.role != Role.LEADER:
@@ -371,6 +394,15 @@ class CoreGroup:
             return False
         self.journal.compact_to(floor)
         return True
+
+
+def recovered_membership(journal: SegmentJournal) -> tuple[Membership | None, tuple[Entry, ...]]:
+    """What a replica restarts its configuration from: the one in force at its window's start
+    (saved when the entry that set it left the window) and the configuration entries the
+    window holds."""
+    base = journal.base_conf
+    entries = tuple(Entry(0, idx, cmd, parse(cmd)) for idx, cmd in journal.conf_commands())
+    return (parse(base[1]) if base is not None else None), entries
 
 
 def _answer(callback: Callback | None, outcome: Outcome) -> None:

@@ -2,8 +2,10 @@
 consensus under the seeded simulation's faults, and each rule switched off once to show the
 schedule that breaks without it.
 
-More schedules: RAFTLOG_SIM_MEMBERSHIP_SEEDS=N (`make sim`); replay one with
-`support.raft_sim.run_seed(<seed>, MEMBERSHIP)`.
+More schedules: RAFTLOG_SIM_MEMBERSHIP_SEEDS=N and, on the real storage (configuration
+entries in the segment journal, saved as its window is cut, carried by snapshot installs, torn
+by crashes), RAFTLOG_SIM_MEMBERSHIP_STORAGE_SEEDS=N (`make sim`); replay one with
+`support.raft_sim.run_seed(<seed>, MEMBERSHIP)` (or MEMBERSHIP_STORAGE).
 """
 
 from __future__ import annotations
@@ -12,14 +14,23 @@ import os
 from dataclasses import replace
 
 import pytest
-from support.raft_sim import MEMBERSHIP, Sim, SimFailure, run_seed, scripted
+from support.raft_sim import (
+    MEMBERSHIP,
+    MEMBERSHIP_STORAGE,
+    Sim,
+    SimFailure,
+    run_seed,
+    scripted,
+)
 
 from raftlog.raft.core import ConfRefused, Role, Rules
 from raftlog.raft.membership import Membership, joint_committed, joint_silence, joint_vote
 from raftlog.raft.quorum import VoteResult
 
-SEEDS = int(os.environ.get("RAFTLOG_SIM_MEMBERSHIP_SEEDS", "1500"))
+SEEDS = int(os.environ.get("RAFTLOG_SIM_MEMBERSHIP_SEEDS", "1000"))
 CHUNK = 250
+STORAGE_SEEDS = int(os.environ.get("RAFTLOG_SIM_MEMBERSHIP_STORAGE_SEEDS", "200"))
+STORAGE_CHUNK = 100
 
 
 @pytest.mark.parametrize("chunk", range((SEEDS + CHUNK - 1) // CHUNK))
@@ -32,6 +43,15 @@ def test_seeded_schedules_that_change_members_keep_raft_safe_and_live(chunk: int
     configuration all apply a new entry and a voter leads."""
     for seed in range(chunk * CHUNK, min(SEEDS, (chunk + 1) * CHUNK)):
         run_seed(seed, MEMBERSHIP)
+
+
+@pytest.mark.parametrize("chunk", range((STORAGE_SEEDS + STORAGE_CHUNK - 1) // STORAGE_CHUNK))
+def test_the_same_on_the_real_storage(chunk: int) -> None:
+    """Besides the checks above, each restart recovers its configuration from its own files
+    (raft/replica.py's recovered_membership) and every stored byte matches the leader's."""
+    last = min(STORAGE_SEEDS, (chunk + 1) * STORAGE_CHUNK)
+    for seed in range(chunk * STORAGE_CHUNK, last):
+        run_seed(seed, MEMBERSHIP_STORAGE)
 
 
 def _off(rule: str) -> Rules:
