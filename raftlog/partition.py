@@ -123,10 +123,15 @@ class Partition:
         replicas: tuple[int, ...],
         settings: dict[str, str],
         on_change: Callable[[Partition], None],
+        voters: tuple[int, ...] | None = None,
     ) -> None:
+        """`voters`: the replicas the group's Raft configuration starts with when its log says
+        nothing yet (None: `replicas`); a replica opened for a node being added to the
+        partition starts outside them, and learns its configuration from the leader's log."""
         self.topic = topic
         self.index = index
         self.replicas = replicas
+        self._voters = voters or replicas
         self._ctx = ctx
         self._on_change = on_change
         self._group_name = group_name
@@ -164,7 +169,7 @@ class Partition:
         self.group = CoreGroup(
             group_name,
             str(ctx.node_id),
-            [str(r) for r in self.replicas],
+            [str(r) for r in self._voters],
             self.journal,
             ctx.driver,
             election_seconds=ctx.timings.election_min,

@@ -266,6 +266,10 @@ class CoreGroup:
     def membership(self) -> Membership:
         return self.raft.conf
 
+    def settled(self) -> bool:
+        """The latest configuration committed: the core takes a new change only then."""
+        return self.raft.confs[-1][0] <= self.raft.commit
+
     def change_members(self, target: Membership) -> int | str:
         """Asks the leader's core for new members (issue 44): the index of the configuration
         entry appended, or why not now."""

@@ -1,0 +1,152 @@
+"""Partition replicas that move (issue 44; Kafka's KIP-455), by Raft membership change.
+
+The controller holds each partition's replica set and, while it moves, its target
+(`topic["moves"]`). On every partition this node leads, the group's configuration is stepped
+toward the target, one committed change at a time: the new replicas join as learners (they
+copy the leader's log, or install its snapshot, and count in no majority); once all of them
+hold what is committed, the voters switch to the target (through a joint configuration when
+more than one changes, raft/core.py); a leader that is being removed hands leadership to a
+voter that stays first. When the configuration is the target, the leader tells the
+controller, which drops the move; the nodes no longer listed drop their replicas and data.
+A new leader picks up from its log's configuration, so a move survives failovers, and a
+cancelled move is the same walk back to the original replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from raftlog.raft.membership import Membership
+
+log = logging.getLogger(__name__)
+
+CHECK_SECONDS = 0.25
+
+Key = tuple[str, int]
+
+
+class Group(Protocol):
+    """A partition's Raft group as the mover uses it (raft/replica.py's CoreGroup)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def membership(self) -> Membership: ...
+
+    def settled(self) -> bool: ...
+
+    def match_indexes(self) -> dict[str, int]: ...
+
+    @property
+    def commit_index(self) -> int: ...
+
+    def change_members(self, target: Membership) -> int | str: ...
+
+    def transfer_leadership(self, to: str | None = None) -> bool: ...
+
+
+class Movable(Protocol):
+    @property
+    def group(self) -> Group: ...
+
+
+def next_step(conf: Membership, target: frozenset[int]) -> Membership | None:
+    """The configuration to ask for next on the way from `conf` to voters `target` (None:
+    there already, or the caller must wait): first the new replicas as learners (and no
+    learner that is not going to vote), then the voters."""
+    adding = target - conf.voters
+    if conf.learners != adding:
+        return Membership(conf.voters, frozenset(), adding)
+    if conf.voters != target:
+        return Membership(target)
+    return None
+
+
+class Reassigner:
+    def __init__(
+        self,
+        node_id: int,
+        partitions: Callable[[], Mapping[Key, Movable]],
+        topics: Callable[[], Mapping[str, dict[str, Any]]],
+        finish: Callable[[str, int, list[int]], Awaitable[object]],
+    ) -> None:
+        self._node_id = node_id
+        self._partitions = partitions
+        self._topics = topics
+        self._finish = finish
+        self._finishing: set[Key] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._said: dict[Key, str] = {}  # the last step logged per partition
+
+    def start(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(CHECK_SECONDS, self._check)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _check(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(CHECK_SECONDS, self._check)
+        topics = self._topics()
+        for key, partition in self._partitions().items():
+            group = partition.group
+            if not group.is_leader:
+                continue
+            topic = topics.get(key[0])
+            if topic is None or key[1] >= len(topic["partitions"]):
+                continue
+            move = topic.get("moves", {}).get(key[1])
+            target = frozenset(move["target"] if move else topic["partitions"][key[1]])
+            conf = group.membership
+            if conf.voters == target and not conf.learners and not conf.joint and group.settled():
+                if move is not None and key not in self._finishing:
+                    self._finishing.add(key)
+                    asyncio.ensure_future(self._tell_controller(key, list(move["target"])))
+                continue
+            try:
+                self.step(key, group, target)
+            except Exception:  # one partition's failure must not stop the others' moves
+                log.exception("moving the replicas of %s-%d", *key)
+
+    def step(self, key: Key, group: Group, target: frozenset[int]) -> None:
+        """One step for a partition this node leads whose configuration is not `target`."""
+        conf = group.membership
+        if conf.joint or not group.settled():
+            return  # a change is in flight: the core allows one at a time
+        wanted = next_step(conf, target)
+        if wanted is None:
+            return
+        if wanted.voters != conf.voters:
+            if not self._caught_up(group, conf.learners):
+                return
+            if self._node_id not in target:
+                stays = conf.voters & target
+                if stays:
+                    # Leadership leaves a replica being removed first (as Kafka's does).
+                    group.transfer_leadership(str(min(stays)))
+                    return
+        result = group.change_members(wanted)
+        said = f"{wanted}: {result}"
+        if self._said.get(key) != said:
+            self._said[key] = said
+            log.info("%s-%d: replicas %s -> %s (%s)", key[0], key[1], conf, wanted, result)
+
+    def _caught_up(self, group: Group, learners: frozenset[int]) -> bool:
+        """Every learner holds what the leader has committed."""
+        matches = group.match_indexes()
+        commit = group.commit_index
+        return all(matches.get(str(n), 0) >= commit for n in learners)
+
+    async def _tell_controller(self, key: Key, target: list[int]) -> None:
+        try:
+            await self._finish(key[0], key[1], target)
+            log.info("%s-%d: moved to replicas %s", key[0], key[1], target)
+        except Exception as e:  # the next check tries again
+            log.info("%s-%d: the controller did not take the move's end yet: %s", *key, e)
+        finally:
+            self._finishing.discard(key)

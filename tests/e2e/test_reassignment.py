@@ -1,0 +1,184 @@
+"""Partition replicas that move (issue 44, KIP-455) on four real nodes, driven by kafka-python's
+admin client (confluent-kafka's AdminClient has no reassignment call): a partition led on
+nodes 1-3 moves to 2-4 while a producer writes to it, its leader is killed with kill -9 in
+the middle of another move, and a third move is cancelled. Every acknowledged record is read
+back once, in order, from the new replicas; the nodes left out drop their copies."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from support import groups as G
+from support import wire as W
+from support.cluster import Cluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    with G.running_cluster(tmp_path_factory.mktemp("moves"), nodes=4, name="moves") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: Cluster):
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=60000)
+    yield client
+    client.close()
+
+
+def _replicas(cluster: Cluster, topic: str) -> tuple[tuple[int, ...], int]:
+    """(replicas, leader) of partition 0 as node 1's Metadata says."""
+    with W.KafkaWire(cluster.node(1).kafka) as w:
+        response = G.call(
+            w,
+            W.METADATA,
+            {
+                "topics": [{"name": topic, "topic_id": W._ZERO_UUID}],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+            timeout=30,
+        )
+    p = response.topics[0].partitions[0]
+    return tuple(int(r) for r in p.replica_nodes), int(p.leader_id)
+
+
+def _holds(cluster: Cluster, node: int, topic: str) -> bool:
+    """Whether the node keeps a copy of partition 0 on its disk."""
+    return (cluster.node(node).data_dir / "data" / f"{topic}-0").exists()
+
+
+def _until(what: str, check, seconds: float = 90.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"not within {seconds}s: {what}")
+
+
+class Writer:
+    """An idempotent producer writing numbered records until stopped; what it was told was
+    acknowledged is what must be read back."""
+
+    def __init__(self, cluster: Cluster, topic: str) -> None:
+        self.acked: list[bytes] = []
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        )
+        self._topic = topic
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked.append(msg.value())
+        else:
+            self.failed.append(str(err))
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            self._producer.produce(self._topic, f"{n:08d}".encode(), on_delivery=self._delivered)
+            n += 1
+            self._producer.poll(0.002)
+        self._producer.flush(60)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(90)
+
+
+def _read_all(cluster: Cluster, topic: str, expected: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"read-{topic}-{time.monotonic()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < expected and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 1.0):
+                if m.error() is None:
+                    got.append(m.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def _no_move(admin: KafkaAdminClient, topic: str):
+    return lambda: not admin.list_partition_reassignments([TopicPartition(topic, 0)])
+
+
+def test_a_partition_moves_to_other_nodes_under_writes_and_a_killed_leader(
+    cluster: Cluster, admin: KafkaAdminClient
+) -> None:
+    topic = "moving"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignments={0: [1, 2, 3]})])
+    _until("the topic led", lambda: _replicas(cluster, topic)[1] in (1, 2, 3))
+    writer = Writer(cluster, topic)
+    try:
+        _until("records acknowledged", lambda: len(writer.acked) > 500)
+        tp = TopicPartition(topic, 0)
+        assert admin.alter_partition_reassignments({tp: [2, 3, 4]}) == {tp: None}
+        listed = admin.list_partition_reassignments([tp])
+        if listed:  # it may already be done
+            assert listed[tp]["adding_replicas"] == [4]
+            assert listed[tp]["removing_replicas"] == [1]
+        _until("the move to 2, 3, 4 done", _no_move(admin, topic))
+        assert _replicas(cluster, topic)[0] == (2, 3, 4)
+        _until("node 1 dropped its copy", lambda: not _holds(cluster, 1, topic))
+        # The next move loses its leader halfway: a new one picks it up.
+        assert admin.alter_partition_reassignments({tp: [1, 2, 3]}) == {tp: None}
+        _until("node 1 a learner again", lambda: _holds(cluster, 1, topic))
+        leader = _replicas(cluster, topic)[1]
+        cluster.kill(leader)
+        cluster.restart(leader)
+        _until("the move to 1, 2, 3 done", _no_move(admin, topic), 120)
+        assert _replicas(cluster, topic)[0] == (1, 2, 3)
+        count = len(writer.acked)
+        _until("writes go on after the moves", lambda: len(writer.acked) > count + 200)
+    finally:
+        writer.stop()
+    acked = writer.acked
+    got = _read_all(cluster, topic, len(acked))
+    assert len(got) == len(set(got)), "a record was read twice"
+    assert set(acked) <= set(got), f"{len(set(acked) - set(got))} acknowledged records lost"
+    assert got == sorted(got), "records out of order"
+
+
+def test_a_cancelled_move_returns_to_the_original_replicas(
+    cluster: Cluster, admin: KafkaAdminClient
+) -> None:
+    topic = "unmoved"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignments={0: [1, 2, 3]})])
+    _until("the topic led", lambda: _replicas(cluster, topic)[1] in (1, 2, 3))
+    tp = TopicPartition(topic, 0)
+    cluster.kill(4)  # the move cannot finish: node 4 never catches up
+    try:
+        assert admin.alter_partition_reassignments({tp: [4, 2, 3]}) == {tp: None}
+        listed = admin.list_partition_reassignments([tp])
+        assert listed[tp]["adding_replicas"] == [4] and listed[tp]["removing_replicas"] == [1]
+        assert set(_replicas(cluster, topic)[0]) == {1, 2, 3, 4}
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert not admin.list_partition_reassignments([tp])
+        assert _replicas(cluster, topic)[0] == (1, 2, 3)
+    finally:
+        cluster.restart(4)
+    _until("node 4 holds no copy", lambda: not _holds(cluster, 4, topic))
