@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from raftlog import topic_config
 from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
-from raftlog.controller import EXISTS, ControllerUnavailable
+from raftlog.controller import EXISTS, ControllerUnavailable, moves
 from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.limits import MAX_RECORDS_PER_USER_OP
@@ -400,7 +400,7 @@ class TopicAdmin:
             )
         racks = {b.node_id: b.rack for b in self._view.live_brokers()}
         live = list(racks)
-        rf = len(topic["partitions"][0])
+        rf = len(moves.original_replicas(topic, 0))  # (partition 0 may be moving)
         if assignments:
             new = [list(r) for r in assignments]
             if len(new) != count - current:
@@ -443,6 +443,27 @@ class TopicAdmin:
         await self._wait_for_leaders([name], deadline)
         return TopicResult(name, topic=self._view.topic(name))
 
+    async def alter_reassignments(
+        self, topics: list[tuple[str, list[tuple[int, tuple[int, ...] | None]]]], timeout_ms: int
+    ) -> list[list[tuple[ErrorCode, str | None]]]:
+        """AlterPartitionReassignments' entries the handler accepted, in one controller command
+        (at most MAX_RECORDS_PER_USER_OP entries: the request's bound), judged again where it
+        applies (raftlog/controller/moves.py): a move another request changed meanwhile is
+        answered as it is then. REQUEST_TIMED_OUT for every entry if no commit comes in time
+        (the moves may still start, as in Kafka)."""
+        command = [
+            [name, [[index, None if target is None else list(target)] for index, target in changes]]
+            for name, changes in topics
+        ]
+        wait = max(timeout_ms / 1000, MIN_CONTROLLER_WAIT)
+        try:
+            outcomes = await self._node.controller.call(
+                "update_topics_reassign", command, timeout=wait
+            )
+        except ControllerUnavailable as e:
+            return [[(ErrorCode.request_timed_out, str(e))] * len(c) for _, c in topics]
+        return [[_reassignment_error(o) for o in answers] for answers in outcomes]
+
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
     ) -> TopicResult:
@@ -462,6 +483,17 @@ class TopicAdmin:
         if outcome is not None:
             return TopicResult(name, ErrorCode.unknown_topic_or_partition, "Unknown topic.")
         return TopicResult(name, topic=self._view.topic(name))
+
+
+def _reassignment_error(outcome: str | None) -> tuple[ErrorCode, str | None]:
+    """A reassignment command's outcome for one partition, as Kafka's controller answers it."""
+    if outcome is None:
+        return ErrorCode.none, None
+    if outcome == moves.NO_MOVE:
+        return ErrorCode.no_reassignment_in_progress, "No partition reassignment is in progress."
+    if outcome.startswith(moves.INVALID):
+        return ErrorCode.invalid_replica_assignment, outcome.removeprefix(moves.INVALID)
+    return ErrorCode.unknown_topic_or_partition, "The topic or partition does not exist."
 
 
 T = TypeVar("T")
