@@ -33,9 +33,11 @@ from raftlog.raft.core import NONE, HardState
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
 from raftlog.raft.replica import NO_OP, JournalLog
-from raftlog.storage import cache, flusher
-from raftlog.storage.batch import iter_batches
+from raftlog.storage import cache, compaction, flusher, offset_file
+from raftlog.storage import log as segment_log
+from raftlog.storage.batch import iter_batches, records_section
 from raftlog.storage.log import Log, LogConfig, TruncateResult
+from raftlog.storage.records import walk
 from raftlog.storage.segment import parse_segment_name
 
 # Small segments and index intervals: rolls within a term, index entries, several segments
@@ -48,10 +50,10 @@ GROUP = "g"
 _RENAMED = {"log-start-offset", "cleaner-offset-checkpoint"}
 
 
-def batch(value: bytes) -> bytes:
+def batch(value: bytes, key: bytes | None = None) -> bytes:
     """A data command: one record batch holding `value` (offsets and epoch are the log's)."""
     builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**31 - 1)
-    builder.append(0, timestamp=1000, key=None, value=value, headers=[])
+    builder.append(0, timestamp=1000, key=key, value=value, headers=[])
     return DATA_PREFIX + bytes(builder.build())
 
 
@@ -318,6 +320,49 @@ class Disk:
             offset = list(iter_batches(data))[-1][1].next_offset
         return b"".join(parts)
 
+    def records(self, upper: int) -> dict[int, tuple[int, bytes | None, bytes]]:
+        """Every record the segments hold below offset `upper`, by offset: its batch's
+        leader epoch, its key and its bytes (which compaction keeps as they were)."""
+        data = self.stored(upper)
+        found = {}
+        for pos, header in iter_batches(data):
+            section = records_section(data[pos : pos + header.size], header)
+            for start, end, delta, _, key, _ in walk(section, header.record_count):
+                offset = header.base_offset + delta
+                found[offset] = (header.partition_leader_epoch, key, section[start:end])
+        return found
+
+    def clean(self, now_ms: int, rng: random.Random | None) -> str | None:
+        """One pass of the partition's key-based compaction (cleanup.policy=compact, as
+        partition.py's compact: below the window's first entry and the high watermark). With
+        `rng` the node is killed at one of the pass's durable steps (a rewrite written, each
+        directory fsync of its swap, the checkpoint's rename) and says where; else the pass
+        is settled (it fsyncs what it writes)."""
+        assert self.log is not None and self.journal is not None
+        self.settle()
+        floor = min(self.journal.entry(0).offset, self.journal.high_watermark)
+        steps = self.log.compact_steps(now_ms, floor, 0, 0.0)
+        _Barriers.hook = self._written
+        try:
+            for _ in steps:
+                pass
+        finally:
+            _Barriers.hook = None
+        if rng is None or not self._steps:
+            self.settle()
+            return None
+        now = self._contents()
+        self._close()
+        states = [("settled", self._images), *self._steps]
+        k = rng.randrange(len(states))
+        step, state = states[k]
+        for path in now.keys() | state.keys():
+            if path not in state:
+                os.unlink(path)
+            elif now.get(path) != state[path]:
+                Path(path).write_bytes(state[path])
+        return f"killed while cleaning, after {step} ({k} of {len(states) - 1} steps)"
+
     def remove(self) -> None:
         self._close()
 
@@ -361,6 +406,7 @@ class DiskSim:
         self._budgets = (cache.indexes.limit, cache.files.limit)
         cache.configure(max_index_bytes=0, max_open_files=1)
         self._flusher, flusher._FLUSHER = flusher._FLUSHER, _Inline()
+        _Barriers.install()
         self.controls = Controls()
         self.disks = {i: Disk(self.root, i, clock) for i in ids}
 
@@ -395,7 +441,47 @@ class DiskSim:
         self.loop.close()
         cache.configure(*self._budgets)
         flusher._FLUSHER = self._flusher
+        _Barriers.uninstall()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class _Barriers:
+    """The cleaner's durable steps, told to the disk whose pass runs (`hook`): each
+    directory fsync (the swap's commit points, the checkpoint's rename) and each rewrite
+    written and fsynced, in the storage modules for the simulation's lifetime."""
+
+    hook: Callable[[str], None] | None = None
+    _saved: list[tuple[Any, str, Any]] = []
+
+    @classmethod
+    def install(cls) -> None:
+        def synced(original: Callable[[Path], None]) -> Callable[[Path], None]:
+            def fsync_dir(path: Path) -> None:
+                original(path)
+                if cls.hook is not None:
+                    cls.hook("a directory fsync")
+
+            return fsync_dir
+
+        clean = compaction.clean_segment
+
+        def clean_segment(*args: Any, **kwargs: Any) -> Any:
+            outcome = yield from clean(*args, **kwargs)
+            if cls.hook is not None:
+                cls.hook("a rewrite written")
+            return outcome
+
+        for module in (segment_log, compaction, offset_file):
+            cls._saved.append((module, "fsync_dir", module.fsync_dir))
+            module.fsync_dir = synced(module.fsync_dir)  # type: ignore[attr-defined]
+        cls._saved.append((compaction, "clean_segment", clean))
+        compaction.clean_segment = clean_segment
+
+    @classmethod
+    def uninstall(cls) -> None:
+        while cls._saved:
+            module, name, original = cls._saved.pop()
+            setattr(module, name, original)
 
 
 _P = ParamSpec("_P")
