@@ -7,11 +7,12 @@ led."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from raftlog import topic_config
 from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
@@ -449,20 +450,59 @@ class TopicAdmin:
         """AlterPartitionReassignments' entries the handler accepted, in one controller command
         (at most MAX_RECORDS_PER_USER_OP entries: the request's bound), judged again where it
         applies (raftlog/controller/moves.py): a move another request changed meanwhile is
-        answered as it is then. REQUEST_TIMED_OUT for every entry if no commit comes in time
-        (the moves may still start, as in Kafka)."""
-        command = [
-            [name, [[index, None if target is None else list(target)] for index, target in changes]]
-            for name, changes in topics
-        ]
-        wait = max(timeout_ms / 1000, MIN_CONTROLLER_WAIT)
-        try:
-            outcomes = await self._node.controller.call(
-                "update_topics_reassign", command, timeout=wait
-            )
-        except ControllerUnavailable as e:
-            return [[(ErrorCode.request_timed_out, str(e))] * len(c) for _, c in topics]
-        return [[_reassignment_error(o) for o in answers] for answers in outcomes]
+        answered as it is then. A move that would put more replicas on a node than its budget
+        holds is refused first (INVALID_REPLICA_ASSIGNMENT), the request's earlier moves
+        counted, as creations are. REQUEST_TIMED_OUT for every entry proposed if no commit
+        comes in time (the moves may still start, as in Kafka)."""
+        state = self._node.controller.state
+        held = self._replicas_per_node(list(state.nodes))
+        answers: list[list[tuple[ErrorCode, str | None] | None]] = []
+        command: list[list[Any]] = []
+        async for name, changes in _sliced(topics):
+            topic = state.topics.get(name)
+            judged: list[tuple[ErrorCode, str | None] | None] = []
+            sent: list[list[Any]] = []
+            for index, target in changes:
+                problem = self._over_budget_moving(topic, index, target, held)
+                judged.append(problem)
+                if problem is None:
+                    sent.append([index, None if target is None else list(target)])
+            answers.append(judged)
+            command.append([name, sent])
+        recorded: Iterator[tuple[ErrorCode, str | None]] = iter(())
+        if any(sent for _, sent in command):
+            wait = max(timeout_ms / 1000, MIN_CONTROLLER_WAIT)
+            try:
+                outcomes = await self._node.controller.call(
+                    "update_topics_reassign", command, timeout=wait
+                )
+                recorded = (_reassignment_error(o) for topic in outcomes for o in topic)
+            except ControllerUnavailable as e:
+                recorded = itertools.repeat((ErrorCode.request_timed_out, str(e)))
+        return [[a if a is not None else next(recorded) for a in judged] for judged in answers]
+
+    def _over_budget_moving(
+        self,
+        topic: dict[str, Any] | None,
+        index: int,
+        target: tuple[int, ...] | None,
+        held: dict[int, int],
+    ) -> tuple[ErrorCode, str | None] | None:
+        """Why a move may not start for the replica budget, else None and the replicas it
+        adds counted in `held`."""
+        if target is None or topic is None or not 0 <= index < len(topic["partitions"]):
+            return None
+        added = [n for n in target if n not in topic["partitions"][index]]
+        for node_id in added:
+            if held.get(node_id, 0) + 1 > self._node.budget.replicas:
+                return (
+                    ErrorCode.invalid_replica_assignment,
+                    f"node {node_id} would hold {held.get(node_id, 0) + 1} partition replicas; "
+                    f"it has {self._node.budget.describe()}",
+                )
+        for node_id in added:
+            held[node_id] = held.get(node_id, 0) + 1
+        return None
 
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool

@@ -267,7 +267,7 @@ class Cluster(BrokerStub):
     """The Broker the handlers see: the real ClusterView and TopicAdmin over the machine;
     nodes 1-4 are live (5 is registered, down)."""
 
-    def __init__(self, machine: Machine) -> None:
+    def __init__(self, machine: Machine, budget: int = 10**6) -> None:
         self.authorizer = Authorizer((ADMIN,), False, AclIndex(lambda: {}).synced)
         mesh = SimpleNamespace(on_control=lambda *a: None, on_peer_change=[])
         self.leadership = LeadershipDirectory(1, mesh)  # type: ignore[arg-type]
@@ -277,7 +277,7 @@ class Cluster(BrokerStub):
             leadership=self.leadership,
             partitions={},
             config=SimpleNamespace(listeners=[SimpleNamespace(name="PLAINTEXT")]),
-            budget=ReplicaBudget(10**6, 0),
+            budget=ReplicaBudget(budget, 0),
         )
         self.view = ClusterView(node)  # type: ignore[arg-type]
         self.admin = TopicAdmin(node, self.view)  # type: ignore[arg-type]
@@ -496,3 +496,22 @@ def test_a_node_moved_off_a_partition_keeps_knowing_its_leader(machine: Machine)
     directory.not_hosted("mine")
     assert directory.lookup("g") == Leadership(2, 5, (2, 3))
     assert directory.lookup("mine") is None and "mine" not in directory._led
+
+
+def test_a_move_past_a_nodes_replica_budget_is_refused(machine: Machine) -> None:
+    """A node takes no more replicas by moves than its budget holds, as by creations: the
+    request's earlier moves counted, the one past it INVALID_REPLICA_ASSIGNMENT and not
+    proposed. (Only what a move adds counts: nodes 1-3 hold 3 each, past a budget of 2.)"""
+    cluster = Cluster(machine, budget=2)
+    answers = _alter(cluster, [("t", [(0, [1, 2, 4]), (1, [1, 4, 3]), (2, [4, 2, 3])])])
+    assert answers == {
+        ("t", 0): (E.none, None),
+        ("t", 1): (E.none, None),
+        ("t", 2): (
+            E.invalid_replica_assignment,
+            "node 4 would hold 3 partition replicas; it has room for 2 partition replicas "
+            "(max.partition.replicas.per.node)",
+        ),
+    }
+    assert sorted(machine.topic("t")["moves"]) == [0, 1]
+    assert _codes(_alter(cluster, [("t", [(2, [3, 2, 1])])])) == {("t", 2): E.none}
