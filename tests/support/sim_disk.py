@@ -9,17 +9,19 @@ the replica restarts from what is on disk, through the journal's and the log's o
 What was settled (`settle`) is never torn: a kill -9 keeps what the OS took.
 
 Speed (thousands of schedules in the suite): the flusher runs inline on the simulation's
-thread (the crash waited for it anyway), and `settle` re-reads only the files written since
-the last one: it sets every file's mtime to 0 once it has its image, and any write or cut
-since (write, pwrite, truncate, a rename over it) gives the file a real mtime again.
+thread (the crash waited for it anyway), and a look at the disk (`settle`, a write step)
+re-reads only the files written, created, renamed or deleted since the last, as inotify
+tells them (Linux).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import random
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -149,7 +151,8 @@ class Disk:
         self.node = node
         self._clock = clock
         self._images: dict[str, bytes] = {}  # settled contents, by path
-        self._read: dict[str, bytes] = {}  # contents when last read, by path (mtime set to 0)
+        self._read: dict[str, bytes] = {}  # contents when last looked at, by path
+        self._changes = _Changes(str(self.dir))
         # With `trace`: the contents after each write step since the settle, named.
         self.trace = False
         self._steps: list[tuple[str, dict[str, bytes]]] = []
@@ -201,17 +204,17 @@ class Disk:
         self._steps.clear()
 
     def _contents(self) -> dict[str, bytes]:
-        """Every file's bytes: those last read of a file not written since (its mtime still
-        0), read anew (and marked) otherwise."""
-        images = self._read
-        contents = {}
-        for path, stat in self._files():
-            image = images.get(path)
-            if image is None or stat.st_mtime_ns or stat.st_size != len(image):
+        """Every file's bytes: those last looked at, and anew those changed since."""
+        changed = self._changes.take()
+        if changed is None:
+            changed = set(self._read) | set(self._files())
+        contents = dict(self._read)
+        for path in sorted(changed):
+            try:
                 with open(path, "rb") as f:
-                    image = f.read()
-                os.utime(path, ns=(0, 0))
-            contents[path] = image
+                    contents[path] = f.read()
+            except FileNotFoundError:
+                contents.pop(path, None)
         self._read = contents
         return contents
 
@@ -265,7 +268,7 @@ class Disk:
             return f"stopped in {step} ({k + 1} of {len(states) - 1} writes): {done}"
         changed = [
             (path, data)
-            for path, data in now.items()
+            for path, data in sorted(now.items())
             if not _rolled_past(path, synced) and data != self._images.get(path)
         ]
         if not changed:
@@ -282,7 +285,7 @@ class Disk:
         """The journal finished one write step: what the disk holds now, for `crash(within)`."""
         self._steps.append((step, self._contents()))
 
-    def _files(self) -> list[tuple[str, os.stat_result]]:
+    def _files(self) -> list[str]:
         found = []
         dirs = [str(self.dir)]
         while dirs:
@@ -291,8 +294,8 @@ class Disk:
                     if entry.is_dir(follow_symlinks=False):
                         dirs.append(entry.path)
                     else:
-                        found.append((entry.path, entry.stat(follow_symlinks=False)))
-        return sorted(found)
+                        found.append(entry.path)
+        return found
 
     def _close(self) -> None:
         """Drops the incarnation's descriptors as a killed process does: nothing written."""
@@ -365,6 +368,66 @@ class Disk:
 
     def remove(self) -> None:
         self._close()
+        self._changes.close()
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+# inotify(7): a file written or cut, created, deleted, renamed away or into place.
+_IN_MODIFY, _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x2, 0x40, 0x80, 0x100, 0x200
+_IN_Q_OVERFLOW, _IN_ISDIR = 0x4000, 0x40000000
+_WATCH = _IN_MODIFY | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follows
+
+
+class _Changes:
+    """The paths under a directory written, created, renamed or deleted since last asked."""
+
+    def __init__(self, root: str) -> None:
+        self._fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self._fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        self._dirs: dict[int, str] = {}
+        self._watch(root)
+
+    def _watch(self, path: str) -> None:
+        wd = _libc.inotify_add_watch(self._fd, os.fsencode(path), _WATCH)
+        if wd < 0:
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch {path}")
+        self._dirs[wd] = path
+
+    def take(self) -> set[str] | None:
+        """None when some changes are unknown (the kernel's queue overflowed, or a directory
+        appeared whose first files came before its watch): look at every file then."""
+        changed: set[str] = set()
+        complete = True
+        while True:
+            try:
+                data = os.read(self._fd, 1 << 16)
+            except BlockingIOError:
+                return changed if complete else None
+            pos = 0
+            while pos < len(data):
+                wd, mask, _, length = _EVENT.unpack_from(data, pos)
+                name = os.fsdecode(
+                    data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
+                )
+                pos += _EVENT.size + length
+                directory = self._dirs.get(wd)
+                if mask & _IN_Q_OVERFLOW or directory is None:
+                    complete = False
+                    continue
+                if not name:  # the watched directory's own (its watch ending)
+                    continue
+                path = os.path.join(directory, name)
+                if mask & _IN_ISDIR:
+                    if mask & (_IN_CREATE | _IN_MOVED_TO):
+                        self._watch(path)
+                        complete = False
+                    continue
+                changed.add(path)
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 def _rolled_past(path: str, synced: set[str]) -> bool:
