@@ -34,6 +34,10 @@ class PartitionInfo:
     leader_epoch: int = NO_EPOCH  # while unknown; never goes down
     isr: tuple[int, ...] = ()
     offline: tuple[int, ...] = ()
+    # While the partition moves (raftlog/controller/moves.py): `replicas` is its full set,
+    # these its replicas being added and removed, as Kafka's PartitionRegistration has them.
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
 
 class LazyPartitions(Sequence[PartitionInfo]):

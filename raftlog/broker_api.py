@@ -80,6 +80,16 @@ class Broker(Protocol):
         timeout_ms: int,
     ) -> TopicResult: ...
 
+    async def alter_partition_reassignments(
+        self, topics: list[tuple[str, list[tuple[int, tuple[int, ...] | None]]]], timeout_ms: int
+    ) -> list[list[tuple[ErrorCode, str | None]]]:
+        """Starts, replaces (a replica list) or cancels (None) the partitions' moves, in one
+        controller command: each entry's error and message, in order (KIP-455)."""
+
+    def reassigning(self) -> dict[str, list[int]]:
+        """The topics with partitions moving, and those partitions (ListPartitionReassignments
+        of every topic); each one's replicas are in topic(name)."""
+
     async def init_producer_id(
         self,
         transactional_id: str | None,

@@ -122,6 +122,14 @@ class BrokerFacade:
             name, count, assignments, validate_only, timeout_ms
         )
 
+    async def alter_partition_reassignments(
+        self, topics: list[tuple[str, list[tuple[int, tuple[int, ...] | None]]]], timeout_ms: int
+    ) -> list[list[tuple[ErrorCode, str | None]]]:
+        return await self.admin.alter_reassignments(topics, timeout_ms)
+
+    def reassigning(self) -> dict[str, list[int]]:
+        return self.view.reassigning()
+
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
     ) -> TopicResult:

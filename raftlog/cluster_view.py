@@ -4,11 +4,13 @@ administration and the admin listener all read it; nothing here changes the clus
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from raftlog.broker import BrokerInfo, LazyPartitions, PartitionInfo, TopicInfo
+from raftlog.controller.moves import adding_replicas, moves_of, removing_replicas
 
 if TYPE_CHECKING:
     from raftlog.node import Node
@@ -80,6 +82,14 @@ class ClusterView:
         topic = self._node.controller.state.topics.get(name)
         return self._topic_info(name, topic) if topic is not None else None
 
+    def reassigning(self) -> dict[str, list[int]]:
+        """The topics with partitions moving, and those partitions."""
+        return {
+            name: sorted(moves_of(topic))
+            for name, topic in self._node.controller.state.topics.items()
+            if moves_of(topic)
+        }
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         wanted = str(topic_id)
         for name, topic in self._node.controller.state.topics.items():
@@ -96,7 +106,11 @@ class ClusterView:
             nonlocal alive
             if alive is None:  # a produce resolves the topic and reads no partition of it
                 alive = self._alive_now()
-            return self.partition_info(name, topic_id, i, tuple(assigned[i]), alive)
+            info = self.partition_info(name, topic_id, i, tuple(assigned[i]), alive)
+            if i in moves_of(topic):
+                adding, removing = adding_replicas(topic, i), removing_replicas(topic, i)
+                info = dataclasses.replace(info, adding=adding, removing=removing)
+            return info
 
         partitions = LazyPartitions(look_up, len(assigned))
         return TopicInfo(

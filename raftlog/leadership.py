@@ -56,6 +56,14 @@ class LeadershipDirectory:
         self._known.pop(group, None)
         self._led.pop(group, None)
 
+    def not_hosted(self, group: str) -> None:
+        """This node's replica of the group is gone but the group lives on elsewhere (moved
+        off this node): it leads the group no more; another node's leadership stays known."""
+        self._led.pop(group, None)
+        known = self._known.get(group)
+        if known is not None and known.leader == self._node_id:
+            del self._known[group]
+
     def lookup(self, group: str) -> Leadership | None:
         return self._known.get(group)
 

@@ -20,7 +20,7 @@ from epoch.history import HistoryJournal
 from raftlog import group_config, limits, topic_config
 from raftlog.clock import LOOP_CLOCK
 from raftlog.config import NodeConfig
-from raftlog.controller import Controller, ControllerUnavailable
+from raftlog.controller import Controller, ControllerUnavailable, moves
 from raftlog.controller.ticker import Ticker
 from raftlog.controller_quorum import QuorumDescriber
 from raftlog.errors import ErrorCode
@@ -67,6 +67,15 @@ OPEN_PER_TURN = 16
 
 PartitionSpec = tuple[str, tuple[int, ...], dict[str, str]]  # topic id, replicas, configs
 ToOpen = collections.deque[tuple[tuple[str, int], PartitionSpec]]
+
+
+def bootstrap_voters(topic: dict[str, Any], index: int) -> tuple[int, ...]:
+    """The voters a replica of the partition's Raft group starts with when it opens with no
+    Raft state of its own: the partition's replicas, or while it moves the replicas from
+    before the move (its full set minus the replicas being added). A replica opened on a
+    node the move adds so starts as a non-voter; only the leader's configuration change
+    makes it a voter. (`topic`: the controller's topic dict.)"""
+    return tuple(moves.original_replicas(topic, index))
 
 
 class Node:
@@ -494,7 +503,8 @@ class Node:
             key, (topic_id, replicas, configs) = self._to_open.popleft()
             topic = self.controller.state.topics.get(key[0])
             if topic is not None and topic["id"] == topic_id and key not in self.partitions:
-                self._open_partition(key, topic_id, replicas, configs)
+                voters = bootstrap_voters(topic, key[1])
+                self._open_partition(key, topic_id, replicas, voters, configs)
                 opened += 1
         if self.elections.held or opened:
             self._heap.opened()
@@ -524,8 +534,12 @@ class Node:
         key: tuple[str, int],
         topic_id: str,
         replicas: tuple[int, ...],
+        voters: tuple[int, ...],
         configs: dict[str, str],
     ) -> None:
+        """`replicas`: the partition's replica set (its full set while it moves); `voters`:
+        its group's bootstrap voters (bootstrap_voters), for the Partition to start its Raft
+        configuration from once it takes them."""
         directory = self._partition_dir(key)
         id_file = directory / "topic_id"
         if directory.exists() and (not id_file.exists() or id_file.read_text() != topic_id):
@@ -564,7 +578,12 @@ class Node:
             self.transactions.detach(key[1])
         group = partition.group.name
         partition.close()
-        self.leadership.forget(group)
+        topic = self.controller.state.topics.get(key[0])
+        if topic is not None and topic["id"] == self._partition_ids[key]:
+            # Moved off this node, the partition lives on: what is known of its leader stays.
+            self.leadership.not_hosted(group)
+        else:
+            self.leadership.forget(group)
         del self._partition_ids[key]
         shutil.rmtree(self._partition_dir(key), ignore_errors=True)
 
@@ -618,16 +637,19 @@ class Node:
         )
 
     def in_sync_replicas(self, partition: Partition) -> tuple[int, ...]:
-        """The leader's view of which replicas hold everything committed; a follower's guess."""
+        """The leader's view of which replicas hold everything committed; a follower's guess.
+        Among the partition's replicas as the controller has them now (its full set while it
+        moves), not as they were when the replica opened."""
         group = partition.group
+        replicas = self._assignment(partition.topic, partition.index) or partition.replicas
         if not group.is_leader:
-            return tuple(r for r in partition.replicas if self.leadership.alive(r))
+            return tuple(r for r in replicas if self.leadership.alive(r))
         matches = group.match_indexes()
         connected = group.connected_peers()
         commit = group.commit_index
         return tuple(
             r
-            for r in partition.replicas
+            for r in replicas
             if r == self.node_id or (str(r) in connected and matches.get(str(r), 0) >= commit)
         )
 

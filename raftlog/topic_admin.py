@@ -7,15 +7,16 @@ led."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from raftlog import topic_config
 from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
-from raftlog.controller import EXISTS, ControllerUnavailable
+from raftlog.controller import EXISTS, ControllerUnavailable, moves
 from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.limits import MAX_RECORDS_PER_USER_OP
@@ -400,7 +401,7 @@ class TopicAdmin:
             )
         racks = {b.node_id: b.rack for b in self._view.live_brokers()}
         live = list(racks)
-        rf = len(topic["partitions"][0])
+        rf = len(moves.original_replicas(topic, 0))  # (partition 0 may be moving)
         if assignments:
             new = [list(r) for r in assignments]
             if len(new) != count - current:
@@ -443,6 +444,66 @@ class TopicAdmin:
         await self._wait_for_leaders([name], deadline)
         return TopicResult(name, topic=self._view.topic(name))
 
+    async def alter_reassignments(
+        self, topics: list[tuple[str, list[tuple[int, tuple[int, ...] | None]]]], timeout_ms: int
+    ) -> list[list[tuple[ErrorCode, str | None]]]:
+        """AlterPartitionReassignments' entries the handler accepted, in one controller command
+        (at most MAX_RECORDS_PER_USER_OP entries: the request's bound), judged again where it
+        applies (raftlog/controller/moves.py): a move another request changed meanwhile is
+        answered as it is then. A move that would put more replicas on a node than its budget
+        holds is refused first (INVALID_REPLICA_ASSIGNMENT), the request's earlier moves
+        counted, as creations are. REQUEST_TIMED_OUT for every entry proposed if no commit
+        comes in time (the moves may still start, as in Kafka)."""
+        state = self._node.controller.state
+        held = self._replicas_per_node(list(state.nodes))
+        answers: list[list[tuple[ErrorCode, str | None] | None]] = []
+        command: list[list[Any]] = []
+        async for name, changes in _sliced(topics):
+            topic = state.topics.get(name)
+            judged: list[tuple[ErrorCode, str | None] | None] = []
+            sent: list[list[Any]] = []
+            for index, target in changes:
+                problem = self._over_budget_moving(topic, index, target, held)
+                judged.append(problem)
+                if problem is None:
+                    sent.append([index, None if target is None else list(target)])
+            answers.append(judged)
+            command.append([name, sent])
+        recorded: Iterator[tuple[ErrorCode, str | None]] = iter(())
+        if any(sent for _, sent in command):
+            wait = max(timeout_ms / 1000, MIN_CONTROLLER_WAIT)
+            try:
+                outcomes = await self._node.controller.call(
+                    "update_topics_reassign", command, timeout=wait
+                )
+                recorded = (_reassignment_error(o) for topic in outcomes for o in topic)
+            except ControllerUnavailable as e:
+                recorded = itertools.repeat((ErrorCode.request_timed_out, str(e)))
+        return [[a if a is not None else next(recorded) for a in judged] for judged in answers]
+
+    def _over_budget_moving(
+        self,
+        topic: dict[str, Any] | None,
+        index: int,
+        target: tuple[int, ...] | None,
+        held: dict[int, int],
+    ) -> tuple[ErrorCode, str | None] | None:
+        """Why a move may not start for the replica budget, else None and the replicas it
+        adds counted in `held`."""
+        if target is None or topic is None or not 0 <= index < len(topic["partitions"]):
+            return None
+        added = [n for n in target if n not in topic["partitions"][index]]
+        for node_id in added:
+            if held.get(node_id, 0) + 1 > self._node.budget.replicas:
+                return (
+                    ErrorCode.invalid_replica_assignment,
+                    f"node {node_id} would hold {held.get(node_id, 0) + 1} partition replicas; "
+                    f"it has {self._node.budget.describe()}",
+                )
+        for node_id in added:
+            held[node_id] = held.get(node_id, 0) + 1
+        return None
+
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], incremental: bool, validate_only: bool
     ) -> TopicResult:
@@ -462,6 +523,17 @@ class TopicAdmin:
         if outcome is not None:
             return TopicResult(name, ErrorCode.unknown_topic_or_partition, "Unknown topic.")
         return TopicResult(name, topic=self._view.topic(name))
+
+
+def _reassignment_error(outcome: str | None) -> tuple[ErrorCode, str | None]:
+    """A reassignment command's outcome for one partition, as Kafka's controller answers it."""
+    if outcome is None:
+        return ErrorCode.none, None
+    if outcome == moves.NO_MOVE:
+        return ErrorCode.no_reassignment_in_progress, "No partition reassignment is in progress."
+    if outcome.startswith(moves.INVALID):
+        return ErrorCode.invalid_replica_assignment, outcome.removeprefix(moves.INVALID)
+    return ErrorCode.unknown_topic_or_partition, "The topic or partition does not exist."
 
 
 T = TypeVar("T")

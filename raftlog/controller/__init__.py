@@ -19,12 +19,13 @@ from typing import Any
 from pysyncobj.config import FAIL_REASON
 
 from raftlog.broker import AclChange
+from raftlog.controller import moves
 from raftlog.controller.group import RaftGroup, failure_name
 from raftlog.controller.journal import ControllerJournal
 from raftlog.controller.syncobj_fork import SyncObj, replicated
 from raftlog.controller.ticker import Ticker
 from raftlog.errors import ErrorCode
-from raftlog.limits import MAX_CONFIGURED_GROUPS
+from raftlog.limits import MAX_CONFIGURED_GROUPS, MAX_RECORDS_PER_USER_OP
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.timings import RaftTimings
 from raftlog.security.acl import AclBindingFilter, AclIndex, AclRefused, Acls
@@ -267,6 +268,69 @@ class ControllerMachine(SyncObj):
         if any(outcome is None for outcome in outcomes):
             self._on_apply()
         return outcomes
+
+    # Partition reassignments (raftlog/controller/moves.py). Their public names are
+    # alter_reassignments and finish_reassignment below: replicated under these, which sort
+    # after every older command's, so a journal written before them keeps its numbers.
+    @replicated
+    def update_topics_reassign(self, topics: list[list[Any]]) -> list[list[str | None]]:
+        """Starts, replaces or cancels moves ([topic name, [[index, target or None], ...]]
+        each): one Raft entry and one pass over the replicas for a whole request. Each entry
+        is judged alone (moves.change); the result is each one's refusal or None, in order.
+        At most MAX_RECORDS_PER_USER_OP entries in all, or every one is refused."""
+        if not isinstance(topics, list) or not all(
+            isinstance(t, list | tuple) and len(t) == 2 and isinstance(t[1], list | tuple)
+            for t in topics
+        ):
+            return []
+        if sum(len(changes) for _, changes in topics) > MAX_RECORDS_PER_USER_OP:
+            return [[moves.INVALID + "Too many partitions."] * len(c) for _, c in topics]
+        outcomes: list[list[str | None]] = []
+        changed = False
+        for name, changes in topics:
+            topic = self.topics.get(name) if isinstance(name, str) else None
+            answers: list[str | None] = []
+            for entry in changes:
+                if topic is None or not isinstance(entry, list | tuple) or len(entry) != 2:
+                    answers.append(moves.UNKNOWN)
+                    continue
+                refusal, moved = moves.change(topic, entry[0], entry[1], self.nodes)
+                answers.append(refusal)
+                changed |= moved
+            outcomes.append(answers)
+        if changed:
+            self._on_apply()
+        return outcomes
+
+    @replicated
+    def update_topics_reassign_done(self, name: str, index: int, target: list[int]) -> str | None:
+        """See finish_reassignment."""
+        topic = self.topics.get(name) if isinstance(name, str) else None
+        if topic is None:
+            return moves.UNKNOWN
+        outcome = moves.finish(topic, index, target)
+        if outcome is None:
+            self._on_apply()
+        return outcome
+
+    def alter_reassignments(
+        self, name: str, changes: list[tuple[int, list[int] | None]], **kwargs: Any
+    ) -> None:
+        """AlterPartitionReassignments of one topic's partitions, as update_topics_reassign
+        (the callback, if any, gets this topic's list of outcomes)."""
+        callback = kwargs.pop("callback", None)
+        if callback is not None:
+            kwargs["callback"] = lambda result, reason: callback(
+                result[0] if reason == FAIL_REASON.SUCCESS and result else result, reason
+            )
+        self.update_topics_reassign([[name, [list(c) for c in changes]]], **kwargs)
+
+    def finish_reassignment(self, name: str, index: int, target: list[int], **kwargs: Any) -> None:
+        """Called by the partition's leader once its group's Raft configuration is `target`:
+        if a move to exactly that target is in progress, the partition's replicas become the
+        target and the move is over (None); otherwise nothing changes and the outcome is
+        moves.STALE (moves.UNKNOWN: no such topic or partition)."""
+        self.update_topics_reassign_done(name, index, list(target), **kwargs)
 
     def acl_index(self) -> AclIndex:
         """The ACLs by resource, for this node's authorizer (rebuilt if a snapshot replaced

@@ -1,19 +1,17 @@
-"""DescribeTopicPartitions (75), DescribeQuorum (55), AlterReplicaLogDirs (34) and the partition
-reassignment APIs (45, 46), over the wire and through kafka-python's admin: what Kafka 3.9+ tools send (kafka-topics --describe,
+"""DescribeTopicPartitions (75), DescribeQuorum (55) and AlterReplicaLogDirs (34), over the wire
+and through kafka-python's admin: what Kafka 3.9+ tools send (kafka-topics --describe,
 kafka-metadata-quorum, kafka-reassign-partitions --replica-log-dirs) answered with raftlog's
-real state or Kafka's errors, never a closed connection."""
+real state or Kafka's errors, never a closed connection. The partition reassignment APIs
+(45, 46) are tests/e2e/test_reassignments.py's."""
 
 from __future__ import annotations
 
 import pytest
-from kafka import TopicPartition, TopicPartitionReplica
+from kafka import TopicPartitionReplica
 from kafka.admin import KafkaAdminClient
 from kafka.errors import (
-    InvalidReplicationAssignmentError,
     NoError,
-    NoReassignmentInProgressError,
     ReplicaNotAvailableError,
-    UnknownTopicOrPartitionError,
 )
 from kio.schema.describe_topic_partitions.v0.request import Cursor
 from support import wire as W
@@ -195,40 +193,5 @@ def test_kafka_pythons_admin_calls(cluster) -> None:
             TopicPartitionReplica(SMALL, 0, holder): NoError,
             TopicPartitionReplica(SMALL, 0, other): ReplicaNotAvailableError,
         }
-    finally:
-        admin.close()
-
-
-def test_partition_reassignments_are_listed_and_a_move_is_refused_with_the_reason(
-    cluster,
-) -> None:
-    """kafka-python's alter/list_partition_reassignments (kafka-reassign-partitions): nothing
-    is in progress; the current assignment needs no move; a move, a bad replica list and a
-    cancellation get Kafka's errors (raftlog does not move replicas yet)."""
-    current = list(W.topic_metadata(cluster.bootstrap, TOPIC).topics[TOPIC][0].replicas)
-    others = [n for n in cluster.node_ids if n not in current]
-    moved = current[1:] + others[:1] if others else current[::-1]
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        assert admin.list_partition_reassignments() == {}
-        answers = admin.alter_partition_reassignments(
-            {
-                TopicPartition(TOPIC, 0): current,
-                TopicPartition(TOPIC, 1): moved,
-                TopicPartition(TOPIC, 2): [current[0], current[0]],
-                TopicPartition(TOPIC, 3): [99],
-                TopicPartition(TOPIC, 4): None,
-                TopicPartition("dtp-missing", 0): current,
-            }
-        )
-        assert answers == {
-            TopicPartition(TOPIC, 0): None,
-            TopicPartition(TOPIC, 1): InvalidReplicationAssignmentError,
-            TopicPartition(TOPIC, 2): InvalidReplicationAssignmentError,
-            TopicPartition(TOPIC, 3): InvalidReplicationAssignmentError,
-            TopicPartition(TOPIC, 4): NoReassignmentInProgressError,
-            TopicPartition("dtp-missing", 0): UnknownTopicOrPartitionError,
-        }
-        assert admin.list_partition_reassignments({TOPIC: [0, 1]}) == {}
     finally:
         admin.close()

@@ -83,6 +83,14 @@ class BrokerStub:
     ) -> TopicResult:
         raise NotImplementedError
 
+    async def alter_partition_reassignments(
+        self, topics: list[tuple[str, list[tuple[int, tuple[int, ...] | None]]]], timeout_ms: int
+    ) -> list[list[tuple[ErrorCode, str | None]]]:
+        raise NotImplementedError
+
+    def reassigning(self) -> dict[str, list[int]]:
+        raise NotImplementedError
+
     async def init_producer_id(
         self,
         transactional_id: str | None,

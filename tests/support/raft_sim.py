@@ -108,6 +108,15 @@ class SimConfig:
     # them, before the others, one torn: sim_disk.Disk.crash's `within`), also right after
     # its messages left, while it writes the commit record.
     ready_tears: bool = False
+    # On the storage: records carry keys (of KEYS) and each replica runs the partition's
+    # key-based compaction (cleanup.policy=compact) on its own, at `clean` per turn; a pass
+    # in chaos is killed at one of its durable steps `clean_crash` of the time.
+    key_compaction: bool = False
+    clean: float = 0.03
+    clean_crash: float = 0.3
+
+
+KEYS = 5  # distinct record keys with key_compaction: most records are superseded
 
 
 def replay_hint(seed: int, cfg: SimConfig | None = None) -> str:
@@ -279,7 +288,7 @@ class Sim:
 
     def crash(self, i: int, within: bool | None = None) -> None:
         r = self.replicas[i]
-        if self.storage is not None:
+        if self.storage is not None and self.storage.disks[i].log is not None:
             if within is None:
                 within = self.cfg.ready_tears and self.rng.random() < 0.5
             torn = self.storage.disks[i].crash(self.rng, within)
@@ -640,6 +649,8 @@ class Sim:
                 continue
             if self.cfg.compact and rng.random() < self.cfg.compact:
                 self.compact(i)
+            if self.cfg.key_compaction and rng.random() < self.cfg.clean:
+                self.clean(i)
             self.finish_install(i)
             core = self.idle(i)
             if core is not None:
@@ -751,8 +762,25 @@ class Sim:
         return result if isinstance(result, int) else None
 
     def command(self, value: bytes) -> bytes:
-        """A client's proposal: on the real storage, a record batch holding `value`."""
-        return value if self.storage is None else batch(b"<" + value + b">")
+        """A client's proposal: on the real storage, a record batch holding `value` (with
+        key_compaction, under one of KEYS keys)."""
+        if self.storage is None:
+            return value
+        key = f"k{self.proposed % KEYS}".encode() if self.cfg.key_compaction else None
+        return batch(b"<" + value + b">", key)
+
+    def clean(self, i: int) -> None:
+        """Replica i's key-based compaction pass, on its own schedule; killed in the middle
+        (in chaos, cfg.clean_crash of the time), the replica restarts from what the pass left."""
+        r = self.replicas[i]
+        if self.storage is None or r.core is None or r.pending is not None:
+            return
+        kill = self.chaos and self.rng.random() < self.cfg.clean_crash
+        now_ms = int(self.time * TICK_SECONDS * 1000)
+        stopped = self.storage.disks[i].clean(now_ms, self.rng if kill else None)
+        if stopped is not None:
+            self.note(f"{i}: {stopped}")
+            self.crash(i)
 
     def check_stored(self) -> None:
         """Every byte a replica's segments hold below its high watermark is the leader's (and
@@ -762,6 +790,9 @@ class Sim:
         disks = [self.storage.disks[i] for i in self.live()]
         marks = [d.journal.high_watermark for d in disks if d.journal is not None]
         upper = min(marks)
+        if self.cfg.key_compaction:
+            self.check_cleaned()
+            return
         stored = [d.stored(upper) for d in disks]
         for i, data in zip(self.live(), stored, strict=True):
             if data != stored[0]:
@@ -776,6 +807,32 @@ class Sim:
         core = self.core(leader)
         if core.confs[-1][0] <= core.commit and not core.conf.votes(leader):
             self.fail(f"{leader} leads {core.conf}, which removed it and committed")
+
+    def check_cleaned(self) -> None:
+        """Replicas compact their logs each on its own, so their segments differ; what
+        compaction keeps must not: every offset two replicas hold below their high
+        watermarks is the same record (bytes, key, leader epoch), and every replica holds,
+        of every key, the latest record below its own high watermark (what it may have
+        cleaned against), from its log start on."""
+        assert self.storage is not None
+        held: dict[int, dict[int, tuple[int, bytes | None, bytes]]] = {}
+        union: dict[int, tuple[int, bytes | None, bytes]] = {}
+        for i in self.live():
+            journal = self.storage.disks[i].journal
+            assert journal is not None
+            held[i] = self.storage.disks[i].records(journal.high_watermark)
+            for offset, record in held[i].items():
+                if union.setdefault(offset, record) != record:
+                    self.fail(f"replica {i} holds another record at offset {offset}")
+        ordered = sorted(union.items())
+        for i, records in held.items():
+            disk = self.storage.disks[i]
+            assert disk.log is not None and disk.journal is not None
+            start, upper = disk.log.log_start_offset, disk.journal.high_watermark
+            latest = {r[1]: offset for offset, r in ordered if start <= offset < upper}
+            for key, offset in latest.items():
+                if offset not in records:
+                    self.fail(f"replica {i} lost offset {offset}, the latest record of {key!r}")
 
     def heal(self) -> None:
         """Mend every link, restart every replica, stop dropping: within heal_bound ticks a
@@ -881,7 +938,7 @@ class Sim:
 
 
 # The real partition storage under the same schedules (issue 43).
-STORAGE = SimConfig(storage=True, ready_tears=True)
+STORAGE = SimConfig(storage=True, ready_tears=True, key_compaction=True)
 # Members that change under the same faults: three voters of five or six nodes to start;
 # and the same on the real storage (configuration entries in the journal, saved as the
 # window is cut, carried by snapshot installs).

@@ -9,17 +9,19 @@ the replica restarts from what is on disk, through the journal's and the log's o
 What was settled (`settle`) is never torn: a kill -9 keeps what the OS took.
 
 Speed (thousands of schedules in the suite): the flusher runs inline on the simulation's
-thread (the crash waited for it anyway), and `settle` re-reads only the files written since
-the last one: it sets every file's mtime to 0 once it has its image, and any write or cut
-since (write, pwrite, truncate, a rename over it) gives the file a real mtime again.
+thread (the crash waited for it anyway), and a look at the disk (`settle`, a write step)
+re-reads only the files written, created, renamed or deleted since the last, as inotify
+tells them (Linux).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import random
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,9 +35,11 @@ from raftlog.raft.core import NONE, HardState
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
 from raftlog.raft.replica import NO_OP, JournalLog
-from raftlog.storage import cache, flusher
-from raftlog.storage.batch import iter_batches
+from raftlog.storage import cache, compaction, flusher, offset_file
+from raftlog.storage import log as segment_log
+from raftlog.storage.batch import iter_batches, records_section
 from raftlog.storage.log import Log, LogConfig, TruncateResult
+from raftlog.storage.records import walk
 from raftlog.storage.segment import parse_segment_name
 
 # Small segments and index intervals: rolls within a term, index entries, several segments
@@ -48,10 +52,10 @@ GROUP = "g"
 _RENAMED = {"log-start-offset", "cleaner-offset-checkpoint"}
 
 
-def batch(value: bytes) -> bytes:
+def batch(value: bytes, key: bytes | None = None) -> bytes:
     """A data command: one record batch holding `value` (offsets and epoch are the log's)."""
     builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**31 - 1)
-    builder.append(0, timestamp=1000, key=None, value=value, headers=[])
+    builder.append(0, timestamp=1000, key=key, value=value, headers=[])
     return DATA_PREFIX + bytes(builder.build())
 
 
@@ -147,7 +151,8 @@ class Disk:
         self.node = node
         self._clock = clock
         self._images: dict[str, bytes] = {}  # settled contents, by path
-        self._read: dict[str, bytes] = {}  # contents when last read, by path (mtime set to 0)
+        self._read: dict[str, bytes] = {}  # contents when last looked at, by path
+        self._changes = _Changes(str(self.dir))
         # With `trace`: the contents after each write step since the settle, named.
         self.trace = False
         self._steps: list[tuple[str, dict[str, bytes]]] = []
@@ -199,17 +204,17 @@ class Disk:
         self._steps.clear()
 
     def _contents(self) -> dict[str, bytes]:
-        """Every file's bytes: those last read of a file not written since (its mtime still
-        0), read anew (and marked) otherwise."""
-        images = self._read
-        contents = {}
-        for path, stat in self._files():
-            image = images.get(path)
-            if image is None or stat.st_mtime_ns or stat.st_size != len(image):
+        """Every file's bytes: those last looked at, and anew those changed since."""
+        changed = self._changes.take()
+        if changed is None:
+            changed = set(self._read) | set(self._files())
+        contents = dict(self._read)
+        for path in sorted(changed):
+            try:
                 with open(path, "rb") as f:
-                    image = f.read()
-                os.utime(path, ns=(0, 0))
-            contents[path] = image
+                    contents[path] = f.read()
+            except FileNotFoundError:
+                contents.pop(path, None)
         self._read = contents
         return contents
 
@@ -263,7 +268,7 @@ class Disk:
             return f"stopped in {step} ({k + 1} of {len(states) - 1} writes): {done}"
         changed = [
             (path, data)
-            for path, data in now.items()
+            for path, data in sorted(now.items())
             if not _rolled_past(path, synced) and data != self._images.get(path)
         ]
         if not changed:
@@ -280,7 +285,7 @@ class Disk:
         """The journal finished one write step: what the disk holds now, for `crash(within)`."""
         self._steps.append((step, self._contents()))
 
-    def _files(self) -> list[tuple[str, os.stat_result]]:
+    def _files(self) -> list[str]:
         found = []
         dirs = [str(self.dir)]
         while dirs:
@@ -289,8 +294,8 @@ class Disk:
                     if entry.is_dir(follow_symlinks=False):
                         dirs.append(entry.path)
                     else:
-                        found.append((entry.path, entry.stat(follow_symlinks=False)))
-        return sorted(found)
+                        found.append(entry.path)
+        return found
 
     def _close(self) -> None:
         """Drops the incarnation's descriptors as a killed process does: nothing written."""
@@ -318,8 +323,111 @@ class Disk:
             offset = list(iter_batches(data))[-1][1].next_offset
         return b"".join(parts)
 
+    def records(self, upper: int) -> dict[int, tuple[int, bytes | None, bytes]]:
+        """Every record the segments hold below offset `upper`, by offset: its batch's
+        leader epoch, its key and its bytes (which compaction keeps as they were)."""
+        data = self.stored(upper)
+        found = {}
+        for pos, header in iter_batches(data):
+            section = records_section(data[pos : pos + header.size], header)
+            for start, end, delta, _, key, _ in walk(section, header.record_count):
+                offset = header.base_offset + delta
+                found[offset] = (header.partition_leader_epoch, key, section[start:end])
+        return found
+
+    def clean(self, now_ms: int, rng: random.Random | None) -> str | None:
+        """One pass of the partition's key-based compaction (cleanup.policy=compact, as
+        partition.py's compact: below the window's first entry and the high watermark). With
+        `rng` the node is killed at one of the pass's durable steps (a rewrite written, each
+        directory fsync of its swap, the checkpoint's rename) and says where; else the pass
+        is settled (it fsyncs what it writes)."""
+        assert self.log is not None and self.journal is not None
+        self.settle()
+        floor = min(self.journal.entry(0).offset, self.journal.high_watermark)
+        steps = self.log.compact_steps(now_ms, floor, 0, 0.0)
+        _Barriers.hook = self._written
+        try:
+            for _ in steps:
+                pass
+        finally:
+            _Barriers.hook = None
+        if rng is None or not self._steps:
+            self.settle()
+            return None
+        now = self._contents()
+        self._close()
+        states = [("settled", self._images), *self._steps]
+        k = rng.randrange(len(states))
+        step, state = states[k]
+        for path in now.keys() | state.keys():
+            if path not in state:
+                os.unlink(path)
+            elif now.get(path) != state[path]:
+                Path(path).write_bytes(state[path])
+        return f"killed while cleaning, after {step} ({k} of {len(states) - 1} steps)"
+
     def remove(self) -> None:
         self._close()
+        self._changes.close()
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+# inotify(7): a file written or cut, created, deleted, renamed away or into place.
+_IN_MODIFY, _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x2, 0x40, 0x80, 0x100, 0x200
+_IN_Q_OVERFLOW, _IN_ISDIR = 0x4000, 0x40000000
+_WATCH = _IN_MODIFY | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follows
+
+
+class _Changes:
+    """The paths under a directory written, created, renamed or deleted since last asked."""
+
+    def __init__(self, root: str) -> None:
+        self._fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self._fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        self._dirs: dict[int, str] = {}
+        self._watch(root)
+
+    def _watch(self, path: str) -> None:
+        wd = _libc.inotify_add_watch(self._fd, os.fsencode(path), _WATCH)
+        if wd < 0:
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch {path}")
+        self._dirs[wd] = path
+
+    def take(self) -> set[str] | None:
+        """None when some changes are unknown (the kernel's queue overflowed, or a directory
+        appeared whose first files came before its watch): look at every file then."""
+        changed: set[str] = set()
+        complete = True
+        while True:
+            try:
+                data = os.read(self._fd, 1 << 16)
+            except BlockingIOError:
+                return changed if complete else None
+            pos = 0
+            while pos < len(data):
+                wd, mask, _, length = _EVENT.unpack_from(data, pos)
+                name = os.fsdecode(
+                    data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
+                )
+                pos += _EVENT.size + length
+                directory = self._dirs.get(wd)
+                if mask & _IN_Q_OVERFLOW or directory is None:
+                    complete = False
+                    continue
+                if not name:  # the watched directory's own (its watch ending)
+                    continue
+                path = os.path.join(directory, name)
+                if mask & _IN_ISDIR:
+                    if mask & (_IN_CREATE | _IN_MOVED_TO):
+                        self._watch(path)
+                        complete = False
+                    continue
+                changed.add(path)
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 def _rolled_past(path: str, synced: set[str]) -> bool:
@@ -361,6 +469,7 @@ class DiskSim:
         self._budgets = (cache.indexes.limit, cache.files.limit)
         cache.configure(max_index_bytes=0, max_open_files=1)
         self._flusher, flusher._FLUSHER = flusher._FLUSHER, _Inline()
+        _Barriers.install()
         self.controls = Controls()
         self.disks = {i: Disk(self.root, i, clock) for i in ids}
 
@@ -395,7 +504,47 @@ class DiskSim:
         self.loop.close()
         cache.configure(*self._budgets)
         flusher._FLUSHER = self._flusher
+        _Barriers.uninstall()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class _Barriers:
+    """The cleaner's durable steps, told to the disk whose pass runs (`hook`): each
+    directory fsync (the swap's commit points, the checkpoint's rename) and each rewrite
+    written and fsynced, in the storage modules for the simulation's lifetime."""
+
+    hook: Callable[[str], None] | None = None
+    _saved: list[tuple[Any, str, Any]] = []
+
+    @classmethod
+    def install(cls) -> None:
+        def synced(original: Callable[[Path], None]) -> Callable[[Path], None]:
+            def fsync_dir(path: Path) -> None:
+                original(path)
+                if cls.hook is not None:
+                    cls.hook("a directory fsync")
+
+            return fsync_dir
+
+        clean = compaction.clean_segment
+
+        def clean_segment(*args: Any, **kwargs: Any) -> Any:
+            outcome = yield from clean(*args, **kwargs)
+            if cls.hook is not None:
+                cls.hook("a rewrite written")
+            return outcome
+
+        for module in (segment_log, compaction, offset_file):
+            cls._saved.append((module, "fsync_dir", module.fsync_dir))
+            module.fsync_dir = synced(module.fsync_dir)  # type: ignore[attr-defined]
+        cls._saved.append((compaction, "clean_segment", clean))
+        compaction.clean_segment = clean_segment
+
+    @classmethod
+    def uninstall(cls) -> None:
+        while cls._saved:
+            module, name, original = cls._saved.pop()
+            setattr(module, name, original)
 
 
 _P = ParamSpec("_P")

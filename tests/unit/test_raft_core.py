@@ -392,6 +392,8 @@ CONTROLLER_COMMANDS = [
     "update_acls_create",
     "update_acls_delete",
     "update_topics_create",
+    "update_topics_reassign_done",
+    "update_topics_reassign",
 ]
 
 
