@@ -41,6 +41,7 @@ from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, Electio
 from raftlog.raft.install import Installs
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.timings import RaftTimings
+from raftlog.reassignment import Reassigner
 from raftlog.security.acl import authorizer_for
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import NO_GROUPS, ShareMembers
@@ -231,8 +232,15 @@ class Node:
             self.timings,
             self._controller_changed,
         )
+        self.mover = Reassigner(
+            self.node_id,
+            lambda: self.partitions,
+            lambda: self.controller.state.topics,
+            self._finish_move,
+        )
         self.loop_stalls.start()
         self._reconcile()
+        self.mover.start()
         self._tasks = [
             asyncio.create_task(self._register()),
             asyncio.create_task(self._gossip()),
@@ -397,7 +405,13 @@ class Node:
             return ErrorCode.request_timed_out
         return ErrorCode.none
 
+    async def _finish_move(self, topic: str, index: int, target: list[int]) -> None:
+        outcome = await self.controller.call("finish_reassignment", topic, index, target)
+        if outcome is not None:
+            raise RuntimeError(outcome)
+
     async def stop(self) -> None:
+        self.mover.close()
         self.loop_stalls.stop()
         for task in self._tasks:
             task.cancel()
@@ -480,9 +494,11 @@ class Node:
             if key not in self.partitions:
                 to_open.append((key, spec))
             else:
+                partition = self.partitions[key]
+                partition.replicas = spec[1]  # a move changes the set (raftlog/reassignment.py)
                 settings = self._settings(spec[2])
-                if settings != self.partitions[key].settings:
-                    self.partitions[key].apply_settings(settings)
+                if settings != partition.settings:
+                    partition.apply_settings(settings)
         self._to_open = to_open
         if not self._opening:  # else the turn already scheduled takes the new list
             self._open_some()
@@ -555,6 +571,7 @@ class Node:
             replicas,
             self._settings(configs),
             self._partition_changed,
+            voters,
         )
         self._partition_ids[key] = topic_id
 
