@@ -98,8 +98,9 @@ fuzz: venv
 	RAFTLOG_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -s tests/e2e/test_fuzz.py
 
 # The seeded simulation of the pure Raft core (tests/unit/test_raft_sim.py): the suite runs
-# 2,000 schedules, this many more; and 300 over each replica's real partition storage,
-# STORAGE_SEEDS more. A failure prints its seed and the command that replays it.
+# 2,000 schedules, this runs SEEDS; and 2,000 over each replica's real partition storage
+# (torn files, crashes inside a Ready's writes and a cleaner's pass; two processes), this
+# runs STORAGE_SEEDS. A failure prints its seed and the command that replays it.
 SEEDS ?= 100000
 STORAGE_SEEDS ?= 5000
 sim: venv
