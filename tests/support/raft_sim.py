@@ -995,6 +995,12 @@ def run_seed(seed: int, cfg: SimConfig | None = None) -> Sim:
     return sim
 
 
+def run_seeds(seeds: range, cfg: SimConfig | None = None) -> None:
+    """run_seed for each seed: a worker process's share of a chunk (tests/unit/test_raft_sim.py)."""
+    for seed in seeds:
+        run_seed(seed, cfg)
+
+
 def _wire(m: Message) -> Message:
     """A message as its peer receives it: through the driver's encoding and msgpack."""
     item = msgpack.unpackb(msgpack.packb(encode(GROUP, m)))
