@@ -380,14 +380,14 @@ _EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that foll
 
 
 class _Changes:
-    """The paths under a directory written, created, renamed or deleted since last asked."""
+    """The paths under a directory written, created, renamed or deleted since last asked.
+    Without inotify (its per-user limit reached) every look reads every file."""
 
     def __init__(self, root: str) -> None:
         self._fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if self._fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
         self._dirs: dict[int, str] = {}
-        self._watch(root)
+        if self._fd >= 0:
+            self._watch(root)
 
     def _watch(self, path: str) -> None:
         wd = _libc.inotify_add_watch(self._fd, os.fsencode(path), _WATCH)
@@ -398,6 +398,8 @@ class _Changes:
     def take(self) -> set[str] | None:
         """None when some changes are unknown (the kernel's queue overflowed, or a directory
         appeared whose first files came before its watch): look at every file then."""
+        if self._fd < 0:
+            return None
         changed: set[str] = set()
         complete = True
         while True:
@@ -427,7 +429,8 @@ class _Changes:
                 changed.add(path)
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd >= 0:
+            os.close(self._fd)
 
 
 def _rolled_past(path: str, synced: set[str]) -> bool:
