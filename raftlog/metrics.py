@@ -436,7 +436,7 @@ class NodeCollector:
         last = p.journal.entry(-1).idx
         for follower, matched in sorted(p.group.match_indexes().items()):
             lag.add([*key, follower], max(0, last - matched))
-        return len(self._node.in_sync_replicas(p)) < len(p.replicas)
+        return not set(self._node.expected_in_sync(p)) <= set(self._node.in_sync_replicas(p))
 
     def _raft(self) -> list[Family]:
         raft = self._node.ctx.metrics

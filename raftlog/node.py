@@ -653,6 +653,15 @@ class Node:
             offsets_retention_minutes=int(setting("offsets.retention.minutes")),
         )
 
+    def expected_in_sync(self, partition: Partition) -> tuple[int, ...]:
+        """The replicas a partition is under-replicated without: its replicas as the
+        controller has them now, less those a move is still adding (Kafka's KIP-352)."""
+        topic = self.controller.state.topics.get(partition.topic)
+        if topic is None or not 0 <= partition.index < len(topic["partitions"]):
+            return partition.replicas
+        adding = moves.adding_replicas(topic, partition.index)
+        return tuple(r for r in topic["partitions"][partition.index] if r not in adding)
+
     def in_sync_replicas(self, partition: Partition) -> tuple[int, ...]:
         """The leader's view of which replicas hold everything committed; a follower's guess.
         Among the partition's replicas as the controller has them now (its full set while it

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -158,8 +159,13 @@ class ReplicaNode:
     a real coordinator and share manager."""
 
     in_sync_replicas = Node.in_sync_replicas
+    expected_in_sync = Node.expected_in_sync
+    _assignment = Node._assignment
 
     def __init__(self, replicas: Replicas, node_id: str) -> None:
+        # The controller's topic "t": its one partition on the replicas' nodes.
+        topic = {"id": "x", "partitions": [[int(i) for i in IDS]], "configs": {}}
+        self.controller = SimpleNamespace(state=SimpleNamespace(topics={"t": topic}))
         self.node_id = int(node_id)
         self.partitions = {("t", 0): replicas.partitions[node_id]}
         self.ctx = replicas.contexts[node_id]
@@ -174,6 +180,27 @@ async def replicas(tmp_path: Path):
     r = Replicas(tmp_path, clock)
     yield r
     r.close()
+
+
+async def test_under_replicated_counts_the_replicas_the_controller_has_now(
+    replicas: Replicas,
+) -> None:
+    """A partition's replicas as the controller has them now, less those a move is still
+    adding (KIP-352), must all be in sync; not the replicas its replica opened with. Moving
+    to 1, 2, 4 (4 has no replica yet): not under-replicated while 4 is being added; once the
+    move is over and 4 still holds nothing, it is (the old count said 0: 1, 2, 3 in sync)."""
+    leader = await replicas.leader()
+    await replicas.run(0.5)
+    node = ReplicaNode(replicas, leader)
+    topic = node.controller.state.topics["t"]
+    tp = {"topic": "t", "partition": "0"}
+    topic["partitions"] = [[1, 2, 4, 3]]
+    topic["moves"] = {0: {"target": [1, 2, 4], "original": [1, 2, 3]}}
+    found = await samples(node, KafkaMetrics())
+    assert value(found, "raftlog_partition_under_replicated", **tp) == 0
+    topic["partitions"], topic["moves"] = [[1, 2, 4]], {}
+    found = await samples(node, KafkaMetrics())
+    assert value(found, "raftlog_partition_under_replicated", **tp) == 1
 
 
 async def test_a_scrape_shows_what_the_leader_appended_and_its_followers_lag(
