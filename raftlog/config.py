@@ -86,6 +86,10 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "fetch.max.bytes": 57671680,  # Kafka's: the most one Fetch response carries
     # Partition replicas one node may hold; -1: what its file descriptors allow (limits.py).
     "max.partition.replicas.per.node": -1,
+    # Bytes per second a partition's leader sends each replica a reassignment adds while it
+    # catches up (raftlog/reassignment.py); Kafka's name, applied to every moving replica
+    # (Kafka's default is unthrottled: its reassignment tool sets a throttle per move).
+    "leader.replication.throttled.rate": 32 * 1024 * 1024,
     "connections.max.idle.ms": 600000,
     # What every listener of a node holds of requests, complete and half-read (Kafka's name;
     # Kafka's default is unbounded), and the largest frame before SASL authentication.
@@ -175,6 +179,7 @@ BROKER_TYPES = {
 # Kafka's ConfigDef ranges of the settings that have one (low, high; None: unbounded).
 BROKER_RANGES: dict[str, tuple[int, int | None]] = {
     "log.message.timestamp.before.max.ms": (0, None),
+    "leader.replication.throttled.rate": (0, None),
     "log.message.timestamp.after.max.ms": (0, None),
     "group.share.record.lock.duration.ms": (1000, 3600000),
     "group.share.min.record.lock.duration.ms": (1000, 30000),

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import collections
 import contextlib
+import dataclasses
 import itertools
 import logging
 import shutil
@@ -94,7 +95,12 @@ class Node:
         self.config = config
         self.memory = memory or MemoryBudget(int(config.broker_setting("queued.max.request.bytes")))
         self.node_id = config.node_id
-        self.timings = timings or RaftTimings()
+        self.timings = dataclasses.replace(
+            timings or RaftTimings(),
+            learner_bytes_per_second=int(
+                config.broker_setting("leader.replication.throttled.rate")
+            ),
+        )
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._heap = HeapFreezer()  # partitions opened are frozen out of full GC passes
         self._partition_ids: dict[tuple[str, int], str] = {}

@@ -175,6 +175,7 @@ class Partition:
             election_seconds=ctx.timings.election_min,
             heartbeat_seconds=ctx.timings.heartbeat,
             checkpoint_seconds=ctx.timings.compaction_seconds,
+            learner_bytes_per_second=ctx.timings.learner_bytes_per_second,
             on_change=self._group_changed,
             restart=self.restart,
         )

@@ -39,6 +39,7 @@ from raftlog.raft.membership import (
 from raftlog.raft.quorum import VoteResult
 
 NONE = 0
+LEARNER_BURST = 10  # ticks of a learner's throttled rate it may be sent at once
 """Node ids are positive; 0 means "nobody" (no vote, no known leader)."""
 
 
@@ -289,6 +290,10 @@ class Config:
     # Ticks a leader's group must be wholly caught up before it goes quiet (FORK 9); 0: never.
     quiesce_ticks: int = 4
     applied: int = 0  # the caller's state machine holds entries up to here
+    # A learner catching up gets at most this much entry data per tick (a burst of up to
+    # LEARNER_BURST ticks' worth), so a move's copy leaves the leader room for its writes;
+    # 0: unthrottled (Kafka's leader.replication.throttled.rate, per learner).
+    learner_bytes_per_tick: int = 0
     rules: Rules = field(default_factory=Rules)
     # The configuration in force at the log's first entry, as the caller saved it with its
     # snapshot (None: `peers` vote), and the configuration entries its log holds after that.
@@ -306,6 +311,7 @@ class Progress:
     replicate: bool = False
     paused: bool = False
     commit: int = 0  # the follower's commit index, as its last success answer said
+    budget: int = 0  # a learner's data it may still be sent (Config.learner_bytes_per_tick)
 
 
 class Raft:
@@ -646,6 +652,8 @@ class Raft:
             if self.election_elapsed >= self.cfg.election_tick:
                 self.election_elapsed = 0
                 self.lead_transferee = NONE  # a transfer that did not happen in time is off
+            if self.cfg.learner_bytes_per_tick and self.conf.learners:
+                self._refill_learners()
             if self.heartbeat_elapsed >= self.cfg.heartbeat_tick:
                 self.heartbeat_elapsed = 0
                 for pr in self.progress.values():
@@ -1081,13 +1089,29 @@ class Raft:
 
     # ---- the leader's side -----------------------------------------------------------------
 
+    def _refill_learners(self) -> None:
+        per_tick = self.cfg.learner_bytes_per_tick
+        for p in self.conf.learners:
+            pr = self.progress.get(p)
+            if pr is not None:
+                pr.budget = min(pr.budget + per_tick, LEARNER_BURST * per_tick)
+
     def send_append(self, peer: int) -> None:
         """Probe: one append, then wait for its answer or the next heartbeat. Replicate: send
         everything `next` has not reached, up to `max_batches` appends, so a follower that fell
-        behind catches up faster than a busy leader appends."""
+        behind catches up faster than a busy leader appends. A throttled learner whose budget
+        is spent gets a heartbeat at what it holds."""
         pr = self.progress[peer]
+        throttled = self.cfg.learner_bytes_per_tick > 0 and peer in self.conf.learners
         for _ in range(self.cfg.max_batches):
             if pr.paused:
+                return
+            if throttled and pr.budget <= 0:
+                held = self.log.term_at(pr.match)
+                if held is not None:
+                    beat = Message(MsgType.APP, self.id, peer, self.term, pr.match, held)
+                    beat.commit = min(self.commit, pr.match)
+                    self._send(beat)
                 return
             prev = pr.next - 1
             prev_term = self.log.term_at(prev)
@@ -1095,6 +1119,8 @@ class Raft:
                 self.send_snapshot(peer, pr)  # compacted: only the snapshot catches it up
                 return
             entries = self._append_batch(pr.next)
+            if throttled:
+                pr.budget -= sum(len(e.data) for e in entries)
             self._send(
                 Message(
                     MsgType.APP, self.id, peer, self.term, prev, prev_term, entries, self.commit

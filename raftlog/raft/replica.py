@@ -105,6 +105,7 @@ class CoreGroup:
         election_seconds: float,
         heartbeat_seconds: float,
         checkpoint_seconds: float = 60.0,
+        learner_bytes_per_second: int = 0,
         on_change: Callable[[CoreGroup], None] | None = None,
         restart: Callable[[], None],
     ) -> None:
@@ -145,6 +146,7 @@ class CoreGroup:
             applied=state.commit,
             membership=base,
             conf_entries=conf_entries,
+            learner_bytes_per_tick=round(learner_bytes_per_second * TICK_SECONDS),
         )
         self.raft = Raft(config, log, state, random.Random())
         driver.add(self)

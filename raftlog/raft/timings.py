@@ -35,6 +35,10 @@ class RaftTimings:
     # behind it. (pysyncobj, which runs the controller, also mis-detects the last chunk of a
     # transfer above this: DESIGN.md section 2.)
     max_message_bytes: int = 4 * 1024 * 1024
+    # What a leader sends a learner (a replica a move adds) per second while it catches up,
+    # so the copy leaves room for the partition's writes; 0: unthrottled. The broker setting
+    # leader.replication.throttled.rate (raftlog/node.py).
+    learner_bytes_per_second: int = 0
 
 
 # Election timeouts a replica other than a new group's first waits for the first to win.

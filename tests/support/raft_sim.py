@@ -104,6 +104,7 @@ class SimConfig:
     # voter or learner more or less, or a new voter set altogether (through a joint one).
     voters: int = 0
     conf_change: float = 0.0
+    learner_bytes_per_tick: int = 0  # a learner's catch-up throttled (Config's)
     # On the storage: a crash may stop a replica inside its Ready's writes (after some of
     # them, before the others, one torn: sim_disk.Disk.crash's `within`), also right after
     # its messages left, while it writes the commit record.
@@ -219,6 +220,7 @@ class Sim:
             max_append=self.max_append,
             quiesce_ticks=self.cfg.quiesce_ticks,
             rules=self.cfg.rules,
+            learner_bytes_per_tick=self.cfg.learner_bytes_per_tick,
         )
         # A compacted log restarts from its snapshot point: the state machine holds it already.
         snapshot = r.durable_first if r.durable_first > 1 else 0
@@ -942,7 +944,7 @@ STORAGE = SimConfig(storage=True, ready_tears=True, key_compaction=True)
 # Members that change under the same faults: three voters of five or six nodes to start;
 # and the same on the real storage (configuration entries in the journal, saved as the
 # window is cut, carried by snapshot installs).
-MEMBERSHIP = SimConfig(nodes=(5, 6), voters=3, conf_change=0.1)
+MEMBERSHIP = SimConfig(nodes=(5, 6), voters=3, conf_change=0.1, learner_bytes_per_tick=40)
 MEMBERSHIP_STORAGE = replace(STORAGE, nodes=(5, 6), voters=3, conf_change=0.1)
 
 

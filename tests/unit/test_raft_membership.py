@@ -29,8 +29,8 @@ from raftlog.raft.quorum import VoteResult
 
 SEEDS = int(os.environ.get("RAFTLOG_SIM_MEMBERSHIP_SEEDS", "1000"))
 CHUNK = 250
-STORAGE_SEEDS = int(os.environ.get("RAFTLOG_SIM_MEMBERSHIP_STORAGE_SEEDS", "200"))
-STORAGE_CHUNK = 100
+STORAGE_SEEDS = int(os.environ.get("RAFTLOG_SIM_MEMBERSHIP_STORAGE_SEEDS", "100"))
+STORAGE_CHUNK = 50
 
 
 @pytest.mark.parametrize("chunk", range((SEEDS + CHUNK - 1) // CHUNK))
@@ -62,10 +62,10 @@ def _off(rule: str) -> Rules:
 # the rule off; with every rule on they pass like all the others).
 BROKEN_WITHOUT = [
     ("one_conf_change_at_a_time", 638, r"two leaders in term 2"),
-    ("joint_consensus", 289, r"two leaders in term 3"),
+    ("joint_consensus", 50, r"leader 5 of term 3 lacks committed entry"),
     ("joint_majorities", 1157, r"two leaders in term 2"),
-    ("leave_joint_after_commit", 541, r"two leaders in term 2"),
-    ("removed_leader_steps_down", 26, r"3 leads \{2,4,5\}, which removed it"),
+    ("leave_joint_after_commit", 150, r"two leaders in term 3"),
+    ("removed_leader_steps_down", 6, r"2 leads \{1,3\}, which removed it"),
     ("stand_until_removal_commits", 42, r"no proposal committed everywhere"),
 ]
 
@@ -226,3 +226,33 @@ def test_joint_majorities() -> None:
     # A lease runs from when each half's majority was heard: the older of the two.
     silent = {2: 1, 3: 7, 4: 2, 5: 8, 6: 9}
     assert joint_silence(joint, 1, silent, 50) == 8
+
+
+def test_a_learner_catching_up_is_sent_at_most_its_rate() -> None:
+    """Config.learner_bytes_per_tick (leader.replication.throttled.rate): a learner added
+    behind 200 entries of 100 bytes is sent at most ten ticks' worth at once and its rate
+    after that, and still catches up; voters are not held back."""
+    sim = scripted(4, voters=3)
+    sim = Sim(0, replace(sim.cfg, learner_bytes_per_tick=500))
+    _elect(sim, 1)
+    for n in range(200):
+        sim.act(1, lambda c, n=n: c.propose(b"%0100d" % n))
+    sim.hops()
+    assert isinstance(_change(sim, 1, Membership.of({1, 2, 3}, learners={4})), int)
+    sent: dict[int, int] = {}
+    start = sim.time
+    while sim.core(4).last_index() < sim.core(1).last_index():
+        before = len(sim.sent)
+        sim.ticks(1)
+        for m in sim.sent[before:]:
+            if m.dst == 4:
+                sent[sim.time - start] = sent.get(sim.time - start, 0) + sum(
+                    len(e.data) for e in m.entries
+                )
+        assert sim.time - start < 200, "the learner never caught up"
+    total = sum(sent.values())
+    assert total >= 200 * 100
+    for t in sent:
+        window = sum(v for k, v in sent.items() if t - 10 < k <= t)
+        assert window <= 500 * 20 + 64 * 100, (t, window)  # burst + rate + one append
+    assert sim.time - start >= total // 500 - 10  # it took about total / rate ticks
