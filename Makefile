@@ -86,11 +86,14 @@ clean:
 # producers throughout and a checker at the end. Needs root, iproute2 and iptables. Prints
 # a line per cycle and a table per fault kind; the run directory is kept (path printed).
 # `make faults CYCLES=50 FAULTS_ARGS='--seed 7 --rate 500'`
+# MOVES: partitions of the reassignment workload's topic (RF 2, moved between node pairs
+# throughout, some moves cancelled; tests/faults/moves.py); 0 turns it off.
 CYCLES ?= 300
+MOVES ?= 4
 FAULTS_ARGS ?=
 
 faults: venv
-	$(BIN)/python -m tests.faults.run --cycles $(CYCLES) $(FAULTS_ARGS)
+	$(BIN)/python -m tests.faults.run --cycles $(CYCLES) --moves $(MOVES) $(FAULTS_ARGS)
 
 # Hostile requests against a real cluster: the in-suite run sends 400, this many more.
 FUZZ_EXAMPLES ?= 20000

@@ -166,6 +166,46 @@ class TxnComplete(Record):
     decision_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Conf(Record):
+    """A configuration entry of the partition's Raft group (issue 44): who votes (`voters`;
+    `outgoing`, the old voters, while the group is joint: a majority of both halves then)
+    and who only follows (`learners`), set by the entry at Raft index `index` of term
+    `entry_term`, which sits at Kafka offset `offset` of the log (before the record there).
+    `term` is this node's term when it wrote the record, as in `truncation`."""
+
+    term: int
+    index: int
+    entry_term: int
+    offset: int
+    voters: list[int]
+    outgoing: list[int]
+    learners: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfAppended(_Conf):
+    """A configuration entry was appended to this node's log (a Raft group uses a
+    configuration from when it is appended)."""
+
+    kind: ClassVar[str] = "conf_appended"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfCommitted(_Conf):
+    """This node learned that a configuration entry is committed."""
+
+    kind: ClassVar[str] = "conf_committed"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfTruncated(_Conf):
+    """A truncation removed a configuration entry from this node's log: the configuration
+    before it is back in force here. Legal only for an entry never committed."""
+
+    kind: ClassVar[str] = "conf_truncated"
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.kind: cls
     for cls in (
@@ -180,6 +220,9 @@ RECORD_TYPES: dict[str, type[Record]] = {
         TxnDecision,
         TxnMarker,
         TxnComplete,
+        ConfAppended,
+        ConfCommitted,
+        ConfTruncated,
     )
 }
 

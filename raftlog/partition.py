@@ -33,6 +33,7 @@ from raftlog.heap import HeapFreezer
 from raftlog.memory_budget import MemoryBudget, run_opened
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
 from raftlog.producer_state import AbortedTxn, ActiveProducer, ProducerState
+from raftlog.raft import membership
 from raftlog.raft.driver import Driver
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import Entry, SegmentJournal
@@ -158,6 +159,13 @@ class Partition:
         self._producers = ProducerState(directory)
         self._producers_unsaved = False  # batches recorded since the file was written or read
         self.journal = SegmentJournal(directory / "raft", self.log, self)
+        # configuration entries appended and not yet committed, for the history (the epoch
+        # audit's configuration invariant); at open, those the window holds past the commit
+        self._conf_pending: deque[Entry] = deque(
+            e
+            for idx, _ in self.journal.conf_commands()
+            if idx > self.journal.commit_index and (e := self.journal.entry_by_index(idx))
+        )
         self._rebuild_producers()
         self._share_path = directory / "share-state"
         self._shares = ShareStore.load(self._share_path)
@@ -579,6 +587,10 @@ class Partition:
         if entry.inline is not None and entry.inline[0] == LOG_START:
             self._start_pending.append(_start_command(entry.idx, entry.inline, entry.offset))
             return
+        if entry.inline is not None and entry.inline[0] == membership.CONF:
+            self._conf_pending.append(entry)
+            self._record_conf(history.ConfAppended, entry)
+            return
         if entry.location is None:
             if entry.term > 0:
                 self.epochs.refresh(self.log.epochs())
@@ -610,6 +622,12 @@ class Partition:
             batches=result.batches if result else 0,
             bytes=result.bytes if result else 0,
         )
+        cut = removed[0].idx
+        while self._conf_pending and self._conf_pending[-1].idx >= cut:
+            self._conf_pending.pop()
+        for entry in removed:
+            if entry.inline is not None and entry.inline[0] == membership.CONF:
+                self._record_conf(history.ConfTruncated, entry)
 
     @property
     def term_committed(self) -> bool:
@@ -621,6 +639,8 @@ class Partition:
     def committed(self, commit_index: int, high_watermark: int) -> None:
         self._apply_shares(commit_index)
         self._apply_starts(commit_index)
+        while self._conf_pending and self._conf_pending[0].idx <= commit_index:
+            self._record_conf(history.ConfCommitted, self._conf_pending.popleft())
         if not self._term_was_committed and self.is_leader and self.term_committed:
             self._term_was_committed = True
             self._on_change(self)
@@ -801,6 +821,20 @@ class Partition:
             term=self.group.term,
             log_start_offset=self.log.log_start_offset,
             reason=reason,
+        )
+
+    def _record_conf(self, cls: type[history.Record], entry: Entry) -> None:
+        assert entry.inline is not None  # a configuration entry is inline
+        conf = membership.parse(entry.inline)
+        self._record(
+            cls,
+            term=self.group.term,
+            index=entry.idx,
+            entry_term=entry.term,
+            offset=entry.offset,
+            voters=sorted(conf.voters),
+            outgoing=sorted(conf.outgoing),
+            learners=sorted(conf.learners),
         )
 
     # --- internals -----------------------------------------------------------------------------

@@ -283,13 +283,15 @@ class Nodes:
         n = self.nodes[i]
         return f"----- node {i} console {n.console} -----\n{tail(n.console, lines)}"
 
-    def create_topic(self, name: str, partitions: int, timeout: float = 90.0) -> None:
+    def create_topic(
+        self, name: str, partitions: int, timeout: float = 90.0, replication_factor: int = 3
+    ) -> None:
         """`raftlog topic create` through the Kafka API (retried: a fresh cluster may still
         be electing controller and offsets leaders)."""
         argv = [
             *raftlog_argv(),
             *("topic", "create", name, "--partitions", str(partitions)),
-            *("--replication-factor", "3", "--bootstrap", self.bootstrap),
+            *("--replication-factor", str(replication_factor), "--bootstrap", self.bootstrap),
         ]
 
         def attempt() -> bool:
@@ -375,5 +377,29 @@ def caught_up(statuses: Statuses, topic: str, partitions: int, nodes: int) -> bo
             int(e["log_end_offset"]) for e in entries
         }
         if len(entries) < nodes or len(hw) != 1:
+            return False
+    return True
+
+
+def caught_up_hosted(statuses: Statuses, topic: str, partitions: int) -> bool:
+    """caught_up for a topic whose partitions live on some nodes only (the moves' topic):
+    every partition has an agreed leader, exactly the replicas its leader lists hold a copy
+    (a node a move took out dropped its own), and all hold the leader's high watermark as
+    their high watermark and log end."""
+    leaders = agreed_leaders(statuses, topic, partitions)
+    if len(leaders) < partitions:
+        return False
+    for p, (leader, _) in leaders.items():
+        entries = {
+            i: e
+            for i, st in statuses.items()
+            for e in st.get("partitions") or []
+            if e.get("topic") == topic and e.get("partition") == p
+        }
+        replicas = set(entries.get(leader, {}).get("replicas") or [])
+        hw = {int(e["high_watermark"]) for e in entries.values()} | {
+            int(e["log_end_offset"]) for e in entries.values()
+        }
+        if set(entries) != replicas or len(hw) != 1:
             return False
     return True

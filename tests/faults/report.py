@@ -123,6 +123,8 @@ def markdown(summary: dict[str, Any], anomalies: list[Anomaly], examples: int = 
                 else ""
             )
         )
+    if summary.get("moves"):
+        lines.append(f"- {moves_line(summary['moves'])} (topic faults-moves, RF 2)")
     lines += ["", "## Per fault kind", "", *kind_table(summary["per_kind"]), ""]
     lines += ["## Anomalies", ""]
     counts = summary["anomalies"]["counts"]
@@ -144,6 +146,19 @@ def markdown(summary: dict[str, Any], anomalies: list[Anomaly], examples: int = 
     lines += ["", "## Cycles", "", cycle_header(), "|---|---|---|---|---|---|---|---|"]
     lines += [cycle_row(c) for c in summary["cycles"]]
     return "\n".join(lines) + "\n"
+
+
+def moves_line(m: dict[str, Any]) -> str:
+    """The reassignment workload's figures in one line."""
+    t = m["finish_s"]
+    return (
+        f"moves: {m['started']} started, {m['finished']} finished "
+        f"(start to finish p50 {_s(t['p50'])}, p95 {_s(t['p95'])}, max {_s(t['max'])}), "
+        f"{m['cancelled']} cancelled, {m['adopted']} found running after a lost answer, "
+        f"{m['gone_elsewhere']} ended elsewhere than their target, {m['refused']} refused, "
+        f"{m['call_errors']} admin calls failed, "
+        f"{len(m['stuck'] or {}) if m['drained'] else 'unknown'} still running at the end"
+    )
 
 
 def cycle_header() -> str:

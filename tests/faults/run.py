@@ -33,9 +33,10 @@ from support.cluster import raftlog_argv, wait_for
 
 from raftlog_app.cluster import become_subreaper
 
-from . import checker, faults, netns, report
+from . import checker, faults, moves, netns, report
 from .checker import Anomaly, ProducerInfo
-from .nodes import Nodes, Statuses, agreed_leaders, caught_up, max_terms
+from .moves import start_mover
+from .nodes import Nodes, Statuses, agreed_leaders, caught_up, caught_up_hosted, max_terms
 from .readback import read_back
 from .workload import AckTimeline, ProducerProc, start_producer, stop_producers
 
@@ -44,6 +45,10 @@ PRODUCERS = [("idem", True), ("plain", False)]
 # The transactional producer has a topic of its own: its markers and aborted records leave
 # offsets a read_committed readback does not return, which the checks of TOPIC count as gaps.
 TXN_TOPIC, TXN_PRODUCER, TXN_PARTITIONS, TXN_RATE = "faults-txn", "txn", 6, 100.0
+# The reassignment workload (--moves N): a topic of replication factor 2 whose partitions the
+# mover (tests/faults/moves.py) moves between node pairs throughout, an idempotent producer
+# writing to it, checked as TOPIC's producers are.
+MOVES_TOPIC, MOVES_PRODUCER, MOVES_RATE = "faults-moves", "moves", 100.0
 POLL = 0.25  # seconds between status polls during a cycle
 
 Leaders = dict[int, tuple[int, int]]  # partition -> (leader, term) confirmed by a majority
@@ -62,6 +67,9 @@ class Options:
     flush_timeout: float
     audit: bool
     kinds: list[str] | None
+    moves: int = 0
+    move_interval: float = 5.0
+    move_settle: float = 180.0
     recheck: Path | None = None
 
 
@@ -85,6 +93,23 @@ def parse_args(argv: list[str] | None) -> Options:
         type=float,
         default=330.0,
         help="bound on the producers' final flush (librdkafka's message timeout is 300 s)",
+    )
+    ap.add_argument(
+        "--moves",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"reassignment workload: {MOVES_TOPIC}, N partitions of RF 2 moved between node "
+        "pairs throughout, some moves cancelled, with a producer of its own (0: off)",
+    )
+    ap.add_argument(
+        "--move-interval", type=float, default=5.0, help="seconds between a partition's moves"
+    )
+    ap.add_argument(
+        "--move-settle",
+        type=float,
+        default=180.0,
+        help="bound on the wait, after the faults healed, for the running moves to finish",
     )
     ap.add_argument("--no-audit", action="store_true", help="skip `raftlog audit` (debugging)")
     ap.add_argument("--kinds", default=None, help="comma-separated subset of the fault kinds")
@@ -111,6 +136,9 @@ def parse_args(argv: list[str] | None) -> Options:
         flush_timeout=a.flush_timeout,
         audit=not a.no_audit,
         kinds=a.kinds.split(",") if a.kinds else None,
+        moves=a.moves,
+        move_interval=a.move_interval,
+        move_settle=a.move_settle,
         recheck=a.recheck,
     )
 
@@ -132,6 +160,7 @@ class Runner:
         self.net: netns.Net | None = None
         self.nodes: Nodes | None = None
         self.producers: list[ProducerProc] = []
+        self.mover: subprocess.Popen | None = None
         self.timeline: AckTimeline | None = None
         self.cycles: list[dict[str, Any]] = []
         self.liveness: list[Anomaly] = []
@@ -159,6 +188,8 @@ class Runner:
         self.nodes.wait_ready(timeout=90)
         self.nodes.create_topic(TOPIC, o.partitions)
         self.nodes.create_topic(TXN_TOPIC, TXN_PARTITIONS)
+        if o.moves:
+            self.nodes.create_topic(MOVES_TOPIC, o.moves, replication_factor=2)
         self.wait_healthy(90)
         print(
             f"cluster up in {time.time() - self.t0:.1f}s: {self.nodes.bootstrap} "
@@ -198,8 +229,33 @@ class Runner:
                 transactional=True,
             )
         )
-        self.timeline = AckTimeline(self.producers)
+        # The cycles' recovery is measured on TOPIC's partitions: the moves' producer is not
+        # in the timeline (its partition numbers would stand for TOPIC's).
+        self.timeline = AckTimeline(list(self.producers))
         wait_for(self._acked_everywhere(0.0), 60, what="first acks on every partition")
+        if o.moves:
+            self.producers.append(
+                start_producer(
+                    MOVES_PRODUCER,
+                    True,
+                    self.nodes.bootstrap,
+                    MOVES_TOPIC,
+                    o.moves,
+                    o.out / "producers",
+                    MOVES_RATE,
+                    max_seconds=budget,
+                    flush_timeout=o.flush_timeout,
+                )
+            )
+            self.mover = start_mover(
+                self.nodes.bootstrap,
+                MOVES_TOPIC,
+                o.moves,
+                o.out,
+                o.move_interval,
+                o.move_settle,
+                o.seed,
+            )
 
     # ----------------------------------------------------------------- observation
 
@@ -348,6 +404,17 @@ class Runner:
             self.wait_healthy(120)
         except (TimeoutError, RuntimeError) as exc:
             self.liveness.append(Anomaly("not_healthy", f"after healing everything: {exc}"))
+        if self.mover is not None:
+            print(
+                f"faults over; waiting for the running moves (<= {o.move_settle:.0f}s)", flush=True
+            )
+            self.mover.send_signal(signal.SIGTERM)
+            try:
+                self.mover.wait(o.move_settle + 120)
+            except subprocess.TimeoutExpired:
+                self.mover.kill()
+                self.mover.wait(10)
+                self.liveness.append(Anomaly("mover_hung", "the mover had to be killed"))
         print("faults over; stopping the producers (flush)", flush=True)
         killed = stop_producers(self.producers, o.flush_timeout + 60)
         for name in killed:
@@ -358,6 +425,7 @@ class Runner:
                     (s := self._statuses())
                     and caught_up(s, TOPIC, o.partitions, 3)
                     and caught_up(s, TXN_TOPIC, TXN_PARTITIONS, 3)
+                    and caught_up_hosted(s, MOVES_TOPIC, o.moves)
                     and s
                 ),
                 120,
@@ -380,6 +448,19 @@ class Runner:
         with open(out / "readback.jsonl", "w", encoding="utf-8") as f:
             for r in log:
                 f.write(json.dumps([r.partition, r.offset, r.value, r.leader_epoch]) + "\n")
+        if o.moves:
+            move_ends, move_starts = _ends(
+                st, agreed_leaders(st, MOVES_TOPIC, o.moves), MOVES_TOPIC
+            )
+            (out / "ends-moves.json").write_text(
+                json.dumps({"ends": move_ends, "starts": move_starts}) + "\n"
+            )
+            move_log, err = read_back(self.nodes.bootstrap, MOVES_TOPIC, move_ends)
+            if err:
+                self.liveness.append(Anomaly("readback_incomplete", f"{MOVES_TOPIC}: {err}"))
+            with open(out / "readback-moves.jsonl", "w", encoding="utf-8") as f:
+                for r in move_log:
+                    f.write(json.dumps([r.partition, r.offset, r.value, r.leader_epoch]) + "\n")
         txn_ends, _ = _ends(st, agreed_leaders(st, TXN_TOPIC, TXN_PARTITIONS), TXN_TOPIC)
         txn_log, err = read_back(self.nodes.bootstrap, TXN_TOPIC, txn_ends)
         if err:
@@ -447,12 +528,14 @@ class Runner:
                 "rate": o.rate,
                 "topic": TOPIC,
                 "partitions": o.partitions,
+                "move_partitions": o.moves,
                 "fault_seconds": list(o.fault_seconds),
                 "subnet": f"{self.net.ip(0)}/24" if self.net else None,
                 "netem": self.netem,
                 "duration_s": time.time() - self.t0,
             },
             "producers": producer_stats,
+            "moves": moves.summarize(o.out / "moves.jsonl") if o.moves else None,
             "per_kind": report.per_kind(self.cycles, by_cycle),
             "anomalies": {
                 "counts": checker.summarize(anomalies),
@@ -478,6 +561,11 @@ class Runner:
                 if p.popen.poll() is None:
                     p.popen.kill()
                 p.popen.wait(10)
+        if self.mover is not None:
+            with contextlib.suppress(Exception):
+                if self.mover.poll() is None:
+                    self.mover.kill()
+                self.mover.wait(10)
         if self.nodes is not None:
             with contextlib.suppress(Exception):
                 self.nodes.stop_all(graceful=False)
@@ -550,11 +638,15 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
         }
     else:
         txn_anomalies = []
+    move_anomalies, move_log = check_moves(out, stats)
     anomalies = [
         *txn_anomalies,
         *checker.check_deliveries(deliveries, producers, log, implicit),
         *checker.check_log(log, ends, starts, sent_times),
-        *checker.check_epoch_caches(epochs, {TOPIC: log, TXN_TOPIC: txn_log}),
+        *move_anomalies,
+        *checker.check_epoch_caches(
+            epochs, {TOPIC: log, TXN_TOPIC: txn_log, MOVES_TOPIC: move_log}
+        ),
     ]
     anomalies += check_node_logs(out / "cluster")
     if audited:
@@ -567,6 +659,69 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
             text = (out / "audit.log").read_text()
         anomalies += checker.check_audit(code, summary, text)
     return anomalies, stats
+
+
+def check_moves(out: Path, stats: dict[str, Any]) -> tuple[list[Anomaly], list[checker.ReadRecord]]:
+    """The reassignment workload's checks (when the run had one): its producer's records as
+    TOPIC's idempotent producer's (no acknowledged record lost, none twice, each at its
+    offset, no gap), each message naming MOVES_TOPIC; and move_stuck, a move still running
+    when the mover stopped waiting after the faults healed (or a mover that never said)."""
+    path = out / "producers" / f"{MOVES_PRODUCER}.jsonl"
+    if not path.exists():
+        return [], []
+    ds, meta = checker.load_deliveries(path)
+    log = []
+    with contextlib.suppress(OSError), open(out / "readback-moves.jsonl", encoding="utf-8") as f:
+        log = [checker.ReadRecord(*json.loads(line)) for line in f]
+    bounds: dict[str, Any] = {"ends": {}, "starts": {}}
+    with contextlib.suppress(OSError, ValueError):
+        bounds = json.loads((out / "ends-moves.json").read_text())
+    ends = {int(p): e for p, e in bounds["ends"].items()}
+    starts = {int(p): s for p, s in bounds["starts"].items()}
+    implicit: set[str] = set()
+    with (
+        contextlib.suppress(OSError),
+        open(
+            out / "producers" / f"{MOVES_PRODUCER}.stderr.log", encoding="utf-8", errors="replace"
+        ) as f,
+    ):
+        implicit = checker.implicitly_acked(ds, MOVES_PRODUCER, checker.implicit_ack_ranges(f))
+    sent = (meta.get("done") or meta.get("stopping") or {}).get("sent")
+    info = {MOVES_PRODUCER: ProducerInfo(MOVES_PRODUCER, True, sent)}
+    acked = [d for d in ds if d.acked]
+    stats[MOVES_PRODUCER] = {
+        "idempotent": True,
+        "topic": MOVES_TOPIC,
+        "sent": sent,
+        "acked": len(acked),
+        "failed": len(ds) - len(acked),
+        "acked_without_offset": sum(d.offset is None for d in acked),
+        "implicitly_acked": sum(d.value in implicit for d in acked),
+        "unresolved": (meta.get("done") or {}).get("unresolved"),
+        "max_ack_latency_s": round(max((d.t - d.sent for d in acked), default=0.0), 2),
+        "client_errors": len(meta["errors"]),
+        "fatal_restarts": meta["restarts"],
+    }
+    found = [
+        *checker.check_deliveries(ds, info, log, implicit),
+        *checker.check_log(log, ends, starts, {d.value: d.sent for d in ds}),
+    ]
+    for a in found:
+        a.message = f"{MOVES_TOPIC}: {a.message}"
+    figures = moves.summarize(out / "moves.jsonl")
+    if not figures["drained"]:
+        found.append(Anomaly("move_stuck", "the mover ended without its final report"))
+    for p, m in (figures["stuck"] or {}).items():
+        found.append(
+            Anomaly(
+                "move_stuck",
+                f"{MOVES_TOPIC}-{p}: the move {m['source']} -> {m['target']} still running "
+                f"{m['seconds']}s after it started, the faults healed (listed: {m['listing']})",
+                None,
+                {"partition": int(p), **m},
+            )
+        )
+    return found, log
 
 
 def check_node_logs(root: Path) -> list[Anomaly]:
@@ -636,7 +791,7 @@ def recheck(out: Path) -> int:
     findings (no recovery, not caught up, ...) are taken from its anomalies.jsonl. The
     summary is rewritten with the new verdict and says it was rechecked, and when."""
     data, stats = check_files(out, (out / "audit.json").exists())
-    kinds = {a.kind for a in data} | checker.DATA_KINDS
+    kinds = {a.kind for a in data} | checker.DATA_KINDS | {"move_stuck"}
     old = []
     with contextlib.suppress(OSError):
         for line in (out / "anomalies.jsonl").read_text().splitlines():
@@ -705,6 +860,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run directory kept: {opts.out}", flush=True)
     print()
     print("\n".join(report.kind_table(summary["per_kind"])))
+    if summary.get("moves"):
+        print(report.moves_line(summary["moves"]))
     counts = summary["anomalies"]["counts"]
     print(f"\nanomalies: {counts or 'none'}")
     for a in summary["anomalies"]["list"][:10]:

@@ -11,6 +11,7 @@ from support.raftnet import Clock
 from support.replicas import Replicas
 
 from raftlog.raft.durability import Durability
+from raftlog.raft.membership import Membership
 
 
 class SlowDisk(Durability):
@@ -60,5 +61,51 @@ async def test_a_new_term_reaches_the_history_only_once_it_is_on_disk(tmp_path: 
         await replicas.settle()
         assert disk.durable >= p3.journal.state_seq
         assert ("leader", term) in history_terms(tmp_path, "3")
+    finally:
+        replicas.close()
+
+
+def conf_records(root: Path, node_id: str) -> list[tuple[str, int, list[int]]]:
+    lines = (root / node_id / "history.jsonl").read_text().splitlines()
+    return [
+        (r["kind"], r["index"], r["voters"])
+        for r in map(json.loads, lines)
+        if r["kind"].startswith("conf_")
+    ]
+
+
+async def test_configuration_entries_are_recorded_appended_committed_and_truncated(
+    tmp_path: Path,
+) -> None:
+    """The epoch audit holds acknowledged records to a majority of the configuration in
+    force (issue 44), so each node records the configuration entries of its log: appended,
+    committed, and taken back by a truncation. A leader cut off proposes dropping a voter;
+    the other two elect a leader without it, and the old leader's entry is cut when it
+    hears of them. The new leader then drops the same voter for real."""
+    replicas = Replicas(tmp_path, Clock())
+    try:
+        old = await replicas.leader()
+        a, b = (n for n in ("1", "2", "3") if n != old)
+        replicas.net.isolate(old)
+        cut = replicas.partitions[old].group.change_members(Membership.of({int(old), int(a)}))
+        assert isinstance(cut, int)
+        await replicas.settle()
+        new = await replicas.leader(among=(a, b), above_term=replicas.partitions[old].group.term)
+        replicas.net.heal()
+        await replicas.run(0.5)
+        assert conf_records(tmp_path, old) == [
+            ("conf_appended", cut, sorted([int(old), int(a)])),
+            ("conf_truncated", cut, sorted([int(old), int(a)])),
+        ]
+        target = sorted({int(new), int(old)})
+        index = replicas.partitions[new].group.change_members(Membership.of(target))
+        assert isinstance(index, int)
+        await replicas.run(0.5)
+        assert conf_records(tmp_path, new)[-2:] == [
+            ("conf_appended", index, target),
+            ("conf_committed", index, target),
+        ]
+        for node in map(str, target):  # the voter removed may never hear of the commit
+            assert ("conf_committed", index, target) in conf_records(tmp_path, node)
     finally:
         replicas.close()
