@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         now = time.time()
         for p, m in list(moving.items()):
-            if p not in listed:
+            if p not in listed and p in replicas:
                 sorted_now = sorted(replicas.get(p) or [])
                 outcome = "finish" if sorted_now == sorted(m.target) else "gone"
                 write(
@@ -193,7 +193,7 @@ def _replicas(admin: Any, topic: str) -> dict[int, list[int]]:
     return {
         int(p["partition_index"]): [int(r) for r in p["replica_nodes"]]
         for p in desc["partitions"]
-        if not p.get("error_code")
+        if p.get("replica_nodes")  # a partition without a leader still lists them
     }
 
 
