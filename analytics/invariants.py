@@ -380,6 +380,173 @@ def transactions_whole(i: Inputs, d: Derived) -> DataFrame:
     )
 
 
+def _configurations(ev: DataFrame) -> DataFrame:
+    """Each committed configuration entry of a partition's Raft group once (every node that
+    learned of its commit recorded it), with `until`: the offset of the next committed one
+    (the log position where this one stopped being in force), null for the last."""
+    committed = (
+        ev.filter(F.col("kind") == "conf_committed")
+        .groupBy(*TP, "index", "entry_term")
+        .agg(
+            F.first("offset").alias("offset"),
+            F.first("voters").alias("voters"),
+            F.first("outgoing").alias("outgoing"),
+            F.min("time_ms").alias("time_ms"),
+        )
+    )
+    return committed.withColumn(
+        "until", F.lead("offset").over(Window.partitionBy(*TP).orderBy("index"))
+    )
+
+
+def _conf_name(voters: str, outgoing: str) -> Column:
+    """{1,2,4} or, joint, {1,2,4 & 1,2,3}: as raft/membership.py prints a configuration."""
+    new = F.concat_ws(",", F.sort_array(voters).cast("array<string>"))
+    old = F.concat_ws(",", F.sort_array(outgoing).cast("array<string>"))
+    return F.concat(
+        F.lit("{"),
+        new,
+        F.when(F.size(outgoing) > 0, F.concat(F.lit(" & "), old)).otherwise(""),
+        F.lit("}"),
+    )
+
+
+def _majority(holders: str, voters: str) -> Column:
+    return F.size(F.array_intersect(holders, voters)) * 2 > F.size(voters)
+
+
+def acknowledged_on_configuration_majorities(i: Inputs, d: Derived) -> DataFrame:
+    """Every record acknowledged to an acks=all producer is held by a majority of each
+    configuration of its partition's group in force when or after it was written: one whose
+    entry lies after the record in the log, or the one the record was written under (during
+    a joint configuration a majority of both halves; learners never count). Held: a replica
+    collected now has the record's epoch at its offset, or has deleted it (below its log
+    start); a node whose copy is gone (moved off) recorded, in the record's epoch or later,
+    a high watermark past it or a configuration entry past it that it appended and did not
+    cut. A configuration entry recorded committed is never cut later. Partitions whose
+    configuration never changed have no configuration record and are checked by the other
+    invariants only."""
+    ev = i.events
+    confs = _configurations(ev)
+    cut = (
+        ev.filter(F.col("kind") == "conf_truncated")
+        .select(*NODE_TP, "index", "entry_term", "term", F.col("time_ms").alias("cut_ms"))
+        .join(
+            confs.select(*TP, "index", "entry_term", "voters", "outgoing"),
+            [*TP, "index", "entry_term"],
+        )
+        .withColumn("time_ms", F.col("cut_ms"))
+    )
+    starts = (
+        ev.filter(F.col("kind") == "election")
+        .groupBy(*TP, F.col("term").alias("epoch"))
+        .agg(F.min("log_end_offset").alias("epoch_start"))
+    )
+    acked = (
+        ev.filter((F.col("kind") == "ack") & (F.col("acks") == -1))
+        .select(*TP, F.col("term").alias("epoch"), (F.col("end_offset") - 1).alias("x"))
+        .join(starts, [*TP, "epoch"], "left")
+        .filter(F.col("x") >= F.coalesce("epoch_start", F.lit(0)))
+        .groupBy(*TP, "epoch")
+        .agg(F.collect_list("x").alias("xs"))
+    )
+    # Per configuration and epoch only the last acknowledged record it must hold: holding
+    # it in that epoch (or past it, or below the log start) means holding those before it.
+    # (Arrays per epoch, not a join of every ack with every configuration after it.)
+    need = (
+        confs.join(acked, TP)
+        .withColumn(
+            "x",
+            F.array_max(F.filter("xs", lambda v: F.col("until").isNull() | (v < F.col("until")))),
+        )
+        .filter(F.col("x").isNotNull())
+        .drop("xs")
+    )
+    key = [*TP, "index", "entry_term", "epoch"]
+    members = need.select(*key, "x", F.explode(F.array_union("voters", "outgoing")).alias("node"))
+    along = Window.partitionBy(*NODE_TP).orderBy("pos")
+    spans = (
+        i.spans.withColumn("next_start", F.lead("start_offset").over(along))
+        .join(i.replicas.select(*NODE_TP, "log_start_offset", "log_end_offset"), NODE_TP)
+        .select(
+            *NODE_TP,
+            "epoch",
+            "start_offset",
+            F.coalesce("next_start", "log_end_offset").alias("span_end"),
+        )
+    )
+    on_replica = members.join(i.replicas.select(*NODE_TP, "log_start_offset"), NODE_TP)
+    held_now = (
+        on_replica.filter(F.col("x") < F.col("log_start_offset"))
+        .select(*key, "node")
+        .unionByName(
+            on_replica.join(spans, [*NODE_TP, "epoch"])
+            .filter((F.col("start_offset") <= F.col("x")) & (F.col("x") < F.col("span_end")))
+            .select(*key, "node")
+        )
+    )
+    kept = ev.filter(F.col("kind") == "conf_appended").join(
+        ev.filter(F.col("kind") == "conf_truncated").select(*NODE_TP, "index", "entry_term"),
+        [*NODE_TP, "index", "entry_term"],
+        "left_anti",
+    )
+    reach = (
+        ev.filter(F.col("kind").isin("hw", "election"))
+        .select(*NODE_TP, "term", F.col("high_watermark").alias("reach"))
+        .unionByName(
+            kept.select(*NODE_TP, F.col("entry_term").alias("term"), F.col("offset").alias("reach"))
+        )
+        .groupBy(*NODE_TP, "term")
+        .agg(F.max("reach").alias("reach"))
+    )
+    held_before = (
+        members.join(i.replicas.select(*NODE_TP), NODE_TP, "left_anti")
+        .join(reach, NODE_TP)
+        .filter((F.col("term") >= F.col("epoch")) & (F.col("reach") > F.col("x")))
+        .select(*key, "node")
+    )
+    holders = (
+        held_now.unionByName(held_before)
+        .groupBy(*key)
+        .agg(F.sort_array(F.collect_set("node")).alias("holders"))
+    )
+    short = (
+        need.join(holders, key, "left")
+        .withColumn("holders", F.coalesce("holders", F.array().cast("array<bigint>")))
+        .filter(
+            ~_majority("holders", "voters")
+            | ((F.size("outgoing") > 0) & ~_majority("holders", "outgoing"))
+        )
+    )
+    return _rows(
+        short,
+        "acknowledged_on_configuration_majorities",
+        F.format_string(
+            "acknowledged offset %d (epoch %d) is held by nodes [%s] only, not a majority of "
+            "configuration %s (entry %d of term %d)",
+            "x",
+            "epoch",
+            F.concat_ws(",", F.col("holders").cast("array<string>")),
+            _conf_name("voters", "outgoing"),
+            "index",
+            "entry_term",
+        ),
+        node=F.lit(None).cast("long"),
+        term="epoch",
+    ).unionByName(
+        _rows(
+            cut,
+            "acknowledged_on_configuration_majorities",
+            F.format_string(
+                "committed configuration entry %d of term %d (%s) was cut from this log",
+                "index",
+                "entry_term",
+                _conf_name("voters", "outgoing"),
+            ),
+        )
+    )
+
+
 Check = Callable[[Inputs, Derived], DataFrame]
 INVARIANTS: dict[str, Check] = {
     check.__name__: check
@@ -393,6 +560,7 @@ INVARIANTS: dict[str, Check] = {
         offset_for_leader_epoch_agrees,
         replica_epoch_caches_agree,
         transactions_whole,
+        acknowledged_on_configuration_majorities,
     )
 }
 

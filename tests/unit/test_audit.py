@@ -18,6 +18,9 @@ from analytics.invariants import Derived
 from epoch.history import (
     RECORD_TYPES,
     Ack,
+    ConfAppended,
+    ConfCommitted,
+    ConfTruncated,
     Election,
     EpochAnswer,
     HighWatermark,
@@ -163,6 +166,9 @@ def test_every_record_kind_reads_back_as_written(spark, tmp_path):
         TxnDecision(T0, 1, "__transaction_state", 4, 3, "tx", 42, 0, 1, 17, ["t:0", "t:1"]),
         TxnMarker(T0, 1, *TP, 3, 42, 0, 1, 88, 4, 17),
         TxnComplete(T0, 1, "__transaction_state", 4, 3, "tx", 17),
+        ConfAppended(T0, 1, *TP, 3, 9, 3, 40, [1, 2, 4], [1, 2, 3], [5]),
+        ConfCommitted(T0, 1, *TP, 3, 9, 3, 40, [1, 2, 4], [1, 2, 3], []),
+        ConfTruncated(T0, 1, *TP, 4, 9, 3, 40, [1, 2], [], [4]),
     ]
     assert {type(s) for s in samples} == set(RECORD_TYPES.values())
     inputs = tables.load(spark, History(tmp_path).add(*samples).write())
@@ -561,3 +567,105 @@ def test_a_decision_recorded_both_ways_breaks_it_and_a_given_up_marker_counts(sp
     (row,) = broken(spark, h, "transactions_whole")
     assert row["detail"].endswith("recorded as both commit and abort")
     assert broken(spark, h, "epochs_increase") == []  # the given-up marker's term is not t-1's
+
+
+# ------------------------------------------------------------------ configuration changes
+
+ACKED_ON_MAJORITIES = "acknowledged_on_configuration_majorities"
+
+
+def conf(cls, at: int, node: int, index: int, voters, outgoing=(), learners=(), term: int = 2):
+    """A configuration entry of term 2 at offset 150 (after node 2's records), as `node`
+    recorded it at T0 + `at`."""
+    return cls(
+        T0 + at,
+        node,
+        *TP,
+        term,
+        index,
+        term,
+        150,
+        sorted(voters),
+        sorted(outgoing),
+        sorted(learners),
+    )
+
+
+def moved(h: History, target: tuple[int, ...], steps: list[tuple[int, ...]]) -> History:
+    """Node 2, leading term 2, walks the group through `steps` (voters; a step of two sets is
+    joint: new, old), each appended and committed on nodes 2 and 3."""
+    for n, step in enumerate(steps):
+        voters, outgoing = (step[0], step[1]) if isinstance(step[0], tuple) else (step, ())
+        for node in (2, 3):
+            h.add(conf(ConfAppended, 1410 + n, node, 20 + n, voters, outgoing))
+            h.add(conf(ConfCommitted, 1420 + n, node, 20 + n, voters, outgoing))
+    return h
+
+
+def test_a_move_and_a_cut_uncommitted_configuration_hold_the_configuration_invariant(
+    spark, tmp_path
+):
+    """1,2,3 -> 2,3,4 under node 2 in term 2: 4 a learner, then joint, then the new voters;
+    node 1 drops its copy and 2 writes on (acks=all to 170) under 2,3,4. Node 1, the deposed
+    leader of term 1, had appended a configuration entry nobody else got, and cut it: Raft
+    takes it back, and it was never in force on a majority. Every invariant holds."""
+    h = sound(History(tmp_path))
+    moved(h, (2, 3, 4), [(1, 2, 3), ((2, 3, 4), (1, 2, 3)), (2, 3, 4)])
+    h.add(
+        conf(ConfAppended, 1409, 2, 20, (1, 2, 3), (), (4,)),  # the learner step, as appended
+        Ack(T0 + 1500, 2, *TP, 2, -1, 170),
+        HighWatermark(T0 + 1501, 2, *TP, 2, 170),
+        HighWatermark(T0 + 1502, 4, *TP, 2, 170),
+        conf(ConfAppended, 50, 1, 8, (1, 2), term=1),
+        Truncation(T0 + 1200, 1, *TP, 2, "raft", 8, 8, 100, 100, [1], 0, 0, 0),
+        ConfTruncated(T0 + 1201, 1, *TP, 2, 8, 1, 100, [1, 2], [], []),  # in its term 2
+    )
+    h.replicas[1] = []  # moved off: its copy is gone
+    for node in (2, 3, 4):
+        h.replicas[node] = []
+        h.replica(node, [(1, 0), (2, 100)], leo=170, hw=170)
+    assert broken(spark, h, ACKED_ON_MAJORITIES) == []
+    inputs, _, derived = audit(spark, h)
+    for name, check in invariants.INVARIANTS.items():
+        assert rows(check(inputs, derived)) == [], name
+
+
+def test_a_record_held_by_a_minority_of_the_new_configuration_breaks_it(spark, tmp_path):
+    """1,2,3 -> 3,4,5 (joint, then the new voters); 4 and 5 never got term 2's records: a
+    term-3 leader among them wrote other records from offset 100. The acknowledged record
+    149 of term 2 is on node 3 alone of the new voters (node 2's copy is gone, its high
+    watermark had passed it: held in the old half)."""
+    h = sound(History(tmp_path))
+    moved(h, (3, 4, 5), [((3, 4, 5), (1, 2, 3)), (3, 4, 5)])
+    h.replicas[1] = []
+    h.replicas[2] = []
+    for node in (4, 5):
+        h.replica(node, [(1, 0), (3, 100)], leo=160, hw=160)
+    details = [r["detail"] for r in broken(spark, h, ACKED_ON_MAJORITIES)]
+    assert sorted(details) == [
+        "acknowledged offset 149 (epoch 2) is held by nodes [2,3] only, not a majority of "
+        "configuration {3,4,5 & 1,2,3} (entry 20 of term 2)",
+        "acknowledged offset 149 (epoch 2) is held by nodes [3] only, not a majority of "
+        "configuration {3,4,5} (entry 21 of term 2)",
+    ]
+    # where 4 holds term 2's records, 3 and 4 are a majority of both halves
+    ok = sound(History(tmp_path / "ok"))
+    moved(ok, (3, 4, 5), [((3, 4, 5), (1, 2, 3)), (3, 4, 5)])
+    ok.replicas[1] = []
+    ok.replicas[2] = []
+    ok.replica(4, [(1, 0), (2, 100)], leo=150, hw=150)
+    assert broken(spark, ok, ACKED_ON_MAJORITIES) == []
+
+
+def test_a_committed_configuration_entry_cut_later_breaks_it(spark, tmp_path):
+    h = sound(History(tmp_path))
+    moved(h, (1, 2, 3), [(1, 2, 3)])
+    h.add(
+        Truncation(T0 + 1600, 3, *TP, 3, "raft", 20, 20, 150, 150, [2], 0, 0, 0),
+        ConfTruncated(T0 + 1601, 3, *TP, 3, 20, 2, 150, [1, 2, 3], [], []),
+    )
+    (row,) = broken(spark, h, ACKED_ON_MAJORITIES)
+    assert (row["node"], row["term"], row["time_ms"]) == (3, 3, T0 + 1601)
+    assert row["detail"] == (
+        "committed configuration entry 20 of term 2 ({1,2,3}) was cut from this log"
+    )
