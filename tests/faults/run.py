@@ -455,6 +455,17 @@ class Runner:
             (out / "ends-moves.json").write_text(
                 json.dumps({"ends": move_ends, "starts": move_starts}) + "\n"
             )
+            for p in sorted(set(range(o.moves)) - set(move_ends)):
+                # its acknowledged records then count as missing: say why they were not read
+                self.liveness.append(
+                    Anomaly(
+                        "leaderless_at_end",
+                        f"{MOVES_TOPIC}-{p}: no leader its replicas agree on at the end, "
+                        "so it was not read back",
+                        None,
+                        {"status": _partition_view(st, MOVES_TOPIC, p)},
+                    )
+                )
             move_log, err = read_back(self.nodes.bootstrap, MOVES_TOPIC, move_ends)
             if err:
                 self.liveness.append(Anomaly("readback_incomplete", f"{MOVES_TOPIC}: {err}"))
@@ -772,15 +783,22 @@ def _ends(
     return ends, starts
 
 
-def _partition_view(st: Statuses) -> dict[str, Any]:
+def _partition_view(st: Statuses, topic: str = TOPIC, only: int | None = None) -> dict[str, Any]:
     return {
         str(i): [
             {
                 k: e.get(k)
-                for k in ("partition", "leader", "term", "high_watermark", "log_end_offset")
+                for k in (
+                    "partition",
+                    "leader",
+                    "term",
+                    "high_watermark",
+                    "log_end_offset",
+                    "replicas",
+                )
             }
             for e in s.get("partitions") or []
-            if e.get("topic") == TOPIC
+            if e.get("topic") == topic and only in (None, e.get("partition"))
         ]
         for i, s in st.items()
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from .moves import summarize
 from .nodes import caught_up_hosted
@@ -46,7 +47,7 @@ def test_a_mover_that_never_reported_its_end_is_not_drained(tmp_path: Path) -> N
     assert not summarize(path)["drained"]
 
 
-def _entry(p: int, leader: int, hw: int, replicas: list[int], is_leader: bool) -> dict:
+def _entry(p: int, leader: int, hw: int, replicas: list[int], is_leader: bool) -> dict[str, Any]:
     return {
         "topic": "m",
         "partition": p,
@@ -60,7 +61,7 @@ def _entry(p: int, leader: int, hw: int, replicas: list[int], is_leader: bool) -
 
 
 def test_caught_up_hosted_wants_exactly_the_leaders_replicas_at_one_offset() -> None:
-    st = {
+    st: dict[int, dict[str, Any]] = {
         1: {"partitions": [_entry(0, 1, 10, [1, 2], True)]},
         2: {"partitions": [_entry(0, 1, 10, [1, 2], False)]},
         3: {"partitions": []},
