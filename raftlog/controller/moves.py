@@ -91,8 +91,11 @@ def change(
 ) -> tuple[str | None, bool]:
     """Applies one AlterPartitionReassignments entry to the topic: a target starts or replaces
     the partition's move, None cancels it. Returns (refusal or None, whether the topic
-    changed). A target with the original's replicas needs no copy: it is the partition's
-    replicas at once, as Kafka completes a reordering at once."""
+    changed). A target with the partition's own replicas needs no copy: it is its replicas
+    at once, as Kafka completes a reordering at once. But a cancellation, or a target of
+    the original replicas, while a move has added copies is a move back to the original
+    that the leader finishes like any other: its group's voters may already be the target,
+    and dropping those copies at once could take a majority of them (issue 44)."""
     partitions: list[list[int]] = topic["partitions"]
     if not _is_partition(topic, index):
         return UNKNOWN, False
@@ -103,16 +106,14 @@ def change(
     if target is None:
         if move is None:
             return NO_MOVE, False
-        partitions[index] = original
-        del moves[index]
-        return None, True
+        target = original
     if not isinstance(target, list | tuple) or not _is_replica_list(target, len(registered)):
         return INVALID + f"Not a list of at most {len(registered)} broker ids.", False
     wanted = [int(r) for r in target]
     refusal = replicas_refusal(wanted, registered)
     if refusal is not None:
         return INVALID + refusal, False
-    if set(wanted) == set(original):
+    if set(wanted) == set(partitions[index]):
         changed = move is not None or partitions[index] != wanted
         partitions[index] = wanted
         moves.pop(index, None)

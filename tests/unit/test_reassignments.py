@@ -158,25 +158,30 @@ def test_a_cancellation_returns_to_the_original_replicas(machine: Machine) -> No
     assert bootstrap_voters(topic, 1) == (1, 2, 3)
     assert machine.run("finish_reassignment", "t", 1, [1, 2, 5]) == moves.STALE
 
+    # The cancellation is a move back: every copy stays until the leader's group is back on
+    # the original and it finishes (its voters may already have been 4, 2, 1).
     assert machine.run("alter_reassignments", "t", [(1, None)]) == [None]
-    assert topic["partitions"][1] == [1, 2, 3] and topic["moves"] == {}
+    assert topic["partitions"][1] == [1, 2, 3, 4, 5]
+    assert topic["moves"][1] == {"target": [1, 2, 3], "original": [1, 2, 3]}
+    assert moves.removing_replicas(topic, 1) == (4, 5)
     assert machine.run("finish_reassignment", "t", 1, [4, 2, 1]) == moves.STALE
+    assert machine.run("finish_reassignment", "t", 1, [1, 2, 3]) is None
+    assert topic["partitions"][1] == [1, 2, 3] and topic["moves"] == {}
     assert machine.run("alter_reassignments", "t", [(1, None)]) == [moves.NO_MOVE]
-    assert topic["partitions"][1] == [1, 2, 3]
 
 
 def test_a_target_of_the_same_replicas_needs_no_move(machine: Machine) -> None:
     """The current replicas with no move: nothing happens (no pass over the replicas). A
     reordering is the partition's replicas at once, as Kafka completes it. A target with the
-    original's replicas while a move is in progress ends the move as a cancellation does."""
+    original's replicas while a move has added a copy is a move back, as a cancellation is."""
     assert machine.run("alter_reassignments", "t", [(0, [1, 2, 3])]) == [None]
     assert machine.applied == 0 and "moves" not in machine.topic("t")
     assert machine.run("alter_reassignments", "t", [(0, [3, 1, 2])]) == [None]
     assert machine.topic("t")["partitions"][0] == [3, 1, 2] and machine.applied == 1
     machine.run("alter_reassignments", "t", [(0, [3, 1, 4])])
     assert machine.run("alter_reassignments", "t", [(0, [1, 2, 3])]) == [None]
-    assert machine.topic("t")["partitions"][0] == [1, 2, 3]
-    assert machine.topic("t")["moves"] == {}
+    assert machine.topic("t")["partitions"][0] == [1, 2, 3, 4]
+    assert machine.topic("t")["moves"][0] == {"target": [1, 2, 3], "original": [3, 1, 2]}
 
 
 def test_bad_entries_are_refused_each_alone(machine: Machine) -> None:
@@ -368,7 +373,7 @@ def test_alter_starts_moves_and_list_shows_them(machine: Machine) -> None:
     """A move and a replication factor change start; Metadata's view (ClusterView) shows the
     full sets; List shows each moving partition's replicas, adding and removing ones, for
     every topic (null) and for those named, leaving out what does not move or exist. A
-    cancellation restores the original; a finish ends a move."""
+    cancellation is a move back to the original; a finish ends a move."""
     cluster = Cluster(machine)
     answers = _alter(cluster, [("t", [(0, [2, 3, 4]), (1, [1, 2, 3, 4]), (2, [1, 2, 3])])])
     assert _codes(answers) == {("t", 0): E.none, ("t", 1): E.none, ("t", 2): E.none}
@@ -390,6 +395,8 @@ def test_alter_starts_moves_and_list_shows_them(machine: Machine) -> None:
     }
 
     assert _codes(_alter(cluster, [("t", [(0, None)])])) == {("t", 0): E.none}
+    assert _listed(_list(cluster, None))[("t", 0)] == ((1, 2, 3, 4), (), (4,))  # a move back
+    assert machine.run("finish_reassignment", "t", 0, [1, 2, 3]) is None
     assert machine.run("finish_reassignment", "t", 1, [1, 2, 3, 4]) is None
     assert _listed(_list(cluster, None)) == {}
     assert [p.replicas for p in cluster.topic("t").partitions] == [  # type: ignore[union-attr]
