@@ -120,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     down = clu_sub.add_parser("down", help="stop the nodes (leadership is handed over first)")
     down.add_argument("--data", type=Path, default=DEFAULT_DATA)
     down.set_defaults(run=_cluster_down)
+    decom = clu_sub.add_parser(
+        "decommission", help="move every replica off a node (reassignments), with progress"
+    )
+    decom.add_argument("node", type=int)
+    decom.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for moves")
+    decom.set_defaults(run=_cluster_decommission)
     st = clu_sub.add_parser("status", help="show the nodes")
     st.add_argument("--data", type=Path, default=DEFAULT_DATA)
     st.set_defaults(run=_cluster_status)
@@ -170,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     txn_actions = transactions_cli.add_parsers(sub)
     for p in txn_actions:
         p.set_defaults(run=lambda a: a.run_transactions(_bootstrap(a), a))
-    clients = (create, listing, describe, glist, gdesc, dump, *acl_actions, *txn_actions)
+    clients = (create, listing, describe, decom, glist, gdesc, dump, *acl_actions, *txn_actions)
     for p in (*clients, slist, sdesc):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -305,6 +311,16 @@ def _cluster_down(args: argparse.Namespace) -> int:
     for line in cluster.down(args.data):
         print(line)
     return 0
+
+
+def _cluster_decommission(args: argparse.Namespace) -> int:
+    from raftlog_app.decommission_cli import decommission
+
+    admin = client_config.admin(_bootstrap(args), "raftlog-decommission", 30_000)
+    try:
+        return decommission(admin, args.node, args.timeout, lambda line: print(line, flush=True))
+    finally:
+        admin.close()
 
 
 def _cluster_status(args: argparse.Namespace) -> int:

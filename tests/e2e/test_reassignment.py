@@ -190,3 +190,38 @@ def test_a_cancelled_move_returns_to_the_original_replicas(
         cluster.resume(4)
     _until("node 4 holds no copy", lambda: not _holds(cluster, 4, topic))
     _no_errors(cluster)
+
+
+def test_a_decommissioned_node_hands_every_replica_to_the_others(
+    cluster: Cluster, admin: KafkaAdminClient
+) -> None:
+    """`raftlog cluster decommission 4` moves every replica node 4 holds (this topic's, and
+    __consumer_offsets' from the reads above) to the other nodes, printing its progress; no
+    partition lists node 4 after it, node 4 holds no copy, and every record is still there."""
+    topic = "drained"
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=3)])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for n in range(400):
+        producer.produce(topic, f"{n:08d}".encode(), partition=n % 4)
+    assert producer.flush(60) == 0
+    held = lambda: {  # noqa: E731
+        (t["name"], p["partition_index"])
+        for t in admin.describe_topics()
+        for p in t["partitions"]
+        if 4 in p["replica_nodes"]
+    }
+    assert held(), "node 4 should hold some replicas to start with"
+    out = cluster.cli(
+        "cluster", "decommission", "4", "--bootstrap", cluster.bootstrap, timeout=240
+    ).stdout
+    assert "moved off node 4" in out and "node 4 holds no replica now" in out, out
+    assert not held()
+    for p in range(4):
+        _until(f"node 4 dropped {topic}-{p}", lambda p=p: not _exists(cluster, 4, topic, p))
+    got = _read_all(cluster, topic, 400)
+    assert sorted(got) == [f"{n:08d}".encode() for n in range(400)]
+    _no_errors(cluster)
+
+
+def _exists(cluster: Cluster, node: int, topic: str, partition: int) -> bool:
+    return (cluster.node(node).data_dir / "data" / f"{topic}-{partition}").exists()
