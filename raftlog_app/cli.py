@@ -126,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     decom.add_argument("node", type=int)
     decom.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for moves")
     decom.set_defaults(run=_cluster_decommission)
+    rebal = clu_sub.add_parser(
+        "rebalance", help="even out replicas and preferred leaders per node, with progress"
+    )
+    rebal.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for moves")
+    rebal.set_defaults(run=_cluster_rebalance)
     st = clu_sub.add_parser("status", help="show the nodes")
     st.add_argument("--data", type=Path, default=DEFAULT_DATA)
     st.set_defaults(run=_cluster_status)
@@ -176,7 +181,18 @@ def _parser() -> argparse.ArgumentParser:
     txn_actions = transactions_cli.add_parsers(sub)
     for p in txn_actions:
         p.set_defaults(run=lambda a: a.run_transactions(_bootstrap(a), a))
-    clients = (create, listing, describe, decom, glist, gdesc, dump, *acl_actions, *txn_actions)
+    clients = (
+        create,
+        listing,
+        describe,
+        decom,
+        rebal,
+        glist,
+        gdesc,
+        dump,
+        *acl_actions,
+        *txn_actions,
+    )
     for p in (*clients, slist, sdesc):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -314,11 +330,21 @@ def _cluster_down(args: argparse.Namespace) -> int:
 
 
 def _cluster_decommission(args: argparse.Namespace) -> int:
-    from raftlog_app.decommission_cli import decommission
+    from raftlog_app.replicas_cli import decommission
 
     admin = client_config.admin(_bootstrap(args), "raftlog-decommission", 30_000)
     try:
         return decommission(admin, args.node, args.timeout, lambda line: print(line, flush=True))
+    finally:
+        admin.close()
+
+
+def _cluster_rebalance(args: argparse.Namespace) -> int:
+    from raftlog_app.replicas_cli import rebalance
+
+    admin = client_config.admin(_bootstrap(args), "raftlog-rebalance", 30_000)
+    try:
+        return rebalance(admin, args.timeout, lambda line: print(line, flush=True))
     finally:
         admin.close()
 

@@ -225,3 +225,21 @@ def test_a_decommissioned_node_hands_every_replica_to_the_others(
 
 def _exists(cluster: Cluster, node: int, topic: str, partition: int) -> bool:
     return (cluster.node(node).data_dir / "data" / f"{topic}-{partition}").exists()
+
+
+def test_a_rebalance_gives_an_empty_node_its_share(
+    cluster: Cluster, admin: KafkaAdminClient
+) -> None:
+    """After the decommission above node 4 holds nothing; `raftlog cluster rebalance` moves
+    replicas to it until no two nodes hold more than one replica apart, and every record of
+    the drained topic is still there."""
+    out = cluster.cli("cluster", "rebalance", "--bootstrap", cluster.bootstrap, timeout=300)
+    assert "replicas per node now" in out.stdout, out.stdout
+    held: dict[int, int] = {n: 0 for n in cluster.node_ids}
+    for t in admin.describe_topics():
+        for p in t["partitions"]:
+            for r in p["replica_nodes"]:
+                held[r] += 1
+    assert max(held.values()) - min(held.values()) <= 1, held
+    assert sorted(_read_all(cluster, "drained", 400)) == [f"{n:08d}".encode() for n in range(400)]
+    _no_errors(cluster)
