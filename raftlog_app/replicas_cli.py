@@ -6,7 +6,9 @@ Each goes to the node holding the fewest replicas so far among those on a rack t
 partition's other replicas do not use (any node if there is none); a replica that was its
 partition's preferred leader hands that place to the next one. The node's leaderships leave
 with its replicas (a leader being removed hands over first). The node itself is not removed:
-it then holds nothing, and can be stopped.
+it then holds nothing, and can be stopped. A node that is gone for good (its disk lost) is
+replaced the same way: its replicas are made again on the live nodes, which copy them from
+the partitions' leaders.
 
 `raftlog cluster rebalance`: replicas move from the nodes holding the most to those holding
 the fewest until no two differ by more than one (a node added later takes its share), onto
@@ -89,10 +91,10 @@ def balance(
         fewest = min(nodes, key=lambda n: (leads[n], n))
         if leads[most] - leads[fewest] <= 1:
             break
-        key = next((k for k in sorted(lists) if lists[k][0] == most and fewest in lists[k]), None)
-        if key is None:
+        found = next((k for k in sorted(lists) if lists[k][0] == most and fewest in lists[k]), None)
+        if found is None:
             break
-        lists[key] = [fewest, *(b for b in lists[key] if b != fewest)]
+        lists[found] = [fewest, *(b for b in lists[found] if b != fewest)]
         leads[most] -= 1
         leads[fewest] += 1
     return {key: held for key, held in lists.items() if held != replicas[key]}
@@ -101,9 +103,14 @@ def balance(
 def decommission(admin: Any, node: int, timeout: float, say: Callable[[str], None] = print) -> int:
     """Moves every replica off `node` and waits for the moves to end (0), or says why not."""
     brokers, replicas = _cluster(admin)
-    if node not in brokers:
-        raise ConfigError(f"node {node} is not a live broker of this cluster ({sorted(brokers)})")
-    moves = plan(node, brokers, replicas)
+    gone = node not in brokers
+    if gone and not any(node in held for held in replicas.values()):
+        raise ConfigError(f"node {node} is neither a live broker ({sorted(brokers)}) nor a replica")
+    if gone:
+        say(
+            f"node {node} is not live: its replicas are made again on the live nodes, copied from their leaders"
+        )
+    moves = plan(node, {**brokers, node: None}, replicas)
     if not moves:
         say(f"node {node} holds no replica")
         return 0

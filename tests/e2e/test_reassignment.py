@@ -2,10 +2,13 @@
 admin client (confluent-kafka's AdminClient has no reassignment call): a partition led on
 nodes 1-3 moves to 2-4 while a producer writes to it, its leader is killed with kill -9 in
 the middle of another move, and a third move is cancelled. Every acknowledged record is read
-back once, in order, from the new replicas; the nodes left out drop their copies."""
+back once, in order, from the new replicas; the nodes left out drop their copies. Then the
+operator's commands: node 4 is drained (`raftlog cluster decommission`), given its share back
+(`raftlog cluster rebalance`), and replaced after its disk is lost."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 
@@ -166,6 +169,8 @@ def test_a_partition_moves_to_other_nodes_under_writes_and_a_killed_leader(
 
 def _no_errors(cluster: Cluster) -> None:
     for n in cluster.node_ids:
+        if not cluster.node(n).log.exists():
+            continue  # a node whose disk the test threw away
         text = cluster.node(n).log.read_text(errors="replace")
         assert " ERROR " not in text and "Traceback" not in text, f"node {n} logged an error"
 
@@ -241,5 +246,25 @@ def test_a_rebalance_gives_an_empty_node_its_share(
             for r in p["replica_nodes"]:
                 held[r] += 1
     assert max(held.values()) - min(held.values()) <= 1, held
+    assert sorted(_read_all(cluster, "drained", 400)) == [f"{n:08d}".encode() for n in range(400)]
+    _no_errors(cluster)
+
+
+def test_a_node_gone_for_good_is_replaced_from_the_leaders(
+    cluster: Cluster, admin: KafkaAdminClient
+) -> None:
+    """Node 4, holding its share after the rebalance, is killed and its disk thrown away;
+    `raftlog cluster decommission 4` says so and makes its replicas again on the live nodes
+    from the leaders: every partition has its three replicas, none on node 4, and every
+    record of the drained topic is there."""
+    cluster.kill(4)
+    shutil.rmtree(cluster.node(4).data_dir)
+    out = cluster.cli(
+        "cluster", "decommission", "4", "--bootstrap", cluster.bootstrap, timeout=300
+    ).stdout
+    assert "node 4 is not live" in out and "node 4 holds no replica now" in out, out
+    for t in admin.describe_topics():
+        for p in t["partitions"]:
+            assert 4 not in p["replica_nodes"] and len(p["replica_nodes"]) == 3, (t["name"], p)
     assert sorted(_read_all(cluster, "drained", 400)) == [f"{n:08d}".encode() for n in range(400)]
     _no_errors(cluster)
