@@ -206,6 +206,31 @@ class ConfTruncated(_Conf):
     kind: ClassVar[str] = "conf_truncated"
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaDropped(Record):
+    """This node closed its replica of the partition and is deleting its directory: the
+    partition moved off the node (`reason` "moved") or its topic was deleted ("deleted").
+    Written before the files go, so a replica opened here later is a new one. `term`: the
+    dropped replica's term."""
+
+    kind: ClassVar[str] = "replica_dropped"
+    term: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaCreated(Record):
+    """This node opened a new, empty replica of the partition (no directory was there, or
+    one left by a deleted topic of the same name, `reason` "stale", was removed first; else
+    "new"). Its log, term and high watermark start again from nothing: a new incarnation of
+    the node's replica, which the audit follows apart from any earlier one. `term` is 0,
+    the new replica's. Written before the replica writes anything."""
+
+    kind: ClassVar[str] = "replica_created"
+    term: int
+    reason: str
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.kind: cls
     for cls in (
@@ -223,6 +248,8 @@ RECORD_TYPES: dict[str, type[Record]] = {
         ConfAppended,
         ConfCommitted,
         ConfTruncated,
+        ReplicaDropped,
+        ReplicaCreated,
     )
 }
 

@@ -564,8 +564,16 @@ class Node:
         configuration from once it takes them."""
         directory = self._partition_dir(key)
         id_file = directory / "topic_id"
+        reason = "new" if not directory.exists() else None
         if directory.exists() and (not id_file.exists() or id_file.read_text() != topic_id):
             shutil.rmtree(directory)  # left over from a deleted topic of the same name
+            reason = "stale"
+        if reason is not None:
+            # A replica that starts from nothing: the audit follows it apart from any
+            # earlier one this node dropped (its high watermark starts again from 0).
+            self.history.write(
+                history.ReplicaCreated(history.now_ms(), self.node_id, *key, 0, reason)
+            )
         directory.mkdir(parents=True, exist_ok=True)
         id_file.write_text(topic_id)
         self.partitions[key] = Partition(
@@ -600,14 +608,22 @@ class Node:
             self._txn_coordinating.discard(key[1])
             self.transactions.detach(key[1])
         group = partition.group.name
+        term = partition.group.term
         partition.close()
         topic = self.controller.state.topics.get(key[0])
-        if topic is not None and topic["id"] == self._partition_ids[key]:
+        moved = topic is not None and topic["id"] == self._partition_ids[key]
+        if moved:
             # Moved off this node, the partition lives on: what is known of its leader stays.
             self.leadership.not_hosted(group)
         else:
             self.leadership.forget(group)
         del self._partition_ids[key]
+        # Before the files go: a replica opened here later is a new one (epoch/history.py).
+        self.history.write(
+            history.ReplicaDropped(
+                history.now_ms(), self.node_id, *key, term, "moved" if moved else "deleted"
+            )
+        )
         shutil.rmtree(self._partition_dir(key), ignore_errors=True)
 
     def _partition_changed(self, partition: Partition) -> None:

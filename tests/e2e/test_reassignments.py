@@ -27,6 +27,8 @@ from support import records as R
 from support import wire as W
 from support.cluster import Cluster, wait_for
 
+from epoch import history
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 TOPIC = "moving"
@@ -163,7 +165,9 @@ def test_a_move_ends_at_its_target_with_every_record(
     """Partition 1 moves off one of its replicas onto the fourth node, records in it: the
     list empties, every node names the target, the added node holds a replica (and exports
     its metrics) and every acknowledged record is read back; the removed node has deleted
-    its replica's files and its metrics."""
+    its replica's files and its metrics. Their histories say so (the audit follows each
+    replica of a node apart): the removed node's last record of the partition is its drop,
+    the added node's first is the creation of a new, empty replica."""
     original = _replicas(cluster, 1, 1)
     (extra,) = [n for n in cluster.node_ids if n not in original]
     before = R.produce_confluent(cluster.bootstrap, TOPIC, R.make_records("move", 60, [1]))
@@ -187,6 +191,19 @@ def test_a_move_ends_at_its_target_with_every_record(
     ends = W.end_offsets(cluster.bootstrap, TOPIC)
     got = R.consume_confluent(cluster.bootstrap, TOPIC, {1: ends[1]}, starts={1: 0}, timeout=60)
     R.check_log(before.acked, got).raise_if_failed()
+    dropped = _journal(cluster, gone, 1)
+    assert (dropped[-1].kind, getattr(dropped[-1], "reason", None)) == ("replica_dropped", "moved")
+    assert [r.kind for r in dropped].count("replica_dropped") == 1
+    created = _journal(cluster, extra, 1)
+    assert (created[0].kind, getattr(created[0], "reason", None)) == ("replica_created", "new")
+    assert [r.kind for r in created].count("replica_created") == 1
+
+
+def _journal(cluster: Cluster, node_id: int, partition: int) -> list[history.Record]:
+    """The node's history records of one partition of TOPIC, in journal order."""
+    path = cluster.partition_dir(node_id, TOPIC, partition).parent.parent / "history.jsonl"
+    records = [history.parse(line) for line in path.read_text().splitlines()]
+    return [r for r in records if (r.topic, r.partition) == (TOPIC, partition)]
 
 
 def test_refusals_get_kafkas_codes(cluster: Cluster, admin: KafkaAdminClient) -> None:
