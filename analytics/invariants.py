@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analytics.tables import NODE_TP, TP, Inputs
+from analytics.tables import NODE_TP, TP, Inputs, current
 
 VIOLATION_COLUMNS = ["invariant", "topic", "partition", "node", "term", "time_ms", "detail"]
 
@@ -39,20 +39,23 @@ def _rows(
 
 
 def epochs_increase(i: Inputs, d: Derived) -> DataFrame:
-    """Epochs strictly increase along every log (each replica's epoch cache), and a node's term
-    never goes back in its own journal. An ack record's term is the epoch the acknowledged
-    records were written in, not the node's term: a leader that stepped down answers for
-    what it wrote and committed before, so acks are left out of the journal order, as are
-    markers a transaction coordinator gave up (recorded in its own term, not the
-    partition's)."""
+    """Epochs strictly increase along every log (each replica's epoch cache), and a replica's
+    term never goes back in its node's journal. An ack record's term is the epoch the
+    acknowledged records were written in, not the node's term: a leader that stepped down
+    answers for what it wrote and committed before, so acks are left out of the journal
+    order, as are markers a transaction coordinator gave up (recorded in its own term, not
+    the partition's) and a dropped replica's last term (in memory, maybe never durable: a
+    node killed before deleting the files reopens them in the durable one). A replica the
+    node opened empty after dropping one starts again at term 0: each incarnation is
+    followed on its own."""
     along = Window.partitionBy(*NODE_TP).orderBy("pos")
     cache = i.spans.withColumn("prev", F.lag("epoch").over(along)).filter(
         F.col("epoch") <= F.col("prev")
     )
-    journal_order = Window.partitionBy(*NODE_TP).orderBy("seq")
+    journal_order = Window.partitionBy(*NODE_TP, "incarnation").orderBy("seq")
     journal = (
         i.events.filter(
-            (F.col("kind") != "ack")
+            ~F.col("kind").isin("ack", "replica_dropped")
             & ~((F.col("kind") == "txn_marker") & (F.col("marker_offset") < 0))
         )
         .withColumn("prev", F.lag("term").over(journal_order))
@@ -133,9 +136,11 @@ def one_leader_per_term(i: Inputs, d: Derived) -> DataFrame:
 
 
 def high_watermark_never_decreases(i: Inputs, d: Derived) -> DataFrame:
-    """On every node, each partition's high watermark only moves forward, restarts included."""
+    """On every node, each replica's high watermark only moves forward, restarts included. A
+    replica the node dropped (moved off) and one it opened empty later are two replicas: the
+    new one starts again from 0."""
     hw = i.events.filter(F.col("kind").isin("hw", "election"))
-    order = Window.partitionBy(*NODE_TP).orderBy("seq")
+    order = Window.partitionBy(*NODE_TP, "incarnation").orderBy("seq")
     bad = hw.withColumn("prev", F.lag("high_watermark").over(order)).filter(
         F.col("high_watermark") < F.col("prev")
     )
@@ -150,8 +155,9 @@ def prefix_deleted_not_lost(i: Inputs, d: Derived) -> DataFrame:
     """Records are missing from the front of a replica's log only where its node recorded why:
     a log start it moved to at or past them (DeleteRecords, retention, or a start learned with
     a snapshot install: `log_start` records), or a snapshot install that resumed there. What
-    lies below a recorded log start was deleted; below none, it was lost."""
-    ev = i.events
+    lies below a recorded log start was deleted; below none, it was lost. Only the records of
+    the replica collected (its node's last incarnation) explain it: a dropped one's do not."""
+    ev = current(i.events)
     explained = (
         ev.filter(F.col("kind") == "log_start")
         .select(*NODE_TP, F.col("log_start_offset").alias("explained"))
@@ -204,8 +210,9 @@ def offset_for_leader_epoch_agrees(i: Inputs, d: Derived) -> DataFrame:
     """Each OffsetForLeaderEpoch answer a leader gave agrees with its own epoch cache: the
     largest epoch <= the one asked for, ending where the next epoch starts (or, for the
     leader's own term, no earlier than where that term started). Answers about epochs that
-    retention has since removed cannot be checked and are skipped."""
-    answers = i.events.filter(F.col("kind") == "offset_for_leader_epoch")
+    retention has since removed cannot be checked and are skipped, as are answers an earlier
+    replica of the node gave before it was dropped (its cache went with it)."""
+    answers = current(i.events).filter(F.col("kind") == "offset_for_leader_epoch")
     cache = i.spans.select(*NODE_TP, "epoch", "start_offset")
     ordered = Window.partitionBy(*NODE_TP).orderBy("epoch")
     with_next = cache.withColumn("next_start", F.lead("start_offset").over(ordered))
@@ -421,9 +428,9 @@ def acknowledged_on_configuration_majorities(i: Inputs, d: Derived) -> DataFrame
     entry lies after the record in the log, or the one the record was written under (during
     a joint configuration a majority of both halves; learners never count). Held: a replica
     collected now has the record's epoch at its offset, or has deleted it (below its log
-    start); a node whose copy is gone (moved off) recorded, in the record's epoch or later,
-    a high watermark past it or a configuration entry past it that it appended and did not
-    cut. A configuration entry recorded committed is never cut later. Partitions whose
+    start); a copy now gone (moved off: no replica collected, or one the node dropped before
+    opening the replica collected) recorded, in the record's epoch or later, a high
+    watermark past it or a configuration entry past it that it appended and did not cut. A configuration entry recorded committed is never cut later. Partitions whose
     configuration never changed have no configuration record and are checked by the other
     invariants only."""
     ev = i.events
@@ -485,23 +492,30 @@ def acknowledged_on_configuration_majorities(i: Inputs, d: Derived) -> DataFrame
             .select(*key, "node")
         )
     )
+    copy = [*NODE_TP, "incarnation"]
     kept = ev.filter(F.col("kind") == "conf_appended").join(
-        ev.filter(F.col("kind") == "conf_truncated").select(*NODE_TP, "index", "entry_term"),
-        [*NODE_TP, "index", "entry_term"],
+        ev.filter(F.col("kind") == "conf_truncated").select(*copy, "index", "entry_term"),
+        [*copy, "index", "entry_term"],
         "left_anti",
+    )
+    # The copies gone: every incarnation of a node's replica but the one collected now (a
+    # voter moved off and back holds a new copy, maybe still catching up as a learner).
+    now = i.replicas.select(*NODE_TP, F.lit(True).alias("collected")).join(
+        ev.groupBy(*NODE_TP).agg(F.max("incarnation").alias("now_incarnation")), NODE_TP, "left"
     )
     reach = (
         ev.filter(F.col("kind").isin("hw", "election"))
-        .select(*NODE_TP, "term", F.col("high_watermark").alias("reach"))
+        .select(*copy, "term", F.col("high_watermark").alias("reach"))
         .unionByName(
-            kept.select(*NODE_TP, F.col("entry_term").alias("term"), F.col("offset").alias("reach"))
+            kept.select(*copy, F.col("entry_term").alias("term"), F.col("offset").alias("reach"))
         )
+        .join(now, NODE_TP, "left")
+        .filter(F.col("collected").isNull() | (F.col("incarnation") < F.col("now_incarnation")))
         .groupBy(*NODE_TP, "term")
         .agg(F.max("reach").alias("reach"))
     )
     held_before = (
-        members.join(i.replicas.select(*NODE_TP), NODE_TP, "left_anti")
-        .join(reach, NODE_TP)
+        members.join(reach, NODE_TP)
         .filter((F.col("term") >= F.col("epoch")) & (F.col("reach") > F.col("x")))
         .select(*key, "node")
     )

@@ -46,13 +46,19 @@ def load(spark: SparkSession, collected: Path) -> Inputs:
         & F.col("r.term").isNotNull()
         & F.col("r.time_ms").isNotNull()
     )
-    events = parsed.filter(readable).select("seq", "r.*").drop("v")
+    events = _incarnations(parsed.filter(readable).select("seq", "r.*").drop("v"))
     unreadable = parsed.filter(~readable & (F.trim("value") != "")).select("file", "value")
 
     raw = spark.read.schema(REPLICA_SCHEMA).json(str(collected / "nodes" / "*" / "replicas.jsonl"))
-    known = events.groupBy(NODE_TP).agg(
-        F.max("term").alias("h_term"),
-        F.max(F.when(F.col("kind").isin("hw", "election"), F.col("high_watermark"))).alias("h_hw"),
+    known = (
+        current(events)
+        .groupBy(NODE_TP)
+        .agg(
+            F.max("term").alias("h_term"),
+            F.max(F.when(F.col("kind").isin("hw", "election"), F.col("high_watermark"))).alias(
+                "h_hw"
+            ),
+        )
     )
     replicas = (
         raw.join(known, NODE_TP, "left")
@@ -69,6 +75,33 @@ def load(spark: SparkSession, collected: Path) -> Inputs:
         *NODE_TP, "pos", "e.epoch", "e.start_offset", "e.bytes"
     )
     return Inputs(events, unreadable, replicas.drop("epochs"), spans)
+
+
+def _incarnations(events: DataFrame) -> DataFrame:
+    """Numbers each node's replicas of a partition in its journal (`incarnation`): a replica
+    the node dropped (moved off, its files deleted) and one it opened empty later are two
+    replicas, the second starting again from nothing (term 0, high watermark 0, an empty
+    log). A `replica_dropped` record ends one, a `replica_created` record starts the next;
+    journals written before those records existed are one incarnation, 0."""
+    order = Window.partitionBy(*NODE_TP).orderBy("seq")
+    created = F.when(F.col("kind") == "replica_created", 1).otherwise(0)
+    dropped = F.when(F.col("kind") == "replica_dropped", 1).otherwise(0)
+    upto = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before = order.rowsBetween(Window.unboundedPreceding, -1)
+    return events.withColumn(
+        "incarnation",
+        (F.sum(created).over(upto) + F.coalesce(F.sum(dropped).over(before), F.lit(0))).cast(
+            "long"
+        ),
+    )
+
+
+def current(events: DataFrame) -> DataFrame:
+    """Each node's records of its last incarnation of each partition: the replica collected
+    now, if the node holds one (what an earlier, dropped replica recorded says nothing
+    about it)."""
+    last = events.groupBy(*NODE_TP).agg(F.max("incarnation").alias("incarnation"))
+    return events.join(last, [*NODE_TP, "incarnation"])
 
 
 def elections(inputs: Inputs) -> DataFrame:
@@ -215,6 +248,7 @@ def truncations(inputs: Inputs, elected: DataFrame) -> DataFrame:
     cuts = ev.filter(F.col("kind") == "truncation").select(
         "seq",
         *NODE_TP,
+        "incarnation",
         "time_ms",
         "term",
         "reason",
@@ -254,12 +288,14 @@ def truncations(inputs: Inputs, elected: DataFrame) -> DataFrame:
             F.max(F.when(F.col("ack_level") == -1, F.col("ack_end"))).alias("acks_all_end"),
         )
     )
+    # The cutting replica's own high watermark: an earlier replica of the node, dropped, says
+    # nothing about what this one holds (a new replica may copy a deposed leader's tail first).
     hws = ev.filter(F.col("kind").isin("hw", "election")).select(
-        *NODE_TP, F.col("seq").alias("hw_seq"), F.col("high_watermark").alias("hw")
+        *NODE_TP, "incarnation", F.col("seq").alias("hw_seq"), F.col("high_watermark").alias("hw")
     )
     own_hw = (
-        cuts.select("seq", *NODE_TP)
-        .join(hws, NODE_TP)
+        cuts.select("seq", *NODE_TP, "incarnation")
+        .join(hws, [*NODE_TP, "incarnation"])
         .filter(F.col("hw_seq") < F.col("seq"))
         .groupBy("seq")
         .agg(F.max("hw").alias("hw_before"))

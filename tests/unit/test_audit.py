@@ -27,6 +27,8 @@ from epoch.history import (
     LeaderSeen,
     LogStart,
     Record,
+    ReplicaCreated,
+    ReplicaDropped,
     SnapshotInstall,
     Truncation,
     TxnComplete,
@@ -169,13 +171,20 @@ def test_every_record_kind_reads_back_as_written(spark, tmp_path):
         ConfAppended(T0, 1, *TP, 3, 9, 3, 40, [1, 2, 4], [1, 2, 3], [5]),
         ConfCommitted(T0, 1, *TP, 3, 9, 3, 40, [1, 2, 4], [1, 2, 3], []),
         ConfTruncated(T0, 1, *TP, 4, 9, 3, 40, [1, 2], [], [4]),
+        ReplicaDropped(T0, 1, *TP, 4, "moved"),
+        ReplicaCreated(T0, 1, *TP, 0, "new"),
     ]
     assert {type(s) for s in samples} == set(RECORD_TYPES.values())
     inputs = tables.load(spark, History(tmp_path).add(*samples).write())
     got = {r["kind"]: r for r in rows(inputs.events)}
     for sample in samples:
         back = {k: v for k, v in got[sample.kind].items() if v is not None}
-        assert back == {"kind": sample.kind, "seq": back["seq"], **asdict(sample)}
+        assert back == {
+            "kind": sample.kind,
+            "seq": back["seq"],
+            "incarnation": back["incarnation"],
+            **asdict(sample),
+        }
 
 
 def test_unreadable_lines_are_counted_not_dropped_silently(spark, tmp_path):
@@ -669,3 +678,81 @@ def test_a_committed_configuration_entry_cut_later_breaks_it(spark, tmp_path):
     assert row["detail"] == (
         "committed configuration entry 20 of term 2 ({1,2,3}) was cut from this log"
     )
+
+
+# ------------------------------------------------------------------ replicas dropped and re-created
+
+
+def moved_back(tmp_path: Path, boundaries: bool = True) -> History:
+    """Under configuration {1,2,3} (entry 20, committed on 2 and 3), node 3, whose high
+    watermark had reached 150 in term 2, drops its replica (moved off) and later opens a new,
+    empty one (moved back): it starts at term 0 and high watermark 0, first copies a deposed
+    leader's (node 1's, term 1) uncommitted tail [100, 120) and cuts it when node 2's term 2
+    reaches it, and is still catching up when collected (epoch 1 to offset 100). Node 1, a
+    voter, lags at offset 100. Acknowledged record 149 of epoch 2 is on node 2 and was on
+    node 3's dropped copy. `boundaries` False leaves out the drop and creation records."""
+    h = moved(sound(History(tmp_path)), (1, 2, 3), [(1, 2, 3)])
+    if boundaries:
+        h.add(ReplicaDropped(T0 + 1500, 3, *TP, 2, "moved"))
+        h.add(ReplicaCreated(T0 + 1600, 3, *TP, 0, "new"))
+    h.add(
+        HighWatermark(T0 + 1601, 3, *TP, 0, 0),
+        LeaderSeen(T0 + 1602, 3, *TP, 1, 1),
+        Truncation(T0 + 1700, 3, *TP, 2, "raft", 5, 6, 100, 120, [1], 20, 2, 2000),
+        LeaderSeen(T0 + 1701, 3, *TP, 2, 2),
+    )
+    h.replicas[1] = []
+    h.replica(1, [(1, 0)], leo=100, hw=100)
+    h.replicas[3] = []
+    h.replica(3, [(1, 0)], leo=100, hw=0, term=2)
+    return h
+
+
+def test_a_replica_dropped_and_created_again_holds_every_invariant(spark, tmp_path):
+    """Its high watermark and term start again from 0, a cut below the dropped copy's high
+    watermark cuts nothing committed, and the dropped copy counts for the configuration it
+    was a voter of: each incarnation is followed on its own."""
+    inputs, _, derived = audit(spark, moved_back(tmp_path))
+    for name, check in invariants.INVARIANTS.items():
+        assert rows(check(inputs, derived)) == [], name
+
+
+def test_the_same_history_without_the_drop_breaks_the_invariants(spark, tmp_path):
+    """Without the records of the drop and the creation it is one replica going back."""
+    h = moved_back(tmp_path, boundaries=False)
+    (row,) = broken(spark, h, "high_watermark_never_decreases")
+    assert (row["node"], row["detail"]) == (3, "high watermark went from 150 back to 0")
+    (row,) = broken(spark, h, "epochs_increase")
+    assert row["detail"] == "journal: hw record in term 0 after a conf_committed record in term 2"
+    (row,) = broken(spark, h, "no_committed_record_truncated")
+    assert "own high watermark already at 150" in row["detail"]
+
+
+def test_a_high_watermark_going_back_within_a_new_replica_breaks_the_invariant(spark, tmp_path):
+    h = moved_back(tmp_path).add(
+        HighWatermark(T0 + 1800, 3, *TP, 2, 50), HighWatermark(T0 + 1801, 3, *TP, 2, 40)
+    )
+    (row,) = broken(spark, h, "high_watermark_never_decreases")
+    assert (row["node"], row["detail"]) == (3, "high watermark went from 50 back to 40")
+
+
+def test_a_dropped_replicas_log_start_does_not_explain_the_new_ones(spark, tmp_path):
+    """Node 3's dropped copy applied a DeleteRecords to 50; its new copy starts at 50 with
+    nothing recorded since (no install, no log start): records 0-49 were lost, not deleted."""
+    h = moved(sound(History(tmp_path)), (1, 2, 3), [(1, 2, 3)]).add(
+        LogStart(T0 + 1450, 3, *TP, 2, 50, "delete_records"),
+        ReplicaDropped(T0 + 1500, 3, *TP, 2, "moved"),
+        ReplicaCreated(T0 + 1600, 3, *TP, 0, "new"),
+        LeaderSeen(T0 + 1601, 3, *TP, 2, 2),
+    )
+    h.replicas[3] = []
+    h.replica(3, [(1, 50), (2, 100)], leo=150, hw=150, log_start=50)
+    (row,) = broken(spark, h, "prefix_deleted_not_lost")
+    assert (row["node"], row["detail"]) == (
+        3,
+        "the log starts at 50, but this node recorded a log start of at most 0 (none recorded)",
+    )
+    # recorded again by the new copy (its snapshot install), it holds
+    h.add(SnapshotInstall(T0 + 1602, 3, *TP, 2, 2, 50, 150))
+    h.root = tmp_path / "installed"
+    assert broken(spark, h, "prefix_deleted_not_lost") == []
