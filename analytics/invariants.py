@@ -430,7 +430,9 @@ def acknowledged_on_configuration_majorities(i: Inputs, d: Derived) -> DataFrame
     collected now has the record's epoch at its offset, or has deleted it (below its log
     start); a copy now gone (moved off: no replica collected, or one the node dropped before
     opening the replica collected) recorded, in the record's epoch or later, a high
-    watermark past it or a configuration entry past it that it appended and did not cut. A configuration entry recorded committed is never cut later. Partitions whose
+    watermark past it or a configuration entry past it that it appended and did not cut, or
+    was dropped with its log ending past it and its last entry of that epoch or later. A
+    configuration entry recorded committed is never cut later. Partitions whose
     configuration never changed have no configuration record and are checked by the other
     invariants only."""
     ev = i.events
@@ -508,6 +510,13 @@ def acknowledged_on_configuration_majorities(i: Inputs, d: Derived) -> DataFrame
         .select(*copy, "term", F.col("high_watermark").alias("reach"))
         .unionByName(
             kept.select(*copy, F.col("entry_term").alias("term"), F.col("offset").alias("reach"))
+        )
+        .unionByName(
+            # What a dropped copy's log held: an ack answers only a record committed in its
+            # own epoch, so a log whose last entry is of that epoch or later holds it there.
+            ev.filter(F.col("kind") == "replica_dropped").select(
+                *copy, F.col("last_epoch").alias("term"), F.col("log_end_offset").alias("reach")
+            )
         )
         .join(now, NODE_TP, "left")
         .filter(F.col("collected").isNull() | (F.col("incarnation") < F.col("now_incarnation")))

@@ -211,11 +211,15 @@ class ReplicaDropped(Record):
     """This node closed its replica of the partition and is deleting its directory: the
     partition moved off the node (`reason` "moved") or its topic was deleted ("deleted").
     Written before the files go, so a replica opened here later is a new one. `term`: the
-    dropped replica's term."""
+    dropped replica's term; `log_end_offset` and `last_epoch`: where its log ended and the
+    epoch (Raft term) of its last entry, so the audit knows what the copy held (a voter a
+    move removes may be dropped before it learns that its last records committed)."""
 
     kind: ClassVar[str] = "replica_dropped"
     term: int
     reason: str
+    log_end_offset: int
+    last_epoch: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -609,6 +609,7 @@ class Node:
             self.transactions.detach(key[1])
         group = partition.group.name
         term = partition.group.term
+        log_end, last_epoch = partition.log.log_end_offset, partition.group.raft.last_term()
         partition.close()
         topic = self.controller.state.topics.get(key[0])
         moved = topic is not None and topic["id"] == self._partition_ids[key]
@@ -621,7 +622,13 @@ class Node:
         # Before the files go: a replica opened here later is a new one (epoch/history.py).
         self.history.write(
             history.ReplicaDropped(
-                history.now_ms(), self.node_id, *key, term, "moved" if moved else "deleted"
+                history.now_ms(),
+                self.node_id,
+                *key,
+                term,
+                "moved" if moved else "deleted",
+                log_end,
+                last_epoch,
             )
         )
         shutil.rmtree(self._partition_dir(key), ignore_errors=True)

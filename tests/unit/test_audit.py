@@ -171,7 +171,7 @@ def test_every_record_kind_reads_back_as_written(spark, tmp_path):
         ConfAppended(T0, 1, *TP, 3, 9, 3, 40, [1, 2, 4], [1, 2, 3], [5]),
         ConfCommitted(T0, 1, *TP, 3, 9, 3, 40, [1, 2, 4], [1, 2, 3], []),
         ConfTruncated(T0, 1, *TP, 4, 9, 3, 40, [1, 2], [], [4]),
-        ReplicaDropped(T0, 1, *TP, 4, "moved"),
+        ReplicaDropped(T0, 1, *TP, 4, "moved", 120, 4),
         ReplicaCreated(T0, 1, *TP, 0, "new"),
     ]
     assert {type(s) for s in samples} == set(RECORD_TYPES.values())
@@ -683,17 +683,20 @@ def test_a_committed_configuration_entry_cut_later_breaks_it(spark, tmp_path):
 # ------------------------------------------------------------------ replicas dropped and re-created
 
 
-def moved_back(tmp_path: Path, boundaries: bool = True) -> History:
+def moved_back(
+    tmp_path: Path, boundaries: bool = True, dropped: tuple[int, int] = (150, 2)
+) -> History:
     """Under configuration {1,2,3} (entry 20, committed on 2 and 3), node 3, whose high
     watermark had reached 150 in term 2, drops its replica (moved off) and later opens a new,
     empty one (moved back): it starts at term 0 and high watermark 0, first copies a deposed
     leader's (node 1's, term 1) uncommitted tail [100, 120) and cuts it when node 2's term 2
     reaches it, and is still catching up when collected (epoch 1 to offset 100). Node 1, a
     voter, lags at offset 100. Acknowledged record 149 of epoch 2 is on node 2 and was on
-    node 3's dropped copy. `boundaries` False leaves out the drop and creation records."""
+    node 3's dropped copy. `boundaries` False leaves out the drop and creation records;
+    `dropped`: the dropped copy's log end and last epoch."""
     h = moved(sound(History(tmp_path)), (1, 2, 3), [(1, 2, 3)])
     if boundaries:
-        h.add(ReplicaDropped(T0 + 1500, 3, *TP, 2, "moved"))
+        h.add(ReplicaDropped(T0 + 1500, 3, *TP, 2, "moved", *dropped))
         h.add(ReplicaCreated(T0 + 1600, 3, *TP, 0, "new"))
     h.add(
         HighWatermark(T0 + 1601, 3, *TP, 0, 0),
@@ -715,6 +718,22 @@ def test_a_replica_dropped_and_created_again_holds_every_invariant(spark, tmp_pa
     inputs, _, derived = audit(spark, moved_back(tmp_path))
     for name, check in invariants.INVARIANTS.items():
         assert rows(check(inputs, derived)) == [], name
+
+
+def test_a_voter_dropped_before_it_learned_the_commit_counts_by_its_log_end(spark, tmp_path):
+    """Node 3 recorded nothing past record 149 (no high watermark, no configuration entry:
+    a voter a move removes may be dropped before its leader tells it the commit), but its
+    log ended at 150 in epoch 2 when it was dropped: it held the record, a majority of
+    {1,2,3} did. Dropped with its log's last entry of epoch 1, it did not."""
+    for last_epoch, violations in ((2, 0), (1, 1)):
+        h = moved_back(tmp_path / str(last_epoch), dropped=(150, last_epoch))
+        h.raw[3] = [
+            line
+            for line in h.raw[3]
+            if '"conf_' not in line
+            and not ('"kind": "hw"' in line and '"high_watermark": 150' in line)
+        ]
+        assert len(broken(spark, h, ACKED_ON_MAJORITIES)) == violations, last_epoch
 
 
 def test_the_same_history_without_the_drop_breaks_the_invariants(spark, tmp_path):
@@ -741,7 +760,7 @@ def test_a_dropped_replicas_log_start_does_not_explain_the_new_ones(spark, tmp_p
     nothing recorded since (no install, no log start): records 0-49 were lost, not deleted."""
     h = moved(sound(History(tmp_path)), (1, 2, 3), [(1, 2, 3)]).add(
         LogStart(T0 + 1450, 3, *TP, 2, 50, "delete_records"),
-        ReplicaDropped(T0 + 1500, 3, *TP, 2, "moved"),
+        ReplicaDropped(T0 + 1500, 3, *TP, 2, "moved", 150, 2),
         ReplicaCreated(T0 + 1600, 3, *TP, 0, "new"),
         LeaderSeen(T0 + 1601, 3, *TP, 2, 2),
     )
