@@ -80,7 +80,8 @@ class Reassigner:
         self._finish = finish
         self._finishing: set[Key] = set()
         self._timer: asyncio.TimerHandle | None = None
-        self._said: dict[Key, str] = {}  # the last step logged per partition
+        self._said: dict[Key, str] = {}  # the last step logged per moving partition
+        self._tasks: set[asyncio.Future[None]] = set()
 
     def start(self) -> None:
         self._timer = asyncio.get_running_loop().call_later(CHECK_SECONDS, self._check)
@@ -89,29 +90,39 @@ class Reassigner:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        for task in self._tasks:
+            task.cancel()
 
     def _check(self) -> None:
+        """Only partitions that move are looked at: a move ends (the controller's finish)
+        only once the group's configuration is its target, so one that does not move has
+        its replicas as voters."""
         self._timer = asyncio.get_running_loop().call_later(CHECK_SECONDS, self._check)
-        topics = self._topics()
-        for key, partition in self._partitions().items():
-            group = partition.group
-            if not group.is_leader:
-                continue
-            topic = topics.get(key[0])
-            if topic is None or key[1] >= len(topic["partitions"]):
-                continue
-            move = topic.get("moves", {}).get(key[1])
-            target = frozenset(move["target"] if move else topic["partitions"][key[1]])
-            conf = group.membership
-            if conf.voters == target and not conf.learners and not conf.joint and group.settled():
-                if move is not None and key not in self._finishing:
-                    self._finishing.add(key)
-                    asyncio.ensure_future(self._tell_controller(key, list(move["target"])))
-                continue
-            try:
-                self.step(key, group, target)
-            except Exception:  # one partition's failure must not stop the others' moves
-                log.exception("moving the replicas of %s-%d", *key)
+        partitions = self._partitions()
+        for name, topic in self._topics().items():
+            for index, move in (topic.get("moves") or {}).items():
+                key = (name, index)
+                partition = partitions.get(key)
+                if partition is None or not partition.group.is_leader:
+                    continue
+                target = frozenset(move["target"])
+                group = partition.group
+                conf = group.membership
+                if conf.voters == target and not (conf.learners or conf.joint):
+                    if group.settled() and key not in self._finishing:
+                        self._finish_move(key, list(move["target"]))
+                    continue
+                try:
+                    self.step(key, group, target)
+                except Exception:  # one partition's failure must not stop the others' moves
+                    log.exception("moving the replicas of %s-%d", *key)
+
+    def _finish_move(self, key: Key, target: list[int]) -> None:
+        self._finishing.add(key)
+        self._said.pop(key, None)
+        task = asyncio.ensure_future(self._tell_controller(key, target))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def step(self, key: Key, group: Group, target: frozenset[int]) -> None:
         """One step for a partition this node leads whose configuration is not `target`."""

@@ -91,11 +91,12 @@ def change(
 ) -> tuple[str | None, bool]:
     """Applies one AlterPartitionReassignments entry to the topic: a target starts or replaces
     the partition's move, None cancels it. Returns (refusal or None, whether the topic
-    changed). A target with the partition's own replicas needs no copy: it is its replicas
-    at once, as Kafka completes a reordering at once. But a cancellation, or a target of
-    the original replicas, while a move has added copies is a move back to the original
-    that the leader finishes like any other: its group's voters may already be the target,
-    and dropping those copies at once could take a majority of them (issue 44)."""
+    changed). A target with the partition's own replicas and no move in progress needs no
+    copy: it is its replicas at once, as Kafka completes a reordering at once. While a move
+    is in progress every target, a cancellation (a move back to the original) included, is a
+    move the leader finishes like any other: its group's voters may already be the first
+    move's target, and dropping copies at once could take a majority of them, or leave a
+    replica listed that its group's configuration does not count (issue 44)."""
     partitions: list[list[int]] = topic["partitions"]
     if not _is_partition(topic, index):
         return UNKNOWN, False
@@ -113,8 +114,8 @@ def change(
     refusal = replicas_refusal(wanted, registered)
     if refusal is not None:
         return INVALID + refusal, False
-    if set(wanted) == set(partitions[index]):
-        changed = move is not None or partitions[index] != wanted
+    if move is None and set(wanted) == set(partitions[index]):
+        changed = partitions[index] != wanted
         partitions[index] = wanted
         moves.pop(index, None)
         return None, changed

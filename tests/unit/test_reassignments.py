@@ -184,6 +184,18 @@ def test_a_target_of_the_same_replicas_needs_no_move(machine: Machine) -> None:
     assert machine.topic("t")["moves"][0] == {"target": [1, 2, 3], "original": [3, 1, 2]}
 
 
+def test_a_target_of_the_whole_set_during_a_move_is_a_move_too(machine: Machine) -> None:
+    """Mid-move the group's configuration may be anything between the original and the first
+    target: a target naming every replica holding a copy is a move the leader finishes (its
+    voters become exactly those), not replicas set at once that its group would not count."""
+    machine.run("alter_reassignments", "t", [(0, [2, 3, 4])])
+    assert machine.topic("t")["partitions"][0] == [2, 3, 4, 1]
+    assert machine.run("alter_reassignments", "t", [(0, [1, 2, 3, 4])]) == [None]
+    assert machine.topic("t")["moves"][0] == {"target": [1, 2, 3, 4], "original": [1, 2, 3]}
+    assert machine.run("finish_reassignment", "t", 0, [1, 2, 3, 4]) is None
+    assert machine.topic("t")["partitions"][0] == [1, 2, 3, 4]
+
+
 def test_bad_entries_are_refused_each_alone(machine: Machine) -> None:
     """Each entry is judged where the command applies, whatever the proposing node sent: an
     unknown topic or partition, an empty list, a broker twice or one never registered, and
