@@ -29,6 +29,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import NoReturn
 
@@ -1001,6 +1002,15 @@ def run_seeds(seeds: range, cfg: SimConfig | None = None) -> None:
     """run_seed for each seed: a worker process's share of a chunk (tests/unit/test_raft_sim.py)."""
     for seed in seeds:
         run_seed(seed, cfg)
+
+
+def run_spread(seeds: range, cfg: SimConfig | None, workers: Executor | None) -> None:
+    """The seeds, split between `workers` (two processes) when there are any."""
+    if workers is None:
+        run_seeds(seeds, cfg)
+        return
+    for share in [workers.submit(run_seeds, seeds[i::2], cfg) for i in (0, 1)]:
+        share.result()
 
 
 def _wire(m: Message) -> Message:

@@ -11,6 +11,7 @@ by crashes), RAFTLOG_SIM_MEMBERSHIP_STORAGE_SEEDS=N (`make sim`); replay one wit
 from __future__ import annotations
 
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -20,6 +21,7 @@ from support.raft_sim import (
     Sim,
     SimFailure,
     run_seed,
+    run_spread,
     scripted,
 )
 
@@ -34,24 +36,24 @@ STORAGE_CHUNK = 50
 
 
 @pytest.mark.parametrize("chunk", range((SEEDS + CHUNK - 1) // CHUNK))
-def test_seeded_schedules_that_change_members_keep_raft_safe_and_live(chunk: int) -> None:
+def test_seeded_schedules_that_change_members_keep_raft_safe_and_live(
+    chunk: int, workers: ProcessPoolExecutor | None
+) -> None:
     """Five or six nodes, three voters to start; the leader is asked for learners, promotions,
     removals and whole new voter sets while replicas crash, stall, lose, reorder and
     duplicate messages, compact and install snapshots. Raft's checks hold throughout (one
     leader per term across the configurations, committed entries never lost or changed,
     the same entries applied in order), and after each heal the members of the committed
     configuration all apply a new entry and a voter leads."""
-    for seed in range(chunk * CHUNK, min(SEEDS, (chunk + 1) * CHUNK)):
-        run_seed(seed, MEMBERSHIP)
+    run_spread(range(chunk * CHUNK, min(SEEDS, (chunk + 1) * CHUNK)), MEMBERSHIP, workers)
 
 
 @pytest.mark.parametrize("chunk", range((STORAGE_SEEDS + STORAGE_CHUNK - 1) // STORAGE_CHUNK))
-def test_the_same_on_the_real_storage(chunk: int) -> None:
+def test_the_same_on_the_real_storage(chunk: int, workers: ProcessPoolExecutor | None) -> None:
     """Besides the checks above, each restart recovers its configuration from its own files
     (raft/replica.py's recovered_membership) and every stored byte matches the leader's."""
     last = min(STORAGE_SEEDS, (chunk + 1) * STORAGE_CHUNK)
-    for seed in range(chunk * STORAGE_CHUNK, last):
-        run_seed(seed, MEMBERSHIP_STORAGE)
+    run_spread(range(chunk * STORAGE_CHUNK, last), MEMBERSHIP_STORAGE, workers)
 
 
 def _off(rule: str) -> Rules:

@@ -12,9 +12,7 @@ in two processes: RAFTLOG_SIM_STORAGE_SEEDS=N, replayed with `-k replay_on_stora
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
@@ -25,7 +23,7 @@ from support.raft_sim import (
     SimConfig,
     SimFailure,
     run_seed,
-    run_seeds,
+    run_spread,
     scripted,
 )
 
@@ -41,9 +39,11 @@ STORAGE_CHUNK = 100
 
 
 @pytest.mark.parametrize("chunk", range((SEEDS + CHUNK - 1) // CHUNK))
-def test_seeded_schedules_keep_raft_safe_and_live(chunk: int) -> None:
-    for seed in range(chunk * CHUNK, min(SEEDS, (chunk + 1) * CHUNK)):
-        run_seed(seed)  # SimFailure names the seed and how to replay it
+def test_seeded_schedules_keep_raft_safe_and_live(
+    chunk: int, workers: ProcessPoolExecutor | None
+) -> None:
+    """SimFailure names the seed and how to replay it, from either worker."""
+    run_spread(range(chunk * CHUNK, min(SEEDS, (chunk + 1) * CHUNK)), None, workers)
 
 
 def test_replay() -> None:
@@ -52,18 +52,6 @@ def test_replay() -> None:
     if seed is None:
         pytest.skip("set RAFTLOG_SIM_REPLAY=<seed> to replay one schedule")
     run_seed(int(seed))
-
-
-@pytest.fixture(scope="module")
-def workers() -> Iterator[ProcessPoolExecutor | None]:
-    """Two processes for the storage schedules on a machine with two cores or more: the
-    suite runs one test at a time and leaves the other core idle."""
-    if (os.cpu_count() or 1) < 2:
-        yield None
-        return
-    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
-    yield pool
-    pool.shutdown(cancel_futures=True)
 
 
 @pytest.mark.parametrize("chunk", range((STORAGE_SEEDS + STORAGE_CHUNK - 1) // STORAGE_CHUNK))
@@ -76,11 +64,7 @@ def test_seeded_schedules_on_the_real_storage_keep_raft_safe_and_every_byte_the_
     and a restart from torn files keeps the term, the vote and every committed entry it
     held. SimFailure names the seed and how to replay it, from either worker."""
     seeds = range(chunk * STORAGE_CHUNK, min(STORAGE_SEEDS, (chunk + 1) * STORAGE_CHUNK))
-    if workers is None:
-        run_seeds(seeds, STORAGE)
-        return
-    for share in [workers.submit(run_seeds, seeds[i::2], STORAGE) for i in (0, 1)]:
-        share.result()
+    run_spread(seeds, STORAGE, workers)
 
 
 def test_replay_on_storage() -> None:
