@@ -101,7 +101,7 @@ fuzz: venv
 	RAFTLOG_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -s tests/e2e/test_fuzz.py
 
 # The seeded simulation of the pure Raft core (tests/unit/test_raft_sim.py): the suite runs
-# 2,000 schedules, this runs SEEDS; and 2,000 over each replica's real partition storage
+# 2,000 schedules, this runs SEEDS; and 1,000 over each replica's real partition storage
 # (torn files, crashes inside a Ready's writes and a cleaner's pass; two processes), this
 # runs STORAGE_SEEDS; membership change (tests/unit/test_raft_membership.py) 1,000 and 100 on
 # the storage, this runs MEMBERSHIP_SEEDS and MEMBERSHIP_STORAGE_SEEDS. A failure prints its

@@ -34,7 +34,7 @@ CHUNK = 250
 # About 40 ms of CPU each on tmpfs, with crashes inside Readies and key compaction (83 ms
 # before, without them: every Ready re-read every file and waited for the flusher's
 # thread), in two processes: 2,000 take about 45 s on two idle cores.
-STORAGE_SEEDS = int(os.environ.get("RAFTLOG_SIM_STORAGE_SEEDS", "2000"))
+STORAGE_SEEDS = int(os.environ.get("RAFTLOG_SIM_STORAGE_SEEDS", "1000"))
 STORAGE_CHUNK = 100
 
 
