@@ -586,6 +586,25 @@ class Runner:
                 print(f"WARNING: could not remove {left}", file=sys.stderr)
 
 
+def producer_figures(
+    ds: list[Any], meta: dict[str, Any], implicit: set[str], idempotent: bool, sent: Any
+) -> dict[str, Any]:
+    """One producer's figures in the summary, from its deliveries and its run's record."""
+    acked = [d for d in ds if d.acked]
+    return {
+        "idempotent": idempotent,
+        "sent": sent,
+        "acked": len(acked),
+        "failed": len(ds) - len(acked),
+        "acked_without_offset": sum(d.offset is None for d in acked),
+        "implicitly_acked": sum(d.value in implicit for d in acked),
+        "unresolved": (meta.get("done") or {}).get("unresolved"),
+        "max_ack_latency_s": round(max((d.t - d.sent for d in acked), default=0.0), 2),
+        "client_errors": len(meta["errors"]),
+        "fatal_restarts": meta["restarts"],
+    }
+
+
 def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]]:
     """The checker over a run directory's files (producers/, readback.jsonl, ends.json,
     epochs.json, audit.json, audit/summary.json, the nodes' logs): what finish() wrote, or a kept run's
@@ -600,7 +619,6 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
         deliveries += ds
         sent = (meta.get("done") or meta.get("stopping") or {}).get("sent")
         producers[name] = ProducerInfo(name, idempotent, sent)
-        acked = [d for d in ds if d.acked]
         stderr_log = out / "producers" / f"{name}.stderr.log"
         with (
             contextlib.suppress(OSError),
@@ -608,16 +626,7 @@ def check_files(out: Path, audited: bool) -> tuple[list[Anomaly], dict[str, Any]
         ):
             implicit |= checker.implicitly_acked(ds, name, checker.implicit_ack_ranges(f))
         stats[name] = {
-            "idempotent": idempotent,
-            "sent": sent,
-            "acked": len(acked),
-            "failed": len(ds) - len(acked),
-            "acked_without_offset": sum(d.offset is None for d in acked),
-            "implicitly_acked": sum(d.value in implicit for d in acked),
-            "unresolved": (meta.get("done") or {}).get("unresolved"),
-            "max_ack_latency_s": round(max((d.t - d.sent for d in acked), default=0.0), 2),
-            "client_errors": len(meta["errors"]),
-            "fatal_restarts": meta["restarts"],
+            **producer_figures(ds, meta, implicit, idempotent, sent),
             "epoch_bumps": epoch_bumps(stderr_log),
         }
     log = []
@@ -699,19 +708,9 @@ def check_moves(out: Path, stats: dict[str, Any]) -> tuple[list[Anomaly], list[c
         implicit = checker.implicitly_acked(ds, MOVES_PRODUCER, checker.implicit_ack_ranges(f))
     sent = (meta.get("done") or meta.get("stopping") or {}).get("sent")
     info = {MOVES_PRODUCER: ProducerInfo(MOVES_PRODUCER, True, sent)}
-    acked = [d for d in ds if d.acked]
     stats[MOVES_PRODUCER] = {
-        "idempotent": True,
+        **producer_figures(ds, meta, implicit, True, sent),
         "topic": MOVES_TOPIC,
-        "sent": sent,
-        "acked": len(acked),
-        "failed": len(ds) - len(acked),
-        "acked_without_offset": sum(d.offset is None for d in acked),
-        "implicitly_acked": sum(d.value in implicit for d in acked),
-        "unresolved": (meta.get("done") or {}).get("unresolved"),
-        "max_ack_latency_s": round(max((d.t - d.sent for d in acked), default=0.0), 2),
-        "client_errors": len(meta["errors"]),
-        "fatal_restarts": meta["restarts"],
     }
     found = [
         *checker.check_deliveries(ds, info, log, implicit),
