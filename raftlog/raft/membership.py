@@ -107,12 +107,4 @@ def joint_vote(m: Membership, votes: Mapping[int, bool], joint: bool = True) -> 
 def joint_silence(m: Membership, own: int, silent: Mapping[int, int], unknown: int) -> int:
     """How long ago a majority of each half was last heard: a leader's lease runs from the
     later of the two silences."""
-    return max(_silence(half, own, silent, unknown) for half in (m.voters, m.outgoing) if half)
-
-
-def _silence(voters: frozenset[int], own: int, silent: Mapping[int, int], unknown: int) -> int:
-    """quorum_silence for a voter set `own` may not belong to: then it counts for nobody."""
-    if own in voters:
-        return quorum_silence(voters, own, silent, unknown)
-    ages = sorted(silent.get(v, unknown) for v in voters)
-    return ages[len(voters) // 2]
+    return max(quorum_silence(h, own, silent, unknown) for h in (m.voters, m.outgoing) if h)

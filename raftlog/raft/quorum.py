@@ -49,8 +49,7 @@ def quorum_silence(
     voters: Collection[int], own: int, silent: Mapping[int, int], unknown: int
 ) -> int:
     """How long ago (in ticks) a majority of voters was last heard, `own` counting as heard
-    now and a voter missing from `silent` as silent for `unknown`: a leader's lease runs
-    from then."""
-    ages = sorted(silent.get(v, unknown) for v in voters if v != own)
-    need = majority(voters) - 1  # besides itself
-    return ages[need - 1] if need > 0 else 0
+    now if it is one of them and a voter missing from `silent` as silent for `unknown`: a
+    leader's lease runs from then."""
+    ages = sorted(0 if v == own else silent.get(v, unknown) for v in voters)
+    return ages[majority(voters) - 1] if voters else 0
