@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 from epoch import history
 from epoch.history import HistoryJournal
-from raftlog import group_config, limits, topic_config
+from raftlog import group_config, limits, replica_dir, topic_config
 from raftlog.clock import LOOP_CLOCK
 from raftlog.config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable, moves
@@ -138,6 +137,9 @@ class Node:
             )
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         (cfg.data_dir / "data").mkdir(exist_ok=True)
+        swept = replica_dir.sweep_dropped(cfg.data_dir / "data")
+        if swept:
+            log.info("removed %d replicas dropped before a crash: %s", len(swept), swept)
         self.history = HistoryJournal(cfg.data_dir, self.node_id)
         peers = {str(n): addr for n, addr in cfg.peers.items()}
         self.mesh = Mesh(
@@ -563,10 +565,9 @@ class Node:
         its group's bootstrap voters (bootstrap_voters), for the Partition to start its Raft
         configuration from once it takes them."""
         directory = self._partition_dir(key)
-        id_file = directory / "topic_id"
         reason = "new" if not directory.exists() else None
-        if directory.exists() and (not id_file.exists() or id_file.read_text() != topic_id):
-            shutil.rmtree(directory)  # left over from a deleted topic of the same name
+        if directory.exists() and not replica_dir.reusable(directory, topic_id):
+            replica_dir.remove(directory)  # of a deleted topic of the same name, or dropped
             reason = "stale"
         if reason is not None:
             # A replica that starts from nothing: the audit follows it apart from any
@@ -575,7 +576,7 @@ class Node:
                 history.ReplicaCreated(history.now_ms(), self.node_id, *key, 0, reason)
             )
         directory.mkdir(parents=True, exist_ok=True)
-        id_file.write_text(topic_id)
+        (directory / replica_dir.TOPIC_ID).write_text(topic_id)
         self.partitions[key] = Partition(
             self.ctx,
             key[0],
@@ -619,6 +620,8 @@ class Node:
         else:
             self.leadership.forget(group)
         del self._partition_ids[key]
+        directory = self._partition_dir(key)
+        replica_dir.mark_dropped(directory)
         # Before the files go: a replica opened here later is a new one (epoch/history.py).
         self.history.write(
             history.ReplicaDropped(
@@ -631,7 +634,7 @@ class Node:
                 last_epoch,
             )
         )
-        shutil.rmtree(self._partition_dir(key), ignore_errors=True)
+        replica_dir.remove(directory)
 
     def _partition_changed(self, partition: Partition) -> None:
         group = partition.group
