@@ -16,6 +16,7 @@ import pytest
 from pysyncobj import SyncObjConf
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import Node
+from support.controller_machine import start_controller, tick
 from support.journal import RecordingListener
 from support.raftnet import Clock, Net, NetTransport
 from support.wire import make_batch
@@ -23,7 +24,7 @@ from support.wire import make_batch
 import raftlog.controller as controller_module
 import raftlog.controller.syncobj_fork as core
 from raftlog.broker import AclChange
-from raftlog.controller import ControllerMachine, compat
+from raftlog.controller import compat
 from raftlog.controller.journal import ControllerJournal
 from raftlog.errors import ErrorCode
 from raftlog.raft.journal import DATA_PREFIX
@@ -344,35 +345,6 @@ def test_a_state_machine_with_the_groups_settings_still_snapshots_and_restores(
         clock.now += 0.05
         restarted.doTick(0.0)
     assert restarted.next_producer_id == 60_000
-
-
-def start_controller(tmp_path: Path) -> tuple[ControllerMachine, ControllerJournal]:
-    """A one-node controller machine on tmp_path that compacts after 10 entries; it leads at
-    once. Callers patch core.monotonicTime with a Clock first."""
-    journal = ControllerJournal(tmp_path / "raft", None, RecordingListener())
-    conf = SyncObjConf(
-        autoTick=False,
-        journalFile=journal,
-        fullDumpFile=str(tmp_path / "dump"),
-        useFork=False,
-        logCompactionMinEntries=10,
-    )
-    transport = NetTransport(Net(("1",)), "1")
-    machine = ControllerMachine(
-        Node("1"), set(), on_apply=lambda: None, conf=conf, transport=transport
-    )
-    machine.quiesceAfter = 0.2
-    machine.peerContact = lambda node: None
-    machine.electionAllowed = lambda: True
-    compat.detach_poller(machine)
-    compat.elect_now(machine)
-    return machine, journal
-
-
-def tick(machine: ControllerMachine, clock: Clock, times: int) -> None:
-    for _ in range(times):
-        clock.now += 0.05
-        machine.doTick(0.0)
 
 
 # The controller's replicated commands in the order pysyncobj numbers them (by name). A journal

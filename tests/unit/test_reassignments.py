@@ -17,13 +17,10 @@ from typing import Any
 import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
-from pysyncobj import SyncObjConf
-from pysyncobj.config import FAIL_REASON
-from pysyncobj.node import Node
 from support.answers import client_reads
 from support.broker_stub import BrokerStub
-from support.journal import RecordingListener
-from support.raftnet import Clock, Net, NetTransport
+from support.controller_machine import OneNodeController as Machine
+from support.raftnet import Clock
 
 import raftlog.controller.syncobj_fork as core
 from kafka_api.codec import build
@@ -32,8 +29,7 @@ from kafka_api.handlers import alter_partition_reassignments as alter
 from kafka_api.handlers import list_partition_reassignments as listing
 from raftlog.broker import BrokerInfo, TopicInfo
 from raftlog.cluster_view import ClusterView
-from raftlog.controller import ControllerMachine, ControllerUnavailable, compat, moves
-from raftlog.controller.journal import ControllerJournal
+from raftlog.controller import moves
 from raftlog.errors import ErrorCode
 from raftlog.leadership import Leadership, LeadershipDirectory
 from raftlog.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
@@ -43,56 +39,6 @@ from raftlog.topic_admin import TopicAdmin
 
 E = ErrorCode
 ADMIN, ALICE = "User:admin", "User:alice"
-
-
-class Machine:
-    """A one-node ControllerMachine ticked on a test clock, with Controller.call's shape;
-    counts the passes over the replicas its commands ask for (on_apply)."""
-
-    def __init__(self, directory: Path, clock: Clock) -> None:
-        self.clock = clock
-        self.applied = 0
-        self.unavailable = False
-        self.journal = ControllerJournal(directory / "raft", None, RecordingListener())
-        conf = SyncObjConf(
-            autoTick=False,
-            journalFile=self.journal,
-            fullDumpFile=str(directory / "dump"),
-            useFork=False,
-            logCompactionMinEntries=10,
-        )
-        self.state = ControllerMachine(
-            Node("1"),
-            set(),
-            on_apply=self._on_apply,
-            conf=conf,
-            transport=NetTransport(Net(("1",)), "1"),
-        )
-        self.state.peerContact = lambda node: None
-        self.state.electionAllowed = lambda: True
-        compat.detach_poller(self.state)
-        compat.elect_now(self.state)
-
-    def _on_apply(self) -> None:
-        self.applied += 1
-
-    def run(self, method: str, *args: Any) -> Any:
-        outcome: list[tuple[Any, int]] = []
-        getattr(self.state, method)(*args, callback=lambda r, e: outcome.append((r, e)))
-        while not outcome:
-            self.clock.now += 0.05
-            self.state.doTick(0.0)
-        result, error = outcome[0]
-        assert error == FAIL_REASON.SUCCESS
-        return result
-
-    async def call(self, method: str, *args: Any, timeout: float = 10.0) -> Any:
-        if self.unavailable:
-            raise ControllerUnavailable(f"{method}: no controller commit within {timeout}s")
-        return self.run(method, *args)
-
-    def topic(self, name: str) -> dict[str, Any]:
-        return self.state.topics[name]
 
 
 @pytest.fixture
@@ -111,7 +57,7 @@ def machine(tmp_path: Path, clock: Clock) -> Iterator[Machine]:
     machine.run("create_topic", "t", topic_id, [[1, 2, 3] for _ in range(3)], {}, False)
     machine.applied = 0
     yield machine
-    machine.journal.close()
+    machine.close()
 
 
 # --- the controller's commands -------------------------------------------------------------

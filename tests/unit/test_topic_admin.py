@@ -6,22 +6,18 @@ how a request of thousands of topics is judged, recorded and waited for."""
 import asyncio
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from pysyncobj import SyncObjConf
-from pysyncobj.config import FAIL_REASON
-from pysyncobj.node import Node
-from support.journal import RecordingListener
-from support.raftnet import Clock, Net, NetTransport
+from support.controller_machine import OneNodeController as MachineController
+from support.raftnet import Clock
 
 import raftlog.controller.syncobj_fork as core
 from raftlog.broker import BrokerInfo, TopicSpec
-from raftlog.controller import ControllerMachine, compat
-from raftlog.controller.journal import ControllerJournal
+from raftlog.controller import ControllerMachine
 from raftlog.errors import ErrorCode
 from raftlog.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.topic_admin import CREATE_BATCH_BYTES, TopicAdmin
@@ -84,39 +80,6 @@ async def test_a_create_topics_over_10000_partitions_is_refused_whole() -> None:
 # --- many topics in one request, recorded by a real (one-node) controller machine ---------
 
 
-class MachineController:
-    """Controller.call over a one-node ControllerMachine ticked on a test clock: the commands
-    TopicAdmin proposes are applied as on a node, and counted."""
-
-    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.clock = Clock()
-        monkeypatch.setattr(core, "monotonicTime", self.clock)
-        self.journal = ControllerJournal(tmp_path / "raft", None, RecordingListener())
-        conf = SyncObjConf(autoTick=False, journalFile=self.journal, useFork=False)
-        transport = NetTransport(Net(("1",)), "1")
-        self.state = ControllerMachine(
-            Node("1"), set(), on_apply=lambda: None, conf=conf, transport=transport
-        )
-        self.state.peerContact = lambda node: None
-        self.state.electionAllowed = lambda: True
-        compat.detach_poller(self.state)
-        compat.elect_now(self.state)
-        self.commands: list[str] = []
-        self.before_apply: Callable[[], None] = lambda: None
-
-    async def call(self, method: str, *args: Any, timeout: float = 10.0) -> Any:
-        self.commands.append(method)
-        self.before_apply()
-        outcome: list[tuple[Any, int]] = []
-        getattr(self.state, method)(*args, callback=lambda r, e: outcome.append((r, e)))
-        while not outcome:
-            self.clock.now += 0.05
-            self.state.doTick(0.0)
-        result, error = outcome[0]
-        assert error == FAIL_REASON.SUCCESS
-        return result
-
-
 class LedView(View):
     """Every partition of a recorded topic is led (no elections to wait for)."""
 
@@ -138,9 +101,11 @@ class LedView(View):
 
 @pytest.fixture
 def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MachineController]:
-    controller = MachineController(tmp_path, monkeypatch)
+    clock = Clock()
+    monkeypatch.setattr(core, "monotonicTime", clock)
+    controller = MachineController(tmp_path, clock)
     yield controller
-    controller.journal.close()
+    controller.close()
 
 
 def machine_admin(controller: MachineController, budget: int) -> TopicAdmin:

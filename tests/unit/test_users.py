@@ -17,21 +17,17 @@ from typing import Any
 import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
-from pysyncobj import SyncObjConf
-from pysyncobj.config import FAIL_REASON
-from pysyncobj.node import Node
 from support.answers import client_reads
 from support.broker_stub import BrokerStub
-from support.journal import RecordingListener
-from support.raftnet import Clock, Net, NetTransport
+from support.controller_machine import OneNodeController as Controller
+from support.raftnet import Clock
 
 import raftlog.controller.syncobj_fork as core
 from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.handlers import alter_user_scram_credentials, describe_user_scram_credentials
 from raftlog.admin import AdminServer
-from raftlog.controller import ControllerMachine, compat
-from raftlog.controller.journal import ControllerJournal
+from raftlog.controller import compat
 from raftlog.errors import ErrorCode
 from raftlog.security import scram
 from raftlog.security.scram import MAX_CHANGES_PER_REQUEST, MAX_USERS
@@ -44,52 +40,13 @@ E = ErrorCode
 SHA256, SHA512 = scram.MECHANISMS["SCRAM-SHA-256"], scram.MECHANISMS["SCRAM-SHA-512"]
 
 
-class Controller:
-    """raftlog.controller.Controller's call() over a one-node ControllerMachine: the command
-    is pickled into the journal, committed and applied when the machine ticks, and the
-    caller yields before each tick, so requests made together are proposed together."""
-
-    def __init__(self, root: Path, clock: Clock) -> None:
-        self.clock = clock
-        self.journal = ControllerJournal(root / "raft", None, RecordingListener())
-        conf = SyncObjConf(
-            autoTick=False,
-            journalFile=self.journal,
-            fullDumpFile=str(root / "dump"),
-            useFork=False,
-            logCompactionMinEntries=10,
-        )
-        transport = NetTransport(Net(("1",)), "1")
-        self.state = ControllerMachine(
-            Node("1"), set(), on_apply=lambda: None, conf=conf, transport=transport
-        )
-        self.state.quiesceAfter = 0.2
-        self.state.peerContact = lambda node: None
-        self.state.electionAllowed = lambda: True
-        compat.detach_poller(self.state)
-        compat.elect_now(self.state)
-        self.calls = 0
-
-    async def call(self, method: str, *args: Any) -> Any:
-        self.calls += 1
-        done: list[tuple[Any, int]] = []
-        getattr(self.state, method)(*args, callback=lambda r, e: done.append((r, e)))
-        while not done:
-            await asyncio.sleep(0)
-            self.clock.now += 0.05
-            self.state.doTick(0.0)
-        result, reason = done[0]
-        assert reason == FAIL_REASON.SUCCESS
-        return result
-
-
 @pytest.fixture
 def controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     clock = Clock()
     monkeypatch.setattr(core, "monotonicTime", clock)
     c = Controller(tmp_path, clock)
     yield c
-    c.journal.close()
+    c.close()
 
 
 @pytest.fixture
@@ -114,7 +71,7 @@ async def test_a_request_over_the_bound_is_refused_whole_before_the_controller(
     assert len(results) == MAX_CHANGES_PER_REQUEST  # one per user, u0 once
     assert set(errors(results).values()) == {E.policy_violation}
     assert f"at most {MAX_CHANGES_PER_REQUEST}." in (results[0].message or "")
-    assert controller.calls == 0 and controller.state.scram_users == {}
+    assert controller.commands == [] and controller.state.scram_users == {}
 
     results = await users.alter([], many)  # exactly the bound
     assert set(errors(results).values()) == {E.none}
@@ -147,7 +104,7 @@ async def test_deleting_an_overlong_name_is_refused_before_the_controller(
 ) -> None:
     [result] = await users.alter([Removal("x" * 100_000, SHA512)], [])
     assert result.error == E.unacceptable_credential and "255" in (result.message or "")
-    assert controller.calls == 0
+    assert controller.commands == []
 
 
 async def test_the_cluster_cap_is_judged_where_the_controller_applies(
@@ -259,7 +216,7 @@ async def test_alter_answers_every_user_of_a_request_over_the_bound(
     )
     assert [r.user for r in answer.results] == names
     assert {r.error_code for r in answer.results} == {E.policy_violation}
-    assert controller.calls == 0
+    assert controller.commands == []
     answer = client_reads(
         await alter_user_scram_credentials.handle(ctx(users), alter_request(["alice"])),
         alter_user_scram_credentials.API_KEY,
@@ -340,7 +297,7 @@ async def test_post_users_checks_kafkas_bounds_before_hashing_and_hashes_in_a_th
             status, answer = await asyncio.to_thread(post, url, body)
             assert status == 400 and isinstance(answer, dict), answer
             assert answer["error"] == "unacceptable_credential" and needle in answer["message"]
-        assert hashed == [] and controller.calls == 0
+        assert hashed == [] and controller.commands == []
 
         status, answer = await asyncio.to_thread(
             post, url, {"name": "carol", "password": "pw", "iterations": 8192}
