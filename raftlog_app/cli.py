@@ -63,8 +63,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="run one node in the foreground")
-    serve.add_argument("--config", type=Path, required=True, help="node config file (TOML)")
+    serve = sub.add_parser(
+        "serve",
+        help="run one node, or a host's brokers (a config with brokers = N), in the foreground",
+    )
+    serve.add_argument(
+        "--config",
+        type=Path,
+        required=True,
+        help='node config file (TOML); with `brokers = N` or "auto" a host config: N broker '
+        "processes, supervised (raftlog_app/host.py)",
+    )
     serve.add_argument(
         "--log-file",
         type=Path,
@@ -260,6 +269,10 @@ def _dev_certs(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from raftlog_app import host
+
+    if host.is_host_config(args.config):
+        return host.serve(args.config, args.log_file)
     config = NodeConfig.load(args.config)
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,222 @@
+"""Host configs (raftlog_app/host.py): N brokers placed from one config, each a node config
+`raftlog serve` accepts, and a host that cannot place them refused in one line saying what to
+change; the restart backoff on an injected clock."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from raftlog.config import ConfigError, NodeConfig
+from raftlog_app import host
+from raftlog_app.host import Backoff
+
+GOOD = """
+brokers = 3
+host_name = "h1"
+node_id = 4
+data_dir = "data"
+kafka_listen = "127.0.0.1:9092"
+raft_listen = "127.0.0.1:10092"
+cluster_secret = "s"
+
+[[peers]]
+id = 1
+raft = "other:10092"
+
+[broker]
+"num.partitions" = 2
+"""
+
+
+def load(tmp_path: Path, text: str, cores: int = 2) -> host.HostConfig:
+    path = tmp_path / "host.toml"
+    path.write_text(text)
+    return host.load(path, cores=cores)
+
+
+def test_brokers_get_ids_ports_dirs_peers_and_the_host_as_rack(tmp_path: Path) -> None:
+    config = load(tmp_path, GOOD)
+    nodes = [b.node for b in config.brokers]
+    assert [n.node_id for n in nodes] == [4, 5, 6]
+    assert [n.kafka_listen for n in nodes] == [("127.0.0.1", p) for p in (9092, 9093, 9094)]
+    assert [n.raft_listen[1] for n in nodes] == [10092, 10093, 10094]
+    assert [n.admin_listen[1] for n in nodes] == [11092, 11093, 11094]
+    assert [n.proxy_listen for n in nodes] == [("127.0.0.1", p) for p in (12092, 12093, 12094)]
+    assert [n.data_dir for n in nodes] == [
+        (tmp_path / f"data/broker-{i}").resolve() for i in (4, 5, 6)
+    ]
+    for n in nodes:
+        assert n.peers == {
+            1: ("other", 10092),
+            4: ("127.0.0.1", 10092),
+            5: ("127.0.0.1", 10093),
+            6: ("127.0.0.1", 10094),
+        }
+        assert n.rack == "h1"
+        assert n.broker_setting("num.partitions") == 2
+    assert config.listen == ("127.0.0.1", 11091)  # below the first admin port
+    assert config.name == "h1"
+
+
+def test_written_broker_config_reads_back_the_same(tmp_path: Path) -> None:
+    """What the supervisor writes for `raftlog serve` is the node it checked."""
+    for spec in load(tmp_path, GOOD).brokers:
+        path = tmp_path / f"{spec.node.node_id}.toml"
+        path.write_text(spec.config_text)
+        assert NodeConfig.load(path) == spec.node
+
+
+def test_auto_is_one_broker_per_core_and_a_set_rack_wins(tmp_path: Path) -> None:
+    text = GOOD.replace("brokers = 3", 'brokers = "auto"').replace(
+        '"num.partitions" = 2', '"broker.rack" = "r9"'
+    )
+    config = load(tmp_path, text, cores=5)
+    assert len(config.brokers) == 5
+    assert {b.node.rack for b in config.brokers} == {"r9"}
+
+
+def test_host_name_defaults_to_the_machine(tmp_path: Path) -> None:
+    config = load(tmp_path, GOOD.replace('host_name = "h1"\n', ""))
+    assert config.name == socket.gethostname()
+    assert config.brokers[0].node.rack == socket.gethostname()
+
+
+def test_given_addresses_move_with_the_broker(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        'raft_listen = "127.0.0.1:10092"',
+        'raft_listen = "0.0.0.0:10092"\nadvertised_raft = "h1:20092"\n'
+        'advertised_kafka = "h1:9092"\nadmin_listen = "0.0.0.0:30000"\nproxy_listen = ""\n'
+        'host_listen = "0.0.0.0:31000"',
+    )
+    config = load(tmp_path, text)
+    last = config.brokers[2].node
+    assert last.advertised_kafka == ("h1", 9094)
+    assert last.advertised_raft == ("h1", 20094)
+    assert last.admin_listen == ("0.0.0.0", 30002)
+    assert last.proxy_listen is None
+    assert last.peers[4] == ("h1", 20092)
+    assert config.listen == ("0.0.0.0", 31000)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("brokers = 3", "brokers = 0", 'brokers: expected "auto" (one per core) or a number'),
+        ("brokers = 3", 'brokers = "all"', 'brokers: expected "auto"'),
+        ("brokers = 3", "brokers = true", 'brokers: expected "auto"'),
+        ("brokers = 3", "brokers = 257", "a number from 1 to 256"),
+        # more brokers than the port ranges hold
+        (
+            'raft_listen = "127.0.0.1:10092"',
+            'raft_listen = "127.0.0.1:9094"',
+            "brokers = 3 do not fit: kafka_listen at 9092 and raft_listen at 9094 are 2 "
+            "apart; set them at least 3 apart, or fewer brokers",
+        ),
+        (
+            'kafka_listen = "127.0.0.1:9092"',
+            'kafka_listen = "127.0.0.1:65534"\nadmin_listen = "127.0.0.1:2000"\nproxy_listen = ""',
+            "kafka_listen 127.0.0.1:65534 + 2 passes 65535; set kafka_listen to a port at "
+            "most 65533, or fewer brokers",
+        ),
+        (
+            'kafka_listen = "127.0.0.1:9092"',
+            'kafka_listen = "127.0.0.1:9092"\nadmin_listen = "127.0.0.1:12093"',
+            "proxy_listen (kafka_listen + 3000) at 12092 and admin_listen at 12093 are 1 apart",
+        ),
+        (
+            'cluster_secret = "s"',
+            'cluster_secret = "s"\nhost_listen = "127.0.0.1:11093"',
+            "host_listen port 11093 is broker 5's admin_listen; set host_listen",
+        ),
+        (
+            'raft = "other:10092"',
+            'raft = "other:10092"\n[[peers]]\nid = 5\nraft = "elsewhere:1"',
+            "[[peers]] lists node 5 at 'elsewhere:1', but it is this host's broker at "
+            "'127.0.0.1:10093'; fix node_id or that entry",
+        ),
+        (
+            '"num.partitions" = 2',
+            '"listeners" = "PLAINTEXT://:9092"',
+            "[broker] listeners: a host config gives each broker kafka_listen's port + k",
+        ),
+        ('"num.partitions" = 2', '"num.partitions" = "x"', "broker 4: [broker] num.partitions"),
+        ("node_id = 4\n", "", "missing required setting: node_id"),
+        ('host_name = "h1"', "host_name = 3", "host_name: expected up to 255 printable"),
+    ],
+)
+def test_refusals_are_one_line_saying_what_to_change(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    assert old in GOOD
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, GOOD.replace(old, new))
+    text = str(caught.value)
+    assert message in text
+    assert "\n" not in text
+    assert text.startswith(str(tmp_path / "host.toml"))
+
+
+def test_a_listed_own_broker_at_its_own_address_is_fine(tmp_path: Path) -> None:
+    """The same [[peers]] list can go into every host's config."""
+    text = GOOD.replace(
+        'raft = "other:10092"', 'raft = "other:10092"\n[[peers]]\nid = 6\nraft = "127.0.0.1:10094"'
+    )
+    assert len(load(tmp_path, text).brokers[0].node.peers) == 4
+
+
+def test_ports_in_use_names_each_with_its_broker_and_setting(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        text = GOOD.replace("9092", str(port)).replace("brokers = 3", "brokers = 1")
+        text = text.replace(
+            'raft_listen = "127.0.0.1:10092"',
+            f'raft_listen = "127.0.0.1:{port + 1}"\nadmin_listen = "127.0.0.1:{port + 2}"\nproxy_listen = ""\nhost_listen = "127.0.0.1:{port + 3}"',
+        )
+        config = load(tmp_path, text)
+        assert host.ports_in_use(config) == f"{port} (broker 4's kafka_listen)"
+    assert host.ports_in_use(config) is None
+
+
+def test_a_node_config_is_not_a_host_config(tmp_path: Path) -> None:
+    node, hosted = tmp_path / "node.toml", tmp_path / "host.toml"
+    node.write_text(GOOD.replace("brokers = 3\n", ""))
+    hosted.write_text(GOOD)
+    assert not host.is_host_config(node)
+    assert host.is_host_config(hosted)
+    assert not host.is_host_config(tmp_path / "missing.toml")
+
+
+def test_backoff_doubles_per_exit_in_a_row_up_to_the_cap() -> None:
+    b = Backoff(first=1.0, cap=8.0, stable=60.0, failing_after=3)
+    now = 0.0
+    delays = []
+    for _ in range(6):
+        b.started(now)
+        now += 0.5  # crashes half a second after each start
+        delays.append(b.exited(now))
+        now += delays[-1]
+    assert delays == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert b.restarts == 6 and b.in_a_row == 6
+
+
+def test_backoff_failing_after_three_quick_exits_until_a_stable_run() -> None:
+    b = Backoff(first=1.0, cap=60.0, stable=60.0, failing_after=3)
+    for t in (0.0, 10.0):
+        b.started(t)
+        b.exited(t + 1)
+        assert not b.failing(t + 1)
+    b.started(20.0)
+    assert b.exited(21.0) == 4.0
+    assert b.failing(21.0)
+    b.started(25.0)
+    assert b.failing(84.9)  # running, but not yet for `stable` seconds
+    assert not b.failing(85.0)
+    # an exit after a stable run starts the row again: the first delay, not failing
+    assert b.exited(200.0) == 1.0
+    assert b.in_a_row == 1 and not b.failing(200.0)
+    assert b.restarts == 4
