@@ -195,6 +195,7 @@ class Partition:
             ctx.installs,
             self.group.install_done,
             self.group.install_failed,
+            self.group.raft,  # a learner's install draws on its throttle (the core's budget)
         )
         self.produce_queue = ProduceQueue(
             self.group,

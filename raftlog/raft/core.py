@@ -1096,6 +1096,22 @@ class Raft:
             if pr is not None:
                 pr.budget = min(pr.budget + per_tick, LEARNER_BURST * per_tick)
 
+    def learner_budget(self, peer: int) -> int | None:
+        """FORK 7 under the learner throttle: what a snapshot install may send learner `peer`
+        now, from the budget its appends draw on (<= 0: nothing until ticks refill it), so a
+        move's copy is paced the same whichever way it goes. None: `peer` is not throttled
+        (no throttle, or it votes). A replica that does not lead refills no budget: 0."""
+        if not self.cfg.learner_bytes_per_tick or peer not in self.conf.learners:
+            return None
+        pr = self.progress.get(peer) if self.role == Role.LEADER else None
+        return 0 if pr is None else pr.budget
+
+    def learner_sent(self, peer: int, size: int) -> None:
+        """A snapshot install sent learner `peer` `size` bytes (see learner_budget)."""
+        pr = self.progress.get(peer) if self.role == Role.LEADER else None
+        if pr is not None and self.learner_budget(peer) is not None:
+            pr.budget -= size
+
     def send_append(self, peer: int) -> None:
         """Probe: one append, then wait for its answer or the next heartbeat. Replicate: send
         everything `next` has not reached, up to `max_batches` appends, so a follower that fell

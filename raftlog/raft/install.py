@@ -11,15 +11,21 @@ follower from the node that sent the snapshot point, one chunk per request:
              OffsetForLeaderEpoch); the follower cuts its log there
     read     follower -> source: the next offset
     data     source -> follower: whole batches from there, at most CHUNK_BYTES, up to the end
+    wait     source -> follower: the follower is a learner whose throttle is spent (a move's
+             copy, leader.replication.throttled.rate): it asks again WAIT_SECONDS later
     refused  source -> follower: it no longer holds that point, or not that far
 
-The source keeps no state: every request names what it wants, and everything asked for is
-committed on the source (below its high watermark), hence the same on every replica. The
+The source keeps no state but how far each follower's last read was (for the bytes a move
+has still to copy): every request names what it wants, and everything asked for is committed
+on the source (below its high watermark), hence the same on every replica. A learner's data
+draws on the same budget as its appends (core.Raft.learner_budget), so an install is paced
+like a log catch-up and a move's copy leaves the leader room for its writes either way. The
 follower appends the batches term by term (the epoch in a batch header is the term it was
 written in; segments stay per term), then its window becomes the point's entry alone and the
-core is told (`install_done`). A source that stops answering for INSTALL_TIMEOUT seconds fails
-the install (`install_failed`); the leader's next snapshot message starts another, which cuts
-and resumes where this one stopped.
+core is told (`install_done`). A source that stops answering for INSTALL_TIMEOUT seconds, or
+answers only `wait` for as long (it no longer leads: no budget refills), fails the install
+(`install_failed`); the leader's next snapshot message starts another, which cuts and resumes
+where this one stopped.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -41,6 +48,8 @@ log = logging.getLogger(__name__)
 KIND = "core_install"  # the mesh control messages' kind
 CHUNK_BYTES = 1024 * 1024
 INSTALL_TIMEOUT = 10.0
+WAIT_SECONDS = 0.05  # a follower told to wait asks again after this (the driver's tick)
+MAX_WAITS = round(INSTALL_TIMEOUT / WAIT_SECONDS)  # waits in a row before it gives up
 
 Epochs = list[tuple[int, int]]
 
@@ -55,6 +64,26 @@ class InstallListener(Protocol):
     def snapshot_installed(
         self, resume_offset: int, end_offset: int, source: str, state: object
     ) -> None: ...
+
+
+class Throttle(Protocol):
+    """The group's Raft core on the source: a learner's data budget (core.Raft)."""
+
+    def learner_budget(self, peer: int) -> int | None: ...
+
+    def learner_sent(self, peer: int, size: int) -> None: ...
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+# asyncio's loop.call_later by default; the tests give a clock of their own.
+Later = Callable[[float, Callable[[], None]], Timer]
+
+
+def _call_later(delay: float, callback: Callable[[], None]) -> Timer:
+    return asyncio.get_running_loop().call_later(delay, callback)
 
 
 class ControlLink(Protocol):
@@ -166,7 +195,9 @@ class _Inbound:
     resume: int = 0
     state: object = None
     conf: bytes | None = None  # the configuration in force at the anchor, as the source says
-    deadline: asyncio.TimerHandle | None = None
+    deadline: Timer | None = None
+    retry: Timer | None = None  # the next read after a `wait`
+    waits: int = 0  # `wait` answers since the last data
 
 
 class Installer:
@@ -181,7 +212,12 @@ class Installer:
         installs: Installs,
         done: Callable[[int, int], None],
         failed: Callable[[], None],
+        throttle: Throttle | None = None,
+        later: Later = _call_later,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`throttle`: the group's core, whose learner budget paces the data served to a
+        learner (None: never paced)."""
         self._name = name
         self._journal = journal
         self._log = log_
@@ -189,12 +225,25 @@ class Installer:
         self._installs = installs
         self._done = done
         self._failed = failed
+        self._throttle = throttle
+        self._later = later
+        self._clock = clock
         self._inbound: _Inbound | None = None
+        # source side: per follower node, the offset its last request named and when
+        self._serving: dict[str, tuple[int, float]] = {}
         installs.add(name, self)
 
     def close(self) -> None:
         self._installs.remove(self._name)
         self._stop()
+
+    def install_offset(self, peer_id: str) -> int | None:
+        """How far `peer_id`'s install from this replica has come (the log end it last
+        asked from), if it asked within INSTALL_TIMEOUT."""
+        seen = self._serving.get(peer_id)
+        if seen is None or self._clock() - seen[1] > INSTALL_TIMEOUT:
+            return None
+        return seen[0]
 
     def received(self, peer_id: str, payload: dict[str, Any]) -> None:
         op = payload["op"]
@@ -230,7 +279,28 @@ class Installer:
         elif op == "manifest":
             self._begin(inbound, payload)
         elif op == "data" and inbound.anchor is not None:
+            inbound.waits = 0
             self._data(inbound, payload["batches"])
+        elif op == "wait" and inbound.anchor is not None:
+            self._wait(inbound)
+
+    def _wait(self, inbound: _Inbound) -> None:
+        """The source's throttle is spent: the same read again a little later, unless it has
+        said only that for INSTALL_TIMEOUT (a source that no longer leads refills nothing)."""
+        if inbound.deadline is not None:
+            inbound.deadline.cancel()
+            inbound.deadline = None
+        inbound.waits += 1
+        if inbound.waits > MAX_WAITS:
+            self._give_up("the source's throttle gave nothing for too long")
+            return
+
+        def again() -> None:
+            inbound.retry = None
+            if self._inbound is inbound:
+                self._next(inbound)
+
+        inbound.retry = self._later(WAIT_SECONDS, again)
 
     def _begin(self, inbound: _Inbound, manifest: dict[str, Any]) -> None:
         inbound.anchor = Entry.unpack(manifest["anchor"])
@@ -281,8 +351,8 @@ class Installer:
         """A request to the source; its answer must come within INSTALL_TIMEOUT."""
         if inbound.deadline is not None:
             inbound.deadline.cancel()
-        inbound.deadline = asyncio.get_running_loop().call_later(
-            INSTALL_TIMEOUT, self._give_up, "the source stopped answering"
+        inbound.deadline = self._later(
+            INSTALL_TIMEOUT, lambda: self._give_up("the source stopped answering")
         )
         self._installs.send(inbound.source, {"group": self._name, "id": inbound.id, **payload})
 
@@ -302,8 +372,10 @@ class Installer:
 
     def _stop(self) -> None:
         inbound, self._inbound = self._inbound, None
-        if inbound is not None and inbound.deadline is not None:
-            inbound.deadline.cancel()
+        if inbound is not None:
+            for timer in (inbound.deadline, inbound.retry):
+                if timer is not None:
+                    timer.cancel()
 
     # --- source side ---------------------------------------------------------------------------
 
@@ -319,6 +391,7 @@ class Installer:
         epochs = [(t, s) for t, s in self._log.epochs() if s <= end]
         theirs = [(int(t), int(s)) for t, s in request["epochs"]]
         agreed = min(agreement_offset(theirs, int(request["end"]), epochs, end), end)
+        self._serving[peer_id] = (agreed, self._clock())
         self._reply(
             peer_id,
             request,
@@ -337,7 +410,15 @@ class Installer:
         if end > self._journal.high_watermark or offset < self._log.segment_start:
             self._refuse(peer_id, request, f"offsets {offset}..{end} are not held here")
             return
-        data = self._log.read(offset, CHUNK_BYTES, end, True)
+        self._serving[peer_id] = (offset, self._clock())
+        peer = int(peer_id)
+        budget = None if self._throttle is None else self._throttle.learner_budget(peer)
+        if budget is not None and budget <= 0:
+            self._reply(peer_id, request, op="wait")
+            return
+        data = self._log.read(offset, min(CHUNK_BYTES, budget or CHUNK_BYTES), end, True)
+        if budget is not None and self._throttle is not None:
+            self._throttle.learner_sent(peer, len(data))
         self._reply(peer_id, request, op="data", batches=data)
 
     def _refuse(self, peer_id: str, request: dict[str, Any], reason: str) -> None:

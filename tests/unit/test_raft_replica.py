@@ -7,6 +7,7 @@ snapshot through raft/install.py."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,20 @@ import msgpack
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from support.journal import RecordingListener
 
-from raftlog.raft.core import Config, Entry, HardState, Message, MsgType, Raft, Role
-from raftlog.raft.driver import decode, encode
-from raftlog.raft.install import Installer, Installs
+from raftlog.raft.core import (
+    LEARNER_BURST,
+    Config,
+    Entry,
+    HardState,
+    Message,
+    MsgType,
+    Raft,
+    Role,
+)
+from raftlog.raft.driver import TICK_SECONDS, decode, encode
+from raftlog.raft.install import CHUNK_BYTES, Installer, Installs, Later
 from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
+from raftlog.raft.membership import Membership
 from raftlog.raft.replica import NO_OP, JournalLog
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log, LogConfig
@@ -30,12 +41,13 @@ def batch(value: bytes) -> bytes:
 
 
 class Replica:
-    def __init__(self, root: Path, node: int, peers: tuple[int, ...]) -> None:
+    def __init__(self, root: Path, node: int, peers: tuple[int, ...], **config: Any) -> None:
+        """`config`: more of the core's Config (a membership with learners, a throttle)."""
         self.log = Log(root / str(node), LogConfig())
         self.listener = RecordingListener()
         self.journal = SegmentJournal(root / str(node) / "raft", self.log, self.listener)
         self.journal.add(NO_OP, 1, 0)
-        cfg = Config(id=node, peers=peers, election_tick=10, heartbeat_tick=1, applied=1)
+        cfg = Config(id=node, peers=peers, election_tick=10, heartbeat_tick=1, applied=1, **config)
         self.raft = Raft(cfg, JournalLog(self.journal), HardState(commit=1), random.Random(node))
 
     def values(self) -> list[tuple[int, int, bytes]]:
@@ -64,17 +76,21 @@ class Controls:
 
 
 class Net:
-    """Delivers every message, through msgpack as the mesh would, except to nodes cut off."""
+    """Delivers every message, through msgpack as the mesh would, except to nodes cut off.
+    Voters 1, 2, 3 and the `learners` given."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, learners: tuple[int, ...] = (), **config: Any) -> None:
         peers = (1, 2, 3)
-        self.replicas = {n: Replica(tmp_path, n, peers) for n in peers}
+        if learners:
+            config["membership"] = Membership.of(peers, learners)
+        self.replicas = {n: Replica(tmp_path, n, peers, **config) for n in peers + learners}
         self.cut: set[int] = set()
-        self.controls = {n: Controls(self, n) for n in peers}
+        self.controls = {n: Controls(self, n) for n in self.replicas}
         self.installers: dict[int, Installer] = {}
 
-    def with_installs(self) -> None:
-        """Snapshot installs between the replicas (needs a running event loop: its timeouts)."""
+    def with_installs(self, later: Later | None = None) -> None:
+        """Snapshot installs between the replicas, each paced by its core's learner budget;
+        their timers on the event loop, or on `later`."""
         for n, r in self.replicas.items():
             self.installers[n] = Installer(
                 "g",
@@ -84,6 +100,8 @@ class Net:
                 Installs(self.controls[n]),
                 r.raft.install_done,
                 r.raft.install_failed,
+                r.raft,
+                *(() if later is None else (later,)),
             )
 
     def settle(self) -> None:
@@ -242,6 +260,82 @@ async def test_an_install_whose_source_went_away_fails_and_the_next_one_complete
         net.settle()
     assert three.values() == one.values()
     assert len(three.listener.installs) == 1
+
+
+class Clock:
+    """Timers on a clock the test moves (the installs' `later`)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.due: list[list[Any]] = []  # [at, callback, cancelled]
+
+    def later(self, delay: float, callback: Callable[[], None]) -> Clock.Handle:
+        timer = [self.now + delay, callback, False]
+        self.due.append(timer)
+        return Clock.Handle(timer)
+
+    class Handle:
+        def __init__(self, timer: list[Any]) -> None:
+            self.timer = timer
+
+        def cancel(self) -> None:
+            self.timer[2] = True
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        while ready := [t for t in self.due if t[0] <= self.now]:
+            for timer in ready:
+                self.due.remove(timer)
+                if not timer[2]:
+                    timer[1]()
+
+
+def test_a_learners_snapshot_install_is_paced_by_its_throttle(tmp_path: Path) -> None:
+    """Issue 44: a learner a move adds behind a compacted leader installs the snapshot, and
+    the data it pulls draws on the same budget as its appends (Config.learner_bytes_per_tick,
+    leader.replication.throttled.rate): at most a burst of LEARNER_BURST ticks' worth at once,
+    then the rate; the source answers `wait` while the budget is spent and the learner asks
+    again a tick later. Without the throttle the whole snapshot went in one request."""
+    per_tick = 4000
+    clock = Clock()
+    net = Net(tmp_path, learners=(4,), learner_bytes_per_tick=per_tick)
+    net.with_installs(clock.later)
+    served: list[tuple[float, int]] = []  # (time, bytes) of each data answer to node 4
+    to_four = net.controls[1].send_control
+
+    def counted(peer_id: str, kind: str, payload: Any) -> None:
+        if peer_id == "4" and payload.get("op") == "data":
+            served.append((clock.now, len(payload["batches"])))
+        to_four(peer_id, kind, payload)
+
+    net.controls[1].send_control = counted  # type: ignore[method-assign]
+    net.elect(1)
+    one, four = net.replicas[1], net.replicas[4]
+    net.cut = {4}
+    for n in range(100):
+        one.raft.propose(DATA_PREFIX + batch(b"%01000d" % n))
+    net.settle()
+    net.heartbeat()
+    one.journal.compact_to(one.raft.commit - 1)
+    total = one.log.read(0, 1 << 30, one.log.log_end_offset, True)
+    assert len(total) > 25 * per_tick and len(total) < CHUNK_BYTES  # one chunk unthrottled
+    net.cut = set()
+    ticks = 0
+    while four.values() != one.values():
+        one.raft.tick()
+        ticks += 1
+        clock.advance(TICK_SECONDS)
+        net.settle()
+        assert ticks < 200, "the install never finished"
+    assert four.listener.installs and four.raft.installing is None
+    batch_bytes = max(h.size for _, h in iter_batches(total))
+    copied = sum(size for _, size in served)
+    assert copied >= len(total) - 2 * batch_bytes  # all but what came after the snapshot point
+    assert len(served) > 10  # many paced reads, not one chunk
+    for at, _ in served:  # no ten ticks got more than the burst, their refill and a batch
+        window = sum(size for t, size in served if at - 10 * TICK_SECONDS < t <= at)
+        assert window <= (LEARNER_BURST + 10) * per_tick + batch_bytes, (at, window)
+    assert ticks >= copied // per_tick - LEARNER_BURST - 1  # it took about copied / rate
 
 
 def test_an_append_built_before_a_cut_is_not_sent_with_bytes_the_cut_removed(
