@@ -120,6 +120,14 @@ def _parser() -> argparse.ArgumentParser:
         help="node i's broker.rack is the i-th of these, round-robin: a partition's replicas "
         "go to distinct racks (e.g. --nodes 6 --racks a,b,c)",
     )
+    up.add_argument(
+        "--hosts",
+        type=int,
+        help="run the brokers as this many hosts on loopback, each a supervisor of "
+        "--brokers-per-host broker processes (raftlog serve --config DATA/host-<h>/host.toml); "
+        "host h is every one of its brokers' rack",
+    )
+    up.add_argument("--brokers-per-host", type=int, default=1, metavar="N")
     up.set_defaults(run=_cluster_up)
     add = clu_sub.add_parser("add-node", help="start one more node that joins the cluster")
     add.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -295,6 +303,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _cluster_up(args: argparse.Namespace) -> int:
+    if args.hosts is not None:
+        return _cluster_up_hosts(args)
     if args.nodes < 1:
         raise ConfigError(f"--nodes must be at least 1, got {args.nodes}")
     # node i listens on kafka_port + i - 1; its Raft, admin and proxy ports 1000, 2000 and
@@ -324,6 +334,27 @@ def _cluster_up(args: argparse.Namespace) -> int:
             f"authorizer on, super user {cluster.SUPER_USER} (the CLI logs in as it; "
             f"client properties in {args.data.resolve() / cluster.TOOLS_CONFIG})"
         )
+    print("bootstrap servers:")
+    print(bootstrap)
+    return 0
+
+
+def _cluster_up_hosts(args: argparse.Namespace) -> int:
+    if not 1 <= args.hosts <= 64 or not 1 <= args.brokers_per_host <= 64:
+        raise ConfigError("--hosts and --brokers-per-host must be from 1 to 64")
+    unsupported = [f for f in ("listeners", "racks") if getattr(args, f)] + (
+        ["secure"] if args.secure else []
+    )
+    if unsupported:
+        raise ConfigError(f"--{unsupported[0]} is not served with --hosts yet; leave one out")
+    broker = dict(cluster.parse_setting(item) for item in args.broker)
+    bootstrap = cluster.up_hosts(
+        args.data, args.hosts, args.brokers_per_host, args.kafka_port, args.timeout, broker
+    )
+    print(
+        f"raftlog cluster of {args.hosts} hosts of {args.brokers_per_host} brokers is up; "
+        f"data in {args.data.resolve()}"
+    )
     print("bootstrap servers:")
     print(bootstrap)
     return 0

@@ -308,13 +308,7 @@ def up(
         broker = {**SECURE_BROKER, **(broker or {})}
     data = data.resolve()
     state_path = data / "cluster.json"
-    if state_path.exists():
-        running = [n for n in json.loads(state_path.read_text())["nodes"] if alive(n["pid"])]
-        if running:
-            raise ClusterError(
-                f"a cluster is already running from {data} (pids "
-                f"{', '.join(str(n['pid']) for n in running)}); `raftlog cluster down --data {data}` first"
-            )
+    _refuse_running(data)
     specs = node_specs(data, nodes, kafka_port, listeners)
     busy = _busy(
         [
@@ -342,6 +336,135 @@ def up(
     if secure:
         secure_tools(data, specs, admin_token, timeout)
     return bootstrap
+
+
+def _refuse_running(data: Path) -> None:
+    state_path = data / "cluster.json"
+    if state_path.exists():
+        state = json.loads(state_path.read_text())
+        running = {n["pid"] for n in state["nodes"] if alive(n["pid"])}
+        if running:
+            raise ClusterError(
+                f"a cluster is already running from {data} (pids "
+                f"{', '.join(map(str, sorted(running)))}); `raftlog cluster down --data {data}` first"
+            )
+
+
+HOST_OFFSET = 4000  # `cluster up --hosts`: host h's supervisor (/v1/host, /metrics) at +4000+h-1
+
+
+def up_hosts(
+    data: Path,
+    hosts: int,
+    per_host: int,
+    kafka_port: int,
+    timeout: float,
+    broker: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> str:
+    """`cluster up --hosts H --brokers-per-host B`: H host supervisors (raftlog_app/host.py)
+    on loopback, each running B brokers; broker i (from 1, host by host) has node_id i and
+    the ports of `cluster up`'s node i, host h is `host-h`, the rack of its brokers, and its
+    files are in DATA/host-h (host.toml, its log, a broker-<i> directory per broker)."""
+    data = data.resolve()
+    _refuse_running(data)
+    total = hosts * per_host
+    if kafka_port + HOST_OFFSET + hosts - 1 > 65535 or kafka_port + PROXY_OFFSET + total > 65536:
+        raise ClusterError(
+            f"--kafka-port {kafka_port}: the hosts' ports (up to +{HOST_OFFSET + hosts - 1}) "
+            "must lie below 65536"
+        )
+    specs = [
+        NodeSpec(
+            s.node_id,
+            data / f"host-{(s.node_id - 1) // per_host + 1}" / f"broker-{s.node_id}",
+            s.kafka_port,
+            s.raft_port,
+            s.admin_port,
+            s.proxy_port,
+        )
+        for s in node_specs(data, total, kafka_port)
+    ]
+    host_ports = [kafka_port + HOST_OFFSET + h for h in range(hosts)]
+    busy = _busy(
+        [
+            *host_ports,
+            *(p for s in specs for p in (s.kafka_port, s.raft_port, s.admin_port, s.proxy_port)),
+        ]
+    )
+    if busy:
+        raise ClusterError(f"ports in use: {busy}; pick another --kafka-port")
+    secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
+    state_hosts: list[dict[str, Any]] = []
+    for h in range(hosts):
+        name, directory = f"host-{h + 1}", data / f"host-{h + 1}"
+        directory.mkdir(parents=True, exist_ok=True)
+        config = directory / "host.toml"
+        mine = specs[h * per_host : (h + 1) * per_host]
+        config.write_text(
+            host_config(name, directory, mine, specs, host_ports[h], secret, admin_token, broker)
+        )
+        state_hosts.append(
+            {
+                "name": name,
+                "pid": start_node(config, directory),
+                "config": str(config),
+                "status": f"{HOST}:{host_ports[h]}",
+                "log": str(directory / "raftlog.log"),
+            }
+        )
+    nodes = []
+    for s in specs:
+        host = state_hosts[(s.node_id - 1) // per_host]
+        nodes.append({**s.as_json(host["pid"]), "host": host["name"]})
+    bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
+    (data / "cluster.json").write_text(
+        json.dumps({"bootstrap": bootstrap, "hosts": state_hosts, "nodes": nodes}, indent=2)
+    )
+    pids = {n["node_id"]: n["pid"] for n in nodes}
+    try:
+        wait_ready(specs, pids, timeout, progress)
+    except ClusterError as e:
+        dead = [h for h in state_hosts if not alive(h["pid"])]
+        if dead:  # a host refused its config: its console says why
+            console = Path(dead[0]["config"]).parent / "console.log"
+            tail = console.read_text(errors="replace").strip() if console.exists() else ""
+            raise ClusterError(f"{dead[0]['name']} exited during start-up: {tail}") from None
+        raise e
+    return bootstrap
+
+
+def host_config(
+    name: str,
+    directory: Path,
+    mine: list[NodeSpec],
+    every: list[NodeSpec],
+    host_port: int,
+    secret: str,
+    admin_token: str,
+    broker: dict[str, Any] | None,
+) -> str:
+    """A host config (raftlog_app/host.py) running the brokers `mine`, whose ports follow
+    each other, with every broker of the cluster as a peer."""
+    peers = "".join(
+        f'\n[[peers]]\nid = {s.node_id}\nraft = "{HOST}:{s.raft_port}"\n' for s in every
+    )
+    settings = "".join(f'"{k}" = {toml_value(v)}\n' for k, v in sorted((broker or {}).items()))
+    first = mine[0]
+    return (
+        "# written by `raftlog cluster up --hosts`\n"
+        f"brokers = {len(mine)}\n"
+        f'host_name = "{name}"\n'
+        f'host_listen = "{HOST}:{host_port}"\n'
+        f"node_id = {first.node_id}\n"
+        f"data_dir = {toml_value(str(directory))}\n"
+        f'kafka_listen = "{HOST}:{first.kafka_port}"\n'
+        f'raft_listen = "{HOST}:{first.raft_port}"\n'
+        f'admin_listen = "{HOST}:{first.admin_port}"\n'
+        f'proxy_listen = "{HOST}:{first.proxy_port}"\n'
+        f'cluster_secret = "{secret}"\n'
+        f'admin_token = "{admin_token}"\n' + peers + (f"\n[broker]\n{settings}" if settings else "")
+    )
 
 
 def secure_tools(data: Path, specs: list[NodeSpec], admin_token: str, timeout: float) -> None:
@@ -409,6 +532,11 @@ def add_node(
     first node's [broker] settings, but not its rack: `rack` is its own."""
     data = data.resolve()
     state = read_state(data)
+    if "hosts" in state:
+        raise ClusterError(
+            "a cluster of hosts (cluster up --hosts) has no add-node: start it again with more "
+            "--hosts or --brokers-per-host"
+        )
     first = NodeConfig.load(Path(state["nodes"][0]["config"]))
     base = first.kafka_listen[1] - (first.node_id - 1)
     node_id = max(n["node_id"] for n in state["nodes"]) + 1
@@ -490,41 +618,84 @@ def down(data: Path, timeout: float = 20.0) -> list[str]:
     """Stops the nodes one after the other: each hands its leaderships to nodes that stay up,
     instead of all of them handing over to each other at once."""
     state = read_state(data.resolve())
-    report = []
-    for node in state["nodes"]:
-        pid = node["pid"]
-        if not alive(pid):
-            report.append(f"node {node['node_id']} was not running")
-            continue
+    if "hosts" in state:  # each host's supervisor stops its brokers one after the other
+        per_host = len(state["nodes"]) // len(state["hosts"])
+        return [_stop(f"host {h['name']}", h["pid"], timeout * per_host) for h in state["hosts"]]
+    return [_stop(f"node {n['node_id']}", n["pid"], timeout) for n in state["nodes"]]
+
+
+def _stop(what: str, pid: int, timeout: float) -> str:
+    """SIGTERM, then SIGKILL after `timeout`; what happened, in a line."""
+    if not alive(pid):
+        return f"{what} was not running"
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive(pid):
+        time.sleep(0.05)
+    if alive(pid):
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and alive(pid):
-            time.sleep(0.05)
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            report.append(
-                f"node {node['node_id']} (pid {pid}) did not stop in {timeout:.0f}s: killed"
-            )
-        else:
-            report.append(f"node {node['node_id']} (pid {pid}) stopped")
-    return report
+            os.kill(pid, signal.SIGKILL)
+        return f"{what} (pid {pid}) did not stop in {timeout:.0f}s: killed"
+    return f"{what} (pid {pid}) stopped"
 
 
 def cluster_status(data: Path) -> list[str]:
     state = read_state(data.resolve())
     lines = [f"bootstrap: {state['bootstrap']}"]
-    for node in state["nodes"]:
-        answer = status(node["admin"]) if alive(node["pid"]) else None
+    if "hosts" not in state:
+        for node in state["nodes"]:
+            lines.append(_node_line(node, alive(node["pid"]), None))
+        return lines
+    for host in state["hosts"]:
+        answer = _host_status(host["status"]) if alive(host["pid"]) else None
         if answer is None:
-            running = "running, admin not answering" if alive(node["pid"]) else "stopped"
-            lines.append(f"node {node['node_id']}  {node['kafka']}  {running}")
-            continue
-        led = sum(p["is_leader"] for p in answer["partitions"])
-        lines.append(
-            f"node {node['node_id']}  {node['kafka']}  up (pid {node['pid']})  "
-            f"controller leader: {answer['controller_leader']}  "
-            f"replicas: {len(answer['partitions'])}  leading: {led}"
-        )
+            what = "running, not answering" if alive(host["pid"]) else "stopped"
+            lines.append(f"host {host['name']}  {what}")
+        else:
+            lines.append(f"host {host['name']}  supervisor pid {host['pid']}  {host['status']}")
+        brokers = {b["node_id"]: b for b in (answer or {}).get("brokers", [])}
+        for node in state["nodes"]:
+            if node.get("host") == host["name"]:
+                supervised = brokers.get(node["node_id"])
+                running = supervised is not None and supervised["pid"] is not None
+                lines.append("  " + _node_line(node, running, supervised))
     return lines
+
+
+def _host_status(address: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"http://{address}/v1/host", timeout=1.0) as r:
+            return json.load(r)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _node_line(node: dict, running: bool, supervised: dict | None) -> str:
+    """A node's line; `supervised`: its host supervisor's word on it (pid, state, restarts)."""
+    pid = supervised["pid"] if supervised else node["pid"]
+    restarts = f"  restarts: {supervised['restarts']}" if supervised else ""
+    if supervised and supervised["state"] == "failing":
+        return (
+            f"node {node['node_id']}  {node['kafka']}  FAILING: exited "
+            f"{supervised['exits_in_a_row']} times in a row (last exit {supervised['last_exit']})"
+            + (f", running again (pid {pid})" if running else "")
+            + (
+                f", next start in {supervised['next_start_in']} s"
+                if supervised["next_start_in"] is not None and not running
+                else ""
+            )
+        )
+    answer = status(node["admin"]) if running else None
+    if answer is None:
+        if supervised and not running:
+            what = supervised["state"]
+        else:
+            what = "running, admin not answering" if running else "stopped"
+        return f"node {node['node_id']}  {node['kafka']}  {what}{restarts}"
+    led = sum(p["is_leader"] for p in answer["partitions"])
+    return (
+        f"node {node['node_id']}  {node['kafka']}  up (pid {pid})  "
+        f"controller leader: {answer['controller_leader']}  "
+        f"replicas: {len(answer['partitions'])}  leading: {led}{restarts}"
+    )

@@ -5,12 +5,13 @@ change; the restart backoff on an injected clock."""
 from __future__ import annotations
 
 import socket
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from raftlog.config import ConfigError, NodeConfig
-from raftlog_app import host
+from raftlog_app import cluster, host
 from raftlog_app.host import Backoff
 
 GOOD = """
@@ -220,3 +221,47 @@ def test_backoff_failing_after_three_quick_exits_until_a_stable_run() -> None:
     assert b.exited(200.0) == 1.0
     assert b.in_a_row == 1 and not b.failing(200.0)
     assert b.restarts == 4
+
+
+def test_cluster_up_hosts_configs_place_every_broker_once(tmp_path: Path) -> None:
+    """`cluster up --hosts 3 --brokers-per-host 2`'s host configs: nodes 1-6 with `cluster up`'s
+    ports for node i, two per host, every one a peer of every other, racked by host."""
+    specs = cluster.node_specs(tmp_path, 6, 9092)
+    nodes = []
+    for h in range(3):
+        text = cluster.host_config(
+            f"host-{h + 1}", tmp_path / f"host-{h + 1}", specs[2 * h : 2 * h + 2], specs,
+            13092 + h, "secret", "token", {"num.partitions": 3},
+        )  # fmt: skip
+        config = host.from_dict(tomllib.loads(text), tmp_path, cores=2)
+        assert config.listen == ("127.0.0.1", 13092 + h)
+        nodes += [b.node for b in config.brokers]
+    assert [n.node_id for n in nodes] == [1, 2, 3, 4, 5, 6]
+    for n, spec in zip(nodes, specs, strict=True):
+        assert n.kafka_listen[1] == spec.kafka_port and n.raft_listen[1] == spec.raft_port
+        assert n.admin_listen[1] == spec.admin_port and n.proxy_listen == (
+            "127.0.0.1",
+            spec.proxy_port,
+        )
+        assert n.peers == {s.node_id: ("127.0.0.1", s.raft_port) for s in specs}
+        assert n.rack == f"host-{(n.node_id + 1) // 2}"
+        assert n.data_dir == tmp_path / f"host-{(n.node_id + 1) // 2}" / f"broker-{n.node_id}"
+        assert n.broker_setting("num.partitions") == 3
+
+
+def test_status_line_of_a_failing_broker_says_so() -> None:
+    node = {"node_id": 2, "kafka": "127.0.0.1:9093", "admin": "127.0.0.1:1", "pid": 1}
+    waiting = {
+        "pid": None, "state": "failing", "restarts": 5, "exits_in_a_row": 5, "last_exit": 1,
+        "next_start_in": 16.0,
+    }  # fmt: skip
+    assert cluster._node_line(node, False, waiting) == (
+        "node 2  127.0.0.1:9093  FAILING: exited 5 times in a row (last exit 1), "
+        "next start in 16.0 s"
+    )
+    again = {**waiting, "pid": 77, "next_start_in": None}
+    assert cluster._node_line(node, True, again).endswith(", running again (pid 77)")
+    between = {**waiting, "state": "starting again", "exits_in_a_row": 1}
+    assert cluster._node_line(node, False, between) == (
+        "node 2  127.0.0.1:9093  starting again  restarts: 5"
+    )
