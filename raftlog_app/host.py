@@ -399,11 +399,16 @@ class Supervisor:
         log_to_files: bool,
         clock: Callable[[], float] = time.monotonic,
         backoff: Callable[[], Backoff] = Backoff,
+        command: Callable[[Path], list[str]] | None = None,
     ) -> None:
         """`log_to_files`: each broker logs to its data directory's raftlog.log (its
-        console.log keeps what never reaches the log); otherwise to the supervisor's stderr."""
+        console.log keeps what never reaches the log); otherwise to the supervisor's stderr.
+        `command`: a broker's argv from its config file (`raftlog serve --config` of it)."""
         self.host = host
         self.clock = clock
+        self._command = command or (
+            lambda path: [sys.executable, "-m", "raftlog_app.cli", "serve", "--config", str(path)]
+        )
         self.slots = [Slot(spec, backoff()) for spec in host.brokers]
         self._log_to_files = log_to_files
         self._registry = CollectorRegistry(auto_describe=True)
@@ -422,11 +427,13 @@ class Supervisor:
             "brokers": [slot.state(now) for slot in self.slots],
         }
 
-    async def run(self) -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Until `stop` is set, by default by SIGTERM or SIGINT."""
+        if stop is None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
         await self._http.start()
         log.info(
             "host %s: %d brokers (nodes %s), /metrics and /v1/host on %s:%d",
@@ -480,7 +487,7 @@ class Supervisor:
     def _start(self, spec: BrokerSpec) -> subprocess.Popen[bytes]:
         spec.node.data_dir.mkdir(parents=True, exist_ok=True)
         spec.config_path.write_text(spec.config_text)
-        argv = [sys.executable, "-m", "raftlog_app.cli", "serve", "--config", str(spec.config_path)]
+        argv = self._command(spec.config_path)
         console: IO[bytes] | None = None
         if self._log_to_files:
             argv += ["--log-file", str(spec.node.data_dir / "raftlog.log")]

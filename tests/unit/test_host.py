@@ -4,8 +4,14 @@ change; the restart backoff on an injected clock."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import socket
+import sys
+import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -265,3 +271,71 @@ def test_status_line_of_a_failing_broker_says_so() -> None:
     assert cluster._node_line(node, False, between) == (
         "node 2  127.0.0.1:9093  starting again  restarts: 5"
     )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# Stand-ins for `raftlog serve` (real processes, no node): one exits at once with 3 every
+# time, the other runs until SIGTERM and exits 0 on it.
+CRASHES = "import sys; sys.exit(3)"
+RUNS = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); "
+    "time.sleep(60)"
+)
+
+
+async def test_supervisor_restarts_an_exiting_broker_until_failing_and_stops_the_rest(
+    tmp_path: Path,
+) -> None:
+    port = _free_port()
+    text = GOOD.replace("brokers = 3", "brokers = 2").replace(
+        'cluster_secret = "s"', f'cluster_secret = "s"\nhost_listen = "127.0.0.1:{port}"'
+    )
+    config = load(tmp_path, text)
+
+    def command(path: Path) -> list[str]:
+        return [sys.executable, "-c", CRASHES if "broker-4" in str(path) else RUNS]
+
+    supervisor = host.Supervisor(
+        config,
+        log_to_files=True,
+        backoff=lambda: Backoff(first=0.02, cap=0.05, stable=60.0, failing_after=3),
+        command=command,
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(supervisor.run(stop))
+
+    def scrape(path: str) -> bytes:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return bytes(r.read())
+
+    try:
+        deadline = time.monotonic() + 20
+        while not supervisor.slots[0].backoff.failing(time.monotonic()):
+            assert time.monotonic() < deadline, supervisor.status()
+            await asyncio.sleep(0.02)
+        status = json.loads(await asyncio.to_thread(scrape, "/v1/host"))
+        crashing, runs = status["brokers"]
+        assert crashing["state"] == "failing" and crashing["last_exit"] == 3
+        assert crashing["exits_in_a_row"] >= 3 and crashing["restarts"] >= 3
+        assert runs["state"] == "running" and runs["restarts"] == 0 and runs["pid"]
+        metrics = (await asyncio.to_thread(scrape, "/metrics")).decode()
+        assert 'raftlog_host_broker_failing{host="h1",node="4"} 1.0' in metrics
+        assert 'raftlog_host_broker_failing{host="h1",node="5"} 0.0' in metrics
+        assert 'raftlog_host_broker_up{host="h1",node="5"} 1.0' in metrics
+        assert 'raftlog_host_broker_restarts_total{host="h1",node="5"} 0.0' in metrics
+        # the node config each broker was started with, as `raftlog serve` reads it
+        written = config.brokers[1].config_path
+        assert NodeConfig.load(written) == config.brokers[1].node
+        pid = runs["pid"]
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 30)
+    assert supervisor.slots[1].last_exit == 0  # stopped by SIGTERM, cleanly
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert supervisor.status()["brokers"][1]["state"] == "stopped"
