@@ -339,3 +339,19 @@ async def test_supervisor_restarts_an_exiting_broker_until_failing_and_stops_the
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert supervisor.status()["brokers"][1]["state"] == "stopped"
+
+
+def test_compose_hosts_place_six_brokers_that_know_each_other() -> None:
+    """deploy/compose/hosts.yml's host configs, as the containers' supervisors load them."""
+    compose = Path(__file__).resolve().parents[2] / "deploy" / "compose"
+    nodes = [
+        b.node for h in (1, 2, 3) for b in host.load(compose / f"host-{h}.toml", cores=64).brokers
+    ]
+    assert [n.node_id for n in nodes] == [1, 2, 3, 4, 5, 6]
+    everyone = {n.node_id: n.advertised_raft for n in nodes}
+    for n in nodes:
+        assert n.peers == everyone
+        assert n.rack == f"host{(n.node_id + 1) // 2}"
+        assert n.advertised_raft[0] == n.rack  # the service name
+        assert n.advertised_kafka == ("127.0.0.1", n.kafka_listen[1])  # published 1:1
+    assert len({n.kafka_listen[1] for n in nodes}) == 6
