@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -552,7 +552,8 @@ class Supervisor:
         log.info("broker %d (pid %d) stopped with %d", node_id, proc.pid, proc.returncode)
 
     async def _scrape(self, request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(self._registry), content_type="text/plain")
+        body = generate_latest(self._registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _status(self, request: web.Request) -> web.Response:
         return web.json_response(self.status())
