@@ -563,17 +563,17 @@ def serve(path: Path, log_file: Path | None) -> int:
     """`raftlog serve --config host.toml`: refuses a host it cannot place (one line, via
     ConfigError), else supervises the brokers until SIGTERM or SIGINT."""
     host = load(path)
-    for spec in host.brokers:
-        try:
-            spec.node.data_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ConfigError(f"data_dir {spec.node.data_dir}: {e.strerror or e}") from None
     busy = ports_in_use(host)
     if busy:
         raise ConfigError(
             f"host {host.name}: ports in use: {busy}; stop what holds them or move "
             "kafka_listen, raft_listen, admin_listen or proxy_listen"
         )
+    for spec in host.brokers:
+        try:
+            spec.node.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"data_dir {spec.node.data_dir}: {e.strerror or e}") from None
     try:
         handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler()
     except OSError as e:

@@ -355,3 +355,27 @@ def test_compose_hosts_place_six_brokers_that_know_each_other() -> None:
         assert n.advertised_raft[0] == n.rack  # the service name
         assert n.advertised_kafka == ("127.0.0.1", n.kafka_listen[1])  # published 1:1
     assert len({n.kafka_listen[1] for n in nodes}) == 6
+
+
+def test_serve_refuses_a_host_whose_port_is_taken_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`raftlog serve --config host.toml` starts nothing, and makes no directory, then."""
+    from raftlog_app.cli import main
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        text = GOOD.replace("brokers = 3", "brokers = 2").replace(
+            '"127.0.0.1:9092"', f'"127.0.0.1:{port - 1}"'
+        )
+        text = text.replace('"127.0.0.1:10092"', f'"127.0.0.1:{port + 1000}"')
+        (tmp_path / "host.toml").write_text(text)
+        assert main(["serve", "--config", str(tmp_path / "host.toml")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("raftlog: host h1: ports in use: ") and err.count("\n") == 1
+    assert f"{port} (broker 5's kafka_listen)" in err  # and nothing else, unless held elsewhere
+    assert err.endswith("; stop what holds them or move kafka_listen, raft_listen, "
+                        "admin_listen or proxy_listen\n")  # fmt: skip
+    assert not (tmp_path / "data").exists()
