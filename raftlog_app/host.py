@@ -582,6 +582,9 @@ def serve(path: Path, log_file: Path | None) -> int:
         logging.Formatter(f"%(asctime)s %(levelname)s [host {host.name}] %(name)s: %(message)s")
     )
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    cores = available_cores()
+    if len(host.brokers) > cores:
+        log.warning("%d brokers share %d cores: each runs slower", len(host.brokers), cores)
     try:
         asyncio.run(Supervisor(host, log_to_files=log_file is not None).run())
     except OSError as e:  # host_listen in use, a data directory it may not write
