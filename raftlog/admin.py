@@ -74,6 +74,7 @@ class AdminServer:
         app.router.add_get("/v1/history", self._history)
         app.router.add_get("/v1/epochs", self._all_epochs)
         app.router.add_get("/v1/share-groups/{group}", self._share_group)
+        app.router.add_get("/v1/reassignments", self._reassignments)
         self._listener = HttpListener("admin", app, host, port, limits, tls=tls, stats=stats)
 
     @web.middleware
@@ -132,6 +133,21 @@ class AdminServer:
                 "partitions": partitions,
             }
         )
+
+    async def _reassignments(self, request: web.Request) -> web.Response:
+        """The moves this node leads and the bytes each replica they add still lacks (Kafka's
+        ListPartitionReassignments has no field for it; `raftlog topic describe` and the
+        decommission and rebalance progress read it here)."""
+        moves = [
+            {
+                "topic": topic,
+                "partition": index,
+                "bytes_remaining": sum(lacking.values()),
+                "adding": {str(replica): size for replica, size in sorted(lacking.items())},
+            }
+            for (topic, index), lacking in sorted(self._node.mover.to_copy().items())
+        ]
+        return web.json_response({"node_id": self._node.node_id, "moves": moves})
 
     async def _scrape(self, request: web.Request) -> web.Response:
         """Prometheus' scrape: its text format, or OpenMetrics when the Accept header asks."""

@@ -62,6 +62,7 @@ SERIES_PER_REPLICA = 11  # every hosted replica: offsets, size, epoch, roles, by
 SERIES_PER_GROUP = 3  # members, rebalances, lag sum
 SERIES_PER_SHARE_GROUP = 1  # members
 SERIES_PER_SHARE_STATE = len(SHARE_STATES) + 1  # records by state, lag
+SERIES_PER_MOVE_LED = 1  # bytes a move still has to copy, per moving partition led
 
 
 def series_budget(
@@ -72,10 +73,12 @@ def series_budget(
     share_groups: int = 0,
     share_states: int = 0,
     http_listeners: int = HTTP_LISTENERS,
+    moves_led: int = 0,
 ) -> int:
     """The most series a node's /metrics holds: `apis` Kafka APIs served, `replicas` hosted,
     `follower_replicas_led` (followers of the partitions it leads, RF - 1 each), consumer
-    and share groups it coordinates, share-partition states it leads, HTTP listeners."""
+    and share groups it coordinates, share-partition states it leads, HTTP listeners,
+    partitions it leads that move."""
     return (
         PROCESS_SERIES
         + NODE_SERIES
@@ -89,6 +92,7 @@ def series_budget(
         + GROUP_LAG_SERIES
         + SERIES_PER_SHARE_GROUP * share_groups
         + SERIES_PER_SHARE_STATE * share_states
+        + SERIES_PER_MOVE_LED * moves_led
     )
 
 
@@ -322,6 +326,7 @@ class NodeCollector:
             *self._kafka.read(),
             *(http_families(self._http) if self._http else []),
             *replicas,
+            self._moves(),
             *self._raft(),
             *self._loop(),
             *self._groups(),
@@ -437,6 +442,19 @@ class NodeCollector:
         for follower, matched in sorted(p.group.match_indexes().items()):
             lag.add([*key, follower], max(0, last - matched))
         return not set(self._node.expected_in_sync(p)) <= set(self._node.in_sync_replicas(p))
+
+    def _moves(self) -> Family:
+        """What each move this node leads has still to copy (raftlog/reassignment.py)."""
+        remaining = Family(
+            GAUGE,
+            "raftlog_reassignment_bytes_remaining",
+            "On a moving partition's leader: bytes of its log the replicas the move adds do "
+            "not hold yet, summed over them.",
+            ["topic", "partition"],
+        )
+        for (topic, index), lacking in sorted(self._node.mover.to_copy().items()):
+            remaining.add([topic, str(index)], sum(lacking.values()))
+        return remaining
 
     def _raft(self) -> list[Family]:
         raft = self._node.ctx.metrics

@@ -11,7 +11,7 @@ import os
 import struct
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -281,6 +281,24 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self.journal.log_end_offset
+
+    def bytes_lacking(self, replicas: Iterable[int]) -> dict[int, int]:
+        """On the leader, the bytes of its log each of `replicas` does not hold yet (a move's
+        copy still to make, issue 44): from what its Raft group confirmed, or its snapshot
+        install from here has pulled; all of it for a replica it knows nothing of."""
+        matches = self.group.match_indexes()
+        installer = self.group.installer
+        lacking = {}
+        for replica in replicas:
+            held = self.log.segment_start
+            entry = self.journal.entry_by_index(matches.get(str(replica), 0))
+            if entry is not None:
+                held = max(held, entry.next_offset)
+            installed = None if installer is None else installer.install_offset(str(replica))
+            if installed is not None:
+                held = max(held, installed)
+            lacking[replica] = self.log.bytes_from(held)
+        return lacking
 
     # --- facade: produce -------------------------------------------------------------------------
 

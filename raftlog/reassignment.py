@@ -9,16 +9,20 @@ more than one changes, raft/core.py); a leader that is being removed hands leade
 voter that stays first. When the configuration is the target, the leader tells the
 controller, which drops the move; the nodes no longer listed drop their replicas and data.
 A new leader picks up from its log's configuration, so a move survives failovers, and a
-cancelled move is the same walk back to the original replicas.
+cancelled move is the same walk back to the original replicas. The leader also knows what
+the move has still to copy: the bytes of its log each adding replica lacks (`to_copy`, for
+/metrics and the admin port's /v1/reassignments; Kafka's ListPartitionReassignments has no
+field for it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from raftlog.controller import moves
 from raftlog.raft.membership import Membership
 
 log = logging.getLogger(__name__)
@@ -52,6 +56,8 @@ class Group(Protocol):
 class Movable(Protocol):
     @property
     def group(self) -> Group: ...
+
+    def bytes_lacking(self, replicas: Iterable[int]) -> dict[int, int]: ...
 
 
 def next_step(conf: Membership, target: frozenset[int]) -> Membership | None:
@@ -116,6 +122,19 @@ class Reassigner:
                     self.step(key, group, target)
                 except Exception:  # one partition's failure must not stop the others' moves
                     log.exception("moving the replicas of %s-%d", *key)
+
+    def to_copy(self) -> dict[Key, dict[int, int]]:
+        """Per moving partition this node leads, the bytes each replica the move adds still
+        lacks of the leader's log (Kafka's addingReplicas: none for a move back)."""
+        partitions = self._partitions()
+        found = {}
+        for name, topic in self._topics().items():
+            for index in moves.moves_of(topic):
+                partition = partitions.get((name, index))
+                if partition is not None and partition.group.is_leader:
+                    adding = moves.adding_replicas(topic, index)
+                    found[(name, index)] = partition.bytes_lacking(adding)
+        return found
 
     def _finish_move(self, key: Key, target: list[int]) -> None:
         self._finishing.add(key)

@@ -210,6 +210,13 @@ def _parser() -> argparse.ArgumentParser:
         *acl_actions,
         *txn_actions,
     )
+    for p in (describe, decom, rebal):
+        p.add_argument(
+            "--admin",
+            metavar="HOST:PORT,...",
+            help="the nodes' admin listeners, for the bytes the moves still have to copy "
+            "(default: each broker's Kafka port + 2000)",
+        )
     for p in (*clients, slist, sdesc):
         p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the local cluster's)")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -378,7 +385,9 @@ def _cluster_decommission(args: argparse.Namespace) -> int:
 
     admin = client_config.admin(_bootstrap(args), "raftlog-decommission", 30_000)
     try:
-        return decommission(admin, args.node, args.timeout, lambda line: print(line, flush=True))
+        return decommission(
+            admin, args.node, args.timeout, lambda line: print(line, flush=True), args.admin
+        )
     finally:
         admin.close()
 
@@ -388,7 +397,7 @@ def _cluster_rebalance(args: argparse.Namespace) -> int:
 
     admin = client_config.admin(_bootstrap(args), "raftlog-rebalance", 30_000)
     try:
-        return rebalance(admin, args.timeout, lambda line: print(line, flush=True))
+        return rebalance(admin, args.timeout, lambda line: print(line, flush=True), args.admin)
     finally:
         admin.close()
 
@@ -504,9 +513,13 @@ def _topic_list(args: argparse.Namespace) -> int:
 def _topic_describe(args: argparse.Namespace) -> int:
     """Each partition's leader, replicas and ISR, and for a partition moving (KIP-455) the
     replicas its move adds and removes (ListPartitionReassignments; left out, with a line on
-    stderr, when the principal may not describe the cluster)."""
+    stderr, when the principal may not describe the cluster) and the bytes it still has to
+    copy (its leader's admin port: Kafka's API has no field for it)."""
+    from raftlog_app import replicas_cli
+
     admin = _admin_client(args)
     moving: dict[int, dict[str, list[int]]] = {}
+    copying: dict[tuple[str, int], int] | None = None
     try:
         (topic,) = admin.describe_topics([args.name])
         if not topic["error_code"]:
@@ -516,6 +529,13 @@ def _topic_describe(args: argparse.Namespace) -> int:
                 moving = {tp.partition: move for tp, move in listed.items()}
             except ClientError as e:
                 print(f"raftlog: moves in progress not shown: {e}", file=sys.stderr)
+        if moving:
+            failed: list[str] = []
+            copying = replicas_cli.to_copy(
+                replicas_cli.admin_addresses(admin, args.admin), failed.append
+            )
+            if copying is None:
+                print(f"raftlog: bytes still to copy not shown: {failed}", file=sys.stderr)
     finally:
         admin.close()
     if topic["error_code"]:
@@ -525,12 +545,18 @@ def _topic_describe(args: argparse.Namespace) -> int:
     print(line + (f"  moving {len(moving)}" if moving else ""))
     for p in sorted(topic["partitions"], key=lambda p: p["partition_index"]):
         move = moving.get(p["partition_index"])
+        key = (args.name, p["partition_index"])
         print(
             f"  partition {p['partition_index']}  leader {p['leader_id']}  "
             f"epoch {p['leader_epoch']}  replicas {p['replica_nodes']}  isr {p['isr_nodes']}"
             + (
                 f"  moving: adding {move['adding_replicas']} removing {move['removing_replicas']}"
                 if move
+                else ""
+            )
+            + (
+                f"  to copy {replicas_cli.size_text(copying.get(key, 0))}"
+                if move and copying is not None
                 else ""
             )
         )

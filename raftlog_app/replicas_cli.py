@@ -15,18 +15,28 @@ the fewest until no two differ by more than one (a node added later takes its sh
 the move that leaves its partition on the most racks; then each partition's replicas are
 reordered, which needs no copy, so every node is the preferred leader of as many partitions
 as any other, give or take one.
+
+Both print their progress until no move is left: the moves done, and the bytes the moves
+still have to copy (raftlog's own figure, which Kafka's ListPartitionReassignments has no
+field for: each move's leader gives it on its admin port, /v1/reassignments).
 """
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from raftlog.config import ConfigError
+from raftlog.config import ConfigError, parse_address
+from raftlog_app.cluster import ADMIN_OFFSET
 
 POLL_SECONDS = 1.0
+SAY_SECONDS = 5.0  # the bytes still to copy are said again this often while they change
+ADMIN_TIMEOUT_S = 5.0
 CHUNK = 1000  # partitions per AlterPartitionReassignments request
 
 Key = tuple[str, int]
@@ -100,8 +110,76 @@ def balance(
     return {key: held for key, held in lists.items() if held != replicas[key]}
 
 
-def decommission(admin: Any, node: int, timeout: float, say: Callable[[str], None] = print) -> int:
-    """Moves every replica off `node` and waits for the moves to end (0), or says why not."""
+def admin_addresses(admin: Any, given: str | None) -> list[str]:
+    """The nodes' admin listeners: `given` (host:port,...), else each live broker's Kafka
+    port + 2000 (`raftlog cluster`'s layout)."""
+    if given:
+        return [
+            f"{h}:{p}" for h, p in (parse_address(a.strip(), "--admin") for a in given.split(","))
+        ]
+    return [
+        f"{b['host']}:{int(b['port']) + ADMIN_OFFSET}"
+        for b in admin.describe_cluster()["brokers"]
+        if not b.get("is_fenced")
+    ]
+
+
+def to_copy(addresses: Iterable[str], warn: Callable[[str], None]) -> dict[Key, int] | None:
+    """The bytes each move still has to copy, as its leader says on its admin port; None
+    if no node answered (`warn` is told why)."""
+    found: dict[Key, int] = {}
+    answered = False
+    for address in addresses:
+        try:
+            url = f"http://{address}/v1/reassignments"
+            with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as answer:  # noqa: S310
+                moves = json.load(answer)["moves"]
+        except (OSError, ValueError, KeyError) as e:
+            warn(f"admin {address}: {e}")
+            continue
+        answered = True
+        for move in moves:
+            found[(str(move["topic"]), int(move["partition"]))] = int(move["bytes_remaining"])
+    return found if answered else None
+
+
+def size_text(nbytes: int) -> str:
+    """Bytes for a person: 0 B, 512 B, 1.5 kB, 340.2 MB, 1.07 GB (powers of 1000)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.{2 if unit == 'GB' else 1}f} {unit}"
+    return f"{nbytes} B"
+
+
+class Copying:
+    """The progress lines' bytes still to copy, from the nodes' admin ports; once no node
+    answers it says so once and shows nothing more."""
+
+    def __init__(self, addresses: list[str], say: Callable[[str], None]) -> None:
+        self._addresses = addresses
+        self._say = say
+        self._failed: list[str] = []
+
+    def text(self, keys: Iterable[Key]) -> str:
+        if self._addresses and not self._failed:
+            found = to_copy(self._addresses, self._failed.append)
+            if found is not None:
+                self._failed.clear()
+                total = sum(found.get(k, 0) for k in keys)
+                return f", {size_text(total)} still to copy"
+            self._say(f"(bytes still to copy not shown: {'; '.join(self._failed)})")
+        return ""
+
+
+def decommission(
+    admin: Any,
+    node: int,
+    timeout: float,
+    say: Callable[[str], None] = print,
+    admin_ports: str | None = None,
+) -> int:
+    """Moves every replica off `node` and waits for the moves to end (0), or says why not.
+    `admin_ports`: the nodes' admin listeners (admin_addresses)."""
     brokers, replicas = _cluster(admin)
     gone = node not in brokers
     if gone and not any(node in held for held in replicas.values()):
@@ -115,13 +193,16 @@ def decommission(admin: Any, node: int, timeout: float, say: Callable[[str], Non
         say(f"node {node} holds no replica")
         return 0
     say(f"moving {len(moves)} replicas off node {node}")
-    if not _move(admin, moves, timeout, say, f"moved off node {node}"):
+    copying = Copying(admin_addresses(admin, admin_ports), say)
+    if not _move(admin, moves, timeout, say, f"moved off node {node}", copying):
         return 1
     say(f"node {node} holds no replica now; it can be stopped")
     return 0
 
 
-def rebalance(admin: Any, timeout: float, say: Callable[[str], None] = print) -> int:
+def rebalance(
+    admin: Any, timeout: float, say: Callable[[str], None] = print, admin_ports: str | None = None
+) -> int:
     """Evens out replicas and preferred leaders per node; waits for the moves to end (0)."""
     brokers, replicas = _cluster(admin)
     moves = balance(brokers, replicas)
@@ -129,7 +210,8 @@ def rebalance(admin: Any, timeout: float, say: Callable[[str], None] = print) ->
         say("balanced already")
         return 0
     say(f"moving or reordering the replicas of {len(moves)} partitions")
-    if not _move(admin, moves, timeout, say, "done"):
+    copying = Copying(admin_addresses(admin, admin_ports), say)
+    if not _move(admin, moves, timeout, say, "done", copying):
         return 1
     load = Counter(b for held in {**replicas, **moves}.values() for b in held)
     say("replicas per node now: " + ", ".join(f"{n}: {load[n]}" for n in sorted(brokers)))
@@ -152,10 +234,16 @@ def _cluster(admin: Any) -> tuple[dict[int, str | None], dict[Key, list[int]]]:
 
 
 def _move(
-    admin: Any, moves: dict[Key, list[int]], timeout: float, say: Callable[[str], None], what: str
+    admin: Any,
+    moves: dict[Key, list[int]],
+    timeout: float,
+    say: Callable[[str], None],
+    what: str,
+    copying: Copying,
 ) -> bool:
-    """Sends the moves and waits until none of them is in progress; False if `timeout` ran
-    out first (the moves go on)."""
+    """Sends the moves and waits until none of them is in progress, saying how many are done
+    and the bytes they still have to copy; False if `timeout` ran out first (the moves go
+    on)."""
     from kafka import TopicPartition
 
     keys = sorted(moves)
@@ -166,16 +254,20 @@ def _move(
             first = next(iter(refused.items()))
             raise ConfigError(f"{len(refused)} moves refused, e.g. {first[0]}: {first[1]}")
     deadline = time.monotonic() + timeout
-    said = -1
+    said, said_at, line = -1, 0.0, ""
     while True:
         listed = {(tp.topic, tp.partition) for tp in admin.list_partition_reassignments()}
         moving = listed & set(moves)
         done = len(moves) - len(moving)
-        if done != said:
-            said = done
-            say(f"  {done} of {len(moves)} {what}")
         if not moving:
+            say(f"  {done} of {len(moves)} {what}")
             return True
+        now = time.monotonic()
+        if done != said or now - said_at >= SAY_SECONDS:
+            new = f"  {done} of {len(moves)} {what}" + copying.text(moving)
+            if new != line:
+                say(new)
+            said, said_at, line = done, now, new
         if time.monotonic() >= deadline:
             say(f"{len(moving)} moves still under way after {timeout:.0f}s (they go on)")
             return False

@@ -523,6 +523,21 @@ class Log:
             position = 0
         return b"".join(parts)
 
+    def bytes_from(self, offset: int) -> int:
+        """Bytes of the batches from the one holding `offset` to the log end: what a replica
+        whose log ends at `offset` still lacks of this one (a move's copy, issue 44)."""
+        if offset >= self.log_end_offset:
+            return 0
+        if offset <= self.segment_start:
+            return sum(s.size for s in self._segments)
+        i = self._holding(offset)
+        segment = self._segments[i]
+        try:
+            position, _ = segment.find(offset)
+        except ValueError:  # past its last batch (compaction left a gap): nothing of it
+            position = segment.size
+        return segment.size - position + sum(s.size for s in self._segments[i + 1 :])
+
     def locate(self, offset: int, next_offset: int) -> Location:
         """The Location of the batches holding exactly [offset, next_offset), which must lie in
         one segment: how an installed snapshot finds the entries it anchors on."""

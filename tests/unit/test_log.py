@@ -196,6 +196,22 @@ def test_read_continues_across_segments_and_empty_terms(tmp_path: Path) -> None:
     assert offsets_of(log.read(4, 1 << 20, 9, False)) == [(3, 6), (6, 9)]
 
 
+def test_bytes_from_an_offset_count_every_batch_from_the_one_holding_it(tmp_path: Path) -> None:
+    """What a replica whose log ends at an offset lacks (a move's bytes still to copy)."""
+    batch = records(3)
+    log = open_log(tmp_path / "p", segment_bytes=2 * len(batch) + 1)
+    for _ in range(3):
+        log.append(batch, term=1)
+    log.begin_term(2)
+    log.append(batch, term=2)
+    # offsets [0,3) [3,6) | [6,9) | term 2: [9,12); 4 batches in 3 segments
+    size = len(batch)
+    assert [log.bytes_from(o) for o in (0, 3, 4, 6, 9, 11, 12, 20)] == [
+        *(4 * size, 3 * size, 3 * size, 2 * size, size, size),
+        *(0, 0),
+    ]
+
+
 def test_truncate_inside_a_segment(tmp_path: Path) -> None:
     log = open_log(tmp_path / "p", index_interval_bytes=64)
     locations = [log.append(records(3), term=1).location for _ in range(6)]

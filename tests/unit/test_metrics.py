@@ -41,6 +41,7 @@ from raftlog.metrics import (
     series_budget,
 )
 from raftlog.node import Node
+from raftlog.reassignment import Reassigner
 from raftlog.share.manager import ShareManager
 from raftlog.storage.batch import records_in_batches
 
@@ -172,6 +173,13 @@ class ReplicaNode:
         self.groups = GroupCoordinator(self.node_id, GroupConfig(num_partitions=1))
         self.share = ShareManager(lambda _g: group_config.values({}), every_member)
         self.loop_stalls = LoopStallMonitor(ManualClock())
+        self.mover = Reassigner(
+            self.node_id, lambda: self.partitions, lambda: self.controller.state.topics, _never
+        )
+
+
+async def _never(topic: str, index: int, target: list[int]) -> None:
+    raise AssertionError("the mover is not started here")
 
 
 @pytest.fixture
@@ -201,6 +209,32 @@ async def test_under_replicated_counts_the_replicas_the_controller_has_now(
     topic["partitions"], topic["moves"] = [[1, 2, 4]], {}
     found = await samples(node, KafkaMetrics())
     assert value(found, "raftlog_partition_under_replicated", **tp) == 1
+
+
+async def test_a_moves_leader_shows_the_bytes_its_added_replicas_lack(replicas: Replicas) -> None:
+    """raftlog_reassignment_bytes_remaining (issue 44): on the leader of a moving partition,
+    its log's bytes that the replicas the move adds lack: all of them for node 4, which holds
+    nothing; none for node 3, which holds everything (a move that adds it back). None on a
+    follower, none for a partition that does not move."""
+    leader = await replicas.leader()
+    acks = [replicas.send(leader, make_batch([(None, b"r%d" % i)] * 3)) for i in range(10)]
+    await replicas.run(0.5)
+    assert [a.result().error for a in acks] == [E.none] * 10
+    node = ReplicaNode(replicas, leader)
+    name = "raftlog_reassignment_bytes_remaining"
+    tp = {"topic": "t", "partition": "0"}
+    assert not any(key[0] == name for key in await samples(node, KafkaMetrics()))
+    topic = node.controller.state.topics["t"]
+    topic["partitions"] = [[1, 2, 4, 3]]
+    topic["moves"] = {0: {"target": [1, 2, 4], "original": [1, 2, 3]}}
+    size = sum(s.size for s in replicas.partitions[leader].log.segments())
+    assert size > 10 * 3 * 2
+    assert value(await samples(node, KafkaMetrics()), name, **tp) == size
+    topic["moves"] = {0: {"target": [1, 2, 3], "original": [1, 2]}}  # 3 holds it all
+    assert value(await samples(node, KafkaMetrics()), name, **tp) == 0
+    follower = ReplicaNode(replicas, next(i for i in IDS if i != leader))
+    follower.controller.state.topics["t"].update(topic)
+    assert not any(key[0] == name for key in await samples(follower, KafkaMetrics()))
 
 
 async def test_a_scrape_shows_what_the_leader_appended_and_its_followers_lag(

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from raftlog.config import ConfigError
-from raftlog_app.replicas_cli import balance, plan
+from raftlog_app.replicas_cli import admin_addresses, balance, plan, size_text
 
 
 def test_each_replica_goes_to_a_new_rack_and_the_least_loaded_node() -> None:
@@ -56,3 +56,23 @@ def test_a_move_keeps_the_partition_on_the_most_racks() -> None:
 def test_a_balanced_cluster_needs_no_move() -> None:
     racks = {1: None, 2: None, 3: None}
     assert balance(racks, {("t", 0): [1, 2], ("t", 1): [2, 3], ("t", 2): [3, 1]}) == {}
+
+
+def test_bytes_still_to_copy_read_for_a_person() -> None:
+    """The progress lines' and `topic describe`'s figure (powers of 1000, as the bench's MB)."""
+    assert [size_text(n) for n in (0, 999, 1500, 340_250_000, 1_073_741_824)] == [
+        "0 B",
+        "999 B",
+        "1.5 kB",
+        "340.2 MB",
+        "1.07 GB",
+    ]
+
+
+def test_admin_listeners_given_are_checked() -> None:
+    assert admin_addresses(None, "127.0.0.1:11092, localhost:11093") == [
+        "127.0.0.1:11092",
+        "localhost:11093",
+    ]
+    with pytest.raises(ConfigError):
+        admin_addresses(None, "127.0.0.1")
