@@ -17,6 +17,7 @@ from support.journal import RecordingListener
 
 from raftlog.raft.core import (
     LEARNER_BURST,
+    NONE,
     Config,
     Entry,
     HardState,
@@ -26,7 +27,14 @@ from raftlog.raft.core import (
     Role,
 )
 from raftlog.raft.driver import TICK_SECONDS, decode, encode
-from raftlog.raft.install import CHUNK_BYTES, Installer, Installs, Later
+from raftlog.raft.install import (
+    CHUNK_BYTES,
+    MAX_WAITS,
+    WAIT_SECONDS,
+    Installer,
+    Installs,
+    Later,
+)
 from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
 from raftlog.raft.membership import Membership
 from raftlog.raft.replica import NO_OP, JournalLog
@@ -336,6 +344,37 @@ def test_a_learners_snapshot_install_is_paced_by_its_throttle(tmp_path: Path) ->
         window = sum(size for t, size in served if at - 10 * TICK_SECONDS < t <= at)
         assert window <= (LEARNER_BURST + 10) * per_tick + batch_bytes, (at, window)
     assert ticks >= copied // per_tick - LEARNER_BURST - 1  # it took about copied / rate
+
+
+def test_a_learners_install_from_a_source_that_stopped_leading_gives_up(tmp_path: Path) -> None:
+    """A source that no longer leads refills no budget: it answers only `wait`, and after
+    INSTALL_TIMEOUT of them the learner gives the install up (the next leader's snapshot
+    message starts another), instead of waiting forever."""
+    clock = Clock()
+    net = Net(tmp_path, learners=(4,), learner_bytes_per_tick=4000)
+    net.with_installs(clock.later)
+    net.elect(1)
+    one, four = net.replicas[1], net.replicas[4]
+    net.cut = {4}
+    for n in range(100):  # more than the burst
+        one.raft.propose(DATA_PREFIX + batch(b"%01000d" % n))
+    net.settle()
+    net.heartbeat()
+    one.journal.compact_to(one.raft.commit - 1)
+    net.cut = set()
+    for _ in range(100):  # until its budget lets the snapshot message and a first read go
+        one.raft.tick()
+        clock.advance(TICK_SECONDS)
+        net.settle()
+        if four.raft.installing is not None:
+            break
+    assert four.raft.installing is not None
+    one.raft.become_follower(one.raft.term + 1, NONE)  # deposed: its budget is gone
+    for _ in range(MAX_WAITS - 1):
+        clock.advance(WAIT_SECONDS)
+    assert four.raft.installing is not None  # still waiting
+    clock.advance(2 * WAIT_SECONDS)
+    assert four.raft.installing is None and not four.listener.installs
 
 
 def test_an_append_built_before_a_cut_is_not_sent_with_bytes_the_cut_removed(
