@@ -40,6 +40,10 @@ class _Producer:
     epoch: int
     # (first sequence, last sequence, base offset) of the newest batches
     batches: deque[tuple[int, int, int]] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    # its newest batch was judged here (this replica led and accepted it), not copied from
+    # another leader's log, rebuilt or loaded: see ProducerState.check on a sequence gap. A
+    # replica leading again keeps it for producers nobody wrote for in between.
+    judged_here: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,9 @@ class ProducerState:
         # they hold the last stable offset until it is, as in Kafka (a marker a new leader's
         # log lacks must not have let a consumer read its transaction meanwhile)
         self._ending: deque[tuple[int, int]] = deque()
+        # the last data batch check() let through: the leader records exactly that header
+        # next, which is how record() tells a batch judged here from one copied or rebuilt
+        self._accepted: BatchHeader | None = None
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -100,6 +107,7 @@ class ProducerState:
                 "transactional batches until it ends",
             )
         if known is None:
+            self._accepted = header
             return None  # a producer we never saw, or forgot: accept, as Kafka does
         epoch, first = header.producer_epoch, header.base_sequence
         last = (first + header.last_offset_delta) % SEQUENCE_WRAP
@@ -116,16 +124,31 @@ class ProducerState:
                     ErrorCode.out_of_order_sequence_number,
                     message=f"producer {pid} new epoch {epoch} must start at sequence 0",
                 )
+            self._accepted = header
             return None
         for seen_first, seen_last, base_offset in known.batches:
             if (seen_first, seen_last) == (first, last):
                 return Verdict(ErrorCode.none, base_offset=base_offset)
         expected = (known.batches[-1][1] + 1) % SEQUENCE_WRAP if known.batches else first
+        if first != expected and not known.judged_here:
+            # The producer's newest batch came from another leader's log: the batches before
+            # this one may be requests to that leader whose answers the client has not
+            # handled yet. librdkafka re-queues such a batch only after it let the next
+            # request go to the new leader, and answered OUT_OF_ORDER_SEQUENCE there it bumps
+            # its epoch and sends everything unacknowledged again under new sequences,
+            # duplicating what the old leader had written. Retriable and "not written", the
+            # client retries in order under the same epoch and the duplicates are found.
+            return Verdict(
+                ErrorCode.not_enough_replicas,
+                message=f"producer {pid} sent sequence {first}, expected {expected}; the "
+                "batches between may still be retried from an earlier leader",
+            )
         if first != expected:
             return Verdict(
                 ErrorCode.out_of_order_sequence_number,
                 message=f"producer {pid} sent sequence {first}, expected {expected}",
             )
+        self._accepted = header
         return None
 
     def record(self, header: BatchHeader, base_offset: int, marker: Marker | None = None) -> None:
@@ -142,6 +165,8 @@ class ProducerState:
         entry = self._producers.pop(pid, None)
         if entry is None or header.producer_epoch != entry.epoch:
             entry = _Producer(header.producer_epoch)
+        entry.judged_here = header is self._accepted
+        self._accepted = None
         if header.base_sequence < 0:  # nothing to judge its retries by
             self._producers[pid] = entry
             return

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.raftnet import Clock, message_types
 from support.replicas import IDS, PID, Replicas, values
+from support.wire import make_batch
 
 from raftlog.broker import ProduceResult
 from raftlog.errors import ErrorCode
@@ -361,3 +362,58 @@ async def test_an_idle_partitions_checkpoint_leaves_its_producer_state_as_it_is(
     for p in replicas.partitions.values():
         p.compacting()
     assert all(ino != first[i] for i, ino in saved().items())
+
+
+def _batch(first_value: int, count: int, epoch: int, first_seq: int) -> bytes:
+    """Producer PID's records p7-s<first_value>.. under `epoch`, from sequence `first_seq`."""
+    return make_batch(
+        [(None, b"p%d-s%d" % (PID, first_value + i)) for i in range(count)],
+        producer=(PID, epoch, first_seq),
+    )
+
+
+async def test_a_gap_from_a_producer_the_new_leader_has_not_heard_keeps_its_sequences(
+    replicas: Replicas,
+) -> None:
+    """The fault run's epoch bumps (4 in 300 cycles, 'skipped sequence numbers'), with the
+    answers raftlog gave. Leader L appends R0 (sequences 10-19), which reaches both followers,
+    and is cut off before it commits; M is elected and commits R0 with its term. R0's answer
+    from L is "possibly persisted"; R1 (20-29), read by L once it knows it no longer leads, is
+    NOT_LEADER (not written anywhere). librdkafka answers a failed request on the old leader's
+    thread, and decrements the partition's in-flight count before it re-queues the failed
+    batch and drains again: the new leader's thread can send R2 (30-39) ahead of R0 and R1's
+    retries. M's log lacks 20-29. Answered OUT_OF_ORDER_SEQUENCE (Kafka's answer), R2 sends
+    librdkafka (rdkafka_request.c: R2's sequence is past the first unacknowledged one) to bump
+    its epoch and send R0, R1 and R2 again from sequence 0: R0, already committed by M, is
+    written twice. Answered with a retriable error that keeps the sequence, the client retries
+    R0 (found: its first offset), R1 and R2 under the same epoch: each record once."""
+    old = await replicas.leader()
+    first = replicas.produce(old, 0, 10)
+    await replicas.run(0.3)
+    assert first.result().error == ErrorCode.none
+    replicas.net.isolate(old, outgoing=False)  # L's appends arrive, nothing reaches L
+    r0 = replicas.send(old, _batch(10, 10, 0, 10))
+    await replicas.run(0.1)
+    assert all(replicas.partitions[i].log_end_offset == 20 for i in IDS)
+    replicas.net.isolate(old)
+    new = await replicas.leader(among=tuple(i for i in IDS if i != old))
+    replicas.net.heal()
+    await replicas.run(0.5)
+    assert not replicas.partitions[old].is_leader
+    assert r0.result().error == ErrorCode.request_timed_out
+    r1 = replicas.send(old, _batch(20, 10, 0, 20))
+    await replicas.run(0.1)
+    assert r1.result().error == ErrorCode.not_leader_or_follower
+    r2 = replicas.send(new, _batch(30, 10, 0, 30))
+    await replicas.run(0.3)
+    answer = r2.result().error
+    # What librdkafka does with R2's answer (rd_kafka_handle_idempotent_Produce_error).
+    if answer == ErrorCode.out_of_order_sequence_number:
+        retries = [_batch(10 + 10 * i, 10, 1, 10 * i) for i in range(3)]  # epoch bumped
+    else:
+        assert answer == ErrorCode.not_enough_replicas  # retriable, not written
+        retries = [_batch(10 + 10 * i, 10, 0, 10 + 10 * i) for i in range(3)]
+    answers = [replicas.send(new, b) for b in retries]
+    await replicas.run(0.3)
+    assert [a.result().base_offset for a in answers] == [10, 20, 30]
+    assert values(replicas.partitions[new]) == [b"p%d-s%d" % (PID, s) for s in range(40)]

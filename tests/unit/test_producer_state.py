@@ -28,6 +28,12 @@ def marker(pid=7, epoch=0):
 COMMIT, ABORT = Marker(True, 0), Marker(False, 0)
 
 
+def lead(s, header, offset):
+    """As the leader appends a batch: judged, then recorded (a follower only records)."""
+    assert s.check(header) is None
+    s.record(header, offset)
+
+
 def test_in_order_batches_are_accepted():
     s = ProducerState()
     for i, seq in enumerate((0, 10, 20)):
@@ -46,8 +52,47 @@ def test_a_retried_batch_is_answered_with_its_first_offset_and_not_written_again
 
 def test_a_gap_in_sequences_is_out_of_order():
     s = ProducerState()
-    s.record(batch(seq=0), 0)
+    lead(s, batch(seq=0), 0)
     assert s.check(batch(seq=20)).error == ErrorCode.out_of_order_sequence_number
+
+
+def test_a_gap_after_batches_another_leader_wrote_is_retriable_until_one_is_judged_here():
+    """A new leader holds the producer's batches as the old leader wrote them; a gap may be
+    requests to the old leader the client has not retried yet (librdkafka can send the next
+    batch to the new leader first). OUT_OF_ORDER_SEQUENCE makes librdkafka bump its epoch
+    and resend all it has not seen acknowledged (duplicating what was written but not
+    answered); a retriable "not written" keeps its sequences. Once this leader accepts a batch
+    of the producer, a gap is Kafka's OUT_OF_ORDER_SEQUENCE again."""
+    s = ProducerState()
+    s.record(batch(seq=0), 0)  # copied from the old leader's log
+    gap = s.check(batch(seq=20))
+    assert gap is not None and gap.error == ErrorCode.not_enough_replicas
+    assert s.check(batch(seq=0)).base_offset == 0  # the retry of what the old leader wrote
+    lead(s, batch(seq=10), 10)
+    lead(s, batch(seq=20), 20)
+    assert s.check(batch(seq=40)).error == ErrorCode.out_of_order_sequence_number
+    s.record(batch(seq=30), 30)  # a later leader's batch, copied here
+    assert s.check(batch(seq=50)).error == ErrorCode.not_enough_replicas
+
+
+def test_a_refused_check_does_not_count_as_judged():
+    """A replica that is not the leader checks a request's batches (is it a retry it holds?)
+    without appending them; the next batch it records is copied, not judged."""
+    s = ProducerState()
+    s.record(batch(seq=0), 0)
+    assert s.check(batch(seq=10)) is None  # a follower asked about a batch it does not hold
+    s.record(batch(seq=10), 10)  # the leader's copy of another request's batch
+    assert s.check(batch(seq=30)).error == ErrorCode.not_enough_replicas
+
+
+def test_a_state_loaded_from_its_snapshot_judged_nothing(tmp_path):
+    """After a restart the replica's leadership is new: the sequences it loaded were written
+    before it, and a gap is retriable as after batches copied from another leader."""
+    s = ProducerState()
+    lead(s, batch(seq=0), 0)
+    s.save(tmp_path / "producer-state", offset=10)
+    loaded, _ = ProducerState.load(tmp_path / "producer-state")
+    assert loaded.check(batch(seq=20)).error == ErrorCode.not_enough_replicas
 
 
 def test_a_fenced_epoch_is_refused_and_a_new_epoch_starts_at_zero():
@@ -67,7 +112,7 @@ def test_non_idempotent_and_unknown_producers_are_accepted():
 def test_only_the_last_five_batches_are_remembered():
     s = ProducerState()
     for i in range(BATCHES_KEPT + 1):
-        s.record(batch(seq=10 * i), 10 * i)
+        lead(s, batch(seq=10 * i), 10 * i)
     assert s.check(batch(seq=0)).error == ErrorCode.out_of_order_sequence_number
     assert s.check(batch(seq=10)).error == ErrorCode.none
 
@@ -75,7 +120,7 @@ def test_only_the_last_five_batches_are_remembered():
 def test_state_is_bounded_least_recently_written_first():
     s = ProducerState()
     for pid in range(MAX_PRODUCERS + 1):
-        s.record(batch(pid=pid), pid)
+        lead(s, batch(pid=pid), pid)
     assert len(s) == MAX_PRODUCERS
     assert s.check(batch(pid=0, seq=77)) is None  # the oldest was forgotten
     assert s.check(batch(pid=1, seq=77)).error == ErrorCode.out_of_order_sequence_number
@@ -95,9 +140,8 @@ def test_sequences_wrap_after_the_largest_int32():
     """Kafka's sequences go on from 0 after 2**31 - 1, within a batch as across batches: a
     long-lived producer is not refused once it has sent two billion records."""
     s = ProducerState()
-    s.record(batch(seq=SEQUENCE_WRAP - 15, count=10), 0)
-    assert s.check(batch(seq=SEQUENCE_WRAP - 5, count=10)) is None  # its last sequence is 4
-    s.record(batch(seq=SEQUENCE_WRAP - 5, count=10), 10)
+    lead(s, batch(seq=SEQUENCE_WRAP - 15, count=10), 0)
+    lead(s, batch(seq=SEQUENCE_WRAP - 5, count=10), 10)  # its last sequence is 4
     assert s.check(batch(seq=5)) is None
     assert s.check(batch(seq=SEQUENCE_WRAP - 5, count=10)).base_offset == 10
     assert s.check(batch(seq=0)).error == ErrorCode.out_of_order_sequence_number
