@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from epoch.replica_state import ReplicaState, spans
+from raftlog.controller import ControllerUnavailable
+from raftlog.controller.voters import VoterRefused
 from raftlog.http_listener import DEFAULT_LIMITS, HttpLimits, HttpListener, HttpStats
 from raftlog.security import user_routes
 from raftlog.security.users import UserAdmin
@@ -72,6 +74,7 @@ class AdminServer:
             "/v1/partitions/{topic}/{partition}/transfer-leadership", self._transfer
         )
         app.router.add_get("/v1/history", self._history)
+        app.router.add_post("/v1/controller/voters/{node}/retire", self._retire_voter)
         app.router.add_get("/v1/epochs", self._all_epochs)
         app.router.add_get("/v1/share-groups/{group}", self._share_group)
         app.router.add_get("/v1/reassignments", self._reassignments)
@@ -130,6 +133,8 @@ class AdminServer:
                 "controller_leader": leader if leader >= 0 else None,
                 "registered_nodes": sorted(view.registered_nodes()),
                 "live_nodes": [b.node_id for b in view.live_brokers()],
+                "controller_voters": sorted(node.controller.voters()),
+                "controller_voter": node.controller.group.is_voter,
                 "partitions": partitions,
             }
         )
@@ -206,6 +211,21 @@ class AdminServer:
                 }
             )
         return web.json_response({"node_id": self._node.node_id, "partitions": partitions})
+
+    async def _retire_voter(self, request: web.Request) -> web.Response:
+        """Takes a node out of the controller's voters, a live observer taking its place
+        first (`raftlog cluster decommission`; controller/voters.py)."""
+        try:
+            node_id = int(request.match_info["node"])
+        except ValueError:
+            raise web.HTTPBadRequest(text="node must be a number\n") from None
+        try:
+            done = await self._node.retire_controller_voter(node_id)
+        except VoterRefused as refused:
+            raise web.HTTPConflict(text=f"{refused}\n") from None
+        except ControllerUnavailable as e:
+            raise web.HTTPServiceUnavailable(text=f"{e}\n") from None
+        return web.json_response({"done": done, "voters": sorted(self._node.controller.voters())})
 
     async def _history(self, request: web.Request) -> web.StreamResponse:
         """This node's history journal (JSON lines, schema in epoch/README.md)."""

@@ -90,6 +90,10 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # catches up (raftlog/reassignment.py); Kafka's name, applied to every moving replica
     # (Kafka's default is unthrottled: its reassignment tool sets a throttle per move).
     "leader.replication.throttled.rate": 32 * 1024 * 1024,
+    # raftlog's: the voters of the controller quorum (1, 3 or 5; KRaft's controller.quorum
+    # voters, as a count): a new cluster's first nodes by id, fewer if it has fewer nodes;
+    # every other node observes (raftlog/controller/voters.py).
+    "controller.quorum.size": 3,
     "connections.max.idle.ms": 600000,
     # What every listener of a node holds of requests, complete and half-read (Kafka's name;
     # Kafka's default is unbounded), and the largest frame before SASL authentication.
@@ -177,6 +181,7 @@ BROKER_TYPES = {
     "ssl.key.password": PASSWORD,
 }
 # Kafka's ConfigDef ranges of the settings that have one (low, high; None: unbounded).
+QUORUM_SIZES = (1, 3, 5)  # controller.quorum.size: an even count adds a voter and no safety
 BROKER_RANGES: dict[str, tuple[int, int | None]] = {
     "log.message.timestamp.before.max.ms": (0, None),
     "leader.replication.throttled.rate": (0, None),
@@ -318,6 +323,8 @@ def _broker_value(name: str, value: Any) -> Any:
         raise ConfigError(f"{what}: expected a whole number, got {value!r}")
     if name in BROKER_POSITIVE and number < 1:
         raise ConfigError(f"{what}: expected a positive number, got {number}")
+    if name == "controller.quorum.size" and number not in QUORUM_SIZES:
+        raise ConfigError(f"{what}: expected 1, 3 or 5, got {number}")
     low, high = BROKER_RANGES.get(name, (None, None))
     if (low is not None and number < low) or (high is not None and number > high):
         bound = f"from {low} to {high}" if high is not None else f"at least {low}"

@@ -1,7 +1,8 @@
 """The controller quorum as Kafka's DescribeQuorum reports a KRaft metadata quorum: raftlog's
 controller is a Raft group too (pysyncobj), so its leader, term, commit index (the high
-watermark) and each voter's log end can be told. Only the leader knows how far each voter
-got: any other node asks it over a mesh call.
+watermark) and each voter's and observer's log end can be told (controller/voters.py: the
+nodes beyond the voters observe). Only the leader knows how far each got: any other node asks
+it over a mesh call.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from raftlog.mesh_calls import MeshCalls
 if TYPE_CHECKING:
     from raftlog.controller.group import RaftGroup
 
-CALL = "quorum"  # [] -> [leader, term, high watermark, [[voter, log end offset], ...]]
+# [] -> [leader, term, high watermark, [[voter, log end offset], ...], [[observer, ...], ...]]
+CALL = "quorum"
 CALL_TIMEOUT_S = 5.0
 
 
@@ -25,6 +27,7 @@ class QuorumState:
     leader_epoch: int
     high_watermark: int
     voters: tuple[tuple[int, int], ...]  # (node id, log end offset; -1 when not known)
+    observers: tuple[tuple[int, int], ...] = ()  # the connected nodes that do not vote
 
 
 class QuorumDescriber:
@@ -55,7 +58,8 @@ class QuorumDescriber:
             (int(m), group.journal.last_index if m == str(self._node_id) else matches.get(m, -1))
             for m in sorted(group.members(), key=int)
         )
-        return QuorumState(self._node_id, group.term, group.commit_index, voters)
+        observers = tuple((int(m), matches.get(m, -1)) for m in sorted(group.observers(), key=int))
+        return QuorumState(self._node_id, group.term, group.commit_index, voters, observers)
 
     async def _serve(self, _peer: str, _args: list[Any]) -> list[Any] | None:
         state = self._here()
@@ -66,14 +70,24 @@ class QuorumDescriber:
             state.leader_epoch,
             state.high_watermark,
             [list(v) for v in state.voters],
+            [list(o) for o in state.observers],
         ]
 
 
 def _parsed(answer: Any) -> QuorumState | None:
+    """A leader's answer; one of a release before observers has no fifth element."""
     match answer:
-        case [int(leader), int(epoch), int(hw), list(voters)] if all(
-            isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)
-            for v in voters
+        case [int(leader), int(epoch), int(hw), list(voters), *rest] if (
+            len(rest) <= 1 and all(isinstance(r, list) for r in rest) and _pairs(voters, *rest)
         ):
-            return QuorumState(leader, epoch, hw, tuple((v[0], v[1]) for v in voters))
+            observers = tuple((o[0], o[1]) for o in rest[0]) if rest else ()
+            return QuorumState(leader, epoch, hw, tuple((v[0], v[1]) for v in voters), observers)
     return None
+
+
+def _pairs(*lists: list[Any]) -> bool:
+    return all(
+        isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)
+        for items in lists
+        for v in items
+    )

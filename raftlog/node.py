@@ -20,7 +20,7 @@ from epoch.history import HistoryJournal
 from raftlog import group_config, limits, replica_dir, topic_config
 from raftlog.clock import LOOP_CLOCK
 from raftlog.config import NodeConfig
-from raftlog.controller import Controller, ControllerUnavailable, moves
+from raftlog.controller import Controller, ControllerUnavailable, moves, voters
 from raftlog.controller.ticker import Ticker
 from raftlog.controller_quorum import QuorumDescriber
 from raftlog.errors import ErrorCode
@@ -239,6 +239,7 @@ class Node:
             self.ticker,
             self.timings,
             self._controller_changed,
+            int(cfg.broker_setting("controller.quorum.size")),
         )
         self.mover = Reassigner(
             self.node_id,
@@ -459,15 +460,24 @@ class Node:
             self._tasks.append(asyncio.create_task(self._admit(int(peer))))
 
     async def _admit(self, node_id: int) -> None:
+        """A joining node becomes a controller voter while the voters are fewer than
+        controller.quorum.size; otherwise it observes (controller/voters.py)."""
         for _ in range(30):
-            if str(node_id) in self.controller.group.members():
+            if not voters.admits(node_id, self.controller.voters(), self.controller.quorum_size):
                 return
             try:
                 await self.controller.add_member(node_id)
                 return
             except ControllerUnavailable:
                 await asyncio.sleep(1.0)
-        log.warning("node %d could not be added to the controller group", node_id)
+        log.warning("node %d could not be added to the controller's voters", node_id)
+
+    async def retire_controller_voter(self, node_id: int) -> list[str]:
+        """Takes a node out of the controller's voters, a live observer taking its place
+        first (`raftlog cluster decommission`); what was done, one line each."""
+        registered = set(self.controller.state.nodes)
+        live = {int(p) for p in self.mesh.connected_peers()} | {self.node_id}
+        return await self.controller.retire_voter(node_id, live & registered)
 
     def _controller_changed(self) -> None:
         self._changed.set()

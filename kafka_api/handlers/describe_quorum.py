@@ -1,7 +1,8 @@
 """DescribeQuorum (55): kafka-metadata-quorum describe. raftlog's controller is a Raft group
 (pysyncobj), the counterpart of KRaft's `__cluster_metadata` quorum, and is described as one
 (raftlog/controller_quorum.py): its leader, term (the leader epoch), commit index (the high
-watermark) and each voter's log end offset, with no observers. Timestamps of the last fetch
+watermark) and each voter's and observer's log end offset (the nodes beyond the controller's
+voters observe, controller/voters.py). Timestamps of the last fetch
 and catch-up are not kept (-1), nor are voters' directory ids (zero) or their endpoints (v2's
 nodes: empty).
 
@@ -108,16 +109,17 @@ def _described(m: ModuleType, state: QuorumState) -> Any:
         leader_id=state.leader_id,
         leader_epoch=state.leader_epoch,
         high_watermark=state.high_watermark,
-        current_voters=tuple(
-            build(
-                m.ReplicaState,
-                replica_id=node_id,
-                replica_directory_id=None,
-                log_end_offset=log_end,
-                last_fetch_timestamp=-1,
-                last_caught_up_timestamp=-1,
-            )
-            for node_id, log_end in state.voters
-        ),
-        observers=(),
+        current_voters=tuple(_replica(m, node_id, log_end) for node_id, log_end in state.voters),
+        observers=tuple(_replica(m, node_id, log_end) for node_id, log_end in state.observers),
+    )
+
+
+def _replica(m: ModuleType, node_id: int, log_end: int) -> Any:
+    return build(
+        m.ReplicaState,
+        replica_id=node_id,
+        replica_directory_id=None,
+        log_end_offset=log_end,
+        last_fetch_timestamp=-1,
+        last_caught_up_timestamp=-1,
     )

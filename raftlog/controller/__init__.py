@@ -1,4 +1,5 @@
-"""The controller: cluster metadata replicated by a Raft group spanning every node.
+"""The controller: cluster metadata replicated by a Raft group of a few voters (3 by default,
+controller/voters.py) that every other node follows as an observer.
 
 Like Redpanda's raft0, it holds what every node must agree on: which nodes exist and where
 their Kafka listeners are, which topics exist, their ids, replica assignments and configs, the
@@ -19,7 +20,7 @@ from typing import Any
 from pysyncobj.config import FAIL_REASON
 
 from raftlog.broker import AclChange
-from raftlog.controller import moves
+from raftlog.controller import compat, moves, voters
 from raftlog.controller.group import RaftGroup, failure_name
 from raftlog.controller.journal import ControllerJournal
 from raftlog.controller.syncobj_fork import SyncObj, replicated
@@ -381,14 +382,19 @@ class Controller:
         ticker: Ticker,
         timings: RaftTimings,
         on_change: Callable[[], None],
+        quorum_size: int = 3,
     ) -> None:
+        """node_ids: the config's nodes; the voters are drawn from them
+        (voters.initial_voters) until the log changes them."""
         directory.mkdir(parents=True, exist_ok=True)
         self._on_change = on_change
+        self.quorum_size = quorum_size
+        initial = voters.initial_voters(directory, node_ids, quorum_size)
         journal = ControllerJournal(directory / "raft", None, _NoLog())
         self.group = RaftGroup(
             GROUP_NAME,
             str(node_id),
-            [str(n) for n in node_ids],
+            [str(n) for n in initial],
             journal,
             mesh,
             ticker,
@@ -396,6 +402,7 @@ class Controller:
             snapshots=str(directory / "dump"),
             dynamic_membership=True,
             waits_for_opens=False,
+            voter=node_id in initial,
             factory=functools.partial(ControllerMachine, on_apply=self._applied),
             on_change=lambda _group: on_change(),
         )
@@ -444,6 +451,58 @@ class Controller:
             raise ControllerUnavailable(
                 f"adding node {node_id}: no commit within {timeout}s"
             ) from None
+
+    def voters(self) -> set[int]:
+        """The controller quorum's voters, as this node's log has them."""
+        return {int(v) for v in self.group.members()}
+
+    async def change_voters(self, kind: str, node_id: int, timeout: float = 30.0) -> None:
+        """Adds ("add") or removes ("remove") one voter and returns once the change is
+        committed and applied here. The leader takes one change at a time, and none before
+        its term's first entry committed; a leader asked to remove itself hands over first:
+        each is refused meanwhile, and asked again until `timeout`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            present = node_id in self.voters()
+            if present == (kind == "add") and not compat.has_uncommitted(self.state):
+                return
+            future: asyncio.Future = loop.create_future()
+
+            def done(result: Any, reason: int, future: asyncio.Future = future) -> None:
+                if not future.done():
+                    loop.call_soon(_settle, future, result, reason)
+
+            if present != (kind == "add"):
+                change = self.group.add_member if kind == "add" else self.group.remove_member
+                change(str(node_id), done)
+            else:
+                future.set_result(None)  # made; wait for it to commit here
+            left = deadline - loop.time()
+            if left <= 0:
+                raise ControllerUnavailable(f"{kind} voter {node_id}: not done within {timeout}s")
+            try:
+                await asyncio.wait_for(future, left)
+            except ControllerUnavailable:
+                pass  # refused for now (see above); asked again
+            except TimeoutError:
+                raise ControllerUnavailable(
+                    f"{kind} voter {node_id}: not done within {timeout}s"
+                ) from None
+            await asyncio.sleep(0.2)
+
+    async def retire_voter(self, node_id: int, live: set[int], timeout: float = 60.0) -> list[str]:
+        """Takes a node out of the controller's voters (voters.retire_plan: an observer of
+        `live` takes its place first); returns what was done, one line each."""
+        done = []
+        for kind, target in voters.retire_plan(node_id, self.voters(), live, self.quorum_size):
+            await self.change_voters(kind, target, timeout)
+            done.append(
+                f"node {target} is a controller voter now"
+                if kind == "add"
+                else f"node {node_id} is no longer a controller voter"
+            )
+        return done
 
     def close(self) -> None:
         self.group.close()

@@ -40,9 +40,12 @@ class RaftGroup:
         snapshots: Any = None,
         dynamic_membership: bool = False,
         waits_for_opens: bool = True,
+        voter: bool = True,
         factory: Callable[..., SyncObj] = SyncObj,
         on_change: Callable[[RaftGroup], None] | None = None,
     ) -> None:
+        """peer_ids: the group's voters (this node among them if `voter`; else it observes:
+        FORK.md 12)."""
         self.name = name
         self.self_id = self_id
         self.journal = journal
@@ -70,7 +73,8 @@ class RaftGroup:
             journal.durable_through(mesh.durability)
         self.transport = GroupTransport(mesh, name, self_node, others, self.schedule)
         self.transport.state_seq = lambda: journal.state_seq
-        self.obj = factory(self_node, others, conf=conf, transport=self.transport)
+        self.obj = factory(self_node, others, conf=conf, transport=self.transport, voter=voter)
+        self.transport.is_voter = lambda node: node in self.obj.otherNodes
         self.obj.quiesceAfter = timings.quiesce_after
         self.obj.peerContact = lambda node: mesh.last_heard(node.id)
         budget = ticker.elections
@@ -89,7 +93,9 @@ class RaftGroup:
 
         self.obj.electionAllowed = allowed
         compat.detach_poller(self.obj)
-        if not others:
+        if not voter:
+            pass  # an observer never stands
+        elif not others:
             compat.elect_now(self.obj)
         elif peer_ids[0] == self_id:
             # The first replica (Kafka's preferred leader; the controller spreads them over
@@ -115,7 +121,7 @@ class RaftGroup:
 
     def tick(self) -> None:
         self.obj.doTick(0.0)
-        if self.is_leader and not self.transport.nodes() and compat.has_uncommitted(self.obj):
+        if self.is_leader and not self.obj.otherNodes and compat.has_uncommitted(self.obj):
             # A group of one commits what it appended on its next tick, and no follower's
             # answer will come to trigger it: without this, every acks=all produce to a
             # single-replica partition waited for the 50 ms timer.
@@ -150,8 +156,25 @@ class RaftGroup:
         self.wake()
         self.obj.addNodeToCluster(Node(node_id), callback=callback)
 
+    def remove_member(self, node_id: str, callback: Callback | None = None) -> None:
+        """Takes a voter out of this group (forwarded to the leader; a leader asked to remove
+        itself refuses and hands over, FORK.md 12)."""
+        self.wake()
+        self.obj.removeNodeFromCluster(Node(node_id), callback=callback)
+
     def members(self) -> set[str]:
-        return {self.self_id} | {n.id for n in self.obj.otherNodes}
+        """The voters, as this node's log has them."""
+        voters: set[str] = self.obj.voterIds
+        return voters
+
+    def observers(self) -> set[str]:
+        """The connected nodes that follow the log without voting."""
+        return {n.id for n in self.obj.readonlyNodes}
+
+    @property
+    def is_voter(self) -> bool:
+        voter: bool = self.obj.isVoter
+        return voter
 
     def force_compaction(self) -> None:
         self.obj.forceLogCompaction()

@@ -106,7 +106,7 @@ class SyncObj(object):
     # raftlog (FORK.md, 9): the settings above are set on an instance after __init__, where
     # the dump would take them for state; a lambda there made every snapshot fail.
     _SETTINGS = frozenset(('forwardCommands', 'quiesceAfter', 'peerContact', 'electionAllowed'))
-    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, nodeClass = TCPNode, transport = None, transportClass = TCPTransport):
+    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, nodeClass = TCPNode, transport = None, transportClass = TCPTransport, voter = True):
         """
         Main SyncObj class, you should inherit your own class from it.
 
@@ -124,6 +124,9 @@ class SyncObj(object):
         :type transport: Transport or None
         :param transportClass: the Transport subclass to be used for transferring messages to and from other nodes
         :type transportClass: class
+        :param voter: raftlog (FORK.md, 12): whether selfNode is one of the voters (else an
+            observer: it gets and applies the log, forwards its commands, never votes)
+        :type voter: bool
         """
 
         if conf is None:
@@ -164,6 +167,12 @@ class SyncObj(object):
                 otherNode = nodeClass(otherNode)
             self.__otherNodes.add(otherNode)
         self.__readonlyNodes = set() # set of Node
+        # raftlog (FORK.md, 12): the voters are __otherNodes, and this node if __selfVoter;
+        # every other connected node is an observer (__readonlyNodes). Votes and pre-votes are
+        # counted by who sent them, and only from voters.
+        self.__selfVoter = bool(voter)
+        self.__votesFrom = set()
+        self.__preVotesFrom = set()
         self.__connectedNodes = set() # set of Node
         self.__nodeClass = nodeClass
 
@@ -548,8 +557,20 @@ class SyncObj(object):
                     changeClusterRequest = self.__parseChangeClusterRequest(command)
                 else:
                     changeClusterRequest = None
+                accepted = True
+                if changeClusterRequest is not None:
+                    # raftlog (FORK.md, 12): the entry names the whole configuration after
+                    # it and before it, as this leader sees them.
+                    changeClusterRequest = self.__absoluteChange(changeClusterRequest)
+                    accepted = changeClusterRequest is not None and \
+                        self.__changeCluster(changeClusterRequest)
+                    if accepted:
+                        command = _bchr(_COMMAND_TYPE.MEMBERSHIP) + pickle.dumps(changeClusterRequest)
+                        # (upstream never set it: a second change could follow an
+                        # uncommitted one, and two majorities need not meet)
+                        self.__changeClusterIDx = idx
 
-                if changeClusterRequest is None or self.__changeCluster(changeClusterRequest):
+                if accepted:
 
                     self.__raftLog.add(command, idx, term)
 
@@ -655,6 +676,13 @@ class SyncObj(object):
             if self.__conf.fullDumpFile is not None and os.path.isfile(self.__conf.fullDumpFile):
                 self.__loadDumpFile(clearJournal=False)
             self.__needLoadDumpFile = False
+            if self.__conf.dynamicMembershipChange:
+                # raftlog (FORK.md, 12): the configuration is the latest one in the log, from
+                # when it is appended: every change past the dump counts now, not once applied.
+                for entry in self.__getEntries(self.__raftLastApplied + 1):
+                    request = self.__parseChangeClusterRequest(entry[0])
+                    if request is not None:
+                        self.__doChangeCluster(request)
 
         workTime = monotonicTime() - self.__startTime
         if workTime > self.__numOneSecondDumps:
@@ -662,7 +690,7 @@ class SyncObj(object):
             self.__raftLog.onOneSecondTimer()
 
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None \
-                and not self.__quiesced:
+                and not self.__quiesced and self.__selfVoter:
             if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():
                 self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
                 transfer = self.__transferInProgress
@@ -839,7 +867,7 @@ class SyncObj(object):
         # Get number of connected nodes that participate in cluster quorum
         connected_count = len(nodes.intersection(self.__connectedNodes))
 
-        if self.__selfNode is not None:
+        if self.__selfNode is not None and self.__selfVoter:
             # This node participates in cluster quorum
             connected_count += 1
             node_count += 1
@@ -912,12 +940,11 @@ class SyncObj(object):
                 callback(oldVer, ver)
             return
 
-        #  This is required only after node restarts and apply journal
-        # for normal case it is already done earlier and calls will be ignored
-        clusterChangeRequest = self.__parseChangeClusterRequest(command)
-        if clusterChangeRequest is not None:
-             self.__doChangeCluster(clusterChangeRequest)
-             return
+        # raftlog (FORK.md, 12): a membership entry changed the configuration when it was
+        # appended (or, after a restart, when the journal was loaded); applied again here, an
+        # older entry would put back a configuration a later one had replaced.
+        if self.__parseChangeClusterRequest(command) is not None:
+            return
 
         if commandType != _COMMAND_TYPE.REGULAR:
             return
@@ -945,6 +972,7 @@ class SyncObj(object):
             self.__onLeaderChanged()
         self.__preVoteTerm = self.__raftCurrentTerm + 1
         self.__preVotesCount = 1
+        self.__preVotesFrom = set()
         for node in self.__otherNodes:
             self.__transport.send(node, {
                 'type': 'pre_vote',
@@ -959,6 +987,7 @@ class SyncObj(object):
         self.__setState(_RAFT_STATE.CANDIDATE)
         self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
         self.__votesCount = 1
+        self.__votesFrom = set()
         for node in self.__otherNodes:
             self.__transport.send(node, {
                 'type': 'request_vote',
@@ -1079,6 +1108,8 @@ class SyncObj(object):
             return
         last = self.__getCurrentLogIndex()
         connected = [node for node in self.__otherNodes if node in self.__connectedNodes]
+        # raftlog (FORK.md, 12): observers get the whole log before the group goes quiet.
+        observers = [node for node in self.__readonlyNodes if node in self.__connectedNodes]
         # A majority answered within the minimum election timeout: a leader woken because
         # its peers fell silent stays awake, so CheckQuorum can depose it.
         recent = now - self.__conf.raftMinTimeout
@@ -1086,7 +1117,7 @@ class SyncObj(object):
         # (Commands still queued were appended by this tick's _checkCommandsToApply.)
         idle = self.__raftCommitIndex == last == self.__raftLastApplied and \
             not self.__commandsWaitingCommit and heard + 1 > (len(self.__otherNodes) + 1) / 2 and \
-            all(self.__raftMatchIndex.get(node, 0) == last for node in connected)
+            all(self.__raftMatchIndex.get(node, 0) == last for node in connected + observers)
         if not idle:
             self.__idleSince = None
             return
@@ -1094,7 +1125,7 @@ class SyncObj(object):
             self.__idleSince = now
         if now - self.__idleSince < self.quiesceAfter:
             return
-        for node in connected:
+        for node in connected + observers:
             self.__transport.send(node, {
                 'type': 'append_entries',
                 'term': self.__raftCurrentTerm,
@@ -1131,7 +1162,8 @@ class SyncObj(object):
                     self.__onLeaderChanged()
             return
 
-        if message['type'] == 'pre_vote' and self.__selfNode is not None:
+        if message['type'] == 'pre_vote' and self.__selfNode is not None and self.__selfVoter and \
+                node in self.__otherNodes:
             if message['term'] <= self.__raftCurrentTerm:
                 # The asker is a term behind: it learns the term, or it could never win (a
                 # node that voted in a term whose leader never showed would refuse it forever).
@@ -1145,7 +1177,9 @@ class SyncObj(object):
 
         if message['type'] == 'pre_vote_response':
             if self.__raftState != _RAFT_STATE.LEADER and self.__preVoteTerm is not None and \
-                    message['term'] == self.__preVoteTerm == self.__raftCurrentTerm + 1:
+                    message['term'] == self.__preVoteTerm == self.__raftCurrentTerm + 1 and \
+                    node in self.__otherNodes and node not in self.__preVotesFrom:
+                self.__preVotesFrom.add(node)
                 self.__preVotesCount += 1
                 if self.__preVotesCount > (len(self.__otherNodes) + 1) / 2:
                     self.__startElection()
@@ -1156,14 +1190,15 @@ class SyncObj(object):
             # raftlog (FORK.md, 3): leader stickiness; a transfer's vote is the leader's wish
             return
 
-        if message['type'] == 'timeout_now' and self.__selfNode is not None:
+        if message['type'] == 'timeout_now' and self.__selfNode is not None and self.__selfVoter:
             # Graceful leadership transfer (Raft 'TimeoutNow'): trigger an
             # immediate election, but only on request of the current leader.
             if message['term'] >= self.__raftCurrentTerm and node == self.__raftLeader:
                 self.__raftElectionDeadline = 0
                 self.__transferInProgress = True
 
-        if message['type'] == 'request_vote' and self.__selfNode is not None:
+        if message['type'] == 'request_vote' and self.__selfNode is not None and self.__selfVoter and \
+                node in self.__otherNodes:
 
             if message['term'] > self.__raftCurrentTerm:
                 self.__setCurrentTerm(message['term'], None)
@@ -1346,7 +1381,9 @@ class SyncObj(object):
                         self.__commandsWaitingCommit[idx].append((term, callback))
 
         if self.__raftState == _RAFT_STATE.CANDIDATE:
-            if message['type'] == 'response_vote' and message['term'] == self.__raftCurrentTerm:
+            if message['type'] == 'response_vote' and message['term'] == self.__raftCurrentTerm and \
+                    node in self.__otherNodes and node not in self.__votesFrom:
+                self.__votesFrom.add(node)
                 self.__votesCount += 1
 
                 if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
@@ -1396,6 +1433,9 @@ class SyncObj(object):
         return minTimeout + (maxTimeout - minTimeout) * random.random()
 
     def __onReadonlyNodeConnected(self, node):
+        if node in self.__otherNodes:  # raftlog (FORK.md, 12): it became a voter meanwhile
+            self.__connectedNodes.add(node)
+            return
         self.__readonlyNodes.add(node)
         self.__connectedNodes.add(node)
         self.__raftNextIndex[node] = self.__getCurrentLogIndex() + 1
@@ -1696,6 +1736,10 @@ class SyncObj(object):
     def __doChangeCluster(self, request, reverse = False):
         requestType = request[0]
         requestNodeId = request[1]
+        if len(request) >= 5:
+            # raftlog (FORK.md, 12): the whole configuration after the change (and, to take
+            # it back when the entry is cut, before it).
+            return self.__setVoters(request[4] if reverse else request[3])
         if len(request) >= 3:
             requestNode = request[2]
             if not isinstance(requestNode, Node): # Actually shouldn't be necessary, but better safe than sorry.
@@ -1710,29 +1754,91 @@ class SyncObj(object):
         else:
             return False
 
+        if requestNode == self.__selfNode:
+            # raftlog (FORK.md, 12): this node becomes a voter, or an observer
+            changed = self.__selfVoter != adding
+            self.__selfVoter = adding
+            return changed
         if adding:
-            newNode = requestNode
-            # Node already exists in cluster
-            if newNode == self.__selfNode or newNode in self.__otherNodes:
+            if requestNode in self.__otherNodes:
                 return False
-            self.__otherNodes.add(newNode)
-            self.__raftNextIndex[newNode] = self.__getCurrentLogIndex() + 1
-            self.__raftMatchIndex[newNode] = 0
-            if self._isLeader():
-                self.__lastResponseTime[newNode] = monotonicTime()
-            self.__transport.addNode(newNode)
+            self.__promote(requestNode)
             return True
+        if requestNode not in self.__otherNodes:
+            return False
+        self.__demote(requestNode)
+        return True
+
+    def __promote(self, node):
+        """raftlog (FORK.md, 12): a node becomes a voter (an observer keeps its progress)."""
+        self.__readonlyNodes.discard(node)
+        self.__otherNodes.add(node)
+        self.__raftNextIndex.setdefault(node, self.__getCurrentLogIndex() + 1)
+        self.__raftMatchIndex.setdefault(node, 0)
+        if self._isLeader():
+            self.__lastResponseTime[node] = monotonicTime()
+        self.__transport.addNode(node)
+
+    def __demote(self, node):
+        """raftlog (FORK.md, 12): a voter leaves the configuration; connected, it observes."""
+        self.__otherNodes.discard(node)
+        self.__lastResponseTime.pop(node, None)
+        self.__transport.dropNode(node)
+        if node in self.__connectedNodes:
+            self.__readonlyNodes.add(node)
         else:
-            oldNode = requestNode
-            if oldNode == self.__selfNode:
-                return False
-            if oldNode not in self.__otherNodes:
-                return False
-            self.__otherNodes.discard(oldNode)
-            self.__raftNextIndex.pop(oldNode, None)
-            self.__raftMatchIndex.pop(oldNode, None)
-            self.__transport.dropNode(oldNode)
-            return True
+            self.__raftNextIndex.pop(node, None)
+            self.__raftMatchIndex.pop(node, None)
+
+    def __setVoters(self, voterIds):
+        """raftlog (FORK.md, 12): makes the configuration exactly these voters; returns
+        whether it changed."""
+        known = {node.id: node for node in self.__otherNodes | self.__readonlyNodes}
+        if self.__selfNode is not None:
+            known[self.__selfNode.id] = self.__selfNode
+        wanted = {known.get(i) or Node(i) for i in voterIds}
+        selfVoter = self.__selfNode is not None and self.__selfNode in wanted
+        others = wanted - {self.__selfNode}
+        changed = selfVoter != self.__selfVoter or others != self.__otherNodes
+        for node in self.__otherNodes - others:
+            self.__demote(node)
+        for node in others - self.__otherNodes:
+            self.__promote(node)
+        self.__selfVoter = selfVoter
+        return changed
+
+    def __absoluteChange(self, request):
+        """raftlog (FORK.md, 12): a leader's membership request as the entry it appends:
+        [type, node id, node, voters after, voters before], or None if it is refused (a
+        voter added twice, a node not a voter removed, the last voter removed). A leader
+        asked to remove itself refuses and hands its leadership to a caught-up voter; the
+        request made again then reaches the next leader."""
+        requestType, requestNodeId = request[0], request[1]
+        requestNode = request[2] if len(request) >= 3 else Node(requestNodeId)
+        before = set(self.voterIds)
+        if requestType == 'add' and requestNodeId not in before:
+            after = before | {requestNodeId}
+        elif requestType == 'rem' and requestNodeId in before and len(before) > 1:
+            if requestNodeId == self.__selfNode.id:
+                self.transferLeadership()
+                return None
+            after = before - {requestNodeId}
+        else:
+            return None
+        return [requestType, requestNodeId, requestNode, sorted(after), sorted(before)]
+
+    @property
+    def isVoter(self):
+        """raftlog (FORK.md, 12): whether this node is one of the voters."""
+        return self.__selfVoter
+
+    @property
+    def voterIds(self):
+        """raftlog (FORK.md, 12): the ids of the voters, as this node's log has them."""
+        voters = {node.id for node in self.__otherNodes}
+        if self.__selfVoter and self.__selfNode is not None:
+            voters.add(self.__selfNode.id)
+        return voters
 
     def __parseChangeClusterRequest(self, command):
         commandType = ord(command[:1])
@@ -1789,7 +1895,7 @@ class SyncObj(object):
                     data.append(consumer._serialize())
         else:
             data = None
-        cluster = self.__otherNodes | {self.__selfNode}
+        cluster = self.__otherNodes | ({self.__selfNode} if self.__selfVoter else set())
         self.__serializer.serialize((data, lastAppliedEntries[1], lastAppliedEntries[0], cluster), lastAppliedEntries[0][1])
 
     def __loadDumpFile(self, clearJournal):
@@ -1828,6 +1934,9 @@ class SyncObj(object):
                 self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
 
             if self.__conf.dynamicMembershipChange:
+                # raftlog (FORK.md, 12): a dump names this node only if it is a voter (a dump
+                # written before observers always named it)
+                self.__selfVoter = self.__selfNode in data[3]
                 self.__updateClusterConfiguration([node for node in data[3] if node != self.__selfNode])
             self.__onSetCodeVersion(0)
         except:
@@ -1836,17 +1945,12 @@ class SyncObj(object):
     def __updateClusterConfiguration(self, newNodes):
         # newNodes: list of Node or node ID
         newNodes = {self.__nodeClass(node) if not isinstance(node, Node) else node for node in newNodes}
-        nodesToRemove = self.__otherNodes - newNodes
-        nodesToAdd = newNodes - self.__otherNodes
-        for node in nodesToRemove:
-            self.__raftNextIndex.pop(node, None)
-            self.__raftMatchIndex.pop(node, None)
-            self.__transport.dropNode(node)
-        self.__otherNodes = newNodes
-        for node in nodesToAdd:
-            self.__transport.addNode(node)
-            self.__raftNextIndex[node] = self.__getCurrentLogIndex() + 1
-            self.__raftMatchIndex[node] = 0
+        # raftlog (FORK.md, 12): a voter that leaves observes, an observer that joins keeps
+        # its progress
+        for node in self.__otherNodes - newNodes:
+            self.__demote(node)
+        for node in newNodes - self.__otherNodes:
+            self.__promote(node)
 
 def __copy_func(f, name):
     if is_py3:

@@ -120,6 +120,9 @@ class GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj ships no typ
         # handler", else whether the group has work for a tick.
         self.on_heartbeat: Callable[..., bool | None] = lambda node, *beat: None
         self.on_appended: Callable[[Node, int], bool | None] = lambda node, next_idx: None
+        # Whether a peer is a voter of the group; any other connected node of the mesh is an
+        # observer, which gets the log and never votes (FORK.md, 12).
+        self.is_voter: Callable[[Node], bool] = lambda node: True
 
     def attach(self) -> None:
         """Joins the mesh once SyncObj has installed its callbacks on this transport."""
@@ -179,28 +182,41 @@ class GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj ships no typ
         self._mesh.unregister(self._group_id)
 
     def addNode(self, node: Node) -> None:  # noqa: N802 - pysyncobj's name
-        """pysyncobj adds a member (dynamic membership: a node joined the controller group)."""
-        self._nodes[node.id] = node
-        self._windows[node.id] = InFlight()
-        self._last_sent[node.id] = 0.0
+        """pysyncobj adds a voter (an observer promoted, or a node that joined)."""
+        self._known(node.id)
         if self._mesh.connected(node.id):
             self._onNodeConnected(node)
 
     def dropNode(self, node: Node) -> None:  # noqa: N802
-        self._nodes.pop(node.id, None)
+        """pysyncobj removes a voter: still a peer, it observes while connected."""
+
+    def _known(self, peer_id: str) -> Node:
+        node = self._nodes.get(peer_id)
+        if node is None:
+            node = self._nodes[peer_id] = Node(peer_id)
+            self._windows[peer_id] = InFlight()
+            self._last_sent[peer_id] = 0.0
+        return node
 
     # --- mesh Endpoint --------------------------------------------------------------------------
 
     def peer_up(self, peer_id: str) -> None:
-        node = self._nodes.get(peer_id)
-        if node is not None:
+        """Every node the mesh connects (authenticated by the cluster secret) is a voter or
+        an observer of the group."""
+        node = self._known(peer_id)
+        if self.is_voter(node):
             self._onNodeConnected(node)
-            self.on_peer_change()
+        else:
+            self._onReadonlyNodeConnected(node)
+        self.on_peer_change()
 
     def peer_down(self, peer_id: str) -> None:
         node = self._nodes.get(peer_id)
         if node is not None:
-            self._onNodeDisconnected(node)
+            if self.is_voter(node):
+                self._onNodeDisconnected(node)
+            else:
+                self._onReadonlyNodeDisconnected(node)
             self.on_peer_change()
 
     def peer_silent(self, peer_id: str) -> None:
