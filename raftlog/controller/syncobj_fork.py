@@ -690,12 +690,14 @@ class SyncObj(object):
             self.__raftLog.onOneSecondTimer()
 
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None \
-                and not self.__quiesced and self.__selfVoter:
+                and not self.__quiesced:
             if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():
                 self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
                 transfer = self.__transferInProgress
                 self.__transferInProgress = False
-                if transfer or not self.__otherNodes:
+                if not self.__selfVoter:
+                    pass  # raftlog (FORK.md, 12): an observer never stands (its timer runs on)
+                elif transfer or not self.__otherNodes:
                     self.__startElection(transfer)
                 elif self.electionAllowed():
                     # raftlog (FORK.md, 9): else the node is electing many groups at once, and

@@ -9,7 +9,11 @@ forward their commands, but never stand, vote or count. Voters change one at a t
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +28,13 @@ from support.wire import make_batch
 import raftlog.controller.syncobj_fork as core
 from raftlog import controller_quorum
 from raftlog.config import ConfigError, NodeConfig
-from raftlog.controller import compat, voters
+from raftlog.controller import Controller, compat, voters
 from raftlog.controller.journal import ControllerJournal
+from raftlog.controller.ticker import Ticker
+from raftlog.raft.elections import ElectionBudget
 from raftlog.raft.journal import DATA_PREFIX
+from raftlog.raft.mesh import Mesh
+from raftlog.raft.timings import RaftTimings
 
 compat.install()
 IDS = ("1", "2", "3", "4", "5")
@@ -404,3 +412,73 @@ def test_a_leaders_quorum_answer_with_and_without_observers() -> None:
     assert state is not None and state.observers == ((4, 39), (5, -1))
     assert controller_quorum._parsed([1, 3, 40, [[1, 41]], [[4]]]) is None
     assert controller_quorum._parsed([1, 3, 40, [[1, 41]], [], []]) is None
+
+
+# --- the controller on real meshes ---------------------------------------------------------------
+
+
+async def _until(what: str, check: Callable[[], Any], seconds: float = 20.0) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        found = check()
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not within {seconds}s: {what}")
+
+
+async def test_controllers_on_a_loopback_mesh_replace_their_leader_by_an_observer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Four Controllers (ControllerMachine, RaftGroup, the mesh's GroupTransport, the ticker)
+    on real meshes over loopback, as four nodes run them: voters 1-3, node 4 observes, gets
+    the log and forwards a command; the controller's leader is retired (observer 4 added, it
+    removed after handing over), and it then forwards its own commands as an observer."""
+    ids = [1, 2, 3, 4]
+    meshes: dict[int, Mesh] = {}
+    controllers: dict[int, Controller] = {}
+    for n in ids:
+        meshes[n] = Mesh(str(n), ("127.0.0.1", 0), {}, b"secret")
+        ticker = Ticker(ElectionBudget(100.0, 25, time.monotonic))
+        ticker.start()
+        controllers[n] = Controller(
+            n, ids, tmp_path / str(n), meshes[n], ticker, RaftTimings(), lambda: None, 3
+        )
+    try:
+        for n in ids:
+            await meshes[n].start()
+            for m in ids[: n - 1]:
+                port = meshes[m]._server.sockets[0].getsockname()[1]
+                meshes[n].add_peer(str(m), ("127.0.0.1", port))
+        leader = await _until(
+            "a leader", lambda: next((n for n, c in controllers.items() if c.group.is_leader), 0)
+        )
+        assert leader in (1, 2, 3)
+        assert [c.group.is_voter for c in controllers.values()] == [True, True, True, False]
+        assert all(c.voters() == {1, 2, 3} for c in controllers.values())
+        assert await controllers[4].call("init_cluster", "the-id") == "the-id"
+        await _until(
+            "every node applied it",
+            lambda: all(c.state.cluster_id == "the-id" for c in controllers.values()),
+        )
+        done = await controllers[4].retire_voter(leader, {1, 2, 3, 4}, timeout=20)
+        assert done == [
+            "node 4 is a controller voter now",
+            f"node {leader} is no longer a controller voter",
+        ]
+        expected = {1, 2, 3, 4} - {leader}
+        await _until(
+            "every node has the new voters",
+            lambda: all(c.voters() == expected for c in controllers.values()),
+        )
+        assert not controllers[leader].group.is_voter and controllers[4].group.is_voter
+        assert not controllers[leader].group.is_leader
+        first = await controllers[leader].call("allocate_producer_ids", 10)
+        assert await controllers[leader].call("allocate_producer_ids", 10) == first + 10
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    finally:
+        for c in controllers.values():
+            c.close()
+        for mesh in meshes.values():
+            await mesh.close()
