@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 import urllib.error
@@ -142,6 +143,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     decom.add_argument("node", type=int)
     decom.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for moves")
+    decom.add_argument(
+        "--admin-token",
+        help="the nodes' admin_token, to replace a controller voter (default: "
+        "RAFTLOG_ADMIN_TOKEN, else the local cluster's)",
+    )
     decom.set_defaults(run=_cluster_decommission)
     rebal = clu_sub.add_parser(
         "rebalance", help="even out replicas and preferred leaders per node, with progress"
@@ -386,10 +392,31 @@ def _cluster_decommission(args: argparse.Namespace) -> int:
     admin = client_config.admin(_bootstrap(args), "raftlog-decommission", 30_000)
     try:
         return decommission(
-            admin, args.node, args.timeout, lambda line: print(line, flush=True), args.admin
+            admin,
+            args.node,
+            args.timeout,
+            lambda line: print(line, flush=True),
+            args.admin,
+            _admin_token(args),
         )
     finally:
         admin.close()
+
+
+def _admin_token(args: argparse.Namespace) -> str | None:
+    """--admin-token, else RAFTLOG_ADMIN_TOKEN, else, without --bootstrap, the local
+    cluster's (its first node's config), if there is one."""
+    if args.admin_token:
+        return str(args.admin_token)
+    if os.environ.get("RAFTLOG_ADMIN_TOKEN"):
+        return os.environ["RAFTLOG_ADMIN_TOKEN"]
+    if args.bootstrap is not None:
+        return None  # not the local cluster
+    try:
+        first = cluster.read_state(args.data.resolve())["nodes"][0]
+        return NodeConfig.load(Path(first["config"])).admin_token
+    except (cluster.ClusterError, ConfigError, OSError, KeyError, IndexError, ValueError):
+        return None
 
 
 def _cluster_rebalance(args: argparse.Namespace) -> int:

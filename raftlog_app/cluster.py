@@ -694,8 +694,10 @@ def _node_line(node: dict, running: bool, supervised: dict | None) -> str:
             what = "running, admin not answering" if running else "stopped"
         return f"node {node['node_id']}  {node['kafka']}  {what}{restarts}"
     led = sum(p["is_leader"] for p in answer["partitions"])
+    voter = answer.get("controller_voter")  # None: a node of an older release
+    role = "" if voter is None else "  controller voter" if voter else "  controller observer"
     return (
-        f"node {node['node_id']}  {node['kafka']}  up (pid {pid})  "
+        f"node {node['node_id']}  {node['kafka']}  up (pid {pid}){role}  "
         f"controller leader: {answer['controller_leader']}  "
         f"replicas: {len(answer['partitions'])}  leading: {led}{restarts}"
     )

@@ -1,7 +1,9 @@
 """Replicas moved by the operator (issue 44), through the same reassignments a Kafka tool sends
 (AlterPartitionReassignments, raftlog/reassignment.py), with progress on the terminal.
 
-`raftlog cluster decommission NODE`: every replica a live node holds moves to the other nodes.
+`raftlog cluster decommission NODE`: every replica a live node holds moves to the other nodes,
+and a node that is a controller voter is replaced in the controller quorum by a node that
+observes it (raftlog/controller/voters.py: the observer is added first, then the node removed).
 Each goes to the node holding the fewest replicas so far among those on a rack the
 partition's other replicas do not use (any node if there is none); a replica that was its
 partition's preferred leader hands that place to the next one. The node's leaderships leave
@@ -37,6 +39,7 @@ from raftlog_app.cluster import ADMIN_OFFSET
 POLL_SECONDS = 1.0
 SAY_SECONDS = 5.0  # the bytes still to copy are said again this often while they change
 ADMIN_TIMEOUT_S = 5.0
+RETIRE_TIMEOUT_S = 150.0  # two voter changes, each up to the node's 60 s
 CHUNK = 1000  # partitions per AlterPartitionReassignments request
 
 Key = tuple[str, int]
@@ -177,13 +180,20 @@ def decommission(
     timeout: float,
     say: Callable[[str], None] = print,
     admin_ports: str | None = None,
+    admin_token: str | None = None,
 ) -> int:
-    """Moves every replica off `node` and waits for the moves to end (0), or says why not.
-    `admin_ports`: the nodes' admin listeners (admin_addresses)."""
+    """Moves every replica off `node` and waits for the moves to end, then takes it out of
+    the controller's voters if it is one (0), or says why not. `admin_ports`: the nodes'
+    admin listeners (admin_addresses); `admin_token`: theirs, for the voter change."""
     brokers, replicas = _cluster(admin)
+    addresses = admin_addresses(admin, admin_ports)
     gone = node not in brokers
-    if gone and not any(node in held for held in replicas.values()):
-        raise ConfigError(f"node {node} is neither a live broker ({sorted(brokers)}) nor a replica")
+    voter = node in controller_voters(addresses, say)
+    if gone and not voter and not any(node in held for held in replicas.values()):
+        raise ConfigError(
+            f"node {node} is neither a live broker ({sorted(brokers)}), a replica nor a "
+            f"controller voter"
+        )
     if gone:
         say(
             f"node {node} is not live: its replicas are made again on the live nodes, copied from their leaders"
@@ -191,13 +201,58 @@ def decommission(
     moves = plan(node, {**brokers, node: None}, replicas)
     if not moves:
         say(f"node {node} holds no replica")
-        return 0
-    say(f"moving {len(moves)} replicas off node {node}")
-    copying = Copying(admin_addresses(admin, admin_ports), say)
-    if not _move(admin, moves, timeout, say, f"moved off node {node}", copying):
+    else:
+        say(f"moving {len(moves)} replicas off node {node}")
+        copying = Copying(addresses, say)
+        if not _move(admin, moves, timeout, say, f"moved off node {node}", copying):
+            return 1
+    if voter and not retire_voter(addresses, node, admin_token, say):
         return 1
     say(f"node {node} holds no replica now; it can be stopped")
     return 0
+
+
+def controller_voters(addresses: Iterable[str], say: Callable[[str], None]) -> set[int]:
+    """The controller's voters, as the first node that answers on its admin port says."""
+    for address in addresses:
+        try:
+            url = f"http://{address}/v1/status"
+            with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as answer:  # noqa: S310
+                return {int(v) for v in json.load(answer)["controller_voters"]}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            say(f"admin {address}: {e}")
+    say("no node's admin port answered: the controller's voters are unknown")
+    return set()
+
+
+def retire_voter(
+    addresses: Iterable[str], node: int, token: str | None, say: Callable[[str], None]
+) -> bool:
+    """Asks a node (the first that answers) to take `node` out of the controller's voters, a
+    live observer taking its place first; says what was done or why not."""
+    say(f"node {node} is a controller voter: replacing it in the controller quorum")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    for address in addresses:
+        url = f"http://{address}/v1/controller/voters/{node}/retire"
+        request = urllib.request.Request(url, data=b"", headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=RETIRE_TIMEOUT_S) as answer:  # noqa: S310
+                result = json.load(answer)
+        except urllib.error.HTTPError as e:
+            reason = e.read(1024).decode(errors="replace").strip()
+            if e.code in (401, 403):
+                reason += " (give the nodes' admin_token: --admin-token or RAFTLOG_ADMIN_TOKEN)"
+            say(f"the controller's voters are unchanged: {reason}")
+            return False
+        except (OSError, ValueError) as e:
+            say(f"admin {address}: {e}")
+            continue
+        for line in result.get("done", []):
+            say(str(line))
+        say("controller voters: " + ", ".join(str(v) for v in result.get("voters", [])))
+        return True
+    say("no node's admin port answered: the controller's voters are unchanged")
+    return False
 
 
 def rebalance(
