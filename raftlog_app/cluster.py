@@ -424,13 +424,13 @@ def up_hosts(
     pids = {n["node_id"]: n["pid"] for n in nodes}
     try:
         wait_ready(specs, pids, timeout, progress)
-    except ClusterError as e:
+    except ClusterError:
         dead = [h for h in state_hosts if not alive(h["pid"])]
         if dead:  # a host refused its config: its console says why
             console = Path(dead[0]["config"]).parent / "console.log"
             tail = console.read_text(errors="replace").strip() if console.exists() else ""
             raise ClusterError(f"{dead[0]['name']} exited during start-up: {tail}") from None
-        raise e
+        raise
     return bootstrap
 
 
