@@ -1,6 +1,8 @@
 """docker-compose.yml: it parses (`docker-compose config`), defines the three nodes, and
 each service runs exactly `raftlog serve --config <file>` with a config from the repo
-that the node's loader can read. Needs no running node (and no Docker daemon)."""
+that the node's loader can read; the `audit` profile's service audits those nodes into a
+volume. Needs no running node (and no Docker daemon): `make compose-test` runs the
+containers (tests/compose/)."""
 
 from __future__ import annotations
 
@@ -118,7 +120,8 @@ def _host(addr: str) -> str:
 
 
 def test_compose_defines_three_nodes(compose_config):
-    assert set(compose_config["services"]) == set(SERVICES)
+    started = {n for n, s in compose_config["services"].items() if not s.get("profiles")}
+    assert started == set(SERVICES)
     for name, svc in compose_config["services"].items():
         build = svc["build"]
         context = Path(build["context"] if isinstance(build, dict) else build)
@@ -194,3 +197,30 @@ def test_raftlog_serve_accepts_config_flag():
     )
     assert proc.returncode == 0, f"`raftlog serve --help` failed ({sys.executable}):\n{proc.stderr}"
     assert "--config" in proc.stdout, proc.stdout
+
+
+def test_audit_profile_audits_every_node_into_a_volume(compose_config):
+    """The audit service runs only with --profile audit, asks every node's admin listener
+    (by service name, at the port its config listens on) and writes under a named volume."""
+    svc = compose_config["services"]["audit"]
+    assert svc["profiles"] == ["audit"]
+    command = svc["command"]
+    assert command[:3] == ["raftlog", "audit", "--admin"] and len(command) == 4, command
+    admins = command[3].split(",")
+    configs = {
+        name: tomllib.loads((REPO / "deploy" / "compose" / f"node-{i}.toml").read_text())
+        for name, i in SERVICES.items()
+    }
+    expected = [f"{name}:{_port(configs[name]['admin_listen'])}" for name in sorted(SERVICES)]
+    assert admins == expected
+    assert set(svc["networks"]) == set(compose_config["services"]["node1"]["networks"])
+    build = svc["build"]
+    assert (Path(build["context"]) / build["dockerfile"]).is_file()
+    named = {
+        (v.split(":")[1] if isinstance(v, str) else v["target"]): (
+            v.split(":")[0] if isinstance(v, str) else v["source"]
+        )
+        for v in svc["volumes"]
+    }
+    # `raftlog audit` writes audit/<time>/ under the image's working directory, /reports
+    assert named.get("/reports/audit") in compose_config["volumes"], named
