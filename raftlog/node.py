@@ -53,6 +53,7 @@ from raftlog.txn.markers import Markers, MarkerWrite
 log = logging.getLogger(__name__)
 
 GOSSIP_INTERVAL = 1.0
+SPREAD_VOTERS_EVERY = 2.0  # the controller leader's look at its voters' racks
 VERIFY = "txn-verify"  # [txn id, producer id, epoch, topic, partition] -> error code
 VERIFY_TIMEOUT_S = 5.0
 # [producer id, topic, partition, [__transaction_state partitions]] -> None (cannot say),
@@ -104,6 +105,7 @@ class Node:
         self._heap = HeapFreezer()  # partitions opened are frozen out of full GC passes
         self._partition_ids: dict[tuple[str, int], str] = {}
         self._tasks: list[asyncio.Task] = []
+        self._voter_change = asyncio.Lock()  # one change of the controller's voters at a time
         self._reconcile_pending = False
         # Replicas the last reconcile found missing, opened OPEN_PER_TURN a turn.
         self._to_open: ToOpen = collections.deque()
@@ -255,6 +257,7 @@ class Node:
             asyncio.create_task(self._gossip()),
             asyncio.create_task(self._retention()),
             asyncio.create_task(self._compaction()),
+            asyncio.create_task(self._spread_voters()),
         ]
 
     def _coordinator_of(self, group_id: str) -> int | None:
@@ -472,12 +475,32 @@ class Node:
                 await asyncio.sleep(1.0)
         log.warning("node %d could not be added to the controller's voters", node_id)
 
+    def _live_registered(self) -> set[int]:
+        """The registered nodes this one is connected to, and itself."""
+        live = {int(p) for p in self.mesh.connected_peers()} | {self.node_id}
+        return live & set(self.controller.state.nodes)
+
     async def retire_controller_voter(self, node_id: int) -> list[str]:
         """Takes a node out of the controller's voters, a live observer taking its place
         first (`raftlog cluster decommission`); what was done, one line each."""
-        registered = set(self.controller.state.nodes)
-        live = {int(p) for p in self.mesh.connected_peers()} | {self.node_id}
-        return await self.controller.retire_voter(node_id, live & registered)
+        async with self._voter_change:
+            return await self.controller.retire_voter(node_id, self._live_registered())
+
+    async def _spread_voters(self) -> None:
+        """On the controller's leader, now and then: the voters spread over the racks, one
+        swap at a time (controller/voters.py)."""
+        while True:
+            await asyncio.sleep(SPREAD_VOTERS_EVERY)
+            if not self.controller.group.is_leader or self._voter_change.locked():
+                continue
+            async with self._voter_change:
+                try:
+                    after = await self.controller.spread_voters(self._live_registered())
+                except ControllerUnavailable as e:
+                    log.warning("controller voters not spread over racks yet: %s", e)
+                    continue
+            if after is not None:
+                log.info("controller voters spread over racks: now %s", after)
 
     def _controller_changed(self) -> None:
         self._changed.set()

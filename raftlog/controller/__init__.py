@@ -456,6 +456,22 @@ class Controller:
         """The controller quorum's voters, as this node's log has them."""
         return {int(v) for v in self.group.members()}
 
+    def racks(self) -> dict[int, str | None]:
+        """Each registered node's broker.rack."""
+        return {n: info.get("rack") for n, info in self.state.nodes.items()}
+
+    async def spread_voters(self, live: set[int], timeout: float = 30.0) -> list[int] | None:
+        """On the leader: one swap that puts the voters on one more rack (voters.spread_plan),
+        if one is due; the voters after it, or None."""
+        if not self.group.is_leader:
+            return None
+        plan = voters.spread_plan(
+            self.voters(), self.racks(), live, self.quorum_size, int(self.group.self_id)
+        )
+        for kind, target in plan:
+            await self.change_voters(kind, target, timeout)
+        return sorted(self.voters()) if plan else None
+
     async def change_voters(self, kind: str, node_id: int, timeout: float = 30.0) -> None:
         """Adds ("add") or removes ("remove") one voter and returns once the change is
         committed and applied here. The leader takes one change at a time, and none before
@@ -495,7 +511,9 @@ class Controller:
         """Takes a node out of the controller's voters (voters.retire_plan: an observer of
         `live` takes its place first); returns what was done, one line each."""
         done = []
-        for kind, target in voters.retire_plan(node_id, self.voters(), live, self.quorum_size):
+        racks = self.racks()
+        plan = voters.retire_plan(node_id, self.voters(), live, self.quorum_size, racks)
+        for kind, target in plan:
             await self.change_voters(kind, target, timeout)
             done.append(
                 f"node {target} is a controller voter now"

@@ -6,14 +6,18 @@ serves metadata from it and forwards its commands to the leader, and never votes
 (raft/FORK.md 12). A node that joins becomes a voter only while the set is below its size.
 The set changes one node at a time, each change committed before the next (the fork's
 membership entries), so no two majorities of successive sets are disjoint: a voter that
-leaves is first replaced by an observer (the set grows by one), then removed.
+leaves is first replaced by an observer (the set grows by one), then removed. The voters are
+spread over racks (`broker.rack`; a host's brokers share one) by the same swaps, on the
+controller's leader, so that a rack's loss costs at most one voter where there are enough
+racks: a new cluster's lowest ids may be one host's brokers.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 RECORD = "voters.json"
@@ -58,19 +62,47 @@ def admits(node: int, voters: set[int], size: int) -> bool:
     return node not in voters and len(voters) < size
 
 
-def retire_plan(node: int, voters: set[int], live: set[int], size: int) -> list[tuple[str, int]]:
+def retire_plan(
+    node: int,
+    voters: set[int],
+    live: set[int],
+    size: int,
+    racks: Mapping[int, str | None] | None = None,
+) -> list[tuple[str, int]]:
     """The changes, in order, that take `node` out of the voters: where the set is above its
     size (a cluster whose every node an older release made a voter), only the removal; else
-    a live observer (the lowest id) added first, then `node` removed. None if `node` is not a
-    voter; refused where the set would fall below its size."""
+    a live observer added first (one on a rack no other voter is on, if any; then the lowest
+    id), then `node` removed. None if `node` is not a voter; refused where the set would
+    fall below its size."""
     if node not in voters:
         return []
     if len(voters) > size:
         return [("remove", node)]
-    observers = sorted(live - voters - {node})
+    racks = racks or {}
+    used = {racks.get(v) for v in voters - {node}}
+    observers = sorted(live - voters - {node}, key=lambda n: (racks.get(n) in used, n))
     if observers:
         return [("add", observers[0]), ("remove", node)]
     raise VoterRefused(
         f"node {node} is one of the {len(voters)} controller voters and no live node that is "
         f"not a voter can take its place: add a node first (raftlog cluster add-node)"
     )
+
+
+def spread_plan(
+    voters: set[int], racks: Mapping[int, str | None], live: set[int], size: int, leader: int
+) -> list[tuple[str, int]]:
+    """One swap that puts the voters on one more rack: a live observer on a rack no voter is
+    on is added, then a voter (not `leader`) of the rack holding the most voters removed.
+    None while the set is not at its size, a voter is not live (a swap must not leave a dead
+    voter among the three), a live node's rack is unknown (a cluster without racks), or no
+    rack holds two voters or no observer is on a rack without one."""
+    if len(voters) != size or not voters <= live or any(racks.get(n) is None for n in live):
+        return []
+    held = Counter(racks[v] for v in voters)
+    rack, most = max(held.items(), key=lambda item: (item[1], item[0] or ""))
+    free = sorted(n for n in live - voters if racks[n] not in held)
+    leaving = [v for v in voters if racks[v] == rack and v != leader]
+    if most < 2 or not free or not leaving:
+        return []
+    return [("add", free[0]), ("remove", max(leaving))]

@@ -385,6 +385,31 @@ def test_a_retiring_voter_is_replaced_first_and_never_below_the_size() -> None:
         voters.retire_plan(3, {1, 2, 3}, {1, 2, 3}, 3)
 
 
+def test_a_retiring_voters_place_goes_to_a_rack_without_a_voter() -> None:
+    racks = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", 6: "c"}
+    assert voters.retire_plan(3, {1, 2, 3}, set(racks), 3, racks) == [("add", 6), ("remove", 3)]
+    assert voters.retire_plan(1, {1, 2, 3}, {1, 2, 3, 5}, 3, racks) == [("add", 5), ("remove", 1)]
+
+
+def test_voters_are_spread_over_racks_one_swap_at_a_time() -> None:
+    """Three hosts of four brokers (the host is each broker's rack): a new cluster's voters
+    1-3 are all on host a; two swaps put one on each host, never removing the leader."""
+    racks = {n: "abc"[(n - 1) // 4] for n in range(1, 13)}
+    live = set(racks)
+    first = voters.spread_plan({1, 2, 3}, racks, live, 3, leader=3)
+    assert first == [("add", 5), ("remove", 2)]
+    second = voters.spread_plan({1, 3, 5}, racks, live, 3, leader=3)
+    assert second == [("add", 9), ("remove", 1)]
+    assert voters.spread_plan({3, 5, 9}, racks, live, 3, leader=3) == []  # one per rack
+    # Nothing while a voter is not live, the set is not at its size, a rack is unknown, or
+    # no observer is on a rack without a voter.
+    assert voters.spread_plan({1, 2, 3}, racks, live - {2}, 3, leader=1) == []
+    assert voters.spread_plan({1, 2, 3, 4}, racks, live, 3, leader=1) == []
+    assert voters.spread_plan({1, 2, 3}, {**racks, 7: None}, live, 3, leader=1) == []
+    assert voters.spread_plan({1, 2, 3}, racks, {1, 2, 3, 4}, 3, leader=1) == []
+    assert voters.spread_plan({1, 2, 3}, dict.fromkeys(live, None), live, 3, leader=1) == []
+
+
 @pytest.mark.parametrize("size", [1, 3, 5])
 def test_the_quorum_size_setting(tmp_path: Path, size: int) -> None:
     raw = {
@@ -476,6 +501,21 @@ async def test_controllers_on_a_loopback_mesh_replace_their_leader_by_an_observe
         assert not controllers[leader].group.is_leader
         first = await controllers[leader].call("allocate_producer_ids", 10)
         assert await controllers[leader].call("allocate_producer_ids", 10) == first + 10
+        # Racks registered: two voters share rack a; the new leader swaps the old one in (its
+        # rack c has no voter) for a voter of rack a other than itself.
+        shared, alone = sorted(expected)[:2], sorted(expected)[2]
+        racks = {shared[0]: "a", shared[1]: "a", alone: "b", leader: "c"}
+        for n, rack in racks.items():
+            await controllers[n].call("register_node", n, "127.0.0.1", 9000 + n, rack, [])
+        now = await _until(
+            "a new leader",
+            lambda: next((n for n, c in controllers.items() if c.group.is_leader), 0),
+        )
+        await _until("the racks applied there", lambda: controllers[now].racks() == racks)
+        after = await controllers[now].spread_voters({1, 2, 3, 4})
+        assert after is not None and leader in after and now in after
+        assert sorted(racks[v] for v in after) == ["a", "b", "c"]
+        assert await controllers[now].spread_voters({1, 2, 3, 4}) is None  # spread already
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     finally:
         for c in controllers.values():
