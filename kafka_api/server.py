@@ -11,7 +11,10 @@ place from read-only views: kio copies what it keeps, so a request's bytes are c
 the decoded request; one over DECODE_OFF_LOOP_BYTES is copied and decoded in a thread. Requests start in arrival order
 (a task each, and the loop runs new tasks FIFO, so Produce proposals keep the connection's
 order) and may then run concurrently; responses are written strictly in request order, large
-record sets in slices so they go to the socket rather than into the transport's buffer.
+record sets in slices so they go to the socket rather than into the transport's buffer. A
+handler's last step hands its answer to the transport itself (no done-callback turn), with
+every answer after it that is ready too, all in one writelines: one system call where each
+part was one.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ _SIZE = struct.Struct(">i")
 READ_BUFFER_BYTES = 16 * 1024
 MAX_READ_BUFFER_BYTES = 4 * 1024 * 1024
 WRITE_SLICE_BYTES = 256 * 1024
+# Buffers handed to one writelines at most (uvloop sends them with one writev).
+WRITE_SLICE_PARTS = 256
 # Stop reading from a client whose unfinished requests hold this much (or are this many)...
 MAX_PENDING_REQUESTS = 512
 MAX_PENDING_BYTES = 64 * 1024 * 1024
@@ -177,9 +182,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._grown_unauthenticated = False
         self._waiting_memory = False
         self._decoding = False  # a large frame is being decoded in a thread
-        # Requests to answer, in order, with their frame sizes; a task leaves when written.
-        self._pending: collections.deque[tuple[asyncio.Task[Any], int]] = collections.deque()
-        self._tasks: set[asyncio.Task[Any]] = set()  # every running handler
+        # Requests to answer, in order; one leaves when its answer is written.
+        self._pending: collections.deque[_Request] = collections.deque()
+        self._tasks: set[_Request] = set()  # every running handler
         self._held_bytes = 0  # frame bytes of requests not yet finished and answered
         # Response bytes not yet handed to the transport, held back while it is paused.
         self._unsent: collections.deque[bytes | bytearray | memoryview] = collections.deque()
@@ -220,8 +225,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._give_back_growth()
         self._lost = True
         self._unsent.clear()
-        for task in self._tasks:
-            task.cancel()
+        for request in self._tasks:
+            if request.task is not None:
+                request.task.cancel()
         # A handler applies its acknowledgements before its first wait, and each frame read
         # before the close had its handler's first step queued before this callback (the loop
         # runs them in order): what the client acknowledged is applied before its share
@@ -506,15 +512,40 @@ class _Connection(asyncio.BufferedProtocol):
         return codec.encode_response(correlation_id, response)
 
     def _start_task(self, work: Any, size: int, *, answered: bool = True) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
+        request = _Request(size, answered)
+        request.task = asyncio.get_running_loop().create_task(self._serve(work, request))
+        self._tasks.add(request)
         self._held(size)
-        task.add_done_callback(self._task_done)
         if answered:
-            self._pending.append((task, size))
-        else:
-            task.add_done_callback(lambda _: self._release(size))
+            self._pending.append(request)
         self.update_reading()
+
+    async def _serve(self, work: Any, request: _Request) -> None:
+        """Runs one request's handler; its answer is written from this last step (a done
+        callback would cost each request one more loop turn). Every outcome is read here,
+        whatever state the connection is in: a handler that ends after the connection began
+        closing (ten pipelined acks=0 produces to a follower, each refused with
+        CloseConnection) is dropped, not left for asyncio to log as "Task exception was
+        never retrieved"; the first one's close logged the one line. A cancelled handler
+        (the connection is gone) ends here too."""
+        try:
+            request.parts = await work
+        except CloseConnection as exc:
+            if not self._closing:
+                self.drop(str(exc))
+            return
+        except Exception:
+            # A handler's own failure is a bug, whether or not the connection is closing.
+            log.error("handler failed for client %s; closing it", self._peer, exc_info=True)
+            self._close_transport()
+            return
+        finally:
+            self._tasks.discard(request)
+            if not request.answered:
+                self._release(request.size)
+        request.done = True
+        if not self._closing and request.answered:
+            self._flush()
 
     def _release(self, size: int) -> None:
         self._held(-size)
@@ -527,35 +558,14 @@ class _Connection(asyncio.BufferedProtocol):
         self._held_bytes += delta
         self._server.memory.hold(delta)
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        """Every handler's outcome is read here, whatever state the connection is in: one that
-        ends after the connection began closing (ten pipelined acks=0 produces to a follower,
-        each refused with CloseConnection) is read and dropped, not left for asyncio to log
-        as "Task exception was never retrieved"; the first one's close logged the one line."""
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if isinstance(exc, CloseConnection):
-            if not self._closing:
-                self.drop(str(exc))
-        elif exc is not None:
-            # A handler's own failure is a bug, whether or not the connection is closing.
-            log.error("handler failed for client %s; closing it", self._peer, exc_info=exc)
-            self._close_transport()
-        elif not self._closing:
-            self._flush()
-
     def _flush(self) -> None:
-        """Sends finished responses while the oldest pending request is finished."""
-        while self._pending and self._pending[0][0].done() and not self._closing:
-            task, size = self._pending.popleft()
-            self._held(-size)
-            if task.cancelled() or task.exception() is not None:
-                return  # _task_done closes the connection
-            parts = task.result()
-            if parts is not None:
-                self._unsent.extend(parts)
+        """Sends finished responses while the oldest pending request is finished (one that
+        failed never is: _serve closed the connection)."""
+        while self._pending and self._pending[0].done and not self._closing:
+            request = self._pending.popleft()
+            self._held(-request.size)
+            if request.parts is not None:
+                self._unsent.extend(request.parts)
             self._last_active = self._server.clock()
             if self._sasl is not None and self._sasl.stage is Stage.FAILED:
                 self._refuse(self._sasl)
@@ -578,20 +588,30 @@ class _Connection(asyncio.BufferedProtocol):
         self._unsent.clear()
 
     def _send_unsent(self) -> None:
-        """Hands response bytes to the transport in slices while it is not paused, so a large
-        record set goes mostly straight to the socket instead of into the transport's buffer."""
+        """Hands response bytes to the transport in slices of up to WRITE_SLICE_BYTES while it
+        is not paused, so a large record set goes mostly straight to the socket instead of
+        into the transport's buffer; each slice is one writelines, whatever answers and parts
+        it holds (uvloop sends it with one writev)."""
         transport = self._transport
         unsent = self._unsent
         while unsent and not self._writing_paused:
             if transport is None or transport.is_closing():
                 unsent.clear()
                 return
-            part = unsent.popleft()
-            if len(part) > WRITE_SLICE_BYTES:
-                view = memoryview(part)
-                unsent.appendleft(view[WRITE_SLICE_BYTES:])
-                part = view[:WRITE_SLICE_BYTES]
-            transport.write(part)
+            if len(unsent) == 1 and len(unsent[0]) <= WRITE_SLICE_BYTES:
+                transport.write(unsent.popleft())  # the common case: one small answer
+                return
+            parts: list[bytes | bytearray | memoryview] = []
+            room = WRITE_SLICE_BYTES
+            while unsent and room > 0 and len(parts) < WRITE_SLICE_PARTS:
+                part = unsent.popleft()
+                if len(part) > room:
+                    view = memoryview(part)
+                    unsent.appendleft(view[room:])
+                    part = view[:room]
+                parts.append(part)
+                room -= len(part)
+            transport.writelines(parts)
 
     # flow control and closing
 
@@ -627,13 +647,27 @@ class _Connection(asyncio.BufferedProtocol):
     def close(self) -> list[asyncio.Task[Any]]:
         """Drops the connection at server shutdown, unsent responses and all (a client that is
         not reading must not hold shutdown up); returns the cancelled handler tasks."""
-        tasks = list(self._tasks)
+        tasks = [request.task for request in self._tasks if request.task is not None]
         self._closing = True
         if self._transport is not None:
             self._transport.abort()
         for task in tasks:
             task.cancel()
         return tasks
+
+
+class _Request:
+    """One request's handler on a connection: its frame's size (held until answered), and
+    its answer once done (None: it has none, acks=0)."""
+
+    __slots__ = ("answered", "done", "parts", "size", "task")
+
+    def __init__(self, size: int, answered: bool) -> None:
+        self.size = size
+        self.answered = answered  # expects an answer (in the connection's pending order)
+        self.done = False
+        self.parts: list[bytes | bytearray] | None = None
+        self.task: asyncio.Task[None] | None = None
 
 
 async def _given(response: Any) -> Any:

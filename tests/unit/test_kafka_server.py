@@ -139,6 +139,46 @@ async def test_responses_follow_request_order_while_handlers_overlap(kafka, monk
     writer.close()
 
 
+async def test_answers_ready_together_leave_in_one_write(kafka, monkeypatch):
+    """The first of three pipelined requests finishes last: its answer and the two waiting
+    behind it go to the transport in one call (one system call on uvloop), not one each."""
+    last_done = asyncio.Event()
+
+    async def handle(ctx, request):
+        name = request.topics[0].name
+        if name == "0":
+            await last_done.wait()
+        elif name == "2":
+            last_done.set()
+        return metadata_response([name])
+
+    monkeypatch.setitem(HANDLERS, METADATA, fake_handler(METADATA, handle))
+    reader, writer = await connect(kafka)
+    await until(lambda: len(kafka._connections) == 1, "the connection")
+    transport = next(iter(kafka._connections))._transport
+    calls, inside = [], []
+
+    def counted(method, real):
+        def call(data):  # (asyncio's writelines calls its write: counted once)
+            if not inside:
+                calls.append(method)
+            inside.append(method)
+            try:
+                return real(data)
+            finally:
+                inside.pop()
+
+        return call
+
+    for method in ("write", "writelines"):
+        monkeypatch.setattr(transport, method, counted(method, getattr(transport, method)))
+    writer.write(b"".join(frame(METADATA, 1, i, metadata_request(str(i))) for i in range(3)))
+    answers = [await read_response(reader, METADATA, 1) for _ in range(3)]
+    assert [(cid, r.topics[0].name) for cid, r in answers] == [(0, "0"), (1, "1"), (2, "2")]
+    assert calls == ["writelines"]
+    writer.close()
+
+
 @pytest.mark.parametrize("limit", [512, 3])
 async def test_requests_start_in_arrival_order(kafka, monkeypatch, limit):
     """Also with reading paused and resumed every few requests by the in-flight limit."""
