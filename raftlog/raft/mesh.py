@@ -118,6 +118,7 @@ class _Connection(asyncio.Protocol):
         self._pending: list[bytes | list[Beat]] = []
         self._pending_bytes = 0
         self._beats: list[Beat] | None = None  # the last of _pending, while beats are added to it
+        self._flushing: asyncio.Handle | None = None  # the _flush queued for the turn's end
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
@@ -258,14 +259,20 @@ class _Connection(asyncio.Protocol):
         if not self.authenticated and self.transport and not self.transport.is_closing():
             self._reject(f"no handshake within {HANDSHAKE_TIMEOUT}s")
 
-    def write(self, obj: Any) -> None:
+    def write(self, obj: Any, *, now: bool = False) -> None:
         """Frames written in one event-loop turn leave in one send: a tick of a hundred groups
-        is a hundred heartbeats, and a syscall each cost more than the groups themselves."""
+        is a hundred heartbeats, and a syscall each cost more than the groups themselves.
+        `now`: this frame ends the turn's writes (the Raft driver's, once per turn), so it
+        leaves at once with those before it, a loop turn earlier than the queued flush."""
         if self.transport is None or self.transport.is_closing():
             return
         frame = self._packer.pack(obj)
+        if now:
+            self._pending.append(frame)
+            self._flush()
+            return
         if not self._pending:
-            self._mesh._loop.call_soon(self._flush)
+            self._flushing = self._mesh._loop.call_soon(self._flush)
         self._pending.append(frame)
         self._pending_bytes += len(frame)
         self._beats = None
@@ -276,13 +283,16 @@ class _Connection(asyncio.Protocol):
             return
         if self._beats is None:
             if not self._pending:
-                self._mesh._loop.call_soon(self._flush)
+                self._flushing = self._mesh._loop.call_soon(self._flush)
             self._beats = []
             self._pending.append(self._beats)
         self._beats.append(beat)
         self._pending_bytes += 24
 
     def _flush(self) -> None:
+        if self._flushing is not None:
+            self._flushing.cancel()  # (this is it, or it is not needed any more)
+            self._flushing = None
         pending, self._pending, self._pending_bytes = self._pending, [], 0
         self._beats = None
         if pending and self.transport is not None and not self.transport.is_closing():
@@ -414,12 +424,13 @@ class Mesh:
         return True
 
     def send_core(self, peer_id: str, items: list[Any]) -> bool:
-        """One frame of the Raft driver's messages to a peer: every group's of a loop turn."""
+        """One frame of the Raft driver's messages to a peer: every group's of a loop turn,
+        sent at once (the driver's turn is the end of its loop turn's Raft work)."""
         conn = self._connections.get(peer_id)
         if conn is None:
             self._dropped(peer_id, len(items))
             return False
-        conn.write([CORE, items])
+        conn.write([CORE, items], now=True)
         return True
 
     def on_core(self, handler: Callable[[str, list[Any]], None]) -> None:
