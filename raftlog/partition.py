@@ -360,7 +360,7 @@ class Partition:
         self.produce_queue.submit(request)
         if future is None:
             return _done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
-        return answer_within(future, timeout_ms)
+        return answer_within(request, timeout_ms)
 
     async def _opened(
         self,

@@ -48,6 +48,7 @@ class ProduceRequest:
     # thread; the request is proposed once they pass
     checked: asyncio.Future[None] | asyncio.Future[bytes] | None = None
     log_append_time: int = -1  # the leader's stamp on a LogAppendTime topic's batches
+    timer: asyncio.TimerHandle | None = None  # answers REQUEST_TIMED_OUT (answer_within)
 
 
 class Proposal(bytes):
@@ -140,15 +141,15 @@ class ProduceQueue:
             request.term = term
             if request.acks == 1 and request.future is not None and not request.future.done():
                 self._note_ack(request)
-                request.future.set_result(self._answer(request))
+                _settle(request, self._answer(request))
 
     def fail_all(self) -> None:
         """Requests not yet proposed when leadership is lost go back to the client: "not the
         leader", or "possibly persisted" for a retry whose batch the log holds (`refusal`)."""
         while self._queue:
             request = self._queue.popleft()
-            if request.future is not None and not request.future.done():
-                request.future.set_result(self._refusal(request.records))
+            waiting = request.future is not None and not request.future.done()
+            _settle(request, self._refusal(request.records) if waiting else None)
 
     def _settled(self, proposal: Proposal, outcome: Outcome) -> None:
         """Raft's verdict on a proposal: committed in its term; its leader stepped down before
@@ -159,6 +160,7 @@ class ProduceQueue:
             self._commit_latency.observe(time.monotonic() - proposal.proposed_at)
         for request in proposal.requests:
             if request.future is None or request.future.done():
+                _settle(request, None)  # (cancelled with its client's connection)
                 continue
             if outcome == Outcome.COMMITTED:
                 result = self._answer(request)
@@ -170,7 +172,7 @@ class ProduceQueue:
                 )
             else:
                 result = ProduceResult(ErrorCode.not_leader_or_follower)
-            request.future.set_result(result)
+            _settle(request, result)
         self.propose()
 
     def _note_ack(self, request: ProduceRequest) -> None:
@@ -205,29 +207,41 @@ class ProduceQueue:
         return ProduceResult(verdict.error, message=verdict.message)
 
 
-def answer_within(
-    future: asyncio.Future[ProduceResult], timeout_ms: int
-) -> asyncio.Future[ProduceResult]:
-    """The answer, or REQUEST_TIMED_OUT once `timeout_ms` passed; the request keeps its place
-    in the log either way (a timed-out request that commits later is not acknowledged). One
-    timer per request: wait_for and shield cost a task and two more futures each."""
-    timer = future.get_loop().call_later(timeout_ms / 1000, _time_out, future)
-    future.add_done_callback(lambda _f: timer.cancel())
+def answer_within(request: ProduceRequest, timeout_ms: int) -> asyncio.Future[ProduceResult]:
+    """The request's answer, or REQUEST_TIMED_OUT once `timeout_ms` passed; the request keeps
+    its place in the log either way (a timed-out request that commits later is not
+    acknowledged). One timer per request, cancelled by whoever answers (_settle): wait_for
+    and shield cost a task and two more futures each, and a done callback one more loop
+    callback per request."""
+    future = request.future
+    assert future is not None  # acks=0 waits for nothing
+    if not future.done():
+        request.timer = future.get_loop().call_later(timeout_ms / 1000, _time_out, request)
     return future
 
 
-def _time_out(future: asyncio.Future[ProduceResult]) -> None:
-    if not future.done():
-        future.set_result(
-            ProduceResult(ErrorCode.request_timed_out, message="not committed in time")
-        )
+def _time_out(request: ProduceRequest) -> None:
+    request.timer = None
+    _settle(request, ProduceResult(ErrorCode.request_timed_out, message="not committed in time"))
+
+
+def _settle(request: ProduceRequest, result: ProduceResult | None) -> None:
+    """Answers the request with `result` unless it was answered (or its waiter cancelled)
+    already; its timer goes either way."""
+    if request.timer is not None:
+        request.timer.cancel()
+        request.timer = None
+    future = request.future
+    if result is not None and future is not None and not future.done():
+        future.set_result(result)
 
 
 def _refuse(request: ProduceRequest, error: BaseException) -> None:
     if request.future is None or request.future.done():
+        _settle(request, None)
         return
     if isinstance(error, KafkaError):
         result = ProduceResult(error.code, message=error.message)
     else:
         result = ProduceResult(ErrorCode.corrupt_message, message=f"cannot check: {error}")
-    request.future.set_result(result)
+    _settle(request, result)
