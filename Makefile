@@ -6,6 +6,7 @@
 #   make lint   ruff check + ruff format --check, then mypy (pyproject.toml [tool.mypy])
 #   make faults network fault suite (root): nodes in network namespaces, CYCLES fault cycles
 #   make sim    the Raft core's seeded simulation, SEEDS schedules
+#   make compose-test  docker-compose.yml for real (root: Docker engine, images, three containers)
 
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -19,7 +20,7 @@ NODES ?= 3
 KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: run down status audit audit-scale venv sysdeps test lint clean faults fuzz sim
+.PHONY: run down status audit audit-scale venv sysdeps test lint clean faults fuzz sim compose-test
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "raftlog needs Python 3.11; $(PYTHON) is " + sys.version.split()[0])'
@@ -128,3 +129,22 @@ $(BENCH_STAMP): pyproject.toml | $(BIN)/python
 .PHONY: bench
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# docker-compose.yml for real (tests/compose/README.md): builds the images, starts the three
+# node containers, produces and reads back from the host, kills the container leading a
+# partition, produces on, brings it back, runs the audit profile's container and reads its
+# report. Starts Debian's dockerd (root) when no daemon answers, without touching iptables,
+# and stops it after; builds its base image from Debian's packages when python:3.11-slim
+# cannot be pulled. `make compose-test COMPOSE_ARGS=--keep` leaves it all running.
+COMPOSE_ARGS ?=
+compose-test: venv
+	@missing=""; \
+	command -v dockerd >/dev/null 2>&1 || missing="$$missing docker.io"; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	$(BIN)/python -m tests.compose.run $(COMPOSE_ARGS)
