@@ -474,7 +474,7 @@ class Supervisor:
             slot.next_start = self.clock() + delay
             failing = " (failing)" if slot.backoff.failing(self.clock()) else ""
             log.warning(
-                "broker %d %s, %d times in a row%s; starting it again in %.1f s",
+                "broker %d %s (%d in a row)%s; starting it again in %.1f s",
                 node_id,
                 what,
                 slot.backoff.in_a_row,
