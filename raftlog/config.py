@@ -59,6 +59,11 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "log.retention.bytes": -1,
     "log.retention.check.interval.ms": 300000,
     "log.cleaner.backoff.ms": 15000,
+    # raftlog's: how often each Raft group takes a snapshot (cuts its window and saves its
+    # producer state), each 1-1.5 times this at random; retention and compaction work only
+    # below the last one (raftlog/raft/timings.py, compaction_seconds). As KRaft's
+    # metadata.log.max.snapshot.interval.ms, for every partition and the controller.
+    "raft.snapshot.interval.ms": 60000,
     # Defaults of the topic settings of the same meaning (TOPIC_SYNONYMS).
     "compression.type": "producer",
     "log.message.timestamp.type": "CreateTime",
@@ -169,6 +174,7 @@ BROKER_TYPES = {
             "log.retention.bytes",
             "log.retention.check.interval.ms",
             "log.cleaner.backoff.ms",
+            "raft.snapshot.interval.ms",
             "log.message.timestamp.before.max.ms",
             "log.message.timestamp.after.max.ms",
             "connections.max.idle.ms",
@@ -185,6 +191,7 @@ QUORUM_SIZES = (1, 3, 5)  # controller.quorum.size: an even count adds a voter a
 BROKER_RANGES: dict[str, tuple[int, int | None]] = {
     "log.message.timestamp.before.max.ms": (0, None),
     "leader.replication.throttled.rate": (0, None),
+    "raft.snapshot.interval.ms": (1000, None),
     "log.message.timestamp.after.max.ms": (0, None),
     "group.share.record.lock.duration.ms": (1000, 3600000),
     "group.share.min.record.lock.duration.ms": (1000, 30000),

@@ -100,6 +100,7 @@ class Node:
             learner_bytes_per_second=int(
                 config.broker_setting("leader.replication.throttled.rate")
             ),
+            compaction_seconds=int(config.broker_setting("raft.snapshot.interval.ms")) / 1000,
         )
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._heap = HeapFreezer()  # partitions opened are frozen out of full GC passes

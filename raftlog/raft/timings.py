@@ -29,7 +29,7 @@ class RaftTimings:
     # producer state saved, three fsyncs: with the same 60 s for all, every partition of a new
     # 1,000-partition topic took its snapshot in the same second, every minute, and the burst
     # held each node's loop for seconds (half of a 20 s profile).
-    compaction_seconds: float = 60.0
+    compaction_seconds: float = 60.0  # [broker] raft.snapshot.interval.ms
     # What one Raft entry may not reach; produce enforces it. A frame to a peer carries every
     # group's messages of a loop turn, and one huge entry holds up the others' heartbeats
     # behind it. (pysyncobj, which runs the controller, also mis-detects the last chunk of a
