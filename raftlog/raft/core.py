@@ -711,6 +711,10 @@ class Raft:
         floor = self.ticks - self.cfg.election_tick + min(left, self.cfg.election_tick // 2)
         self.lease_from = max(self.lease_from, floor)
         self.heartbeat_elapsed = max(self.heartbeat_elapsed, self.cfg.heartbeat_tick - 1)
+        if self.cfg.learner_bytes_per_tick and self.conf.learners:
+            # The throttle is a rate per second, not per tick run: a busy node whose ticks
+            # came a few hundred ms apart sent its learner a sixth of it (issue 44).
+            self._refill_learners(missed)
 
     def _quorum_heard(self) -> int:
         """The latest tick by which a majority (this leader counting itself) was heard. A
@@ -1089,12 +1093,12 @@ class Raft:
 
     # ---- the leader's side -----------------------------------------------------------------
 
-    def _refill_learners(self) -> None:
+    def _refill_learners(self, ticks: int = 1) -> None:
         per_tick = self.cfg.learner_bytes_per_tick
         for p in self.conf.learners:
             pr = self.progress.get(p)
             if pr is not None:
-                pr.budget = min(pr.budget + per_tick, LEARNER_BURST * per_tick)
+                pr.budget = min(pr.budget + ticks * per_tick, LEARNER_BURST * per_tick)
 
     def learner_budget(self, peer: int) -> int | None:
         """FORK 7 under the learner throttle: what a snapshot install may send learner `peer`

@@ -9,8 +9,10 @@ follower from the node that sent the snapshot point, one chunk per request:
     manifest source -> follower: the point's entry, its end offset, the source's epochs, the
              first offset its segments hold, share state, and where the logs stop agreeing (as KIP-279 finds it with
              OffsetForLeaderEpoch); the follower cuts its log there
-    read     follower -> source: the next offset
-    data     source -> follower: whole batches from there, at most CHUNK_BYTES, up to the end
+    read     follower -> source: the next offset, and the bytes it takes per read (`window`)
+    data     source -> follower: whole batches from there, up to the end: at most `window`
+             (READ_BYTES) in messages of at most CHUNK_BYTES, all but the last marked `more`
+             (a follower that names no window gets one CHUNK_BYTES message)
     wait     source -> follower: the follower is a learner whose throttle is spent (a move's
              copy, leader.replication.throttled.rate): it asks again WAIT_SECONDS later
     refused  source -> follower: it no longer holds that point, or not that far
@@ -47,6 +49,9 @@ log = logging.getLogger(__name__)
 
 KIND = "core_install"  # the mesh control messages' kind
 CHUNK_BYTES = 1024 * 1024
+# What one read may bring, in several messages: one CHUNK_BYTES per round trip copied 5 MB/s
+# on a loaded node (a round trip of ~0.2 s through its loop turns), far below the throttle.
+READ_BYTES = 8 * CHUNK_BYTES
 INSTALL_TIMEOUT = 10.0
 WAIT_SECONDS = 0.05  # a follower told to wait asks again after this (the driver's tick)
 MAX_WAITS = round(INSTALL_TIMEOUT / WAIT_SECONDS)  # waits in a row before it gives up
@@ -152,6 +157,18 @@ def append_batches(log_: Log, batches: bytes, on_offset: Callable[[int], None]) 
     if run_term is not None:
         log_.append(view[run_start:], run_term, keep_offsets=True)
     on_offset(log_.log_end_offset)
+
+
+def chunks(data: bytes, most: int) -> list[bytes]:
+    """Whole batches of `data` in pieces of at most `most` bytes (a larger batch alone)."""
+    parts: list[bytes] = []
+    start = 0
+    for pos, header in iter_batches(data):
+        if pos > start and pos + header.size - start > most:
+            parts.append(data[start:pos])
+            start = pos
+    parts.append(data[start:])
+    return parts
 
 
 class Installs:
@@ -280,7 +297,7 @@ class Installer:
             self._begin(inbound, payload)
         elif op == "data" and inbound.anchor is not None:
             inbound.waits = 0
-            self._data(inbound, payload["batches"])
+            self._data(inbound, payload["batches"], bool(payload.get("more")))
         elif op == "wait" and inbound.anchor is not None:
             self._wait(inbound)
 
@@ -316,9 +333,13 @@ class Installer:
         self._begin_terms(inbound, inbound.resume)
         self._next(inbound)
 
-    def _data(self, inbound: _Inbound, batches: bytes) -> None:
+    def _data(self, inbound: _Inbound, batches: bytes, more: bool) -> None:
+        """One answer to a read; `more`: others of the same read follow."""
         before = self._log.log_end_offset
         append_batches(self._log, batches, lambda offset: self._begin_terms(inbound, offset))
+        if more:
+            self._expect(inbound)
+            return
         if self._log.log_end_offset == before and before < inbound.end:
             # The source's log has no batch left below the end (a cleaned tail before a no-op):
             # this log cannot reach that end by appending.
@@ -329,7 +350,7 @@ class Installer:
     def _next(self, inbound: _Inbound) -> None:
         end = self._log.log_end_offset
         if end < inbound.end:
-            self._send(inbound, op="read", offset=end, end=inbound.end)
+            self._send(inbound, op="read", offset=end, end=inbound.end, window=READ_BYTES)
             return
         if end != inbound.end:
             self._give_up(f"the log ends at {end}, past the snapshot's end {inbound.end}")
@@ -349,12 +370,16 @@ class Installer:
 
     def _send(self, inbound: _Inbound, **payload: Any) -> None:
         """A request to the source; its answer must come within INSTALL_TIMEOUT."""
+        self._expect(inbound)
+        self._installs.send(inbound.source, {"group": self._name, "id": inbound.id, **payload})
+
+    def _expect(self, inbound: _Inbound) -> None:
+        """The source's next message must come within INSTALL_TIMEOUT."""
         if inbound.deadline is not None:
             inbound.deadline.cancel()
         inbound.deadline = self._later(
             INSTALL_TIMEOUT, lambda: self._give_up("the source stopped answering")
         )
-        self._installs.send(inbound.source, {"group": self._name, "id": inbound.id, **payload})
 
     def _give_up(self, why: str) -> None:
         inbound = self._inbound
@@ -416,10 +441,15 @@ class Installer:
         if budget is not None and budget <= 0:
             self._reply(peer_id, request, op="wait")
             return
-        data = self._log.read(offset, min(CHUNK_BYTES, budget or CHUNK_BYTES), end, True)
+        window = request.get("window")
+        most = min(int(window), READ_BYTES) if isinstance(window, int) and window > 0 else 0
+        most = max(most, CHUNK_BYTES)
+        data = self._log.read(offset, most if budget is None else min(most, budget), end, True)
         if budget is not None and self._throttle is not None:
             self._throttle.learner_sent(peer, len(data))
-        self._reply(peer_id, request, op="data", batches=data)
+        parts = chunks(data, CHUNK_BYTES)
+        for i, part in enumerate(parts):
+            self._reply(peer_id, request, op="data", batches=part, more=i + 1 < len(parts))
 
     def _refuse(self, peer_id: str, request: dict[str, Any], reason: str) -> None:
         self._reply(peer_id, request, op="refused", reason=reason)

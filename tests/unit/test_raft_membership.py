@@ -25,7 +25,7 @@ from support.raft_sim import (
     scripted,
 )
 
-from raftlog.raft.core import ConfRefused, Role, Rules
+from raftlog.raft.core import LEARNER_BURST, ConfRefused, Role, Rules
 from raftlog.raft.membership import Membership, joint_committed, joint_silence, joint_vote
 from raftlog.raft.quorum import VoteResult
 
@@ -258,3 +258,20 @@ def test_a_learner_catching_up_is_sent_at_most_its_rate() -> None:
         window = sum(v for k, v in sent.items() if t - 10 < k <= t)
         assert window <= 500 * 20 + 64 * 100, (t, window)  # burst + rate + one append
     assert sim.time - start >= total // 500 - 10  # it took about total / rate ticks
+
+
+def test_a_learners_budget_refills_for_the_ticks_a_busy_loop_missed() -> None:
+    """The throttle is a rate per second: a leader whose node ran its ticks late (resume,
+    with the ticks missed) refills its learner's budget for each of them, up to the burst.
+    Refilled once per late tick, a loaded node sent its learner a sixth of the rate."""
+    sim = scripted(4, voters=3)
+    sim = Sim(0, replace(sim.cfg, learner_bytes_per_tick=500))
+    _elect(sim, 1)
+    assert isinstance(_change(sim, 1, Membership.of({1, 2, 3}, learners={4})), int)
+    sim.hops()
+    leader = sim.core(1)
+    leader.progress[4].budget = 0
+    leader.resume(3)
+    assert leader.progress[4].budget == 3 * 500
+    leader.resume(100)
+    assert leader.progress[4].budget == LEARNER_BURST * 500

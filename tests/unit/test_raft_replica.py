@@ -34,6 +34,7 @@ from raftlog.raft.install import (
     Installer,
     Installs,
     Later,
+    chunks,
 )
 from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
 from raftlog.raft.membership import Membership
@@ -375,6 +376,17 @@ def test_a_learners_install_from_a_source_that_stopped_leading_gives_up(tmp_path
     assert four.raft.installing is not None  # still waiting
     clock.advance(2 * WAIT_SECONDS)
     assert four.raft.installing is None and not four.listener.installs
+
+
+def test_a_read_answers_in_whole_batch_chunks() -> None:
+    """A read brings up to READ_BYTES in messages of at most CHUNK_BYTES (a larger batch
+    alone), so one round trip carries what a loaded node's throttle allows."""
+    small, large = batch(b"s"), batch(b"L" * 3000)
+    data = small * 3 + large + small
+    parts = chunks(data, 3 * len(small))
+    assert parts == [small * 3, large, small]
+    assert chunks(data, len(data)) == [data]
+    assert chunks(b"", 10) == [b""]
 
 
 def test_an_append_built_before_a_cut_is_not_sent_with_bytes_the_cut_removed(
