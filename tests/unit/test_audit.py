@@ -489,7 +489,11 @@ def test_generated_history_audits_clean_with_the_generators_counts(spark, tmp_pa
 
 
 def audit_dir(spark, path: Path):
+    """The inputs cached as job.run caches them: each invariant's plan then reads the parsed
+    journals instead of parsing them again wherever it uses them (a few times each)."""
     inputs = tables.load(spark, path)
+    inputs.events.cache()
+    inputs.spans.cache()
     elected = tables.elections(inputs)
     return (
         inputs,
