@@ -3,13 +3,15 @@
 and Cruise Control send) and read back by confluent-kafka's (whose Python admin has no
 reassignment calls: it reads Metadata and consumes) and by `raftlog topic describe`.
 A move held in progress (the node it adds paused) shows its full replica set in every live
-node's Metadata and its adding and removing replicas in the list and the CLI; a move
+node's Metadata and its adding and removing replicas in the list and the CLI, and the bytes
+it still has to copy on its leader's admin port, /metrics and in the CLI; a move
 replacing it keeps the first one's original; a cancellation is a move back to the original
 replicas, finished by the leader. A move let run ends at its target: the added node holds every
 record, the removed one has deleted its copy and its metrics. Refusals get Kafka's codes."""
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
 
@@ -22,12 +24,14 @@ from kafka.errors import (
     NoReassignmentInProgressError,
     UnknownTopicOrPartitionError,
 )
+from prometheus_client.parser import text_string_to_metric_families
 from support import groups as G
 from support import records as R
 from support import wire as W
 from support.cluster import Cluster, wait_for
 
 from epoch import history
+from raftlog_app.replicas_cli import size_text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -73,6 +77,18 @@ def _exported(cluster: Cluster, node_id: int, partition: int) -> bool:
     return f'{{partition="{partition}",topic="{TOPIC}"}}' in text
 
 
+def _series(cluster: Cluster, node_id: int, name: str, partition: int) -> float | None:
+    """The value of the node's /metrics series `name` for the partition, if it has one."""
+    url = f"http://{cluster.node(node_id).admin}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
+        text = answer.read().decode()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and s.labels == {"topic": TOPIC, "partition": str(partition)}:
+                return float(s.value)
+    return None
+
+
 def _wait_moves_done(admin: KafkaAdminClient, timeout: float = 60.0) -> None:
     """Until no reassignment is in progress (a completed or cancelled move)."""
     deadline = time.monotonic() + timeout
@@ -110,6 +126,9 @@ def test_a_held_move_shows_its_full_set_and_a_cancellation_moves_back_to_the_ori
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
     target = [*original[1:], extra]
     again = [original[2], extra, original[0]]
+    held = R.make_records("held", 40, [partition], 1000)
+    written = R.produce_confluent(bootstrap, TOPIC, held, compression="none")
+    assert len(written.acked) == 40, written.failed[:3]
     cluster.pause(extra)
     try:
         assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
@@ -135,8 +154,35 @@ def test_a_held_move_shows_its_full_set_and_a_cancellation_moves_back_to_the_ori
         described = confluent.list_topics(TOPIC, timeout=30).topics[TOPIC].partitions
         assert described[partition].replicas == full
         assert described[1].replicas == _replicas(cluster, live[0], 1)  # the others stay
-        shown = cluster.cli("topic", "describe", TOPIC, "--bootstrap", bootstrap).stdout
-        assert f"moving: adding [{extra}] removing [{original[1]}]" in shown, shown
+        # The bytes still to copy (raftlog's own figure, on the leader's admin port and
+        # /metrics): all of the leader's log, which the paused node cannot take.
+        head = W.topic_metadata(bootstrap, TOPIC).topics[TOPIC][partition].leader
+        size = _series(cluster, head, "raftlog_partition_log_size_bytes", partition)
+        assert size is not None and size > 40 * 1000
+        wait_for(  # (a scrape may be given a listing made a few tenths of a second before)
+            lambda: (
+                _series(cluster, head, "raftlog_reassignment_bytes_remaining", partition) == size
+            ),
+            10,
+            what=f"node {head}'s bytes still to copy for {TOPIC}-{partition}",
+        )
+        url = f"http://{cluster.node(head).admin}/v1/reassignments"
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
+            moves = json.load(answer)["moves"]
+        assert moves == [
+            {
+                "topic": TOPIC,
+                "partition": partition,
+                "bytes_remaining": size,
+                "adding": {str(extra): size},
+            }
+        ]
+        admins = ",".join(cluster.node(n).admin for n in live)
+        shown = cluster.cli(
+            "topic", "describe", TOPIC, "--bootstrap", bootstrap, "--admin", admins
+        ).stdout
+        assert f"moving: adding [{extra}] removing [{original[1]}]  to copy " in shown, shown
+        assert f"to copy {size_text(int(size))}" in shown, shown
         assert "topic moving  partitions 3  moving 1" in shown, shown
 
         # A cancellation is a move back to the original, which the leader finishes once its
