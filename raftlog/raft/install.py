@@ -37,7 +37,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from raftlog.raft.failure_log import FailureLog
@@ -136,7 +136,9 @@ def begin_terms_at(log_: Log, epochs: Epochs, offset: int, end: int, last_term: 
         log_.begin_term(term)
 
 
-def append_batches(log_: Log, batches: bytes, on_offset: Callable[[int], None]) -> None:
+def append_batches(
+    log_: Log, batches: bytes | memoryview, on_offset: Callable[[int], None]
+) -> None:
     """Appends whole batches one term's run at a time (log.append keeps segments per term);
     `on_offset` is called with the log end before each run and after the last."""
     view = memoryview(batches)
@@ -215,6 +217,11 @@ class _Inbound:
     deadline: Timer | None = None
     retry: Timer | None = None  # the next read after a `wait`
     waits: int = 0  # `wait` answers since the last data
+    # The anchor entry's batches come first here, and go into the log at once when all have
+    # come: its Location names one segment, and a roll between two of its batches (answers
+    # cut at whole batches, not entries) made the install fail at its end, every time.
+    held: bytearray = field(default_factory=bytearray)
+    held_end: int = 0  # the offset after the last batch held
 
 
 class Installer:
@@ -335,22 +342,44 @@ class Installer:
 
     def _data(self, inbound: _Inbound, batches: bytes, more: bool) -> None:
         """One answer to a read; `more`: others of the same read follow."""
-        before = self._log.log_end_offset
-        append_batches(self._log, batches, lambda offset: self._begin_terms(inbound, offset))
+        before = self._read_from(inbound)
+        anchor = inbound.anchor
+        assert anchor is not None  # set by the manifest, before any read
+        view = memoryview(batches)
+        split = len(view)
+        if anchor.inline is None:
+            split = next(
+                (p for p, h in iter_batches(view) if h.base_offset >= anchor.offset), split
+            )
+        if split:
+            append_batches(
+                self._log, view[:split], lambda offset: self._begin_terms(inbound, offset)
+            )
+        if split < len(view):
+            inbound.held += view[split:]
+            inbound.held_end = max(h.next_offset for _, h in iter_batches(view[split:]))
+            if inbound.held_end >= inbound.end:
+                held, inbound.held = bytes(inbound.held), bytearray()
+                append_batches(self._log, held, lambda offset: self._begin_terms(inbound, offset))
         if more:
             self._expect(inbound)
             return
-        if self._log.log_end_offset == before and before < inbound.end:
+        if self._read_from(inbound) == before and before < inbound.end:
             # The source's log has no batch left below the end (a cleaned tail before a no-op):
             # this log cannot reach that end by appending.
             self._give_up(f"no batches between {before} and {inbound.end}")
             return
         self._next(inbound)
 
+    def _read_from(self, inbound: _Inbound) -> int:
+        """Where the next read starts: past what the log and the held batches have."""
+        return inbound.held_end if inbound.held else self._log.log_end_offset
+
     def _next(self, inbound: _Inbound) -> None:
         end = self._log.log_end_offset
         if end < inbound.end:
-            self._send(inbound, op="read", offset=end, end=inbound.end, window=READ_BYTES)
+            offset = self._read_from(inbound)
+            self._send(inbound, op="read", offset=offset, end=inbound.end, window=READ_BYTES)
             return
         if end != inbound.end:
             self._give_up(f"the log ends at {end}, past the snapshot's end {inbound.end}")

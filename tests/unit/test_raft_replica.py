@@ -50,9 +50,11 @@ def batch(value: bytes) -> bytes:
 
 
 class Replica:
-    def __init__(self, root: Path, node: int, peers: tuple[int, ...], **config: Any) -> None:
+    def __init__(
+        self, root: Path, node: int, peers: tuple[int, ...], log: LogConfig, **config: Any
+    ) -> None:
         """`config`: more of the core's Config (a membership with learners, a throttle)."""
-        self.log = Log(root / str(node), LogConfig())
+        self.log = Log(root / str(node), log)
         self.listener = RecordingListener()
         self.journal = SegmentJournal(root / str(node) / "raft", self.log, self.listener)
         self.journal.add(NO_OP, 1, 0)
@@ -88,11 +90,18 @@ class Net:
     """Delivers every message, through msgpack as the mesh would, except to nodes cut off.
     Voters 1, 2, 3 and the `learners` given."""
 
-    def __init__(self, tmp_path: Path, learners: tuple[int, ...] = (), **config: Any) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        learners: tuple[int, ...] = (),
+        log: LogConfig | None = None,
+        **config: Any,
+    ) -> None:
         peers = (1, 2, 3)
         if learners:
             config["membership"] = Membership.of(peers, learners)
-        self.replicas = {n: Replica(tmp_path, n, peers, **config) for n in peers + learners}
+        log = log or LogConfig()
+        self.replicas = {n: Replica(tmp_path, n, peers, log, **config) for n in peers + learners}
         self.cut: set[int] = set()
         self.controls = {n: Controls(self, n) for n in self.replicas}
         self.installers: dict[int, Installer] = {}
@@ -376,6 +385,43 @@ def test_a_learners_install_from_a_source_that_stopped_leading_gives_up(tmp_path
     assert four.raft.installing is not None  # still waiting
     clock.advance(2 * WAIT_SECONDS)
     assert four.raft.installing is None and not four.listener.installs
+
+
+def test_an_install_keeps_the_anchor_entrys_batches_in_one_segment(tmp_path: Path) -> None:
+    """Entries of three batches, segments of two, reads of one batch (the throttle): the
+    learner's segments roll between the batches of most entries, the snapshot point's (the
+    anchor) among them. Its batches are held until all have come and go in at once, so its
+    Location names one segment; appended as they came, the install failed at its end
+    ('no batch of Segment(...) ends at offset ...', found under a produce load) and again
+    after every retry."""
+    size = len(batch(b"%01000d" % 0))
+    clock = Clock()
+    net = Net(
+        tmp_path,
+        learners=(4,),
+        log=LogConfig(segment_bytes=2 * size + 10),
+        learner_bytes_per_tick=size,
+    )
+    net.with_installs(clock.later)
+    net.elect(1)
+    one, four = net.replicas[1], net.replicas[4]
+    net.cut = {4}
+    for n in range(12):
+        three = b"".join(batch(b"%01000d" % (3 * n + i)) for i in range(3))
+        one.raft.propose(DATA_PREFIX + three)
+    net.settle()
+    net.heartbeat()
+    one.journal.compact_to(one.raft.commit - 1)
+    net.cut = set()
+    for _ in range(300):
+        one.raft.tick()
+        clock.advance(TICK_SECONDS)
+        net.settle()
+        if four.listener.installs and four.values() == one.values():
+            break
+    assert four.listener.installs, "the install never finished"
+    assert four.values() == one.values()
+    assert len(four.log.segments()) > 10  # it did roll between batches
 
 
 def test_a_read_answers_in_whole_batch_chunks() -> None:
