@@ -436,9 +436,8 @@ class Supervisor:
                 loop.add_signal_handler(sig, stop.set)
         await self._http.start()
         log.info(
-            "host %s: %d brokers (nodes %s), /metrics and /v1/host on %s:%d",
+            "host %s: brokers %s; /metrics and /v1/host on %s:%d",
             self.host.name,
-            len(self.slots),
             ", ".join(str(s.spec.node.node_id) for s in self.slots),
             *self.host.listen,
         )
