@@ -33,11 +33,15 @@ from bench.procs import (
 from raftlog_app.dev_certs import make_dev_certs
 
 # raftlog3-tls: raftlog3 with its clients on an SSL listener, for the cost of TLS.
-SYSTEMS = ("tansu", "raftlog1", "raftlog3", "raftlog3-tls")
+# raftlog<H>x<B>: H hosts of B brokers each (`cluster up --hosts H --brokers-per-host B`,
+# issue 45), RF H: a broker per core is how one host serves with all its cores.
+SYSTEMS = ("tansu", "raftlog1", "raftlog1x2", "raftlog3", "raftlog3-tls", "raftlog3x2")
 TLS_SUFFIX = "-tls"
+HOSTS_SEP = "x"
 # raftlog CLI contract: ports relative to Kafka's (the proxy: the HTTP consume proxy; the
-# second listener: TLS_OFFSET)
+# second listener: TLS_OFFSET; with --hosts, host h's supervisor: HOST_OFFSET + h)
 RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET, TLS_OFFSET = 1000, 2000, 3000, 4000
+HOST_OFFSET = 4000
 # Every raftlog node's /metrics is read this often while it is measured, as the Prometheus
 # of deploy/prometheus/prometheus.yml does. At 5 s, scraping a node holding 3,000 replicas
 # (34,000 series, 0.5 s of CPU each time) took a tenth of a core per node, and creating a
@@ -81,6 +85,8 @@ class System:
     def logs(self) -> str:
         """The tail of every log, for the error report."""
         logs = sorted(self.workdir.glob("*.log")) + sorted(self.workdir.glob("node-*/*.log"))
+        logs += sorted(self.workdir.glob("host-*/*.log"))
+        logs += sorted(self.workdir.glob("host-*/broker-*/*.log"))
         return "\n".join(f"--- {p} ---\n{tail(p)}" for p in logs)
 
     def create_topic(self, topic: str, partitions: int, timeout: float = 180.0) -> None:
@@ -193,7 +199,9 @@ class Scraper:
 class Raftlog(System):
     """A raftlog cluster of `nodes` nodes started with `raftlog cluster up`; topics get
     RF = nodes. `broker`: more [broker] settings for every node; `tls`: clients use a second,
-    SSL listener (certificates from `raftlog dev-certs`)."""
+    SSL listener (certificates from `raftlog dev-certs`). `per_host` > 0: `nodes` hosts of
+    that many brokers each (`cluster up --hosts`), each host a supervisor process; RF is
+    still `nodes` (one replica per host: the brokers' rack is their host)."""
 
     def __init__(
         self,
@@ -201,9 +209,13 @@ class Raftlog(System):
         nodes: int,
         broker: dict[str, object] | None = None,
         tls: bool = False,
+        per_host: int = 0,
     ) -> None:
-        self.name = f"raftlog{nodes}{TLS_SUFFIX if tls else ''}"
+        suffix = f"{HOSTS_SEP}{per_host}" if per_host else ""
+        self.name = f"raftlog{nodes}{suffix}{TLS_SUFFIX if tls else ''}"
         self.replication_factor, self.workdir = nodes, workdir
+        self.per_host = per_host
+        self.hosts: list[dict] = []
         self.node_info: dict[int, dict] = {}
         self.restarted: list[subprocess.Popen] = []
         self.scraper: Scraper | None = None
@@ -213,9 +225,16 @@ class Raftlog(System):
             broker["ssl.keystore.location"] = str(certs["node"])
             self.client = {"security.protocol": "SSL", "ssl.ca.location": str(certs["ca"])}
         offsets = (0, RAFT_OFFSET, ADMIN_OFFSET, PROXY_OFFSET) + ((TLS_OFFSET,) if tls else ())
+        brokers = nodes * max(1, per_host)
         for attempt in range(3):
-            base = free_base_port([off + i for off in offsets for i in range(nodes)])
-            argv = self._cli("cluster", "up", "--nodes", str(nodes), "--kafka-port", str(base))
+            ports = [off + i for off in offsets for i in range(brokers)]
+            ports += [HOST_OFFSET + h for h in range(nodes)] if per_host else []
+            base = free_base_port(ports)
+            argv = self._cli("cluster", "up", "--kafka-port", str(base))
+            if per_host:
+                argv += ["--hosts", str(nodes), "--brokers-per-host", str(per_host)]
+            else:
+                argv += ["--nodes", str(nodes)]
             argv += ["--broker", f"offsets.topic.replication.factor={min(nodes, 3)}"]
             if tls:
                 argv += ["--listeners", "PLAINTEXT,SSL"]
@@ -233,6 +252,11 @@ class Raftlog(System):
         state = json.loads((workdir / "cluster.json").read_text())
         self.bootstrap = state["bootstrap"]
         self.node_info = {int(n["node_id"]): n for n in state["nodes"]}
+        self.hosts = state.get("hosts", [])
+        if self.hosts:  # cluster.json names each broker's supervisor: ask it for the broker
+            for host in self.hosts:
+                for row in self.host_status(host)["brokers"]:
+                    self.node_info[int(row["node_id"])]["pid"] = row["pid"]
         if tls:
             self.bootstrap = ",".join(n["listeners"]["SSL"] for n in state["nodes"])
         self.scraper = Scraper(list(self.metrics_urls().values()))
@@ -241,7 +265,15 @@ class Raftlog(System):
         return [str(VENV_BIN / "raftlog"), *args, "--data", str(self.workdir)]
 
     def pids(self) -> dict[str, int]:
-        return {f"node-{i}": int(n["pid"]) for i, n in sorted(self.node_info.items())}
+        """The brokers and, with hosts, their supervisors (server processes too)."""
+        found = {f"node-{i}": int(n["pid"]) for i, n in sorted(self.node_info.items())}
+        return found | {h["name"]: int(h["pid"]) for h in self.hosts}
+
+    @staticmethod
+    def host_status(host: dict) -> dict:
+        """A host supervisor's GET /v1/host: its brokers' node ids, pids and states."""
+        with urllib.request.urlopen(f"http://{host['status']}/v1/host", timeout=2) as resp:  # noqa: S310
+            return json.load(resp)
 
     def scraper_paused(self) -> contextlib.AbstractContextManager[None]:
         """No scrapes by the bench's scraper meanwhile."""
@@ -337,8 +369,9 @@ def start(name: str, tmp_root: Path | None, broker: dict[str, object] | None = N
         if name == "tansu":
             return Tansu(workdir)
         tls = name.endswith(TLS_SUFFIX)
-        nodes = int(name.removeprefix("raftlog").removesuffix(TLS_SUFFIX))
-        return Raftlog(workdir, nodes, broker, tls)
+        shape = name.removeprefix("raftlog").removesuffix(TLS_SUFFIX)
+        nodes, _, per_host = shape.partition(HOSTS_SEP)
+        return Raftlog(workdir, int(nodes), broker, tls, int(per_host or 0))
     except BaseException:
         for pid in processes_under(workdir):
             kill9(pid)
