@@ -42,23 +42,31 @@ VARIANTS = {"raftlog3-tls": "raftlog3"}
 
 @dataclass(frozen=True)
 class Target:
-    """Either a floor on the ratio to the peer per raftlog system (`ratio`), or a bound
-    on the absolute figure (`bound`, met when the figure is below it / at most it)."""
+    """A floor on the ratio to the peer per raftlog system (`ratio`), a bound on the
+    absolute figure (`bound`, met when the figure is below it / at most it), or a floor on
+    the absolute figure (`floor`, met when it is at least that)."""
 
     ratio: dict[str, float] | None = None
     bound: float | None = None
     strict: bool = False
+    floor: float | None = None
 
     def text(self, unit: str) -> str:
         if self.ratio:
             return ", ".join(f"{s} ≥{r:g}x" for s, r in self.ratio.items())
+        if self.floor is not None:
+            return f"≥ {self.floor:g} {unit}"
         return f"{'<' if self.strict else '≤'} {self.bound:g} {unit}"
 
     def met(self, system: str, median: float | None, ratio: float | None) -> bool | None:
         if self.ratio:
             floor = self.ratio.get(system)
             return None if floor is None or ratio is None else ratio >= floor
-        if median is None or self.bound is None:
+        if median is None:
+            return None
+        if self.floor is not None:
+            return median >= self.floor
+        if self.bound is None:
             return None
         return median < self.bound if self.strict else median <= self.bound
 
@@ -159,6 +167,17 @@ METRICS = [
         "records",
         False,
         Target(bound=0),
+    ),
+    Metric("move", "seconds", "move one replica of a large partition", "s", False),
+    Metric("move", "copy_mb_s", "that move's copy (partition MB / move seconds)", "MB/s", True),
+    Metric(
+        "move",
+        "produce_ratio",
+        "produce records/s during that move / before it",
+        "x",
+        True,
+        Target(floor=0.7),
+        peer_ratio=False,
     ),
     Metric(
         "memory",
@@ -320,6 +339,12 @@ def notes(settings: dict, runs: int, values: str, summary: dict | None = None) -
         "record produced after the kill is acked.",
         f"restart: {s['restart_mb']:g} MB of log, kill -9 right after the last ack, from the "
         "start of `raftlog serve` until an acks=all produce is acked.",
+        f"move (raftlog3): a partition of {s.get('move_mb', 0):g} MB on nodes 1, 2 moves to "
+        "1, 3 (AlterPartitionReassignments until none is listed; node 3 copies node 1's log "
+        "at leader.replication.throttled.rate's default, 32 MiB/s) while a producer writes "
+        f"as fast as it can over {s['partitions']} other partitions (produce's settings); "
+        f"its committed records/s during the move over those of the "
+        f"{2 * s['settle_seconds']:g} s before.",
         "lost records: acked ones missing below the high watermarks afterwards.",
         f"memory: VmRSS once {s['memory_mb']:g} MB were written in total.",
         f"idle CPU: {s['idle_partitions']} partitions, no clients, over {s['idle_seconds']:g} s.",

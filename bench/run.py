@@ -8,8 +8,9 @@ out, also on Ctrl-C.
 
     .venv/bin/python -m bench.run [--quick] [--runs 3] [--systems tansu,raftlog1,raftlog3]
         [--workloads produce,consume,latency,small,e2e,txn,failover,restart,memory,partitions,
-                     queue,scale]
+                     queue,scale,move]
         [--txn-mb 50] [--queue-records 200000] [--scale-partitions 100,1000,3000]
+        [--move-mb 1000]
 """
 
 from __future__ import annotations
@@ -52,10 +53,17 @@ WORKLOADS = (
     "partitions",
     "queue",
     "scale",
+    "move",
 )
 DATA_WORKLOADS = {"produce", "consume", "latency", "small", "e2e", "memory"}  # share one instance
 # others: n/a (Tansu has no share groups and no HTTP proxy, so no queue)
-ONLY_ON = {"failover": "raftlog3", "restart": "raftlog1", "queue": "raftlog3", "scale": "raftlog3"}
+ONLY_ON = {
+    "failover": "raftlog3",
+    "restart": "raftlog1",
+    "queue": "raftlog3",
+    "scale": "raftlog3",
+    "move": "raftlog3",
+}
 # raftlog3-tls differs from raftlog3 only in its clients' TLS: the figures it changes.
 TLS_WORKLOADS = {"produce", "consume", "latency", "e2e"}
 # The scale clusters only: the default cap on partition replicas per node (from the file
@@ -79,6 +87,9 @@ FULL = {
     # Transactions of 100 records committed one at a time: about 10,000 records/s on
     # raftlog3 (2 cores), so 50 MB (48,900 records) take about 5 s there.
     "txn_mb": 50,
+    # One replica of a 1 GB partition moves (issue 44): about 32 s of copy at the default
+    # leader.replication.throttled.rate, after about as long to fill it.
+    "move_mb": 1000,
 }
 QUICK = {
     "runs": 1,
@@ -94,6 +105,7 @@ QUICK = {
     "queue_records": 3000,
     "small_seconds": 5,
     "txn_mb": 5,
+    "move_mb": 100,
 }
 
 
@@ -148,6 +160,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--failover-rate", type=int, default=1000, help="records/s during failover")
     p.add_argument(
+        "--move-mb", type=float, help="MB in the partition whose replica moves (default 1000)"
+    )
+    p.add_argument(
         "--scale-partitions",
         type=_counts,
         help="partition counts for scale, a fresh raftlog3 each (default 100,1000,3000)",
@@ -191,6 +206,7 @@ def _brief(result: dict) -> str:
     )
     keys += ("spread_mb_s", "failover_s", "first_s", "redelivered")
     keys += ("idempotent_records_s", "vs_idempotent", "init_s")
+    keys += ("copy_mb_s", "before_records_s", "during_records_s", "produce_ratio")
     text = ", ".join(f"{k}={result[k]:.4g}" for k in keys if result.get(k) is not None)
     return text + (f"; n/a: {result['unsupported']}" if "unsupported" in result else "")
 
@@ -283,6 +299,7 @@ SOLO: dict[str, Callable[[Plan, System], dict]] = {
     "partitions": lambda plan, system: wl.idle_cpu(system, plan.settings),
     "failover": lambda plan, system: wl.failover(system, plan.settings, plan.values[0]),
     "restart": lambda plan, system: wl.restart(system, plan.settings, plan.values),
+    "move": lambda plan, system: wl.move(system, plan.settings, plan.values),
 }
 
 

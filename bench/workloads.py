@@ -110,6 +110,7 @@ class Settings:
     queue_records: int
     small_seconds: float
     txn_mb: float
+    move_mb: float
 
 
 def make_values(record_bytes: int) -> list[bytes]:
@@ -578,6 +579,114 @@ def failover(system: Raftlog, settings: Settings, value: bytes, timeout: float =
         "unacknowledged": left,
         "acked_records": acked[0],
         "lost_records": _lost(system, topic, {0: acked[0]}, probes=0),
+    }
+
+
+MOVE_TOPIC, MOVE_LOAD_TOPIC = "move", "move-load"
+MOVE_FROM, MOVE_TO = [1, 2], [1, 3]  # the moving partition's replicas before and after
+MOVE_WARM_S = 2.0  # the load producer runs this long before its baseline is counted
+MOVE_CHECK_S = 0.25  # how often the load loop asks whether the move is over
+MOVE_TIMEOUT_S = 900.0
+
+
+def move(system: Raftlog, settings: Settings, values: list[bytes]) -> dict:
+    """Workload 12 (issue 44): one replica of a partition holding `move_mb` moves to the node
+    that has none of it (replicas 1, 2 -> 1, 3: node 3 copies node 1's log, as a learner
+    paced by leader.replication.throttled.rate, the snapshot install included) while a
+    producer writes as fast as it can (produce's settings) to a topic of `partitions`
+    partitions on all three nodes. `seconds`: from AlterPartitionReassignments until no
+    move is listed; `produce_ratio`: the producer's acknowledged records/s during the move
+    over those of the `settle_seconds` x 2 before it (the target: at least 0.7), counted by
+    the load topic's high watermarks. Each node's CPU (% of a core) in both spans says where
+    the move's cost went."""
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    admin = AdminClient(_client(system))
+    futures = admin.create_topics([NewTopic(MOVE_TOPIC, 1, -1, replica_assignment=[MOVE_FROM])])
+    futures[MOVE_TOPIC].result(60)
+    system.wait_leaders(MOVE_TOPIC, 1, 60)
+    fill = produce(
+        system, MOVE_TOPIC, records_for(settings.move_mb, settings.record_bytes), "none", values
+    )
+    system.create_topic(MOVE_LOAD_TOPIC, settings.partitions)
+    kafka_admin = KafkaAdminClient(bootstrap_servers=system.bootstrap, request_timeout_ms=30000)
+    errors: list[KafkaError] = []
+    producer = Producer(
+        _client(
+            system,
+            **BATCHING,
+            **{"compression.type": "none", "delivery.report.only.error": True},
+            on_delivery=lambda err, _msg: errors.append(err),
+        )
+    )
+    pids = system.pids()
+    sent = [0]
+
+    def committed() -> int:
+        """Records the load topic holds below its high watermarks: acknowledged ones (the
+        client's own counting, a callback per record, was its bottleneck)."""
+        return sum(system.high_watermarks(MOVE_LOAD_TOPIC).values())
+
+    def load(until: Callable[[], bool]) -> tuple[float, int, dict[str, float]]:
+        """Produces until `until()` (asked every MOVE_CHECK_S); (seconds, records committed,
+        CPU % of a core per node) over that span."""
+        start, acked_from = time.monotonic(), committed()
+        cpu_from = {label: cpu_seconds(pid) for label, pid in pids.items()}
+        next_check, partitions, mask = start + MOVE_CHECK_S, settings.partitions, VALUE_POOL - 1
+        while True:
+            i = sent[0]
+            try:
+                producer.produce(MOVE_LOAD_TOPIC, values[i & mask], partition=i % partitions)
+                sent[0] = i + 1
+            except BufferError:  # librdkafka's queue is full: let it drain
+                producer.poll(0.005)
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + MOVE_CHECK_S
+                if until():
+                    break
+        seconds, acked = time.monotonic() - start, committed() - acked_from
+        cpu = {k: 100 * (cpu_seconds(pid) - cpu_from[k]) / seconds for k, pid in pids.items()}
+        return seconds, acked, cpu
+
+    def moving() -> bool:
+        return bool(kafka_admin.list_partition_reassignments())
+
+    try:
+        warm_until = time.monotonic() + MOVE_WARM_S
+        load(lambda: time.monotonic() >= warm_until)
+        baseline_s = 2 * settings.settle_seconds
+        base_until = time.monotonic() + baseline_s
+        # (the same question as during the move, so both spans pay for it)
+        before_s, before, before_cpu = load(lambda: moving() or time.monotonic() >= base_until)
+        tp = KafkaTopicPartition(MOVE_TOPIC, 0)
+        refused = kafka_admin.alter_partition_reassignments({tp: MOVE_TO})
+        if refused.get(tp) is not None:
+            raise BenchError(f"the move was refused: {refused[tp]}")
+        move_deadline = time.monotonic() + MOVE_TIMEOUT_S
+        move_s, during, during_cpu = load(lambda: not moving() or time.monotonic() >= move_deadline)
+        if moving():
+            raise BenchError(f"the move took more than {MOVE_TIMEOUT_S:.0f} s")
+        left = producer.flush(60)
+    finally:
+        kafka_admin.close()
+    if left or errors:
+        raise BenchError(f"{left} records unacknowledged, {len(errors)} failed: {errors[:3]}")
+    replicas = admin.list_topics(MOVE_TOPIC, timeout=30).topics[MOVE_TOPIC].partitions[0].replicas
+    if sorted(replicas) != MOVE_TO:
+        raise BenchError(f"the partition's replicas are {replicas} after the move, not {MOVE_TO}")
+    before_rate, during_rate = before / before_s, during / move_s
+    return {
+        "seconds": move_s,
+        "partition_mb": fill["mb"],
+        "copy_mb_s": fill["mb"] / move_s,
+        "before_records_s": before_rate,
+        "during_records_s": during_rate,
+        "produce_ratio": during_rate / before_rate,
+        "before_s": before_s,
+        "cpu_pct_before": before_cpu,
+        "cpu_pct_during": during_cpu,
     }
 
 
