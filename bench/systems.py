@@ -201,7 +201,9 @@ class Raftlog(System):
     RF = nodes. `broker`: more [broker] settings for every node; `tls`: clients use a second,
     SSL listener (certificates from `raftlog dev-certs`). `per_host` > 0: `nodes` hosts of
     that many brokers each (`cluster up --hosts`), each host a supervisor process; RF is
-    still `nodes` (one replica per host: the brokers' rack is their host)."""
+    still `nodes` (one replica per host: the brokers' rack is their host). `prefix`: a
+    command `cluster up` runs under, as `prlimit --data=...`, whose limits every process it
+    starts inherits."""
 
     def __init__(
         self,
@@ -210,6 +212,7 @@ class Raftlog(System):
         broker: dict[str, object] | None = None,
         tls: bool = False,
         per_host: int = 0,
+        prefix: tuple[str, ...] = (),
     ) -> None:
         suffix = f"{HOSTS_SEP}{per_host}" if per_host else ""
         self.name = f"raftlog{nodes}{suffix}{TLS_SUFFIX if tls else ''}"
@@ -230,7 +233,7 @@ class Raftlog(System):
             ports = [off + i for off in offsets for i in range(brokers)]
             ports += [HOST_OFFSET + h for h in range(nodes)] if per_host else []
             base = free_base_port(ports)
-            argv = self._cli("cluster", "up", "--kafka-port", str(base))
+            argv = [*prefix, *self._cli("cluster", "up", "--kafka-port", str(base))]
             if per_host:
                 argv += ["--hosts", str(nodes), "--brokers-per-host", str(per_host)]
             else:
