@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 PEER = "tansu"
-RAFTLOGS = ("raftlog1", "raftlog3")
+RAFTLOGS = ("raftlog1", "raftlog1x2", "raftlog3")
+# Issue 45: two brokers on one host against one, on small writes (ratio of the medians).
+HOSTS_OVER_ONE = ("raftlog1x2", "raftlog1", 1.7)
 # A variant is compared with the system it varies, not with the peer: its cost.
 VARIANTS = {"raftlog3-tls": "raftlog3"}
 
@@ -88,7 +90,7 @@ class Metric:
         return f"{self.workload}.{self.field}"
 
 
-PRODUCE_TARGET = Target(ratio={"raftlog1": 1.0, "raftlog3": 0.5})
+PRODUCE_TARGET = Target(ratio={"raftlog1": 1.0, "raftlog1x2": 1.0, "raftlog3": 0.5})
 METRICS = [
     Metric("produce_none", "mb_s", "produce, no compression", "MB/s", True, PRODUCE_TARGET),
     Metric("produce_none", "records_s", "produce, no compression", "records/s", True),
@@ -112,7 +114,7 @@ METRICS = [
         "small requests: 16 producers, one 100 B acks=all record each in flight",
         "records/s",
         True,
-        Target(ratio={"raftlog3": 0.5}),
+        Target(ratio={"raftlog1x2": 1.0, "raftlog3": 0.5}),
     ),
     Metric(
         "small",
@@ -375,13 +377,28 @@ def notes(settings: dict, runs: int, values: str, summary: dict | None = None) -
         " ".join(workloads),
         f"{PEER}: memory engine, no replication (RF 1), so failover and restart do not "
         "apply and its RSS holds all data written. raftlog1: 1 node, RF 1; raftlog3: 3 "
-        "nodes, RF 3. raftlog3-tls: raftlog3 with every client on an SSL listener (TLS 1.3, "
+        "nodes, RF 3. raftlog1x2: one host of 2 brokers (`cluster up --hosts 1 "
+        "--brokers-per-host 2`: a supervisor and two broker processes), RF 1, the leaders "
+        "spread over both. raftlog3-tls: raftlog3 with every client on an SSL listener (TLS 1.3, "
         "no client certificates; the peer mesh in the clear); raftlog3-tls/raftlog3 is the "
         "cost of TLS. "
         "Every raftlog node's /metrics is scraped every "
         f"{SCRAPE_INTERVAL_S:g} s throughout, as a Prometheus server would.",
         *(na if unsupported else []),
+        *_hosts_over_one(summary),
     ]
+
+
+def _hosts_over_one(summary: dict | None) -> list[str]:
+    """raftlog1x2's small writes over raftlog1's (issue 45's target), when both ran."""
+    many, one, floor = HOSTS_OVER_ONE
+    entry = (summary or {}).get("small.records_s", {}).get("systems", {})
+    a, b = entry.get(many), entry.get(one)
+    if not (isinstance(a, dict) and isinstance(b, dict) and b["median"]):
+        return []
+    ratio = a["median"] / b["median"]
+    met = "met" if ratio >= floor else "NOT met"
+    return [f"small writes {many}/{one}: {ratio:.2f}x (medians; target ≥{floor:g}x, {met})."]
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -447,6 +464,8 @@ COLORS = {
     "raftlog1": "#4c72b0",
     "raftlog3": "#dd8452",
     "raftlog3-tls": "#c44e52",
+    "raftlog1x2": "#55a868",
+    "raftlog3x2": "#8172b2",
 }
 
 
@@ -644,6 +663,11 @@ def queue_notes(settings: dict, queue: dict) -> list[str]:
 # ----------------------------------------------------------------------------- scale
 
 SCALE_SYSTEM = "raftlog3"
+# The scale section's systems, each a table of its own, and how its notes describe it.
+SCALE_SHAPES = {
+    "raftlog3": "three nodes",
+    "raftlog3x2": "three hosts of two brokers, 6 broker processes and 3 supervisors",
+}
 RATIO = "spread_ratio"  # spread_mb_s over its run's six_mb_s, shown with an "x"
 # (field, column header, name in the "met" column)
 SCALE_COLUMNS = [
@@ -713,14 +737,14 @@ def _scale_run(result: dict, six: float | None) -> tuple[dict, list[str]]:
     return figures, why
 
 
-def scale_summary(runs: list[dict]) -> dict:
+def scale_summary(runs: list[dict], system: str = SCALE_SYSTEM) -> dict:
     """{} if scale did not run; else the six-partition produce's figures and, per partition
     count (ascending), each figure's median/min/max over the runs or why there is none,
     the targets at that count and whether they are met, and notes on what is missing."""
     per_count: dict[int, list[tuple[int, dict, list[str]]]] = {}
     sixes = []
     for run in runs:
-        counts = run["results"].get(SCALE_SYSTEM, {}).get("scale")
+        counts = run["results"].get(system, {}).get("scale")
         if not isinstance(counts, dict):
             continue
         six = next((r["six_mb_s"] for r in counts.values() if r.get("six_mb_s")), None)
@@ -775,14 +799,14 @@ def _scale_cell(row: dict, field: str) -> str:
     return f"{text}, {failed} failed" if isinstance(figure, dict) and failed else text
 
 
-def scale_notes(settings: dict, scale: dict) -> list[str]:
+def scale_notes(settings: dict, scale: dict, system: str = SCALE_SYSTEM) -> list[str]:
     """How the scale figures were taken, and why any is missing (the first line of each
     reason; results.json has them whole)."""
     s = settings
     broker = ", ".join(f"{k}={v}" for k, v in s["scale_broker"].items())
     six = _cell(scale["six_mb_s"])
     text = [
-        f"A fresh raftlog3 (three nodes; {broker}) per partition count, one topic of that "
+        f"A fresh {system} ({SCALE_SHAPES[system]}; {broker}) per partition count, one topic of that "
         f"many partitions at RF 3; median of {s['runs']} run(s), (min–max) when more than "
         f"one. create: from CreateTopics until Metadata shows a leader for every partition "
         f"(at most {SCALE_CREATE_TIMEOUT:g} s). idle CPU: the busiest node, % of one core "

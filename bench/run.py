@@ -6,7 +6,8 @@ with many partitions (scale). Progress on stderr, the tables on stdout; results.
 results.md, chart.png and scale.png in --out. Every broker process is stopped on the way
 out, also on Ctrl-C.
 
-    .venv/bin/python -m bench.run [--quick] [--runs 3] [--systems tansu,raftlog1,raftlog3]
+    .venv/bin/python -m bench.run [--quick] [--runs 3]
+        [--systems tansu,raftlog1,raftlog1x2,raftlog3,raftlog3-tls,raftlog3x2]
         [--workloads produce,consume,latency,small,e2e,txn,failover,restart,memory,partitions,
                      queue,scale,move]
         [--txn-mb 50] [--queue-records 200000] [--scale-partitions 100,1000,3000]
@@ -61,9 +62,11 @@ ONLY_ON = {
     "failover": "raftlog3",
     "restart": "raftlog1",
     "queue": "raftlog3",
-    "scale": "raftlog3",
     "move": "raftlog3",
 }
+# The scale section's systems; raftlog3x2 (three hosts of two brokers) runs only there.
+SCALE_SYSTEMS = ("raftlog3", "raftlog3x2")
+SCALE_ONLY = {"raftlog3x2"}
 # raftlog3-tls differs from raftlog3 only in its clients' TLS: the figures it changes.
 TLS_WORKLOADS = {"produce", "consume", "latency", "e2e"}
 # The scale clusters only: the default cap on partition replicas per node (from the file
@@ -361,6 +364,11 @@ def run_system(plan: Plan, name: str, tag: str) -> dict:
     results: dict = {}
     if name.endswith(TLS_SUFFIX):
         return tls_run(plan, name, tag)
+    if name in SCALE_ONLY:
+        results = {w: "n/a" for w in plan.workloads - {"scale"}}
+        if "scale" in plan.workloads:
+            results["scale"] = scale_runs(plan, name, tag)
+        return results
     data = [w for w in WORKLOADS if w in plan.workloads & DATA_WORKLOADS]
     if data:
         keys = [
@@ -381,7 +389,7 @@ def run_system(plan: Plan, name: str, tag: str) -> dict:
     if "queue" in plan.workloads:
         results["queue"] = queue_run(plan, name, tag) if name == ONLY_ON["queue"] else "n/a"
     if "scale" in plan.workloads:
-        results["scale"] = scale_runs(plan, name, tag) if name == ONLY_ON["scale"] else "n/a"
+        results["scale"] = scale_runs(plan, name, tag) if name in SCALE_SYSTEMS else "n/a"
     return results
 
 
@@ -475,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         progress("interrupted; every broker process is stopped")
         return 130
     summary = report.summarize(runs, args.systems)
+    scale_hosts = {s: report.scale_summary(runs, s) for s in SCALE_SYSTEMS[1:]}
     value_text = f"values: {wl.VALUES_TEXT} (lz4 {wl.lz4_ratio(values):.2f}:1 on 256 of them)"
     doc = {
         "machine": info,
@@ -490,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summary,
         "queue": report.queue_summary(runs),
         "scale": report.scale_summary(runs),
+        # The same section for a cluster of hosts (issue 45), beside raftlog3's.
+        "scale_hosts": scale_hosts,
     }
     table = report.table(summary, args.systems)
     notes = report.notes(doc["settings"], settings.runs, value_text, summary)
@@ -509,6 +520,13 @@ def main(argv: list[str] | None = None) -> int:
             report.scale_table(doc["scale"]),
             *report.scale_notes(doc["settings"], doc["scale"]),
         ]
+    for system, hosts in scale_hosts.items():
+        if hosts:
+            scale += [
+                f"## scale: {system} ({report.SCALE_SHAPES[system]}) with many partitions",
+                report.scale_table(hosts),
+                *report.scale_notes(doc["settings"], hosts, system),
+            ]
     sections = ["# raftlog vs Tansu", header(doc), *main_table, *queue, *scale, settings_line(doc)]
     text = "\n\n".join(sections)
     caption = "\n".join(textwrap.fill(p, 75) for p in [header(doc), *notes, settings_line(doc)])
