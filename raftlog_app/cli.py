@@ -558,9 +558,11 @@ def _topic_describe(args: argparse.Namespace) -> int:
                 print(f"raftlog: moves in progress not shown: {e}", file=sys.stderr)
         if moving:
             failed: list[str] = []
-            copying = replicas_cli.to_copy(
-                replicas_cli.admin_addresses(admin, args.admin), failed.append
-            )
+            try:
+                addresses = replicas_cli.admin_addresses(admin, args.admin)
+            except ClientError as e:
+                failed, addresses = [str(e)], []
+            copying = replicas_cli.to_copy(addresses, failed.append)
             if copying is None:
                 print(f"raftlog: bytes still to copy not shown: {failed}", file=sys.stderr)
     finally:
