@@ -5,6 +5,7 @@ Exit status: 0 when every invariant held, 1 when one broke (so it can guard a CI
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -40,17 +41,34 @@ class Progress:
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
+def local_threads(master: str) -> int | None:
+    """The worker threads of a local master (local, local[N], local[*], local[N,F]), else None."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if m is None:
+        return None
+    return (os.cpu_count() or 1) if m[1] == "*" else int(m[1] or 1)
+
+
 def session(master: str) -> SparkSession:
-    if master.startswith("local"):
+    threads = local_threads(master)
+    if threads is not None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
+    # The job runs a few dozen queries with a few hundred small stages. In local mode each
+    # task's cost is mostly deserializing its stage (the plan and generated code), not its
+    # rows, so a shuffle makes one partition per worker thread (8 took twice the CPU on a
+    # small history), and adaptive execution, which runs every query stage as a job of its
+    # own to re-plan between them, is off: one process has no skew or stragglers to adapt
+    # to. The UI is off but each query still renders its plan for the listener: the simple
+    # form is the cheap one.
     spark = (
         SparkSession.builder.master(master)
         .appName("raftlog epoch audit")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.ui.explainMode", "simple")
+        .config("spark.sql.shuffle.partitions", str(threads or 8))
+        .config("spark.sql.adaptive.enabled", "false" if threads else "true")
         .config("spark.sql.session.timeZone", "UTC")
         # each journal is read whole by one task, so line order survives (see tables.load)
         .config("spark.sql.files.maxPartitionBytes", str(1 << 40))
