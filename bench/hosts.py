@@ -254,6 +254,18 @@ def kill_host(system: Raftlog, admin: AdminClient, partitions: int) -> dict:
     }
 
 
+def log_errors(workdir: Path) -> list[str]:
+    """ERROR lines and tracebacks in the supervisors' and brokers' logs (a kill -9 is no
+    reason for one: a broker that logs one has a bug)."""
+    logs = sorted(workdir.glob("host-*/*.log")) + sorted(workdir.glob("host-*/broker-*/*.log"))
+    return [
+        f"{path.relative_to(workdir)}: {line[:200]}"
+        for path in logs
+        for line in path.read_text(errors="replace").splitlines()
+        if " ERROR " in line or line.startswith("Traceback")
+    ]
+
+
 def run(args: argparse.Namespace) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="bench-hosts-", dir=args.tmp))
     limit = args.memory_mb * 1024 * 1024
@@ -304,6 +316,7 @@ def run(args: argparse.Namespace) -> dict:
             ),
             default=0.0,
         )
+        result["log_errors"] = log_errors(workdir)
     except Exception as exc:  # noqa: BLE001 - reported with the figures so far
         result["error"] = f"{type(exc).__name__}: {exc}"
         if system is not None:
@@ -351,6 +364,16 @@ def table(result: dict, args: argparse.Namespace) -> str:
         f"{result.get('acked', '?')} in all, {result.get('unacked', '?')} not acked, all "
         "acked ones read back by partition and offset.",
     ]
+    errors = result.get("log_errors")
+    notes.append(
+        "ERROR lines or tracebacks in the logs: "
+        + (
+            "not read"
+            if errors is None
+            else f"{len(errors)}" + "".join(f"; {e}" for e in errors[:5])
+        )
+        + "."
+    )
     if "error" in result:
         notes.append(f"Error: {result['error']}")
     return "\n".join(lines) + "\n\n" + "\n\n".join(notes)
@@ -367,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         + subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True
         ).stdout.strip()
-        + f"; {os.cpu_count()} CPUs; took {time.monotonic() - started:.0f} s."
+        + f"; {'--quick, ' if args.quick else ''}{os.cpu_count()} CPUs; took {time.monotonic() - started:.0f} s."
     )
     text = f"# raftlog: a host's loss and 1,000 partitions over hosts\n\n{head}\n\n{table(result, args)}"
     args.out.mkdir(parents=True, exist_ok=True)
