@@ -831,6 +831,21 @@ def scale_notes(settings: dict, scale: dict, system: str = SCALE_SYSTEM) -> list
     return text + (["Missing figures: " + "; ".join(missing) + "."] if missing else [])
 
 
+def scale_beside(system: str, scale: dict, base: dict) -> list[str]:
+    """`system`'s spread and create time over raftlog3's at each count both measured in the
+    same run (ratios of the medians): what more processes per host bought."""
+    parts = []
+    for count, row in scale["rows"].items():
+        other = base.get("rows", {}).get(count)
+        if other is None:
+            continue
+        for field, what in (("spread_mb_s", "spread"), ("create_s", "create")):
+            a, b = row["figures"][field], other["figures"][field]
+            if isinstance(a, dict) and isinstance(b, dict) and b["median"]:
+                parts.append(f"{int(count):,} {what} {a['median'] / b['median']:.2f}x")
+    return [f"{system} / {SCALE_SYSTEM}, same run: {', '.join(parts)}."] if parts else []
+
+
 def scale_chart(path: Path, scale: dict) -> None:
     """Create time and idle CPU against the partition count (log x): median, min–max as
     error bars, the targets as red marks, a count without a figure labelled with why."""

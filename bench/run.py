@@ -484,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     summary = report.summarize(runs, args.systems)
     scale_hosts = {s: report.scale_summary(runs, s) for s in SCALE_SYSTEMS[1:]}
+    scale_base = report.scale_summary(runs)
     value_text = f"values: {wl.VALUES_TEXT} (lz4 {wl.lz4_ratio(values):.2f}:1 on 256 of them)"
     doc = {
         "machine": info,
@@ -526,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"## scale: {system} ({report.SCALE_SHAPES[system]}) with many partitions",
                 report.scale_table(hosts),
                 *report.scale_notes(doc["settings"], hosts, system),
+                *report.scale_beside(system, hosts, scale_base),
             ]
     sections = ["# raftlog vs Tansu", header(doc), *main_table, *queue, *scale, settings_line(doc)]
     text = "\n\n".join(sections)
