@@ -866,6 +866,7 @@ class Partition:
             self._term_was_committed = False
             self._ctx.metrics.leader_changes += 1
             if group.is_leader:
+                self._producers.new_leadership()
                 self._ctx.metrics.elections += 1
                 self._record(
                     history.Election,

@@ -40,10 +40,10 @@ class _Producer:
     epoch: int
     # (first sequence, last sequence, base offset) of the newest batches
     batches: deque[tuple[int, int, int]] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
-    # its newest batch was judged here (this replica led and accepted it), not copied from
-    # another leader's log, rebuilt or loaded: see ProducerState.check on a sequence gap. A
-    # replica leading again keeps it for producers nobody wrote for in between.
-    judged_here: bool = False
+    # the leadership (ProducerState.leadership) in which this replica judged and accepted
+    # the producer's newest batch; None if it was copied from another leader's log, rebuilt
+    # or loaded: see ProducerState.check on a sequence gap
+    judged_in: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +82,12 @@ class ProducerState:
         # the last data batch check() let through: the leader records exactly that header
         # next, which is how record() tells a batch judged here from one copied or rebuilt
         self._accepted: BatchHeader | None = None
+        # counts this replica's leaderships: a batch judged in an earlier one says nothing of
+        # the requests other leaders answered since
+        self.leadership = 0
+
+    def new_leadership(self) -> None:
+        self.leadership += 1
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -130,7 +136,7 @@ class ProducerState:
             if (seen_first, seen_last) == (first, last):
                 return Verdict(ErrorCode.none, base_offset=base_offset)
         expected = (known.batches[-1][1] + 1) % SEQUENCE_WRAP if known.batches else first
-        if first != expected and not known.judged_here:
+        if first != expected and known.judged_in != self.leadership:
             # The producer's newest batch came from another leader's log: the batches before
             # this one may be requests to that leader whose answers the client has not
             # handled yet. librdkafka re-queues such a batch only after it let the next
@@ -165,7 +171,7 @@ class ProducerState:
         entry = self._producers.pop(pid, None)
         if entry is None or header.producer_epoch != entry.epoch:
             entry = _Producer(header.producer_epoch)
-        entry.judged_here = header is self._accepted
+        entry.judged_in = self.leadership if header is self._accepted else None
         self._accepted = None
         if header.base_sequence < 0:  # nothing to judge its retries by
             self._producers[pid] = entry

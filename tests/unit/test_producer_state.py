@@ -75,6 +75,19 @@ def test_a_gap_after_batches_another_leader_wrote_is_retriable_until_one_is_judg
     assert s.check(batch(seq=50)).error == ErrorCode.not_enough_replicas
 
 
+def test_a_batch_judged_in_an_earlier_leadership_counts_as_not_judged():
+    """A replica that leads again, with nobody's batch of the producer in between: the
+    requests other leaders answered since may still be retried, as after copied batches."""
+    s = ProducerState()
+    s.new_leadership()
+    lead(s, batch(seq=0), 0)
+    assert s.check(batch(seq=20)).error == ErrorCode.out_of_order_sequence_number
+    s.new_leadership()  # it lost the leadership and won it back
+    assert s.check(batch(seq=20)).error == ErrorCode.not_enough_replicas
+    lead(s, batch(seq=10), 10)
+    assert s.check(batch(seq=30)).error == ErrorCode.out_of_order_sequence_number
+
+
 def test_a_refused_check_does_not_count_as_judged():
     """A replica that is not the leader checks a request's batches (is it a retry it holds?)
     without appending them; the next batch it records is copied, not judged."""
