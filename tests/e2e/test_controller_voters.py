@@ -7,7 +7,6 @@ place); every node agrees on the voter set after each, and the cluster still cre
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from kafka.admin import KafkaAdminClient
 from support import groups as G
 from support import wire as W
-from support.cluster import Cluster
+from support.cluster import Cluster, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -29,13 +28,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _until(what: str, check: Callable[[], Any], seconds: float = 60.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"not within {seconds}s: {what}")
+    return wait_for(check, seconds, what=what)
 
 
 def _voter_sets(cluster: Cluster) -> dict[int, tuple[list[int], bool]]:

@@ -18,7 +18,7 @@ from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from support import groups as G
 from support import wire as W
-from support.cluster import Cluster
+from support.cluster import Cluster, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -60,13 +60,7 @@ def _holds(cluster: Cluster, node: int, topic: str) -> bool:
 
 
 def _until(what: str, check, seconds: float = 90.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"not within {seconds}s: {what}")
+    return wait_for(check, seconds, what=what)
 
 
 class Writer:
