@@ -80,6 +80,28 @@ class Net:
         return delivered
 
 
+class TickedCluster:
+    """In-process pysyncobj replicas on one Net: `replicas` maps ids to objects whose `obj`
+    is the SyncObj. Time moves only when a test steps it."""
+
+    clock: Clock
+    net: Net
+    replicas: dict[str, Any]
+
+    def step(self, seconds: float = 0.05) -> None:
+        """Advances time and lets every replica tick and every message arrive."""
+        self.clock.now += seconds
+        for _ in range(20):
+            for replica in self.replicas.values():
+                replica.obj.doTick(0.0)
+            if not self.net.deliver():
+                break
+
+    def run(self, seconds: float) -> None:
+        for _ in range(round(seconds / 0.05)):
+            self.step()
+
+
 class NetTransport(Transport):
     """pysyncobj's Transport seam on the Net, for tests of the bare Raft core."""
 

@@ -22,7 +22,7 @@ from pysyncobj import SyncObjConf
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import Node
 from support.journal import RecordingListener
-from support.raftnet import Clock, Net, NetTransport
+from support.raftnet import Clock, Net, NetTransport, TickedCluster
 from support.wire import make_batch
 
 import raftlog.controller.syncobj_fork as core
@@ -108,24 +108,12 @@ class Replica:
         return outcome
 
 
-class Cluster:
+class Cluster(TickedCluster):
     def __init__(self, root: Path, clock: Clock) -> None:
         self.root = root
         self.clock = clock
         self.net = Net(IDS, clock)
         self.replicas = {i: Replica(root, i, self.net, VOTERS) for i in IDS}
-
-    def step(self, seconds: float = 0.05) -> None:
-        self.clock.now += seconds
-        for _ in range(20):
-            for replica in self.replicas.values():
-                replica.obj.doTick(0.0)
-            if not self.net.deliver():
-                break
-
-    def run(self, seconds: float) -> None:
-        for _ in range(round(seconds / 0.05)):
-            self.step()
 
     def wait_leader(self, seconds: float = 10.0) -> Replica:
         for _ in range(round(seconds / 0.05)):

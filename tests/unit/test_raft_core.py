@@ -18,7 +18,7 @@ from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import Node
 from support.controller_machine import start_controller, tick
 from support.journal import RecordingListener
-from support.raftnet import Clock, Net, NetTransport
+from support.raftnet import Clock, Net, NetTransport, TickedCluster
 from support.wire import make_batch
 
 import raftlog.controller as controller_module
@@ -76,24 +76,11 @@ class Replica:
         return [(e[1], e[2]) for e in self.journal[:]]
 
 
-class Cluster:
+class Cluster(TickedCluster):
     def __init__(self, root: Path, clock: Clock) -> None:
         self.clock = clock
         self.net = Net(IDS)
         self.replicas = {i: Replica(root, i, self.net) for i in IDS}
-
-    def step(self, seconds: float = 0.05) -> None:
-        """Advances time and lets every replica tick and every message arrive."""
-        self.clock.now += seconds
-        for _ in range(20):
-            for replica in self.replicas.values():
-                replica.obj.doTick(0.0)
-            if not self.net.deliver():
-                break
-
-    def run(self, seconds: float) -> None:
-        for _ in range(round(seconds / 0.05)):
-            self.step()
 
     def leaders(self) -> list[Replica]:
         return [r for r in self.replicas.values() if r.is_leader]
