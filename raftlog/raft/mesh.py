@@ -566,11 +566,17 @@ class Mesh:
             callback(peer_id, up)
 
     async def _dial_forever(self, peer: str) -> None:
+        """One dialled connection at a time: a paused peer's kernel still accepts, so a new
+        dial each round piled up a connection per RECONNECT_DELAY until its handshake deadline,
+        all of which completed (and replaced each other) the moment the peer woke."""
         host, port = self.peers[peer]
+        pending: _Connection | None = None  # dialled, its handshake not over
         while not self._closing:
-            if peer not in self._connections:
+            if pending is not None and (pending.authenticated or pending.closing):
+                pending = None
+            if peer not in self._connections and pending is None:
                 with contextlib.suppress(OSError, TimeoutError):
-                    await asyncio.wait_for(
+                    _, pending = await asyncio.wait_for(
                         self._loop.create_connection(
                             lambda: _Connection(self, peer),
                             host,

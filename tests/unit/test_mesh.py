@@ -365,3 +365,33 @@ async def test_a_duplicate_connection_closed_in_its_handshake_is_not_logged_as_r
         assert a.connected("3")
     finally:
         await b.close()
+
+
+async def test_a_peer_that_accepts_but_never_answers_gets_one_dial_until_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A paused (SIGSTOPped) peer's kernel still accepts connections. Each reconnect round
+    dialled again while the last dial's handshake waited, so a 10 s pause piled up 16
+    connections that all completed and replaced each other when the peer woke ("peer 4
+    connected" 16 times in CI's log). One dial waits for its handshake or its deadline."""
+    monkeypatch.setattr(mesh_module, "RECONNECT_DELAY", 0.005)
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def asleep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # reads nothing, answers nothing: a paused process
+
+    server = await asyncio.start_server(asleep, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    a = Mesh("1", ("127.0.0.1", 0), {"2": ("127.0.0.1", port)}, b"secret")
+    await a.start()
+    try:
+        await until(lambda: accepted, "the first dial")
+        await asyncio.sleep(0.25)  # fifty reconnect rounds, all within the handshake deadline
+        assert len(accepted) == 1
+        assert not a.connected("2")
+    finally:
+        await a.close()
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
