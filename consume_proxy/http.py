@@ -24,7 +24,7 @@ from consume_proxy.service import (
     ConsumeProxy,
     ProxyError,
 )
-from raftlog.http_listener import DEFAULT_LIMITS, HttpLimits, HttpListener, HttpStats
+from raftlog.common.http_listener import DEFAULT_LIMITS, HttpLimits, HttpListener, HttpStats
 
 log = logging.getLogger(__name__)
 

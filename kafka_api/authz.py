@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,

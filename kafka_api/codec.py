@@ -29,7 +29,7 @@ from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
 from kafka_api.metadata_encoding import METADATA_API_KEY, encode_metadata_response
 from kafka_api.produce_encoding import PRODUCE_API_KEY, encode_produce_response
 from kafka_api.wire_writers import uvarint
-from raftlog.heap import collection_paused
+from raftlog.common.heap import collection_paused
 from raftlog.metrics import response_error
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length

@@ -9,7 +9,7 @@ from epoch import NO_EPOCH
 from kafka_api.authz import Op, Resource, authorize
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import by_topic
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.results import CommitOffset
 
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 from epoch.fencing import check_leader_epoch
 from raftlog.broker import BrokerInfo, Partition, TopicInfo
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 NO_THROTTLE = timedelta(0)
 # Kafka's "authorized operations not requested / not known" marker (INT32_MIN).

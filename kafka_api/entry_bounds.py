@@ -41,7 +41,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.limits import MAX_RECORDS_PER_USER_OP
 
 MAX_ENTRIES = MAX_RECORDS_PER_USER_OP

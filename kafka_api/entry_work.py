@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, ParamSpec, TypeVar
 
 from kafka_api.codec import encode_off_loop
-from raftlog.heap import collection_paused
+from raftlog.common.heap import collection_paused
 
 # The longest one slice of per-entry checks holds the loop (a hundredth of the shortest
 # election timeout, 0.5 s).

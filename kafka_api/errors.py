@@ -1,5 +1,5 @@
 """The protocol's own failure: a request whose answer is to drop the connection. Error codes
-and KafkaError live in raftlog.errors, where the log raises them."""
+and KafkaError live in raftlog.common.errors, where the log raises them."""
 
 __all__ = ["CloseConnection"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from raftlog.memory_budget import MAX_QUEUED_BYTES, MemoryBudget
+from raftlog.common.memory_budget import MAX_QUEUED_BYTES, MemoryBudget
 
 
 class Refused(Exception):

@@ -42,7 +42,7 @@ from kafka_api.handlers import (
 )
 from kafka_api.request_memory import Refused, RequestMemory
 from raftlog.broker_api import Broker
-from raftlog.heap import collection_paused
+from raftlog.common.heap import collection_paused
 from raftlog.metrics import ApiStats, KafkaMetrics
 from raftlog.security.principal import ANONYMOUS
 from raftlog.security.sasl import SaslSession, Stage

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from epoch.replica_state import ReplicaState, spans
+from raftlog.common.http_listener import DEFAULT_LIMITS, HttpLimits, HttpListener, HttpStats
 from raftlog.controller import ControllerUnavailable
 from raftlog.controller.voters import VoterRefused
-from raftlog.http_listener import DEFAULT_LIMITS, HttpLimits, HttpListener, HttpStats
 from raftlog.security import user_routes
 from raftlog.security.users import UserAdmin
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, overload
 
 from epoch import NO_EPOCH
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclBinding
 from raftlog.share.store import ShareUpdate, StoredShare
 

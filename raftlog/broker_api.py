@@ -18,8 +18,8 @@ from raftlog.broker import (
     TopicResult,
     TopicSpec,
 )
+from raftlog.common.errors import ErrorCode
 from raftlog.controller_quorum import QuorumState
-from raftlog.errors import ErrorCode
 from raftlog.groups.coordinator import GroupCoordinator
 from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
 from raftlog.security.users import UserAdmin

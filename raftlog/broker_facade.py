@@ -24,11 +24,11 @@ from raftlog.broker import (
     TopicSpec,
 )
 from raftlog.cluster_view import ClusterView
+from raftlog.common.errors import ErrorCode
 from raftlog.config import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYNONYMS, broker_type
 from raftlog.config_def import INT, STRING
 from raftlog.controller import ControllerUnavailable
 from raftlog.controller_quorum import QuorumState
-from raftlog.errors import ErrorCode
 from raftlog.group_admin import GroupAdmin
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftlog.common.http_listener import HttpLimits
 from raftlog.config_def import (
     BOOLEAN,
     INT,
@@ -43,7 +44,6 @@ from raftlog.config_def import (
     parse_boolean,
     parse_number,
 )
-from raftlog.http_listener import HttpLimits
 from raftlog.security import listeners as kafka_listeners
 from raftlog.security.listeners import DEFAULT_PROTOCOL_MAP, Listener
 from raftlog.security.sasl import SUPPORTED as SASL_MECHANISMS
@@ -104,7 +104,7 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # Kafka's default is unbounded), and the largest frame before SASL authentication.
     "queued.max.request.bytes": 268435456,
     "sasl.server.max.receive.size": 524288,
-    # The HTTP listeners, the admin port and the consume proxy (raftlog/http_listener.py),
+    # The HTTP listeners, the admin port and the consume proxy (raftlog/common/http_listener.py),
     # each: the time a connection has to send a whole request head, from connecting and from
     # each answer (so also how long an idle keep-alive connection is kept; Jetty's idle
     # timeout), and the connections one listener, and one client address, may hold open.

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from raftlog.mesh_calls import MeshCalls
+from raftlog.common.mesh_calls import MeshCalls
 
 if TYPE_CHECKING:
     from raftlog.controller.group import RaftGroup

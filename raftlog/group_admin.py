@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from raftlog import group_config
 from raftlog.broker import TopicResult
+from raftlog.common.errors import ErrorCode
 from raftlog.controller import ControllerUnavailable, group_configs_refusal
-from raftlog.errors import ErrorCode
 from raftlog.topic_config import altered
 
 if TYPE_CHECKING:

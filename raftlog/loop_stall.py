@@ -11,8 +11,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from raftlog.clock import Clock, Timer
-from raftlog.counters import STALL_BUCKETS, Histogram
+from raftlog.common.clock import Clock, Timer
+from raftlog.common.counters import STALL_BUCKETS, Histogram
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """A node's Prometheus metrics, served as `GET /metrics` on its admin port.
 
-Events are counted where they happen, in plain ints (raftlog/counters.py for the partition's
+Events are counted where they happen, in plain ints (raftlog/common/counters.py for the partition's
 and the loop's; the Kafka API's here); everything else is read from the node's state when
 Prometheus scrapes, by NodeCollector. Each node has its own
 CollectorRegistry (tests run several nodes in one process). The metric list and the
@@ -25,14 +25,18 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import choose_encoder
 
-from raftlog.counters import COMMIT_BUCKETS, STALL_BUCKETS, Histogram
-from raftlog.errors import ErrorCode
-from raftlog.http_listener import BAD_REQUEST_STATUSES, REFUSED_BY_ADDRESS, REFUSED_BY_LISTENER
+from raftlog.common.counters import COMMIT_BUCKETS, STALL_BUCKETS, Histogram
+from raftlog.common.errors import ErrorCode
+from raftlog.common.http_listener import (
+    BAD_REQUEST_STATUSES,
+    REFUSED_BY_ADDRESS,
+    REFUSED_BY_LISTENER,
+)
 from raftlog.raft.driver import FAILURE_SERIES
 from raftlog.share.partition_state import RecordState
 
 if TYPE_CHECKING:
-    from raftlog.http_listener import HttpStats
+    from raftlog.common.http_listener import HttpStats
     from raftlog.node import Node
     from raftlog.partition import Partition
 
@@ -264,7 +268,7 @@ class KafkaMetrics:
 
 
 def http_families(listeners: dict[str, HttpStats]) -> list[Family]:
-    """The HTTP listeners' counts (raftlog/http_listener.py), by listener."""
+    """The HTTP listeners' counts (raftlog/common/http_listener.py), by listener."""
     opened = Family(
         GAUGE, "raftlog_http_connections_open", "HTTP connections open now.", ["listener"]
     )

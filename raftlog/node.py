@@ -18,20 +18,20 @@ from typing import Any
 from epoch import history
 from epoch.history import HistoryJournal
 from raftlog import group_config, limits, replica_dir, topic_config
-from raftlog.clock import LOOP_CLOCK
+from raftlog.common.clock import LOOP_CLOCK
+from raftlog.common.errors import ErrorCode
+from raftlog.common.heap import HeapFreezer
+from raftlog.common.memory_budget import MemoryBudget
+from raftlog.common.mesh_calls import MeshCalls
 from raftlog.config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable, moves, voters
 from raftlog.controller.ticker import Ticker
 from raftlog.controller_quorum import QuorumDescriber
-from raftlog.errors import ErrorCode
 from raftlog.failure_streaks import FailureStreaks
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
-from raftlog.heap import HeapFreezer
 from raftlog.leadership import LeadershipDirectory
 from raftlog.loop_stall import LoopStallMonitor
-from raftlog.memory_budget import MemoryBudget
-from raftlog.mesh_calls import MeshCalls
 from raftlog.offsets_partition import OffsetsPartition
 from raftlog.partition import NodeContext, Partition
 from raftlog.preferred_leaders import PreferredLeaders

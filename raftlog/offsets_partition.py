@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.groups.offsets_log import LogRecord
 from raftlog.partition import Partition
 from raftlog.storage.batch import iter_batches

@@ -27,10 +27,10 @@ from raftlog.broker import (
     ProduceResult,
     TimestampOffset,
 )
-from raftlog.counters import PartitionCounters, RaftMetrics
-from raftlog.errors import ErrorCode, KafkaError
-from raftlog.heap import HeapFreezer
-from raftlog.memory_budget import MemoryBudget, run_opened
+from raftlog.common.counters import PartitionCounters, RaftMetrics
+from raftlog.common.errors import ErrorCode, KafkaError
+from raftlog.common.heap import HeapFreezer
+from raftlog.common.memory_budget import MemoryBudget, run_opened
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
 from raftlog.producer_state import AbortedTxn, ActiveProducer, ProducerState
 from raftlog.raft import membership
@@ -84,7 +84,7 @@ _SCANS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="record-scan")
 
 
 # Produce opens compressed batches (to check or recompress them) here, each admitted against
-# the node's request memory by its decompressed size first (raftlog.memory_budget); a pool of
+# the node's request memory by its decompressed size first (raftlog.common.memory_budget); a pool of
 # its own, so a flood of them does not hold up other threads' work (large requests decoded).
 _OPENING = ThreadPoolExecutor(
     max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="batch-open"

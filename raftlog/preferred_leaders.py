@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from raftlog.clock import LOOP_CLOCK, Clock
-from raftlog.errors import ErrorCode
-from raftlog.mesh_calls import MeshCalls
+from raftlog.common.clock import LOOP_CLOCK, Clock
+from raftlog.common.errors import ErrorCode
+from raftlog.common.mesh_calls import MeshCalls
 
 if TYPE_CHECKING:
     from raftlog.partition import Partition

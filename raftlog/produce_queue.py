@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from raftlog.broker import ProduceResult
-from raftlog.counters import Histogram
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.counters import Histogram
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.producer_state import Verdict
 from raftlog.raft.journal import DATA_PREFIX
 from raftlog.raft.replica import CoreGroup, Outcome

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import msgpack
 
 from raftlog.aborted_txns import AbortedTxn, AbortedTxns
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.storage.batch import BatchHeader
 from raftlog.storage.control import Marker
 

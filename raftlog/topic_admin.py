@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from raftlog import topic_config
 from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
+from raftlog.common.errors import ErrorCode
 from raftlog.controller import EXISTS, ControllerUnavailable, moves
-from raftlog.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.limits import MAX_RECORDS_PER_USER_OP
 from raftlog.placement import place

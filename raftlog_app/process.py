@@ -15,8 +15,8 @@ from kafka_api.request_memory import RequestMemory
 from kafka_api.server import KafkaServer
 from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
+from raftlog.common.http_listener import HttpStats
 from raftlog.config import NodeConfig
-from raftlog.http_listener import HttpStats
 from raftlog.metrics import KafkaMetrics, NodeMetrics
 from raftlog.node import Node
 from raftlog.security.listeners import Listener

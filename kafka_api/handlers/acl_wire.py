@@ -13,7 +13,7 @@ from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
 from kafka_api.codec import Encoded
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.limits import excessive
 from raftlog.security.acl import MAX_PER_REQUEST, AclBinding, AclBindingFilter, unknown_codes
 

@@ -20,7 +20,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, fenced_as
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, sliced
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 24
 MIN_VERSION = 0

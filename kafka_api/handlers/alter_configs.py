@@ -13,7 +13,7 @@ from kafka_api.authz import DENIED_MESSAGES, Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, topic_name_error
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.limits import excessive
 
 API_KEY = 33

@@ -22,7 +22,7 @@ from kafka_api.common import NO_THROTTLE, duplicates, named_twice
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import sliced
 from raftlog.broker import PartitionInfo
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 45
 MIN_VERSION = 0

@@ -23,7 +23,7 @@ from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import sliced
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 34
 MIN_VERSION = 1  # Kafka 4's baseline; kio models no v0

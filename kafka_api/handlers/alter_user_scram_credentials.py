@@ -12,7 +12,7 @@ from kafka_api.authz import Op, authorize_cluster
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security.users import UserResult, refuse_all
 
 API_KEY = 51

@@ -12,7 +12,7 @@ from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
 from raftlog.broker import TopicResult
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.limits import excessive
 
 API_KEY = 37

@@ -13,7 +13,7 @@ from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, sliced
 from raftlog.broker import ConfigEntry, TopicInfo, TopicResult, TopicSpec
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 19
 MIN_VERSION = 2  # Kafka 4's baseline

@@ -22,7 +22,7 @@ from kafka_api.handlers.acl_wire import (
     unread_refusal,
 )
 from raftlog.broker import AclChange
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error
 
 API_KEY = 31

@@ -13,7 +13,7 @@ from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from kafka_api.handlers.acl_wire import binding_filter
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error, select
 
 API_KEY = 29

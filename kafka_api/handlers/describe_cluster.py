@@ -10,7 +10,7 @@ from kafka_api.authz import CLUSTER, Op, Resource, authorize_cluster, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 60
 MIN_VERSION = 0

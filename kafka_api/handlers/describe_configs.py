@@ -16,7 +16,7 @@ from kafka_api.common import NO_THROTTLE, duplicates, named_twice, topic_name_er
 from kafka_api.context import RequestContext
 from raftlog.broker import ConfigEntry
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 32
 MIN_VERSION = 1  # Kafka 4's baseline

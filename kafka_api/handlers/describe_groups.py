@@ -23,7 +23,7 @@ from kafka_api.common import (
 )
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.results import DescribedGroup
 
 API_KEY = 15

@@ -10,7 +10,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from raftlog.broker import LogDirInfo
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 35
 MIN_VERSION = 1  # Kafka 4's baseline; kio models no v0

@@ -24,7 +24,7 @@ from kafka_api.common import NO_THROTTLE, duplicates, named_twice, topic_name_er
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import sliced
 from raftlog.broker import ActiveProducer
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 
 API_KEY = 61
 MIN_VERSION = 0

@@ -21,8 +21,8 @@ from typing import Any
 from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.context import RequestContext
+from raftlog.common.errors import ErrorCode
 from raftlog.controller_quorum import QuorumState
-from raftlog.errors import ErrorCode
 
 API_KEY = 55
 MIN_VERSION = 0

@@ -27,7 +27,7 @@ from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, topic_n
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.broker import PartitionInfo
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.internal_topics import is_internal
 
 API_KEY = 75

@@ -11,7 +11,7 @@ from kafka_api.authz import Op, authorize_cluster
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security.scram import MAX_USERS, MECHANISMS
 from raftlog.security.users import Described
 

@@ -27,7 +27,7 @@ from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis, named_twice
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import Slices, off_loop
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 43
 MIN_VERSION = 0

@@ -24,7 +24,7 @@ from kafka_api.context import RequestContext
 from kafka_api.fetch_encoding import FETCH_API_KEY
 from raftlog.broker import Partition, TopicInfo
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import records_in_batches
 
 API_KEY = FETCH_API_KEY

@@ -25,7 +25,7 @@ from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.broker import Coordinator
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 10
 MIN_VERSION = 0

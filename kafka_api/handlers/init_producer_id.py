@@ -15,7 +15,7 @@ from kafka_api.authz import Op, Resource, authorize, authorize_by_resource_type,
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, fenced_as
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 22
 MIN_VERSION = 0

@@ -25,7 +25,7 @@ from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, by_topic, off_loop
 from raftlog.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TimestampOffset, TopicInfo
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 
 API_KEY = 2
 MIN_VERSION = 0  # v0: Kafka 3.9 still serves it, Kafka 4 does not

@@ -15,7 +15,7 @@ from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, sliced
 from raftlog.broker import PartitionInfo
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 46
 MIN_VERSION = 0

@@ -21,8 +21,8 @@ from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from raftlog.clock import LOOP_CLOCK, now_ms
-from raftlog.errors import ErrorCode
+from raftlog.common.clock import LOOP_CLOCK, now_ms
+from raftlog.common.errors import ErrorCode
 from raftlog.txn.metadata import TxnMetadata, TxnState
 
 API_KEY = 66

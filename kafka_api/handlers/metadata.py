@@ -29,7 +29,7 @@ from kafka_api.context import RequestContext
 from kafka_api.entry_work import sliced
 from kafka_api.errors import CloseConnection
 from raftlog.broker import TopicInfo, TopicSpec
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 
 API_KEY = 3

@@ -17,7 +17,7 @@ from kafka_api.commit_entries import commit_entries
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 8
 MIN_VERSION = 2

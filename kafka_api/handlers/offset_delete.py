@@ -19,7 +19,7 @@ from kafka_api.authz import Op, Resource, authorize, authorized
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 47
 MIN_VERSION = 0

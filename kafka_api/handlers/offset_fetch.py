@@ -21,7 +21,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.results import FetchedOffset, OffsetFetchResult
 
 API_KEY = 9

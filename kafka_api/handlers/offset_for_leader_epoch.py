@@ -16,7 +16,7 @@ from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, by_topic
 from raftlog.broker import TopicInfo
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 
 API_KEY = 23
 MIN_VERSION = 2  # Kafka 4's baseline; the first with current_leader_epoch

@@ -26,7 +26,7 @@ from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from raftlog.broker import ProduceResult, TopicInfo
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import HEADER_SIZE, parse_header
 
 API_KEY = 0

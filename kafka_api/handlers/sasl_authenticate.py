@@ -10,7 +10,7 @@ from typing import Any
 
 from kafka_api.codec import build, response_module
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security.sasl import Stage
 
 API_KEY = 36

@@ -19,7 +19,7 @@ from kafka_api.common import current_leader, leader_partition
 from kafka_api.context import RequestContext
 from raftlog.broker import Partition, TopicInfo
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.internal_topics import is_internal
 from raftlog.share.partition_state import AckBatch, AckType
 

@@ -15,7 +15,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, endpoints
 from kafka_api.context import RequestContext
 from kafka_api.handlers.share_ack import apply_acks, leader_of, settle_acks, targets
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 API_KEY = 79
 MIN_VERSION = 1

@@ -28,7 +28,7 @@ from kafka_api.handlers.share_ack import (
 )
 from raftlog.broker import Partition
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.share.manager import Fetched
 from raftlog.share.sessions import INITIAL_EPOCH, Key
 

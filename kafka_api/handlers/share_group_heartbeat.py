@@ -13,7 +13,7 @@ from kafka_api.authz import Op, Resource, authorize, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.share.membership import HeartbeatResult
 
 API_KEY = 76

@@ -11,7 +11,7 @@ from kafka_api.authz import Op, Resource, authorize
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.results import SyncResult
 
 API_KEY = 14

@@ -49,7 +49,7 @@ from kafka_api.common import duplicates
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.broker import Partition
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 
 API_KEY = 27

@@ -20,12 +20,12 @@ from typing import Any
 from pysyncobj.config import FAIL_REASON
 
 from raftlog.broker import AclChange
+from raftlog.common.errors import ErrorCode
 from raftlog.controller import compat, moves, voters
 from raftlog.controller.group import RaftGroup, failure_name
 from raftlog.controller.journal import ControllerJournal
 from raftlog.controller.syncobj_fork import SyncObj, replicated
 from raftlog.controller.ticker import Ticker
-from raftlog.errors import ErrorCode
 from raftlog.limits import MAX_CONFIGURED_GROUPS, MAX_RECORDS_PER_USER_OP
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.timings import RaftTimings

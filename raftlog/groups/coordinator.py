@@ -8,7 +8,7 @@ its timers (rebalance.py, join.py) and the `__consumer_offsets` side, which hold
 the offsets and the writes (metadata_manager.py, shard.py).
 
 Everything runs on the node's event loop: state changes are synchronous, waits are futures and
-the timers of the `Clock` it is given (raftlog/clock.py: the loop's, or a test's).
+the timers of the `Clock` it is given (raftlog/common/clock.py: the loop's, or a test's).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from functools import partial
 
-from raftlog.clock import LOOP_CLOCK, Clock, now_ms
-from raftlog.errors import ErrorCode
+from raftlog.common.clock import LOOP_CLOCK, Clock, now_ms
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.config import GroupConfig
 from raftlog.groups.group import Group, GroupState, TopicPartition, cancel
 from raftlog.groups.join import Join, Joiner

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raftlog.clock import Timer
-from raftlog.errors import ErrorCode
+from raftlog.common.clock import Timer
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 
 Protocols = tuple[tuple[str, bytes], ...]  # (name, metadata) in the member's preference order

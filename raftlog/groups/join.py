@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.group import Group, GroupState, Member, Protocols, cancel
 from raftlog.groups.rebalance import Rebalancer, answer_join, answer_sync, generation
 from raftlog.groups.results import JoinResult, SyncResult, answer

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable, Seque
 from functools import partial
 from operator import mul
 
-from raftlog.clock import LOOP_CLOCK, Clock, now_ms
-from raftlog.errors import ErrorCode
+from raftlog.common.clock import LOOP_CLOCK, Clock, now_ms
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.config import GroupConfig
 from raftlog.groups.group import Group, GroupState, TopicPartition
 from raftlog.groups.loader import build_groups, replay

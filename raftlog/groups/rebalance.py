@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from functools import partial
 
-from raftlog.clock import Clock, now_ms
-from raftlog.errors import ErrorCode
+from raftlog.common.clock import Clock, now_ms
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.config import GroupConfig
 from raftlog.groups.group import Group, GroupState, Member, cancel
 from raftlog.groups.results import JoinMember, JoinResult, SyncResult, answer

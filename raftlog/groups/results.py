@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epoch import NO_EPOCH
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.groups.group import Group
 from raftlog.groups.offsets_log import OffsetsLog
 from raftlog.groups.records import group_metadata_key, group_metadata_value

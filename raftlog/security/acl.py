@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from enum import IntEnum
 from typing import Any, NamedTuple
 
+from raftlog.common.errors import ErrorCode
 from raftlog.config import ConfigError
-from raftlog.errors import ErrorCode
 from raftlog.limits import MAX_RECORDS_PER_USER_OP
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security import scram
 from raftlog.security.scram import DEFAULT_MECHANISM, MECHANISMS, MIN_ITERATIONS
 from raftlog.security.users import Removal, UserAdmin, upsertion_from_password

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from raftlog.common.errors import ErrorCode
 from raftlog.controller import Controller, ControllerUnavailable
-from raftlog.errors import ErrorCode
 from raftlog.limits import excessive
 from raftlog.security import scram
 from raftlog.security.scram import MAX_CHANGES_PER_REQUEST, MECHANISM_NAMES, ScramCredential

@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 from raftlog import group_config as gc
 from raftlog.broker import Partition
-from raftlog.clock import LOOP_CLOCK, Clock, Timer
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.clock import LOOP_CLOCK, Clock, Timer
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.share.partition_state import (
     AckBatch,
     AcquiredRange,

@@ -18,8 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from raftlog.clock import LOOP_CLOCK, Clock, Timer
-from raftlog.errors import ErrorCode
+from raftlog.common.clock import LOOP_CLOCK, Clock, Timer
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.config import GroupConfig
 from raftlog.share.membership import MAX_MEMBER_ID_BYTES
 

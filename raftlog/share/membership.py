@@ -20,8 +20,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from raftlog.clock import LOOP_CLOCK, Clock, Timer
-from raftlog.errors import ErrorCode
+from raftlog.common.clock import LOOP_CLOCK, Clock, Timer
+from raftlog.common.errors import ErrorCode
 from raftlog.internal_topics import is_internal
 from raftlog.share.assignor import assign
 

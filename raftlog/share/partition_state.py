@@ -20,7 +20,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.share.store import Run, to_runs
 
 

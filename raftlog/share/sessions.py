@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 INITIAL_EPOCH = 0  # opens a session (acknowledgements may not ride on it)
 FINAL_EPOCH = -1  # closes one: its acquired records are released

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.raft.replica import Outcome
 from raftlog.share.store import ShareUpdate, encode
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import cramjam
 from crc32c import crc32c
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage import codecs
 from raftlog.storage.records import count as count_records
 from raftlog.storage.records import skip as skip_records

@@ -15,7 +15,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 # What one produced batch may decompress to. Kafka sets no such bound; a bomb (1 GiB in a

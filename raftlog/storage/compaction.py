@@ -43,7 +43,7 @@ from pathlib import Path
 
 from kafka.codec import lz4_encode, zstd_encode
 
-from raftlog.errors import KafkaError
+from raftlog.common.errors import KafkaError
 from raftlog.storage import codecs
 from raftlog.storage.batch import (
     HEADER_SIZE,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import BatchHeader, build, records_section
 from raftlog.storage.records import fields, walk
 

@@ -19,7 +19,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage import compaction
 from raftlog.storage.batch import BatchHeader, parse_header
 from raftlog.storage.compaction import CompactionResult, OffsetMap

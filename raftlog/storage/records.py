@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 
 # (start, end, offset delta, timestamp delta, key, is a tombstone) of one record
 Record = tuple[int, int, int, int, bytes | None, bool]

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from epoch import history
-from raftlog.clock import LOOP_CLOCK, Clock, Timer, now_ms
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.clock import LOOP_CLOCK, Clock, Timer, now_ms
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.groups.metadata_manager import coordinator_partition
 from raftlog.groups.offsets_log import LogRecord
 from raftlog.txn import metadata as rules

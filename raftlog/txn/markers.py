@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, Protocol
 
 from raftlog.broker import ProduceResult
-from raftlog.clock import LOOP_CLOCK, Clock
-from raftlog.errors import ErrorCode
-from raftlog.mesh_calls import MeshCalls
+from raftlog.common.clock import LOOP_CLOCK, Clock
+from raftlog.common.errors import ErrorCode
+from raftlog.common.mesh_calls import MeshCalls
 
 log = logging.getLogger(__name__)
 E = ErrorCode

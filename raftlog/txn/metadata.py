@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from enum import IntEnum
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.txn.log_records import Partitions, TxnLogValue
 
 E = ErrorCode

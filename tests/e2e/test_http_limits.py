@@ -1,5 +1,5 @@
 """A real node's two HTTP listeners, the admin port and the consume proxy, bounded as its
-Kafka port is (issue 42; raftlog/http_listener.py), over real sockets on loopback:
+Kafka port is (issue 42; raftlog/common/http_listener.py), over real sockets on loopback:
 - a connection that sends its request head a byte at a time is closed after
   http.header.read.timeout.ms, and so is an idle keep-alive connection after an answer;
 - past http.max.connections.per.ip from one address a new connection is closed at once while

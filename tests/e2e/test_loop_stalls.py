@@ -33,7 +33,7 @@ from kafka_api.handlers import (
     describe_acls,
     describe_configs,
 )
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import (
     MAX_ACLS,
     MAX_PER_REQUEST,

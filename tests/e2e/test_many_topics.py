@@ -21,7 +21,7 @@ from support import wire as W
 from support.cluster import Cluster, wait_for
 from support.loop_stalls import node_figures, stalls_over
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

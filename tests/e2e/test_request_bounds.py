@@ -26,7 +26,7 @@ from support.loop_stalls import node_figures, stalls_over, worst_seconds, worst_
 from kafka_api import entry_bounds
 from kafka_api.codec import response_schema
 from kafka_api.handlers import HANDLERS, REFUSAL_UNREAD, api_versions
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 

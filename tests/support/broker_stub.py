@@ -21,8 +21,8 @@ from raftlog.broker import (
     TopicSpec,
 )
 from raftlog.broker_api import Broker
+from raftlog.common.errors import ErrorCode
 from raftlog.controller_quorum import QuorumState
-from raftlog.errors import ErrorCode
 from raftlog.txn.coordinator import Held, TxnCoordinator
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""A `raftlog.clock.Clock` whose time moves only when the test moves it: timeouts are asserted
+"""A `raftlog.common.clock.Clock` whose time moves only when the test moves it: timeouts are asserted
 exactly and nothing sleeps. Its wall clock and its timers are one timeline."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ unit tests whose subject is not membership: the coordinator knows every member."
 
 from __future__ import annotations
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 
 async def every_member(_group: str, _member: str) -> ErrorCode:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.groups.offsets_log import LogRecord
 from raftlog.txn.log_records import decode_key, decode_value
 from raftlog.txn.metadata import TxnState

@@ -19,7 +19,7 @@ from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, create_acls, delete_acls, describe_acls
 from raftlog.broker import AclChange
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security import acl as acl_module
 from raftlog.security.acl import (
     MAX_PER_REQUEST,

@@ -19,7 +19,7 @@ from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.handlers import elect_leaders, offset_delete
 from raftlog.broker import PartitionInfo, TopicInfo
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclIndex, Authorizer
 
 E = ErrorCode

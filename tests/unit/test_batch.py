@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import (
     HEADER_SIZE,
     INLINE_RECORDS,

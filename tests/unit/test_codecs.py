@@ -12,7 +12,7 @@ import pytest
 import zstandard
 from support.wire import zstd_bomb
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage import codecs
 from raftlog.storage.batch import check_records, decompressed_bytes
 from raftlog.storage.records import varint

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from raftlog.common.http_listener import HttpLimits
 from raftlog.config import ConfigError, NodeConfig
-from raftlog.http_listener import HttpLimits
 
 GOOD = """
 node_id = 1

@@ -19,7 +19,7 @@ from support.big_requests import BigRequest, largest
 from kafka_api import codec, entry_bounds
 from kafka_api.bounds import TooManyEntries, check_body
 from kafka_api.handlers import HANDLERS
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 # Each API's newest version (tests/e2e/test_request_bounds.py sends every one).
 ENDS = sorted((key, h.MAX_VERSION) for key, h in HANDLERS.items())

@@ -5,7 +5,7 @@ import pytest
 from epoch import history
 from epoch.cache import EpochCache, read_checkpoint
 from epoch.fencing import check_leader_epoch
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import pytest
 
 import raftlog.controller as controller_module
 from raftlog.broker_facade import BrokerFacade
+from raftlog.common.errors import ErrorCode
 from raftlog.config_def import BOOLEAN, INT, MAX_VALUE_LENGTH, STRING
 from raftlog.controller import ControllerUnavailable
-from raftlog.errors import ErrorCode
 from raftlog.group_config import (
     BY_DURATION,
     DYNAMIC_GROUP,

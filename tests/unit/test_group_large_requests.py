@@ -8,7 +8,7 @@ Before: each group was placed by a Python loop over its characters and looked up
 here, and on a 3-node cluster FindCoordinator, sent before `__consumer_offsets` existed,
 asked for the topic's creation once per key: 11 s to answer, about a hundred leaderships
 lost. "Held" is the longest a watcher task on the loop waited for its turn, with the test's
-long-lived objects frozen as a node freezes its own (raftlog/heap.py)."""
+long-lived objects frozen as a node freezes its own (raftlog/common/heap.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from kafka_api.handlers import (
 )
 from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
 from raftlog.broker_facade import BrokerFacade
-from raftlog.errors import ErrorCode as E
+from raftlog.common.errors import ErrorCode as E
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.groups.results import CommitOffset

@@ -15,8 +15,8 @@ import pytest
 from support.raftnet import Clock
 from support.replicas import IDS, Replicas, values
 
-from raftlog.errors import ErrorCode
-from raftlog.heap import HeapFreezer
+from raftlog.common.errors import ErrorCode
+from raftlog.common.heap import HeapFreezer
 from raftlog.metrics import KafkaMetrics
 from unit.test_metrics import ReplicaNode, samples, value
 
@@ -75,7 +75,7 @@ async def test_a_reopened_replica_is_frozen_as_the_node_freezes_an_opened_one(
     replicas: Replicas,
 ) -> None:
     """A node freezes the objects of the replicas it opens out of full GC passes
-    (raftlog/heap.py). A replica the driver reopened after its group raised is treated the
+    (raftlog/common/heap.py). A replica the driver reopened after its group raised is treated the
     same: its old objects (their cycles held by the freeze at its opening) are collected, and
     its new ones frozen, once for every replica reopened meanwhile."""
     leader = await replicas.leader()

@@ -13,7 +13,7 @@ from support import groups as G
 from support import offsets_decoder as D
 from support.clock import ManualClock, settle
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.groups import records as R
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.metadata_manager import java_string_hash

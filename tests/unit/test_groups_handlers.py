@@ -32,7 +32,7 @@ from kafka_api.handlers import (
     sync_group,
 )
 from raftlog.broker import Coordinator, PartitionInfo, TopicInfo
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset
 from raftlog.security.acl import AclIndex, Authorizer

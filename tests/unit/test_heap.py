@@ -1,4 +1,4 @@
-"""The node's heap freezer (raftlog/heap.py): frozen out of full GC passes, a dropped
+"""The node's heap freezer (raftlog/common/heap.py): frozen out of full GC passes, a dropped
 partition's reference cycles are still collected."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from raftlog.heap import HeapFreezer
+from raftlog.common.heap import HeapFreezer
 
 
 class Replica:

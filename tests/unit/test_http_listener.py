@@ -1,4 +1,4 @@
-"""raftlog/http_listener.py in-process, over real loopback sockets: the per-address cap
+"""raftlog/common/http_listener.py in-process, over real loopback sockets: the per-address cap
 refuses, the listener's cap makes room by closing the oldest connection waiting for a request
 head and refuses only when every connection has a request in progress, slots come back; and
 what a client repeats is reported in one log line per REPORT_INTERVAL_SECONDS with the count
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from aiohttp import web
 
-from raftlog.http_listener import REPORT_INTERVAL_SECONDS, HttpLimits, HttpListener
+from raftlog.common.http_listener import REPORT_INTERVAL_SECONDS, HttpLimits, HttpListener
 
 
 class Clock:
@@ -124,7 +124,7 @@ def test_a_repeated_event_is_reported_once_per_interval_with_the_count(
 ) -> None:
     clock = Clock()
     http = HttpListener("test", web.Application(), "127.0.0.1", 0, HttpLimits(), clock=clock)
-    with caplog.at_level(logging.INFO, logger="raftlog.http_listener"):
+    with caplog.at_level(logging.INFO, logger="raftlog.common.http_listener"):
         for _ in range(5):
             http.bad_request(414, "127.0.0.1", "the URL is longer than 8192 bytes")
         http.bad_request(431, "127.0.0.1", "a header line is longer than 8190 bytes")

@@ -14,7 +14,7 @@ from kio.static.constants import EntityType
 from kafka_api import codec
 from kafka_api.context import RequestContext
 from kafka_api.handlers import HANDLERS, api_versions, supported_versions
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 

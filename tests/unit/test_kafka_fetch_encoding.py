@@ -9,7 +9,7 @@ from support.answers import kio_frame
 from kafka_api.codec import build, encode_response, response_module
 from kafka_api.fetch_encoding import FETCH_API_KEY, INLINE_RECORDS_LIMIT
 from kafka_api.handlers import fetch
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 VERSIONS = range(fetch.MIN_VERSION, fetch.MAX_VERSION + 1)
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")

@@ -46,7 +46,7 @@ from raftlog.broker import (
     TopicResult,
 )
 from raftlog.broker_api import Broker
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.producer_state import AbortedTxn
 from raftlog.raft.mesh import Mesh
 from raftlog.security.acl import AclIndex, Authorizer

@@ -11,7 +11,7 @@ from support.answers import kio_frame
 from kafka_api.codec import build, encode_response, response_module
 from kafka_api.handlers import metadata
 from kafka_api.metadata_encoding import METADATA_API_KEY
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 VERSIONS = range(metadata.MIN_VERSION, metadata.MAX_VERSION + 1)
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")

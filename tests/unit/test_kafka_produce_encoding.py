@@ -10,7 +10,7 @@ from support.answers import kio_frame
 from kafka_api.codec import build, encode_response, response_module
 from kafka_api.handlers import produce
 from kafka_api.produce_encoding import PRODUCE_API_KEY
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 VERSIONS = range(produce.MIN_VERSION, produce.MAX_VERSION + 1)
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")

@@ -23,7 +23,7 @@ from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, supported_versions
 from kafka_api.request_memory import RequestMemory
 from kafka_api.server import KafkaServer
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 
 PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
 

@@ -5,7 +5,7 @@ slice at a time (kafka_api/entry_work.py), the answer is built and encoded in a 
 Each request names 100,000 entries nobody has (unknown topics, ids, directories), as the
 issue's client sent them; the answer is read back as a client reads it, every entry's error
 checked. "Held" is the longest a watcher task on the loop waited for its turn, with the
-test's long-lived objects frozen as a node freezes its own (raftlog/heap.py). Before the fix:
+test's long-lived objects frozen as a node freezes its own (raftlog/common/heap.py). Before the fix:
 DescribeTopicPartitions took 465 s for 100,000 names (quadratic), the others held the loop
 for 0.17-2.2 s."""
 
@@ -47,7 +47,7 @@ from kafka_api.handlers import (
     write_txn_markers,
 )
 from raftlog.broker import BrokerInfo, LogDirInfo, TopicInfo
-from raftlog.errors import ErrorCode as E
+from raftlog.common.errors import ErrorCode as E
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import (
     crc_ok,
     first_record_at,

@@ -1,5 +1,5 @@
 """Opening compressed batches admitted against the node's request memory by their decompressed
-size (raftlog/memory_budget.py): forty 2 KB zstd batches of 60 MB each, recompressed at once,
+size (raftlog/common/memory_budget.py): forty 2 KB zstd batches of 60 MB each, recompressed at once,
 took a node from 238 to 784 MB when only their wire bytes were counted. The budget, its
 timeouts on a manual clock, and a real leader replica's produce path with its budget held."""
 
@@ -19,8 +19,8 @@ from support.replicas import Replicas, values
 from support.wire import make_batch, with_payload, zstd_bomb
 
 from kafka_api.request_memory import Refused, RequestMemory
-from raftlog.errors import ErrorCode, KafkaError
-from raftlog.memory_budget import MemoryBudget, run_opened
+from raftlog.common.errors import ErrorCode, KafkaError
+from raftlog.common.memory_budget import MemoryBudget, run_opened
 
 from .test_partition_produce import checks_finished, done, leading
 

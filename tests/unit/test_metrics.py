@@ -20,12 +20,12 @@ from support.wire import make_batch
 
 from kafka_api.codec import build, response_module
 from raftlog import group_config, metrics
-from raftlog.counters import Histogram
-from raftlog.errors import ErrorCode
+from raftlog.common.counters import Histogram
+from raftlog.common.errors import ErrorCode
+from raftlog.common.http_listener import HttpStats
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import LogRecord
 from raftlog.groups.results import CommitOffset
-from raftlog.http_listener import HttpStats
 from raftlog.loop_stall import LoopStallMonitor
 from raftlog.metrics import (
     ERROR_CODES_PER_API,

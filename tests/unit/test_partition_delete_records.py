@@ -12,7 +12,7 @@ import pytest
 from support.raftnet import Clock
 from support.replicas import IDS, Replicas, values
 
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage.log import LogConfig
 
 

@@ -14,7 +14,7 @@ from support.replicas import IDS, PID, Replicas, values
 from support.wire import make_batch
 
 from raftlog.broker import ProduceResult
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.raft.driver import TICK_SECONDS
 
 

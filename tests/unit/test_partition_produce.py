@@ -19,7 +19,7 @@ from support.wire import make_batch
 
 import raftlog.produce_queue as produce_queue
 from raftlog.broker import ProduceResult
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.partition import Partition
 from raftlog.raft.journal import DATA_PREFIX
 from raftlog.storage.batch import parse_header

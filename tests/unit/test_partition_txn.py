@@ -14,7 +14,7 @@ from support.replicas import IDS, Replicas
 from support.wire import make_batch
 
 from raftlog.broker import LATEST_TIMESTAMP
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.partition import Partition
 from raftlog.producer_state import AbortedTxn, ActiveProducer
 from raftlog.storage.batch import iter_batches

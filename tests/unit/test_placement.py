@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftlog.broker import BrokerInfo, TopicSpec
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.limits import ReplicaBudget
 from raftlog.placement import broker_order, place
 from raftlog.topic_admin import TopicAdmin

@@ -10,8 +10,8 @@ from typing import Any
 
 from support.clock import ManualClock
 
-from raftlog.errors import ErrorCode
-from raftlog.mesh_calls import MeshCalls
+from raftlog.common.errors import ErrorCode
+from raftlog.common.mesh_calls import MeshCalls
 from raftlog.preferred_leaders import IN_SYNC_GRACE_SECONDS, PreferredLeaders
 
 E = ErrorCode

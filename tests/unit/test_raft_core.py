@@ -24,9 +24,9 @@ from support.wire import make_batch
 import raftlog.controller as controller_module
 import raftlog.controller.syncobj_fork as core
 from raftlog.broker import AclChange
+from raftlog.common.errors import ErrorCode
 from raftlog.controller import compat
 from raftlog.controller.journal import ControllerJournal
-from raftlog.errors import ErrorCode
 from raftlog.raft.journal import DATA_PREFIX
 from raftlog.security import acl
 from raftlog.security.acl import AclOperation, Authorizer, ResourceType

@@ -29,8 +29,8 @@ from kafka_api.handlers import alter_partition_reassignments as alter
 from kafka_api.handlers import list_partition_reassignments as listing
 from raftlog.broker import BrokerInfo, TopicInfo
 from raftlog.cluster_view import ClusterView
+from raftlog.common.errors import ErrorCode
 from raftlog.controller import moves
-from raftlog.errors import ErrorCode
 from raftlog.leadership import Leadership, LeadershipDirectory
 from raftlog.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.node import bootstrap_voters

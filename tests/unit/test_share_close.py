@@ -36,7 +36,7 @@ from kafka_api.context import ConnectionScope, RequestContext
 from kafka_api.handlers import share_acknowledge, share_fetch
 from raftlog import group_config as gc
 from raftlog.broker import BrokerInfo, Partition, PartitionInfo, TopicInfo
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import ShareMembers
 from raftlog.share.membership import ShareGroups

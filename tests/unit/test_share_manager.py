@@ -16,7 +16,7 @@ from support.replicas import IDS, Replicas
 from support.wire import make_batch
 
 from raftlog import group_config as gc
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.partition import Partition
 from raftlog.share import manager
 from raftlog.share.manager import Fetched, ShareManager

@@ -15,7 +15,7 @@ from support.aio import until
 from support.clock import ManualClock, settle
 
 from raftlog import group_config
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.raft.mesh import Mesh
 from raftlog.share import members as M
 from raftlog.share.manager import ShareManager

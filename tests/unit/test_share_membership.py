@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.clock import ManualClock
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.share.assignor import assign
 from raftlog.share.membership import HeartbeatResult, ShareGroups, ShareGroupSettings
 

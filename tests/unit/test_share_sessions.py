@@ -3,7 +3,7 @@ consumer relies on to know its acknowledgements landed against the state it fetc
 
 from __future__ import annotations
 
-from raftlog.errors import ErrorCode
+from raftlog.common.errors import ErrorCode
 from raftlog.share.sessions import (
     FINAL_EPOCH,
     IDLE_EVICT_SECONDS,

@@ -17,8 +17,8 @@ from support.raftnet import Clock
 
 import raftlog.controller.syncobj_fork as core
 from raftlog.broker import BrokerInfo, TopicSpec
+from raftlog.common.errors import ErrorCode
 from raftlog.controller import ControllerMachine
-from raftlog.errors import ErrorCode
 from raftlog.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.topic_admin import CREATE_BATCH_BYTES, TopicAdmin
 
@@ -190,7 +190,7 @@ async def test_planning_10000_topics_hands_the_loop_back(machine: MachineControl
             longest = max(longest, time.perf_counter() - before)
 
     gc.collect()
-    gc.freeze()  # long-lived objects frozen as a node freezes its own (raftlog/heap.py)
+    gc.freeze()  # long-lived objects frozen as a node freezes its own (raftlog/common/heap.py)
     try:
         watcher = asyncio.create_task(watch())
         await asyncio.sleep(0.01)

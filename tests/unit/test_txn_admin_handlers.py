@@ -28,8 +28,8 @@ from kafka_api.handlers import (
     write_txn_markers,
 )
 from raftlog.broker import PartitionInfo, ProduceResult, TopicInfo
-from raftlog.errors import ErrorCode as E
-from raftlog.errors import KafkaError
+from raftlog.common.errors import ErrorCode as E
+from raftlog.common.errors import KafkaError
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.producer_state import ActiveProducer
 from raftlog.security.acl import AclIndex, Authorizer

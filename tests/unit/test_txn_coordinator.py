@@ -12,7 +12,7 @@ from support.clock import ManualClock, settle
 from support.txn_log import ListLog
 
 from epoch import history
-from raftlog.errors import ErrorCode as E
+from raftlog.common.errors import ErrorCode as E
 from raftlog.txn.coordinator import Held, TxnCoordinator, TxnSettings
 from raftlog.txn.log_records import encode_key, encode_value
 from raftlog.txn.markers import MarkerWrite

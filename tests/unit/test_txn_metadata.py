@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from raftlog.errors import ErrorCode as E
+from raftlog.common.errors import ErrorCode as E
 from raftlog.txn import metadata as rules
 from raftlog.txn.log_records import (
     RecordError,

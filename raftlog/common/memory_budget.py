@@ -20,8 +20,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
 
-from raftlog.clock import LOOP_CLOCK, Clock
-from raftlog.errors import ErrorCode, KafkaError
+from raftlog.common.clock import LOOP_CLOCK, Clock
+from raftlog.common.errors import ErrorCode, KafkaError
 
 _T = TypeVar("_T")
 

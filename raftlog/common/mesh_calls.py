@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from raftlog.clock import LOOP_CLOCK, Clock, Timer
+from raftlog.common.clock import LOOP_CLOCK, Clock, Timer
 
 log = logging.getLogger(__name__)
 

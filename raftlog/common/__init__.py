@@ -1,0 +1,1 @@
+"""The small pieces every layer of raftlog shares: time as a seam (clock), Kafka's error codes (errors), the hot paths' plain counters, the heap freezer, the request memory budget, calls between nodes over the mesh, and the bounded HTTP listener."""
