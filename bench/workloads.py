@@ -43,7 +43,7 @@ from confluent_kafka.admin import (
 from bench.procs import BenchError, alive, cpu_seconds, kill9, rss_mb, wait_until
 from bench.systems import Raftlog, System
 from consume_proxy.client import ClusterClient, KafkaUnavailable
-from raftlog.config import parse_address
+from raftlog.config.node_config import parse_address
 
 MB = 1e6  # throughput and sizes are in MB = 10^6 bytes of record values
 VALUE_POOL = 1024  # distinct values, cycled: 1 MiB apart, beyond lz4's 64 KiB window

@@ -34,7 +34,7 @@ from consume_proxy.member import (
     Record,
     ShareMember,
 )
-from raftlog.internal_topics import is_internal
+from raftlog.config.internal_topics import is_internal
 
 log = logging.getLogger(__name__)
 

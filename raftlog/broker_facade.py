@@ -11,7 +11,6 @@ from collections.abc import Collection
 from functools import partial
 from typing import TYPE_CHECKING
 
-from raftlog import group_config, topic_config
 from raftlog.broker import (
     AclChange,
     BrokerInfo,
@@ -25,8 +24,9 @@ from raftlog.broker import (
 )
 from raftlog.cluster_view import ClusterView
 from raftlog.common.errors import ErrorCode
-from raftlog.config import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYNONYMS, broker_type
-from raftlog.config_def import INT, STRING
+from raftlog.config import group_config, topic_config
+from raftlog.config.config_def import INT, STRING
+from raftlog.config.node_config import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYNONYMS, broker_type
 from raftlog.controller import ControllerUnavailable
 from raftlog.controller_quorum import QuorumState
 from raftlog.group_admin import GroupAdmin

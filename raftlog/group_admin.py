@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from raftlog import group_config
 from raftlog.broker import TopicResult
 from raftlog.common.errors import ErrorCode
+from raftlog.config import group_config
+from raftlog.config.topic_config import altered
 from raftlog.controller import ControllerUnavailable, group_configs_refusal
-from raftlog.topic_config import altered
 
 if TYPE_CHECKING:
     from raftlog.node import Node

@@ -17,13 +17,14 @@ from typing import Any
 
 from epoch import history
 from epoch.history import HistoryJournal
-from raftlog import group_config, limits, replica_dir, topic_config
+from raftlog import replica_dir
 from raftlog.common.clock import LOOP_CLOCK
 from raftlog.common.errors import ErrorCode
 from raftlog.common.heap import HeapFreezer
 from raftlog.common.memory_budget import MemoryBudget
 from raftlog.common.mesh_calls import MeshCalls
-from raftlog.config import NodeConfig
+from raftlog.config import group_config, limits, topic_config
+from raftlog.config.node_config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable, moves, voters
 from raftlog.controller.ticker import Ticker
 from raftlog.controller_quorum import QuorumDescriber

@@ -31,6 +31,12 @@ from raftlog.common.counters import PartitionCounters, RaftMetrics
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.common.heap import HeapFreezer
 from raftlog.common.memory_budget import MemoryBudget, run_opened
+from raftlog.config.topic_config import (
+    LOG_APPEND_TIME,
+    cleanup_policies,
+    compression,
+    timestamp_bounds,
+)
 from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
 from raftlog.producer_state import AbortedTxn, ActiveProducer, ProducerState
 from raftlog.raft import membership
@@ -59,12 +65,6 @@ from raftlog.storage.batch import (
 )
 from raftlog.storage.control import Marker, marker_batch, read_marker
 from raftlog.storage.log import Log, LogConfig, TruncateResult
-from raftlog.topic_config import (
-    LOG_APPEND_TIME,
-    cleanup_policies,
-    compression,
-    timestamp_bounds,
-)
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

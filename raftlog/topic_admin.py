@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from raftlog import topic_config
 from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
 from raftlog.common.errors import ErrorCode
+from raftlog.config import topic_config
+from raftlog.config.limits import MAX_RECORDS_PER_USER_OP
 from raftlog.controller import EXISTS, ControllerUnavailable, moves
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
-from raftlog.limits import MAX_RECORDS_PER_USER_OP
 from raftlog.placement import place
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 

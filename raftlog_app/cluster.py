@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raftlog.config import NodeConfig, toml_value
+from raftlog.config.node_config import NodeConfig, toml_value
 from raftlog.security.listeners import PROTOCOLS
 
 RAFT_OFFSET = 1000

@@ -6,7 +6,7 @@ running a broker per core. Each broker is a full node (`raftlog serve` of its ow
 config): its own node id, ports and data directory, one broker of many in every Metadata
 answer, so Kafka clients need nothing new.
 
-A host config is a node config (raftlog/config.py) whose node_id and addresses are the first
+A host config is a node config (raftlog/config/node_config.py) whose node_id and addresses are the first
 broker's, with three more settings:
 
     brokers = 4                      # or "auto": one per core this process may run on
@@ -48,7 +48,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from raftlog.common.http_listener import HttpLimits, HttpListener
-from raftlog.config import ConfigError, NodeConfig, parse_address, toml_value
+from raftlog.config.node_config import ConfigError, NodeConfig, parse_address, toml_value
 
 log = logging.getLogger("raftlog.host")
 

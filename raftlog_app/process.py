@@ -16,7 +16,7 @@ from kafka_api.server import KafkaServer
 from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
 from raftlog.common.http_listener import HttpStats
-from raftlog.config import NodeConfig
+from raftlog.config.node_config import NodeConfig
 from raftlog.metrics import KafkaMetrics, NodeMetrics
 from raftlog.node import Node
 from raftlog.security.listeners import Listener

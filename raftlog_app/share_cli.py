@@ -21,7 +21,7 @@ from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 
 from consume_proxy.client import ClusterClient, KafkaUnavailable, make
-from raftlog.config import parse_address
+from raftlog.config.node_config import parse_address
 from raftlog_app.cluster import ADMIN_OFFSET
 from raftlog_app.groups_cli import _table
 

@@ -1,5 +1,5 @@
 """AlterConfigs (33): replaces every explicit config of a topic or of a group (GROUP, 32: share
-group settings, raftlog.group_config). Broker configs live in each node's config file, so they
+group settings, raftlog.config.group_config). Broker configs live in each node's config file, so they
 are not alterable over the protocol. A resource needs ALTER_CONFIGS on it, asked after the
 request's own checks (Kafka's preprocessing) and before the resource's name and configs."""
 
@@ -14,7 +14,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, topic_name_error
 from kafka_api.context import RequestContext
 from raftlog.common.errors import ErrorCode
-from raftlog.limits import excessive
+from raftlog.config.limits import excessive
 
 API_KEY = 33
 MIN_VERSION = 0

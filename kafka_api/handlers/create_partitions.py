@@ -13,7 +13,7 @@ from kafka_api.context import RequestContext
 from raftlog.broker import TopicResult
 from raftlog.broker_api import Broker
 from raftlog.common.errors import ErrorCode
-from raftlog.limits import excessive
+from raftlog.config.limits import excessive
 
 API_KEY = 37
 MIN_VERSION = 0

@@ -89,7 +89,7 @@ def _response(
 def _spec(topic: Any) -> TopicSpec | TopicResult:
     """The spec to hand to the controller, or the result that rejects the entry. Config names
     and values, and the replicas of a manual assignment, are the facade's to check (one table
-    of topic configs, raftlog.topic_config; it knows the brokers)."""
+    of topic configs, raftlog.config.topic_config; it knows the brokers)."""
     name = topic.name
     problem = topic_name_error(name)
     if problem is not None:

@@ -20,7 +20,7 @@ from kafka_api.common import NO_THROTTLE, leader_partition, millis
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.common.errors import ErrorCode
-from raftlog.internal_topics import is_internal
+from raftlog.config.internal_topics import is_internal
 
 API_KEY = 21
 MIN_VERSION = 0

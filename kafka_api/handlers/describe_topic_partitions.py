@@ -28,7 +28,7 @@ from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
 from raftlog.broker import PartitionInfo
 from raftlog.common.errors import ErrorCode
-from raftlog.internal_topics import is_internal
+from raftlog.config.internal_topics import is_internal
 
 API_KEY = 75
 MIN_VERSION = 0

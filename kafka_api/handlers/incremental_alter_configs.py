@@ -12,7 +12,7 @@ from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from kafka_api.handlers.alter_configs import GROUP, Outcome, alter_each, null_values_error
 from raftlog.common.errors import ErrorCode
-from raftlog.config_def import LIST, split_list
+from raftlog.config.config_def import LIST, split_list
 
 API_KEY = 44
 MIN_VERSION = 0

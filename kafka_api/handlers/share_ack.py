@@ -20,7 +20,7 @@ from kafka_api.context import RequestContext
 from raftlog.broker import Partition, TopicInfo
 from raftlog.broker_api import Broker
 from raftlog.common.errors import ErrorCode
-from raftlog.internal_topics import is_internal
+from raftlog.config.internal_topics import is_internal
 from raftlog.share.partition_state import AckBatch, AckType
 
 NO_LEADER = (-1, NO_EPOCH)

@@ -51,7 +51,7 @@ BAD_REQUEST_STATUSES = (400, 414, 431)
 
 @dataclass(frozen=True)
 class HttpLimits:
-    """The [broker] http.* settings (raftlog/config.py)."""
+    """The [broker] http.* settings (raftlog/config/node_config.py)."""
 
     header_timeout: float = 30.0  # seconds: http.header.read.timeout.ms
     max_connections: int = 256  # http.max.connections

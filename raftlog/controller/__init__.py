@@ -21,12 +21,12 @@ from pysyncobj.config import FAIL_REASON
 
 from raftlog.broker import AclChange
 from raftlog.common.errors import ErrorCode
+from raftlog.config.limits import MAX_CONFIGURED_GROUPS, MAX_RECORDS_PER_USER_OP
 from raftlog.controller import compat, moves, voters
 from raftlog.controller.group import RaftGroup, failure_name
 from raftlog.controller.journal import ControllerJournal
 from raftlog.controller.syncobj_fork import SyncObj, replicated
 from raftlog.controller.ticker import Ticker
-from raftlog.limits import MAX_CONFIGURED_GROUPS, MAX_RECORDS_PER_USER_OP
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.timings import RaftTimings
 from raftlog.security.acl import AclBindingFilter, AclIndex, AclRefused, Acls
@@ -59,7 +59,7 @@ class ControllerMachine(SyncObj):
         self.next_producer_id = 0
         self.nodes: dict[int, dict[str, Any]] = {}
         self.topics: dict[str, dict[str, Any]] = {}
-        # Each group's explicit configs (raftlog.group_config). A dump written before group
+        # Each group's explicit configs (raftlog.config.group_config). A dump written before group
         # configs existed lacks the key; loading it leaves this empty.
         self.group_configs: dict[str, dict[str, str]] = {}
         # Share group -> how often it was deleted (DeleteGroups): partition states written

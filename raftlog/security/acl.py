@@ -16,8 +16,8 @@ from enum import IntEnum
 from typing import Any, NamedTuple
 
 from raftlog.common.errors import ErrorCode
-from raftlog.config import ConfigError
-from raftlog.limits import MAX_RECORDS_PER_USER_OP
+from raftlog.config.limits import MAX_RECORDS_PER_USER_OP
+from raftlog.config.node_config import ConfigError
 
 log = logging.getLogger(__name__)
 

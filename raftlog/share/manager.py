@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from raftlog import group_config as gc
 from raftlog.broker import Partition
 from raftlog.common.clock import LOOP_CLOCK, Clock, Timer
 from raftlog.common.errors import ErrorCode, KafkaError
+from raftlog.config import group_config as gc
 from raftlog.share.partition_state import (
     AckBatch,
     AcquiredRange,
@@ -84,7 +84,7 @@ class ShareManager:
         incarnation: Callable[[str], int] = lambda _group: 0,
     ) -> None:
         """group_config(group id) -> every group setting's effective value
-        (raftlog.group_config.values); is_member(group id, member id) -> NONE if the group's
+        (raftlog.config.group_config.values); is_member(group id, member id) -> NONE if the group's
         coordinator knows the member, else the error that refuses it a share session
         (members.ShareMembers.check); incarnation(group id) -> how often it was deleted
         (the controller's count): a state of an older incarnation is not taken up."""

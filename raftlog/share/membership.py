@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from raftlog.common.clock import LOOP_CLOCK, Clock, Timer
 from raftlog.common.errors import ErrorCode
-from raftlog.internal_topics import is_internal
+from raftlog.config.internal_topics import is_internal
 from raftlog.share.assignor import assign
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from raftlog.config import NodeConfig
+from raftlog.config.node_config import NodeConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -28,7 +28,7 @@ from support import segments as S
 from support import wire as W
 
 from analytics.collect import collect_admin, collect_local
-from raftlog.config import NodeConfig
+from raftlog.config.node_config import NodeConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

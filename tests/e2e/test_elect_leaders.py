@@ -14,7 +14,7 @@ from kafka.admin import KafkaAdminClient
 from support import wire as W
 from support.cluster import wait_for
 
-from raftlog.config import NodeConfig
+from raftlog.config.node_config import NodeConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

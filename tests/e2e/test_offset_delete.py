@@ -16,7 +16,7 @@ from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoEr
 from support import groups as G
 from support.cluster import wait_for
 
-from raftlog.config import NodeConfig
+from raftlog.config.node_config import NodeConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

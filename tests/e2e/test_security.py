@@ -30,7 +30,7 @@ from support import wire as W
 from support.authz import join_outcome, produce_error, wait_produce
 from support.cluster import Cluster, wait_for
 
-from raftlog.config import NodeConfig
+from raftlog.config.node_config import NodeConfig
 from raftlog_app.dev_certs import Authority, Issued
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]

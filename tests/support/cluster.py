@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raftlog.config import toml_value
+from raftlog.config.node_config import toml_value
 
 T = TypeVar("T")
 

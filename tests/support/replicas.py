@@ -13,9 +13,9 @@ from typing import TypeVar
 from kafka.record.memory_records import MemoryRecords
 
 from epoch.history import HistoryJournal
-from raftlog import topic_config
 from raftlog.broker import ProduceResult
-from raftlog.config import BROKER_DEFAULTS, TOPIC_SYNONYMS
+from raftlog.config import topic_config
+from raftlog.config.node_config import BROKER_DEFAULTS, TOPIC_SYNONYMS
 from raftlog.partition import NodeContext, Partition
 from raftlog.raft.driver import TICK_SECONDS, Driver
 from raftlog.raft.durability import Durability

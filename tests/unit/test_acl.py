@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftlog.common.errors import ErrorCode
-from raftlog.config import BROKER_DEFAULTS, ConfigError
+from raftlog.config.node_config import BROKER_DEFAULTS, ConfigError
 from raftlog.security import acl as acl_module
 from raftlog.security.acl import (
     CACHE_ENTRIES,

@@ -1,4 +1,4 @@
-"""Node config files (raftlog/config.py): every mistake is one ConfigError naming it, never a
+"""Node config files (raftlog/config/node_config.py): every mistake is one ConfigError naming it, never a
 traceback, and a config that would start a node serving nothing is refused."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from raftlog.common.http_listener import HttpLimits
-from raftlog.config import ConfigError, NodeConfig
+from raftlog.config.node_config import ConfigError, NodeConfig
 
 GOOD = """
 node_id = 1

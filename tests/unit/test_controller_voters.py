@@ -27,7 +27,7 @@ from support.wire import make_batch
 
 import raftlog.controller.syncobj_fork as core
 from raftlog import controller_quorum
-from raftlog.config import ConfigError, NodeConfig
+from raftlog.config.node_config import ConfigError, NodeConfig
 from raftlog.controller import Controller, compat, voters
 from raftlog.controller.journal import ControllerJournal
 from raftlog.controller.ticker import Ticker

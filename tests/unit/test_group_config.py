@@ -8,9 +8,8 @@ import pytest
 import raftlog.controller as controller_module
 from raftlog.broker_facade import BrokerFacade
 from raftlog.common.errors import ErrorCode
-from raftlog.config_def import BOOLEAN, INT, MAX_VALUE_LENGTH, STRING
-from raftlog.controller import ControllerUnavailable
-from raftlog.group_config import (
+from raftlog.config.config_def import BOOLEAN, INT, MAX_VALUE_LENGTH, STRING
+from raftlog.config.group_config import (
     BY_DURATION,
     DYNAMIC_GROUP,
     GROUP_SETTINGS,
@@ -24,7 +23,8 @@ from raftlog.group_config import (
     validate,
     values,
 )
-from raftlog.topic_config import DEFAULT
+from raftlog.config.topic_config import DEFAULT
+from raftlog.controller import ControllerUnavailable
 
 KAFKA_DEFAULTS = {
     "consumer.heartbeat.interval.ms": "5000",

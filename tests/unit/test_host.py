@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from raftlog.config import ConfigError, NodeConfig
+from raftlog.config.node_config import ConfigError, NodeConfig
 from raftlog_app import cluster, host
 from raftlog_app.host import Backoff
 

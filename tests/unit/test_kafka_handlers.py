@@ -34,7 +34,6 @@ from kafka_api.handlers import (
     produce,
     share_fetch,
 )
-from raftlog import group_config
 from raftlog.broker import (
     BrokerInfo,
     ConfigEntry,
@@ -47,6 +46,7 @@ from raftlog.broker import (
 )
 from raftlog.broker_api import Broker
 from raftlog.common.errors import ErrorCode, KafkaError
+from raftlog.config import group_config
 from raftlog.producer_state import AbortedTxn
 from raftlog.raft.mesh import Mesh
 from raftlog.security.acl import AclIndex, Authorizer

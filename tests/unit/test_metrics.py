@@ -19,10 +19,11 @@ from support.replicas import IDS, Replicas
 from support.wire import make_batch
 
 from kafka_api.codec import build, response_module
-from raftlog import group_config, metrics
+from raftlog import metrics
 from raftlog.common.counters import Histogram
 from raftlog.common.errors import ErrorCode
 from raftlog.common.http_listener import HttpStats
+from raftlog.config import group_config
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import LogRecord
 from raftlog.groups.results import CommitOffset

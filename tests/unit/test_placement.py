@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from raftlog.broker import BrokerInfo, TopicSpec
 from raftlog.common.errors import ErrorCode
-from raftlog.limits import ReplicaBudget
+from raftlog.config.limits import ReplicaBudget
 from raftlog.placement import broker_order, place
 from raftlog.topic_admin import TopicAdmin
 

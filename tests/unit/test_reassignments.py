@@ -30,9 +30,9 @@ from kafka_api.handlers import list_partition_reassignments as listing
 from raftlog.broker import BrokerInfo, TopicInfo
 from raftlog.cluster_view import ClusterView
 from raftlog.common.errors import ErrorCode
+from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.controller import moves
 from raftlog.leadership import Leadership, LeadershipDirectory
-from raftlog.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.node import bootstrap_voters
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.topic_admin import TopicAdmin

@@ -15,8 +15,8 @@ from support.raftnet import Clock
 from support.replicas import IDS, Replicas
 from support.wire import make_batch
 
-from raftlog import group_config as gc
 from raftlog.common.errors import ErrorCode
+from raftlog.config import group_config as gc
 from raftlog.partition import Partition
 from raftlog.share import manager
 from raftlog.share.manager import Fetched, ShareManager

@@ -14,8 +14,8 @@ import pytest
 from support.aio import until
 from support.clock import ManualClock, settle
 
-from raftlog import group_config
 from raftlog.common.errors import ErrorCode
+from raftlog.config import group_config
 from raftlog.raft.mesh import Mesh
 from raftlog.share import members as M
 from raftlog.share.manager import ShareManager

@@ -18,8 +18,8 @@ from support.raftnet import Clock
 import raftlog.controller.syncobj_fork as core
 from raftlog.broker import BrokerInfo, TopicSpec
 from raftlog.common.errors import ErrorCode
+from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.controller import ControllerMachine
-from raftlog.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.topic_admin import CREATE_BATCH_BYTES, TopicAdmin
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from raftlog import topic_config
-from raftlog.config_def import DOUBLE, LIST, LONG, MAX_VALUE_LENGTH, split_list
-from raftlog.topic_config import (
+from raftlog.config import topic_config
+from raftlog.config.config_def import DOUBLE, LIST, LONG, MAX_VALUE_LENGTH, split_list
+from raftlog.config.topic_config import (
     DEFAULT,
     DYNAMIC_TOPIC,
     STATIC_BROKER,

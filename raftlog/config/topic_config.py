@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from raftlog.broker import ConfigEntry
-from raftlog.config_def import (
+from raftlog.config.config_def import (
     BOOLEAN,
     DOUBLE,
     INT,

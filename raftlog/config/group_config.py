@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from raftlog.broker import ConfigEntry
-from raftlog.config_def import (
+from raftlog.config.config_def import (
     BOOLEAN,
     INT,
     STRING,
@@ -23,7 +23,7 @@ from raftlog.config_def import (
     length_error,
     parse_number,
 )
-from raftlog.topic_config import DEFAULT
+from raftlog.config.topic_config import DEFAULT
 
 # Kafka's ConfigSource GROUP_CONFIG (DescribeConfigsResponse.ConfigSource): a group's own value.
 DYNAMIC_GROUP = 8

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from raftlog.common.http_listener import HttpLimits
-from raftlog.config_def import (
+from raftlog.config.config_def import (
     BOOLEAN,
     INT,
     LIST,
@@ -128,7 +128,7 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "allow.everyone.if.no.acl.found": False,
     "log.format": "text",  # or "json": one object per line (raftlog_app/logs.py)
     # Share groups (Kafka 4's ShareGroupConfig and GroupCoordinatorConfig): each group's
-    # default, and the bounds of what a group's own config may set (raftlog/group_config.py).
+    # default, and the bounds of what a group's own config may set (raftlog/config/group_config.py).
     "group.share.record.lock.duration.ms": 30000,
     "group.share.min.record.lock.duration.ms": 15000,
     "group.share.max.record.lock.duration.ms": 60000,
@@ -145,7 +145,7 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "group.share.min.partition.max.record.locks": 100,
     "group.share.max.partition.max.record.locks": 4000,
 }
-# A share group setting (raftlog/group_config.py) -> the [broker] settings of its default,
+# A share group setting (raftlog/config/group_config.py) -> the [broker] settings of its default,
 # minimum and maximum.
 SHARE_GROUP_SETTINGS = {
     group: (f"group.{group}", f"group.share.min.{group[6:]}", f"group.share.max.{group[6:]}")
@@ -447,7 +447,7 @@ class NodeConfig:
         }
 
     def group_bounds(self) -> dict[str, tuple[int, int, int]]:
-        """Each share group setting's default and bounds (raftlog.group_config.Bounds), from
+        """Each share group setting's default and bounds (raftlog.config.group_config.Bounds), from
         this node's [broker]."""
         return {
             group: (
