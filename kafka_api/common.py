@@ -10,8 +10,8 @@ from datetime import timedelta
 from typing import TypeVar
 
 from epoch.fencing import check_leader_epoch
-from raftlog.broker import BrokerInfo, Partition, TopicInfo
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import BrokerInfo, Partition, TopicInfo
 from raftlog.common.errors import ErrorCode
 
 NO_THROTTLE = timedelta(0)

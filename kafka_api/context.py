@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
 from raftlog.security.principal import ANONYMOUS
 from raftlog.security.sasl import SaslSession
 

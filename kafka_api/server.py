@@ -41,7 +41,7 @@ from kafka_api.handlers import (
     sasl_handshake,
 )
 from kafka_api.request_memory import Refused, RequestMemory
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
 from raftlog.common.heap import collection_paused
 from raftlog.metrics import ApiStats, KafkaMetrics
 from raftlog.security.principal import ANONYMOUS

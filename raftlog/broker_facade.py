@@ -1,4 +1,4 @@
-"""The Broker the Kafka handlers are given (raftlog.broker_api.Broker): one object that answers
+"""The Broker the Kafka handlers are given (raftlog.api.broker.Broker): one object that answers
 for this node, reading the cluster through ClusterView, changing topics through TopicAdmin and
 group configs through GroupAdmin, and reaching local replicas and the group coordinator through
 the Node."""
@@ -11,7 +11,7 @@ from collections.abc import Collection
 from functools import partial
 from typing import TYPE_CHECKING
 
-from raftlog.broker import (
+from raftlog.api.values import (
     AclChange,
     BrokerInfo,
     ConfigEntry,

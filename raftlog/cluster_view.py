@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from raftlog.broker import BrokerInfo, LazyPartitions, PartitionInfo, TopicInfo
+from raftlog.api.values import BrokerInfo, LazyPartitions, PartitionInfo, TopicInfo
 from raftlog.controller.moves import adding_replicas, moves_of, removing_replicas
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from raftlog.broker import TopicResult
+from raftlog.api.values import TopicResult
 from raftlog.common.errors import ErrorCode
 from raftlog.config import group_config
 from raftlog.config.topic_config import altered

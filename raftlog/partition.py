@@ -20,7 +20,7 @@ from typing import TypeVar
 from epoch import history
 from epoch.cache import EpochCache
 from epoch.history import HistoryJournal
-from raftlog.broker import (
+from raftlog.api.values import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,

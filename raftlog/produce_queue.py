@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from raftlog.broker import ProduceResult
+from raftlog.api.values import ProduceResult
 from raftlog.common.counters import Histogram
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.producer_state import Verdict

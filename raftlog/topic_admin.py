@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
+from raftlog.api.values import PartitionInfo, TopicInfo, TopicResult, TopicSpec
 from raftlog.common.errors import ErrorCode
 from raftlog.config import topic_config
 from raftlog.config.limits import MAX_RECORDS_PER_USER_OP

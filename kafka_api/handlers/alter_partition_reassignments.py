@@ -21,7 +21,7 @@ from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, named_twice
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import sliced
-from raftlog.broker import PartitionInfo
+from raftlog.api.values import PartitionInfo
 from raftlog.common.errors import ErrorCode
 
 API_KEY = 45

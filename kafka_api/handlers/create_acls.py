@@ -14,7 +14,7 @@ from kafka_api.codec import Encoded, build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from kafka_api.handlers.acl_wire import binding, refusal, refused_alike, too_many, unread_refusal
-from raftlog.broker import AclChange
+from raftlog.api.values import AclChange
 from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclBinding, creation_error
 

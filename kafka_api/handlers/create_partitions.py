@@ -10,8 +10,8 @@ from kafka_api.authz import Op, Resource, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
-from raftlog.broker import TopicResult
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import TopicResult
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import excessive
 

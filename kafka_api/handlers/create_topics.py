@@ -11,8 +11,8 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis, topic_name_error
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, sliced
-from raftlog.broker import ConfigEntry, TopicInfo, TopicResult, TopicSpec
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import ConfigEntry, TopicInfo, TopicResult, TopicSpec
 from raftlog.common.errors import ErrorCode
 
 API_KEY = 19

@@ -21,7 +21,7 @@ from kafka_api.handlers.acl_wire import (
     too_many,
     unread_refusal,
 )
-from raftlog.broker import AclChange
+from raftlog.api.values import AclChange
 from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error
 

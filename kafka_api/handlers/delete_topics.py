@@ -13,7 +13,7 @@ from kafka_api.authz import CLUSTER, Op, Resource, authorize, authorized
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
-from raftlog.broker import TopicResult
+from raftlog.api.values import TopicResult
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import excessive
 

@@ -14,8 +14,8 @@ from kafka_api.authz import CLUSTER, DENIED_MESSAGES, Op, Resource, authorize
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, named_twice, topic_name_error
 from kafka_api.context import RequestContext
-from raftlog.broker import ConfigEntry
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import ConfigEntry
 from raftlog.common.errors import ErrorCode
 
 API_KEY = 32

@@ -9,7 +9,7 @@ from kafka_api.authz import Op, authorize_cluster
 from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
-from raftlog.broker import LogDirInfo
+from raftlog.api.values import LogDirInfo
 from raftlog.common.errors import ErrorCode
 
 API_KEY = 35

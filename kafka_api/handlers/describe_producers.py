@@ -23,7 +23,7 @@ from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, named_twice, topic_name_error
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import sliced
-from raftlog.broker import ActiveProducer
+from raftlog.api.values import ActiveProducer
 from raftlog.common.errors import ErrorCode, KafkaError
 
 API_KEY = 61

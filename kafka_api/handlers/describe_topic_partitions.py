@@ -26,7 +26,7 @@ from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.common import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, topic_name_error
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
-from raftlog.broker import PartitionInfo
+from raftlog.api.values import PartitionInfo
 from raftlog.common.errors import ErrorCode
 from raftlog.config.internal_topics import is_internal
 

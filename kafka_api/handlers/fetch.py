@@ -22,8 +22,8 @@ from kafka_api.common import (
 )
 from kafka_api.context import RequestContext
 from kafka_api.fetch_encoding import FETCH_API_KEY
-from raftlog.broker import Partition, TopicInfo
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import Partition, TopicInfo
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import records_in_batches
 

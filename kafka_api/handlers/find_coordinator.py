@@ -23,8 +23,8 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
-from raftlog.broker import Coordinator
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import Coordinator
 from raftlog.common.errors import ErrorCode
 
 API_KEY = 10

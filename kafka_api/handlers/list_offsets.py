@@ -23,8 +23,8 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, by_topic, off_loop
-from raftlog.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TimestampOffset, TopicInfo
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TimestampOffset, TopicInfo
 from raftlog.common.errors import ErrorCode, KafkaError
 
 API_KEY = 2

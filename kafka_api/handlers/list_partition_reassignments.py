@@ -14,7 +14,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, sliced
-from raftlog.broker import PartitionInfo
+from raftlog.api.values import PartitionInfo
 from raftlog.common.errors import ErrorCode
 
 API_KEY = 46

@@ -28,7 +28,7 @@ from kafka_api.common import (
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import sliced
 from kafka_api.errors import CloseConnection
-from raftlog.broker import TopicInfo, TopicSpec
+from raftlog.api.values import TopicInfo, TopicSpec
 from raftlog.common.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 

@@ -14,8 +14,8 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, leader_partition
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, by_topic
-from raftlog.broker import TopicInfo
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import TopicInfo
 from raftlog.common.errors import ErrorCode, KafkaError
 
 API_KEY = 23

@@ -24,8 +24,8 @@ from kafka_api.common import (
 )
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
-from raftlog.broker import ProduceResult, TopicInfo
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import ProduceResult, TopicInfo
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage.batch import HEADER_SIZE, parse_header
 

@@ -17,8 +17,8 @@ from epoch import NO_EPOCH
 from kafka_api.authz import Op, Resource, authorize
 from kafka_api.common import current_leader, leader_partition
 from kafka_api.context import RequestContext
-from raftlog.broker import Partition, TopicInfo
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import Partition, TopicInfo
 from raftlog.common.errors import ErrorCode
 from raftlog.config.internal_topics import is_internal
 from raftlog.share.partition_state import AckBatch, AckType

@@ -26,8 +26,8 @@ from kafka_api.handlers.share_ack import (
     settle_acks,
     targets,
 )
-from raftlog.broker import Partition
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import Partition
 from raftlog.common.errors import ErrorCode
 from raftlog.share.manager import Fetched
 from raftlog.share.sessions import INITIAL_EPOCH, Key

@@ -48,7 +48,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import duplicates
 from kafka_api.context import RequestContext
 from kafka_api.entry_work import answer, off_loop, sliced
-from raftlog.broker import Partition
+from raftlog.api.values import Partition
 from raftlog.common.errors import ErrorCode
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 

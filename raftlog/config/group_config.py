@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from raftlog.broker import ConfigEntry
+from raftlog.api.values import ConfigEntry
 from raftlog.config.config_def import (
     BOOLEAN,
     INT,

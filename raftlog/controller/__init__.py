@@ -19,7 +19,7 @@ from typing import Any
 
 from pysyncobj.config import FAIL_REASON
 
-from raftlog.broker import AclChange
+from raftlog.api.values import AclChange
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import MAX_CONFIGURED_GROUPS, MAX_RECORDS_PER_USER_OP
 from raftlog.controller import compat, moves, voters

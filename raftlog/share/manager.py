@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from raftlog.broker import Partition
+from raftlog.api.values import Partition
 from raftlog.common.clock import LOOP_CLOCK, Clock, Timer
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.config import group_config as gc

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, Protocol
 
-from raftlog.broker import ProduceResult
+from raftlog.api.values import ProduceResult
 from raftlog.common.clock import LOOP_CLOCK, Clock
 from raftlog.common.errors import ErrorCode
 from raftlog.common.mesh_calls import MeshCalls

@@ -1,4 +1,4 @@
-"""A base for test fakes of raftlog.broker.Broker: every member the Protocol has, each
+"""A base for test fakes of raftlog.api.values.Broker: every member the Protocol has, each
 refusing to be used, so a fake overrides only what its tests need and still is a whole
 Broker. mypy checks this class against the Protocol, and each fake's overrides against this
 class (the fakes' modules are in [tool.mypy] files; tests/unit/test_types.py runs it)."""
@@ -9,7 +9,8 @@ import uuid
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from raftlog.broker import (
+from raftlog.api.broker import Broker
+from raftlog.api.values import (
     AclChange,
     BrokerInfo,
     ConfigEntry,
@@ -20,7 +21,6 @@ from raftlog.broker import (
     TopicResult,
     TopicSpec,
 )
-from raftlog.broker_api import Broker
 from raftlog.common.errors import ErrorCode
 from raftlog.controller_quorum import QuorumState
 from raftlog.txn.coordinator import Held, TxnCoordinator

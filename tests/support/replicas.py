@@ -13,7 +13,7 @@ from typing import TypeVar
 from kafka.record.memory_records import MemoryRecords
 
 from epoch.history import HistoryJournal
-from raftlog.broker import ProduceResult
+from raftlog.api.values import ProduceResult
 from raftlog.config import topic_config
 from raftlog.config.node_config import BROKER_DEFAULTS, TOPIC_SYNONYMS
 from raftlog.partition import NodeContext, Partition

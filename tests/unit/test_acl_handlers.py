@@ -17,8 +17,8 @@ from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, create_acls, delete_acls, describe_acls
-from raftlog.broker import AclChange
-from raftlog.broker_api import Broker
+from raftlog.api.broker import Broker
+from raftlog.api.values import AclChange
 from raftlog.common.errors import ErrorCode
 from raftlog.security import acl as acl_module
 from raftlog.security.acl import (

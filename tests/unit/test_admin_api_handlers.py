@@ -18,7 +18,7 @@ from support.broker_stub import BrokerStub
 from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.handlers import elect_leaders, offset_delete
-from raftlog.broker import PartitionInfo, TopicInfo
+from raftlog.api.values import PartitionInfo, TopicInfo
 from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclIndex, Authorizer
 

@@ -35,7 +35,7 @@ from kafka_api.handlers import (
     offset_fetch,
     share_group_describe,
 )
-from raftlog.broker import PartitionInfo, TopicInfo, TopicResult, TopicSpec
+from raftlog.api.values import PartitionInfo, TopicInfo, TopicResult, TopicSpec
 from raftlog.broker_facade import BrokerFacade
 from raftlog.common.errors import ErrorCode as E
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator

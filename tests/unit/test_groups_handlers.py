@@ -31,7 +31,7 @@ from kafka_api.handlers import (
     share_group_heartbeat,
     sync_group,
 )
-from raftlog.broker import Coordinator, PartitionInfo, TopicInfo
+from raftlog.api.values import Coordinator, PartitionInfo, TopicInfo
 from raftlog.common.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset

@@ -34,7 +34,8 @@ from kafka_api.handlers import (
     produce,
     share_fetch,
 )
-from raftlog.broker import (
+from raftlog.api.broker import Broker
+from raftlog.api.values import (
     BrokerInfo,
     ConfigEntry,
     Partition,
@@ -44,7 +45,6 @@ from raftlog.broker import (
     TopicInfo,
     TopicResult,
 )
-from raftlog.broker_api import Broker
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.config import group_config
 from raftlog.producer_state import AbortedTxn

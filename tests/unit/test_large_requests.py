@@ -46,7 +46,7 @@ from kafka_api.handlers import (
     txn_offset_commit,
     write_txn_markers,
 )
-from raftlog.broker import BrokerInfo, LogDirInfo, TopicInfo
+from raftlog.api.values import BrokerInfo, LogDirInfo, TopicInfo
 from raftlog.common.errors import ErrorCode as E
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.txn.coordinator import TxnCoordinator, TxnSettings

@@ -13,7 +13,7 @@ from support.raftnet import Clock, message_types
 from support.replicas import IDS, PID, Replicas, values
 from support.wire import make_batch
 
-from raftlog.broker import ProduceResult
+from raftlog.api.values import ProduceResult
 from raftlog.common.errors import ErrorCode
 from raftlog.raft.driver import TICK_SECONDS
 

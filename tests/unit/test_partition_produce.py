@@ -18,7 +18,7 @@ from support.replicas import IDS, Replicas, values
 from support.wire import make_batch
 
 import raftlog.produce_queue as produce_queue
-from raftlog.broker import ProduceResult
+from raftlog.api.values import ProduceResult
 from raftlog.common.errors import ErrorCode
 from raftlog.partition import Partition
 from raftlog.raft.journal import DATA_PREFIX

@@ -13,7 +13,7 @@ from support.raftnet import Clock
 from support.replicas import IDS, Replicas
 from support.wire import make_batch
 
-from raftlog.broker import LATEST_TIMESTAMP
+from raftlog.api.values import LATEST_TIMESTAMP
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.partition import Partition
 from raftlog.producer_state import AbortedTxn, ActiveProducer

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftlog.broker import BrokerInfo, TopicSpec
+from raftlog.api.values import BrokerInfo, TopicSpec
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import ReplicaBudget
 from raftlog.placement import broker_order, place

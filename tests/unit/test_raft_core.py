@@ -23,7 +23,7 @@ from support.wire import make_batch
 
 import raftlog.controller as controller_module
 import raftlog.controller.syncobj_fork as core
-from raftlog.broker import AclChange
+from raftlog.api.values import AclChange
 from raftlog.common.errors import ErrorCode
 from raftlog.controller import compat
 from raftlog.controller.journal import ControllerJournal

@@ -27,7 +27,7 @@ from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.handlers import alter_partition_reassignments as alter
 from kafka_api.handlers import list_partition_reassignments as listing
-from raftlog.broker import BrokerInfo, TopicInfo
+from raftlog.api.values import BrokerInfo, TopicInfo
 from raftlog.cluster_view import ClusterView
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget

@@ -34,7 +34,7 @@ from support.wire import make_batch
 from kafka_api.codec import build
 from kafka_api.context import ConnectionScope, RequestContext
 from kafka_api.handlers import share_acknowledge, share_fetch
-from raftlog.broker import BrokerInfo, Partition, PartitionInfo, TopicInfo
+from raftlog.api.values import BrokerInfo, Partition, PartitionInfo, TopicInfo
 from raftlog.common.errors import ErrorCode
 from raftlog.config import group_config as gc
 from raftlog.share.manager import ShareManager

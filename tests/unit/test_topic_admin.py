@@ -16,7 +16,7 @@ from support.controller_machine import OneNodeController as MachineController
 from support.raftnet import Clock
 
 import raftlog.controller.syncobj_fork as core
-from raftlog.broker import BrokerInfo, TopicSpec
+from raftlog.api.values import BrokerInfo, TopicSpec
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.controller import ControllerMachine

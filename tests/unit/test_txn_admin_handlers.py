@@ -27,7 +27,7 @@ from kafka_api.handlers import (
     list_transactions,
     write_txn_markers,
 )
-from raftlog.broker import PartitionInfo, ProduceResult, TopicInfo
+from raftlog.api.values import PartitionInfo, ProduceResult, TopicInfo
 from raftlog.common.errors import ErrorCode as E
 from raftlog.common.errors import KafkaError
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC

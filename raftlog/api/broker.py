@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Collection
 from typing import Protocol
 
-from raftlog.broker import (
+from raftlog.api.values import (
     AclChange,
     BrokerInfo,
     ConfigEntry,

@@ -1,6 +1,6 @@
 """What the Kafka handlers and the node exchange: topic, partition, config and produce
 results as plain values, and a partition as the handlers see it (`Partition`). The facade
-itself is raftlog/broker_api.py's `Broker`."""
+itself is raftlog/api/broker.py's `Broker`."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The contract between the Kafka handlers (kafka_api) and the node: the Broker facade they call (broker) and the plain values it takes and gives (values). Handlers never reach past it into Raft or storage."""
