@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from raftlog.cluster_view import ClusterView
     from raftlog.metrics import NodeMetrics
     from raftlog.node import Node
-    from raftlog.partition import Partition
+    from raftlog.partition.partition import Partition
 
 
 def _epoch_state(node_id: int, partition: Partition) -> dict:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from raftlog.groups.coordinator import GroupCoordinator
     from raftlog.node import Node
-    from raftlog.partition import Partition
+    from raftlog.partition.partition import Partition
     from raftlog.share.manager import ShareManager
     from raftlog.txn.coordinator import TxnCoordinator
 

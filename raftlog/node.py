@@ -17,7 +17,6 @@ from typing import Any
 
 from epoch import history
 from epoch.history import HistoryJournal
-from raftlog import replica_dir
 from raftlog.common.clock import LOOP_CLOCK
 from raftlog.common.errors import ErrorCode
 from raftlog.common.heap import HeapFreezer
@@ -33,8 +32,9 @@ from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.leadership import LeadershipDirectory
 from raftlog.loop_stall import LoopStallMonitor
-from raftlog.offsets_partition import OffsetsPartition
-from raftlog.partition import NodeContext, Partition
+from raftlog.partition import replica_dir
+from raftlog.partition.offsets_partition import OffsetsPartition
+from raftlog.partition.partition import NodeContext, Partition
 from raftlog.preferred_leaders import PreferredLeaders
 from raftlog.producer_ids import ProducerIds
 from raftlog.raft.driver import Driver

@@ -17,7 +17,7 @@ from raftlog.common.errors import ErrorCode
 from raftlog.common.mesh_calls import MeshCalls
 
 if TYPE_CHECKING:
-    from raftlog.partition import Partition
+    from raftlog.partition.partition import Partition
 
 E = ErrorCode
 CALL = "elect-preferred"  # [topic, partition, preferred replica, timeout ms] -> error code

@@ -1,7 +1,7 @@
 """DeleteRecords (21): moves partitions' log start offsets (KIP-107), as Kafka's
 KafkaApis.handleDeleteRecordsRequest and ReplicaManager.deleteRecords answer it: DELETE on each
 topic, then the partition must exist, internal topics are refused (INVALID_TOPIC_EXCEPTION),
-and only the leader moves the start, through its Raft log (raftlog.partition.delete_records).
+and only the leader moves the start, through its Raft log (raftlog.partition.partition.delete_records).
 A partition named twice is one deletion, as in Kafka's map of them: the last offset wins.
 Topics are judged on the loop a slice at a time (kafka_api/entry_work.py); a request of more
 than a thousand partitions is gathered and answered in a thread."""

@@ -231,7 +231,7 @@ class Partition(Protocol):
 
     def active_producers(self) -> Sequence[ActiveProducer]:
         """The producers this replica's producer state knows, those with a transaction open
-        first; bounded (raftlog.producer_state.MAX_PRODUCERS). Read-only."""
+        first; bounded (raftlog.partition.producer_state.MAX_PRODUCERS). Read-only."""
 
     @property
     def log_start_offset(self) -> int: ...

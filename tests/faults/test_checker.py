@@ -459,7 +459,7 @@ def test_an_error_a_traceback_or_an_unlisted_warning_in_a_node_log_is_an_anomaly
         node_line("ERROR", "raftlog.raft.driver", ready_failed, "2026-12-06 05:00:01,250"),
         node_line("ERROR", "asyncio", "Task exception was never retrieved\\nfuture: <Task>"),
         node_line("INFO", "raftlog.x", "went on\\nTraceback (most recent call last):\\n  ..."),
-        node_line("WARNING", "raftlog.partition", "t-0: reopened from its files"),
+        node_line("WARNING", "raftlog.partition.partition", "t-0: reopened from its files"),
         "Traceback (most recent call last):\n",
         '  File "raftlog_app/process.py", line 9, in main\n',
         "    run()\n",
@@ -471,7 +471,7 @@ def test_an_error_a_traceback_or_an_unlisted_warning_in_a_node_log_is_an_anomaly
         ("node_error", "node 3 raftlog.raft.driver: raft group abc/2: ready failed"),
         ("node_error", "node 3 asyncio: Task exception was never retrieved"),
         ("node_traceback", "node 3 raftlog.x: went on"),
-        ("node_warning", "node 3 raftlog.partition: t-0: reopened from its files"),
+        ("node_warning", "node 3 raftlog.partition.partition: t-0: reopened from its files"),
         ("node_traceback", "node 3: MemoryError"),
     ]
     assert [(a.kind, a.message) for a in found] == expected

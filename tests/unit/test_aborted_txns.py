@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raftlog import aborted_txns
-from raftlog.aborted_txns import AbortedTxn, AbortedTxns
-from raftlog.producer_state import ProducerState
+from raftlog.partition import aborted_txns
+from raftlog.partition.aborted_txns import AbortedTxn, AbortedTxns
+from raftlog.partition.producer_state import ProducerState
 from raftlog.storage.batch import BatchHeader
 from raftlog.storage.control import Marker
 

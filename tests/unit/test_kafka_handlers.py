@@ -47,7 +47,7 @@ from raftlog.api.values import (
 )
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.config import group_config
-from raftlog.producer_state import AbortedTxn
+from raftlog.partition.producer_state import AbortedTxn
 from raftlog.raft.mesh import Mesh
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.security.acl import AclOperation as Op

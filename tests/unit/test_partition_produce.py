@@ -17,10 +17,10 @@ from support.raftnet import Clock
 from support.replicas import IDS, Replicas, values
 from support.wire import make_batch
 
-import raftlog.produce_queue as produce_queue
+import raftlog.partition.produce_queue as produce_queue
 from raftlog.api.values import ProduceResult
 from raftlog.common.errors import ErrorCode
-from raftlog.partition import Partition
+from raftlog.partition.partition import Partition
 from raftlog.raft.journal import DATA_PREFIX
 from raftlog.storage.batch import parse_header
 

@@ -15,8 +15,8 @@ from support.wire import make_batch
 
 from raftlog.api.values import LATEST_TIMESTAMP
 from raftlog.common.errors import ErrorCode, KafkaError
-from raftlog.partition import Partition
-from raftlog.producer_state import AbortedTxn, ActiveProducer
+from raftlog.partition.partition import Partition
+from raftlog.partition.producer_state import AbortedTxn, ActiveProducer
 from raftlog.storage.batch import iter_batches
 
 PID = 7

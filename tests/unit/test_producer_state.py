@@ -4,7 +4,7 @@ transactions open on a partition: its last stable offset and its aborted transac
 import msgpack
 
 from raftlog.common.errors import ErrorCode
-from raftlog.producer_state import (
+from raftlog.partition.producer_state import (
     BATCHES_KEPT,
     MAX_PRODUCERS,
     SEQUENCE_WRAP,

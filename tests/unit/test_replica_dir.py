@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raftlog import replica_dir
+from raftlog.partition import replica_dir
 
 
 def _replica(root: Path, name: str, topic_id: str) -> Path:

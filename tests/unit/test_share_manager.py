@@ -17,7 +17,7 @@ from support.wire import make_batch
 
 from raftlog.common.errors import ErrorCode
 from raftlog.config import group_config as gc
-from raftlog.partition import Partition
+from raftlog.partition.partition import Partition
 from raftlog.share import manager
 from raftlog.share.manager import Fetched, ShareManager
 from raftlog.share.partition_state import AckBatch, AckType, RecordState

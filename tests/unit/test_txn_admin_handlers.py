@@ -31,7 +31,7 @@ from raftlog.api.values import PartitionInfo, ProduceResult, TopicInfo
 from raftlog.common.errors import ErrorCode as E
 from raftlog.common.errors import KafkaError
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
-from raftlog.producer_state import ActiveProducer
+from raftlog.partition.producer_state import ActiveProducer
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.security.acl import AclOperation as Op
 from raftlog.security.acl import PatternType as Pat

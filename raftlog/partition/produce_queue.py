@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from raftlog.api.values import ProduceResult
 from raftlog.common.counters import Histogram
 from raftlog.common.errors import ErrorCode, KafkaError
-from raftlog.producer_state import Verdict
+from raftlog.partition.producer_state import Verdict
 from raftlog.raft.journal import DATA_PREFIX
 from raftlog.raft.replica import CoreGroup, Outcome
 

@@ -10,7 +10,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.groups.offsets_log import LogRecord
-from raftlog.partition import Partition
+from raftlog.partition.partition import Partition
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.control import read_marker
 

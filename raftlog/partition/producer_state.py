@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 import msgpack
 
-from raftlog.aborted_txns import AbortedTxn, AbortedTxns
 from raftlog.common.errors import ErrorCode
+from raftlog.partition.aborted_txns import AbortedTxn, AbortedTxns
 from raftlog.storage.batch import BatchHeader
 from raftlog.storage.control import Marker
 

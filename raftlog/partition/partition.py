@@ -37,8 +37,8 @@ from raftlog.config.topic_config import (
     compression,
     timestamp_bounds,
 )
-from raftlog.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
-from raftlog.producer_state import AbortedTxn, ActiveProducer, ProducerState
+from raftlog.partition.produce_queue import ProduceQueue, ProduceRequest, Proposal, answer_within
+from raftlog.partition.producer_state import AbortedTxn, ActiveProducer, ProducerState
 from raftlog.raft import membership
 from raftlog.raft.driver import Driver
 from raftlog.raft.install import Installer, Installs

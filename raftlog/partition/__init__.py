@@ -1,0 +1,1 @@
+"""A partition replica and its produce path: the replica itself (partition), the produce queue requests wait in, producers' sequences and open transactions (producer_state, aborted_txns), a coordinator's own partition (offsets_partition), and the replica's directory (replica_dir)."""
