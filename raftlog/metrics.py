@@ -448,7 +448,7 @@ class NodeCollector:
         return not set(self._node.expected_in_sync(p)) <= set(self._node.in_sync_replicas(p))
 
     def _moves(self) -> Family:
-        """What each move this node leads has still to copy (raftlog/reassignment.py)."""
+        """What each move this node leads has still to copy (raftlog/cluster/reassignment.py)."""
         remaining = Family(
             GAUGE,
             "raftlog_reassignment_bytes_remaining",

@@ -17,6 +17,10 @@ from typing import Any
 
 from epoch import history
 from epoch.history import HistoryJournal
+from raftlog.cluster.controller_quorum import QuorumDescriber
+from raftlog.cluster.leadership import LeadershipDirectory
+from raftlog.cluster.preferred_leaders import PreferredLeaders
+from raftlog.cluster.reassignment import Reassigner
 from raftlog.common.clock import LOOP_CLOCK
 from raftlog.common.errors import ErrorCode
 from raftlog.common.heap import HeapFreezer
@@ -26,23 +30,19 @@ from raftlog.config import group_config, limits, topic_config
 from raftlog.config.node_config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable, moves, voters
 from raftlog.controller.ticker import Ticker
-from raftlog.controller_quorum import QuorumDescriber
 from raftlog.failure_streaks import FailureStreaks
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
-from raftlog.leadership import LeadershipDirectory
 from raftlog.loop_stall import LoopStallMonitor
 from raftlog.partition import replica_dir
 from raftlog.partition.offsets_partition import OffsetsPartition
 from raftlog.partition.partition import NodeContext, Partition
-from raftlog.preferred_leaders import PreferredLeaders
 from raftlog.producer_ids import ProducerIds
 from raftlog.raft.driver import Driver
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.install import Installs
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.timings import RaftTimings
-from raftlog.reassignment import Reassigner
 from raftlog.security.acl import authorizer_for
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import NO_GROUPS, ShareMembers
@@ -538,7 +538,9 @@ class Node:
                 to_open.append((key, spec))
             else:
                 partition = self.partitions[key]
-                partition.replicas = spec[1]  # a move changes the set (raftlog/reassignment.py)
+                partition.replicas = spec[
+                    1
+                ]  # a move changes the set (raftlog/cluster/reassignment.py)
                 settings = self._settings(spec[2])
                 if settings != partition.settings:
                     partition.apply_settings(settings)

@@ -1,5 +1,5 @@
 """Topic administration: creating topics and partitions, deleting topics, changing their
-configs. Placement (raftlog/placement.py: Kafka's, rack-aware) is checked against every
+configs. Placement (raftlog/cluster/placement.py: Kafka's, rack-aware) is checked against every
 node's replica budget before anything the size of the request is built; changes go through
 the controller group, and creation waits (up to LEADER_WAIT) for the new partitions to be
 led."""
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from raftlog.api.values import PartitionInfo, TopicInfo, TopicResult, TopicSpec
+from raftlog.cluster.placement import place
 from raftlog.common.errors import ErrorCode
 from raftlog.config import topic_config
 from raftlog.config.limits import MAX_RECORDS_PER_USER_OP
 from raftlog.controller import EXISTS, ControllerUnavailable, moves
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
-from raftlog.placement import place
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 
 if TYPE_CHECKING:

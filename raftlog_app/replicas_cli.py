@@ -1,5 +1,5 @@
 """Replicas moved by the operator (issue 44), through the same reassignments a Kafka tool sends
-(AlterPartitionReassignments, raftlog/reassignment.py), with progress on the terminal.
+(AlterPartitionReassignments, raftlog/cluster/reassignment.py), with progress on the terminal.
 
 `raftlog cluster decommission NODE`: every replica a live node holds moves to the other nodes,
 and a node that is a controller voter is replaced in the controller quorum by a node that

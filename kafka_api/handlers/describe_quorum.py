@@ -1,6 +1,6 @@
 """DescribeQuorum (55): kafka-metadata-quorum describe. raftlog's controller is a Raft group
 (pysyncobj), the counterpart of KRaft's `__cluster_metadata` quorum, and is described as one
-(raftlog/controller_quorum.py): its leader, term (the leader epoch), commit index (the high
+(raftlog/cluster/controller_quorum.py): its leader, term (the leader epoch), commit index (the high
 watermark) and each voter's and observer's log end offset (the nodes beyond the controller's
 voters observe, controller/voters.py). Timestamps of the last fetch
 and catch-up are not kept (-1), nor are voters' directory ids (zero) or their endpoints (v2's
@@ -21,8 +21,8 @@ from typing import Any
 from kafka_api.authz import DENIED_MESSAGES, Op, authorize_cluster
 from kafka_api.codec import build, encode_off_loop, response_module
 from kafka_api.context import RequestContext
+from raftlog.cluster.controller_quorum import QuorumState
 from raftlog.common.errors import ErrorCode
-from raftlog.controller_quorum import QuorumState
 
 API_KEY = 55
 MIN_VERSION = 0

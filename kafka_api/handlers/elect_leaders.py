@@ -1,7 +1,7 @@
 """ElectLeaders (43): kafka-leader-election and the admin clients' elect_leaders.
 
 PREFERRED (0) hands each partition's Raft leadership to its preferred replica, the first of
-its replicas as Metadata lists them (raftlog/preferred_leaders.py): ELECTION_NOT_NEEDED where
+its replicas as Metadata lists them (raftlog/cluster/preferred_leaders.py): ELECTION_NOT_NEEDED where
 it already leads, PREFERRED_LEADER_NOT_AVAILABLE where it is down or not in sync, and the
 answer once every election is done or the request's timeout ran out (REQUEST_TIMED_OUT for
 those still under way, as Kafka's purgatory answers).

@@ -18,8 +18,8 @@ from raftlog.api.values import (
     TopicResult,
     TopicSpec,
 )
+from raftlog.cluster.controller_quorum import QuorumState
 from raftlog.common.errors import ErrorCode
-from raftlog.controller_quorum import QuorumState
 from raftlog.groups.coordinator import GroupCoordinator
 from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
 from raftlog.security.users import UserAdmin

@@ -92,7 +92,7 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # Partition replicas one node may hold; -1: what its file descriptors allow (limits.py).
     "max.partition.replicas.per.node": -1,
     # Bytes per second a partition's leader sends each replica a reassignment adds while it
-    # catches up (raftlog/reassignment.py); Kafka's name, applied to every moving replica
+    # catches up (raftlog/cluster/reassignment.py); Kafka's name, applied to every moving replica
     # (Kafka's default is unthrottled: its reassignment tool sets a throttle per move).
     "leader.replication.throttled.rate": 32 * 1024 * 1024,
     # raftlog's: the voters of the controller quorum (1, 3 or 5; KRaft's controller.quorum

@@ -21,8 +21,8 @@ from raftlog.api.values import (
     TopicResult,
     TopicSpec,
 )
+from raftlog.cluster.controller_quorum import QuorumState
 from raftlog.common.errors import ErrorCode
-from raftlog.controller_quorum import QuorumState
 from raftlog.txn.coordinator import Held, TxnCoordinator
 
 if TYPE_CHECKING:

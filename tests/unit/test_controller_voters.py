@@ -26,7 +26,7 @@ from support.raftnet import Clock, Net, NetTransport, TickedCluster
 from support.wire import make_batch
 
 import raftlog.controller.syncobj_fork as core
-from raftlog import controller_quorum
+from raftlog.cluster import controller_quorum
 from raftlog.config.node_config import ConfigError, NodeConfig
 from raftlog.controller import Controller, compat, voters
 from raftlog.controller.journal import ControllerJournal

@@ -1,4 +1,4 @@
-"""Leaders tell the other nodes about their groups (raftlog/leadership.py), over real meshes."""
+"""Leaders tell the other nodes about their groups (raftlog/cluster/leadership.py), over real meshes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 from support.aio import until
 
-from raftlog.leadership import GOSSIP, LeadershipDirectory
+from raftlog.cluster.leadership import GOSSIP, LeadershipDirectory
 from raftlog.raft.mesh import Mesh
 
 

@@ -20,6 +20,7 @@ from support.wire import make_batch
 
 from kafka_api.codec import build, response_module
 from raftlog import metrics
+from raftlog.cluster.reassignment import Reassigner
 from raftlog.common.counters import Histogram
 from raftlog.common.errors import ErrorCode
 from raftlog.common.http_listener import HttpStats
@@ -42,7 +43,6 @@ from raftlog.metrics import (
     series_budget,
 )
 from raftlog.node import Node
-from raftlog.reassignment import Reassigner
 from raftlog.share.manager import ShareManager
 from raftlog.storage.batch import records_in_batches
 

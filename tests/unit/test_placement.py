@@ -1,4 +1,4 @@
-"""Replica placement (raftlog/placement.py): Kafka's assignment, rack-aware (KIP-36). Kafka's
+"""Replica placement (raftlog/cluster/placement.py): Kafka's assignment, rack-aware (KIP-36). Kafka's
 own worked examples give the exact lists; properties over any brokers, racks, start and
 shift give what the algorithm guarantees: distinct brokers always, as many distinct racks
 as there are (up to the replication factor), leaders even within one, and replicas exactly
@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftlog.api.values import BrokerInfo, TopicSpec
+from raftlog.cluster.placement import broker_order, place
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import ReplicaBudget
-from raftlog.placement import broker_order, place
 from raftlog.topic_admin import TopicAdmin
 
 

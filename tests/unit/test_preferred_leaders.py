@@ -1,4 +1,4 @@
-"""Preferred leader elections on the leader's node (raftlog/preferred_leaders.py), with a
+"""Preferred leader elections on the leader's node (raftlog/cluster/preferred_leaders.py), with a
 group that hands over when told and a clock the test moves: the answer comes when the
 preferred replica leads, a replica out of sync is refused after a short grace, a transfer the
 core dropped is started again, and one that never completes times out."""
@@ -10,9 +10,9 @@ from typing import Any
 
 from support.clock import ManualClock
 
+from raftlog.cluster.preferred_leaders import IN_SYNC_GRACE_SECONDS, PreferredLeaders
 from raftlog.common.errors import ErrorCode
 from raftlog.common.mesh_calls import MeshCalls
-from raftlog.preferred_leaders import IN_SYNC_GRACE_SECONDS, PreferredLeaders
 
 E = ErrorCode
 ME, PREFERRED = 2, 1

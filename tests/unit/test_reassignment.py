@@ -1,10 +1,10 @@
 """The mover's walk from a partition's Raft configuration to its target replicas
-(raftlog/reassignment.py): learners first, then the voters, never two steps at once."""
+(raftlog/cluster/reassignment.py): learners first, then the voters, never two steps at once."""
 
 from __future__ import annotations
 
+from raftlog.cluster.reassignment import next_step
 from raftlog.raft.membership import Membership
-from raftlog.reassignment import next_step
 
 
 def test_new_replicas_join_as_learners_before_any_voter_changes() -> None:

@@ -1,0 +1,1 @@
+"""The cluster as a whole: where new replicas go (placement), replicas that move (reassignment), preferred leader elections, who leads each partition (leadership), and the controller quorum as DescribeQuorum reports it (controller_quorum)."""
