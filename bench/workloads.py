@@ -818,7 +818,7 @@ def _scrape_ms(system: Raftlog, idle_pct: dict[str, float]) -> tuple[dict[str, f
     """Per node, the CPU milliseconds one GET /metrics costs it (the mean of SCRAPE_SAMPLES,
     less its idle CPU meanwhile), and the most series a node listed. Fresh listings only: the
     bench's scraper is paused, and a listing byte for byte the last one is a node giving its
-    last listing again (raftlog.metrics.SCRAPE_REUSE_FACTOR): it is asked again until it
+    last listing again (raftlog.node.metrics.SCRAPE_REUSE_FACTOR): it is asked again until it
     makes a new one. (Waiting a fixed time instead, the 3,000-partition figure, whose
     listings take seconds to make under load and are kept nine times that, measured 6 ms.)"""
     pids, urls = system.pids(), system.metrics_urls()

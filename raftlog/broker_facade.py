@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     import uuid
 
     from raftlog.groups.coordinator import GroupCoordinator
-    from raftlog.node import Node
+    from raftlog.node.node import Node
     from raftlog.partition.partition import Partition
     from raftlog.share.manager import ShareManager
     from raftlog.txn.coordinator import TxnCoordinator

@@ -13,7 +13,7 @@ from raftlog.api.values import BrokerInfo, LazyPartitions, PartitionInfo, TopicI
 from raftlog.controller.moves import adding_replicas, moves_of, removing_replicas
 
 if TYPE_CHECKING:
-    from raftlog.node import Node
+    from raftlog.node.node import Node
 
 
 class ClusterView:

@@ -13,7 +13,7 @@ from raftlog.config.topic_config import altered
 from raftlog.controller import ControllerUnavailable, group_configs_refusal
 
 if TYPE_CHECKING:
-    from raftlog.node import Node
+    from raftlog.node.node import Node
 
 
 class GroupAdmin:

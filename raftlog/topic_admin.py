@@ -25,7 +25,7 @@ from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 
 if TYPE_CHECKING:
     from raftlog.cluster_view import ClusterView
-    from raftlog.node import Node
+    from raftlog.node.node import Node
 
 LEADER_WAIT = 10.0
 # The least a leader wait looks again after a change, and how many times as long as a look

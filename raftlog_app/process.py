@@ -13,12 +13,12 @@ from consume_proxy.http import ProxyServer
 from consume_proxy.service import ConsumeProxy
 from kafka_api.request_memory import RequestMemory
 from kafka_api.server import KafkaServer
-from raftlog.admin import AdminServer
 from raftlog.broker_facade import BrokerFacade
 from raftlog.common.http_listener import HttpStats
 from raftlog.config.node_config import NodeConfig
-from raftlog.metrics import KafkaMetrics, NodeMetrics
-from raftlog.node import Node
+from raftlog.node.admin import AdminServer
+from raftlog.node.metrics import KafkaMetrics, NodeMetrics
+from raftlog.node.node import Node
 from raftlog.security.listeners import Listener
 
 log = logging.getLogger("raftlog.process")

@@ -1,5 +1,5 @@
 """What the hot paths count, in plain ints (an add per request, Raft entry or batch: no locks,
-no label lookups): the low half of the node's metrics. Kept apart from raftlog/metrics.py,
+no label lookups): the low half of the node's metrics. Kept apart from raftlog/node/metrics.py,
 whose collector walks the node at scrape time, so that the partition, its produce queue and
 the loop-stall monitor count without importing the node above them."""
 
@@ -13,7 +13,7 @@ from prometheus_client.utils import floatToGoString
 
 # Raft commit latency of produce entries: about a millisecond on loopback, tens under load.
 COMMIT_BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
-# Event-loop stalls (raftlog/loop_stall.py): under 50 ms is scheduling noise; an election
+# Event-loop stalls (raftlog/node/loop_stall.py): under 50 ms is scheduling noise; an election
 # timeout is 1-2 s.
 STALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 

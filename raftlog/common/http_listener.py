@@ -62,7 +62,7 @@ DEFAULT_LIMITS = HttpLimits()
 
 
 class HttpStats:
-    """What one listener counts, for the node's /metrics (raftlog/metrics.py)."""
+    """What one listener counts, for the node's /metrics (raftlog/node/metrics.py)."""
 
     def __init__(self) -> None:
         self.open = 0

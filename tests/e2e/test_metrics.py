@@ -23,7 +23,7 @@ from support import prometheus
 from support.cluster import wait_for
 
 from kafka_api.handlers import HANDLERS
-from raftlog.metrics import SERIES_PER_REPLICA, series_budget
+from raftlog.node.metrics import SERIES_PER_REPLICA, series_budget
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

@@ -455,7 +455,7 @@ def test_an_error_a_traceback_or_an_unlisted_warning_in_a_node_log_is_an_anomaly
         "size=330124) has no 79 bytes at 330124"
     )
     lines = [
-        node_line("INFO", "raftlog.node", "node 3: room for 1100 partition replicas"),
+        node_line("INFO", "raftlog.node.node", "node 3: room for 1100 partition replicas"),
         node_line("ERROR", "raftlog.raft.driver", ready_failed, "2026-12-06 05:00:01,250"),
         node_line("ERROR", "asyncio", "Task exception was never retrieved\\nfuture: <Task>"),
         node_line("INFO", "raftlog.x", "went on\\nTraceback (most recent call last):\\n  ..."),
@@ -464,7 +464,7 @@ def test_an_error_a_traceback_or_an_unlisted_warning_in_a_node_log_is_an_anomaly
         '  File "raftlog_app/process.py", line 9, in main\n',
         "    run()\n",
         "MemoryError\n",
-        node_line("INFO", "raftlog.node", "node 3: room for 1100 partition replicas"),
+        node_line("INFO", "raftlog.node.node", "node 3: room for 1100 partition replicas"),
     ]
     found = checker.check_node_log(3, lines, "console.log")
     expected = [
@@ -494,10 +494,10 @@ def test_the_runner_checks_every_nodes_log_and_a_traceback_cut_off_at_the_end(
     for node in (1, 2, 3):
         (tmp_path / f"node-{node}").mkdir()
         (tmp_path / f"node-{node}" / "console.log").write_text(
-            node_line("INFO", "raftlog.node", "started")
+            node_line("INFO", "raftlog.node.node", "started")
         )
     (tmp_path / "node-2" / "console.log").write_text(
-        node_line("INFO", "raftlog.node", "started") + "Traceback (most recent call last):\n"
+        node_line("INFO", "raftlog.node.node", "started") + "Traceback (most recent call last):\n"
     )
     found = check_node_logs(tmp_path)
     assert [(a.kind, a.details["node"]) for a in found] == [("node_traceback", 2)]

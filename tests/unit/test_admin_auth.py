@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from raftlog.admin import AdminServer
+from raftlog.node.admin import AdminServer
 from raftlog.security.tls import TlsSettings
 from raftlog_app.dev_certs import make_dev_certs
 

@@ -1,4 +1,4 @@
-"""Retention and compaction failures (raftlog/failure_streaks.py, the node's timer loops): a
+"""Retention and compaction failures (raftlog/node/failure_streaks.py, the node's timer loops): a
 partition failing at every pass is logged once when it starts failing, with its reason and no
 traceback, once when it recovers, with the count, and again only when it fails anew."""
 
@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from raftlog.failure_streaks import FailureStreaks
+from raftlog.node.failure_streaks import FailureStreaks
 
-log = logging.getLogger("raftlog.node")
+log = logging.getLogger("raftlog.node.node")
 A, B = ("t", 0), ("t", 1)
 
 
@@ -30,7 +30,7 @@ def fail(streaks: FailureStreaks, key: tuple[str, int]) -> None:
 def test_a_failing_partition_is_logged_once_per_state_change(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="raftlog.node")
+    caplog.set_level(logging.INFO, logger="raftlog.node.node")
     streaks = FailureStreaks(log, "retention")
     for _ in range(100):  # a pass every interval, failing each time
         fail(streaks, A)
@@ -51,7 +51,7 @@ def test_a_failing_partition_is_logged_once_per_state_change(
 
 
 def test_a_partition_dropped_while_failing_is_forgotten(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="raftlog.node")
+    caplog.set_level(logging.INFO, logger="raftlog.node.node")
     streaks = FailureStreaks(log, "compaction")
     fail(streaks, A)
     fail(streaks, B)

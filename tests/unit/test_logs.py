@@ -16,7 +16,9 @@ def record(message: str, *args: object, error: bool = False) -> logging.LogRecor
             raise ValueError("bad\nvalue")
         except ValueError:
             exc_info = sys.exc_info()
-    return logging.LogRecord("raftlog.node", logging.WARNING, __file__, 1, message, args, exc_info)
+    return logging.LogRecord(
+        "raftlog.node.node", logging.WARNING, __file__, 1, message, args, exc_info
+    )
 
 
 def test_a_json_line_carries_the_event_and_its_exception() -> None:
@@ -27,7 +29,7 @@ def test_a_json_line_carries_the_event_and_its_exception() -> None:
     event = json.loads(line)
     assert event["level"] == "WARNING"
     assert event["node"] == 3
-    assert event["logger"] == "raftlog.node"
+    assert event["logger"] == "raftlog.node.node"
     assert event["message"] == "partition t-0: lost\nleader"
     assert event["time"].endswith("+00:00") and "T" in event["time"]
     assert (
@@ -45,5 +47,5 @@ def test_a_json_line_without_an_exception_has_no_exception_field() -> None:
 def test_a_text_line_keeps_a_traceback_on_its_line() -> None:
     line = TextFormatter(2).format(record("stalled for %.2fs", 0.5, error=True))
     assert "\n" not in line
-    assert " WARNING [node 2] raftlog.node: stalled for 0.50s\\nTraceback" in line
+    assert " WARNING [node 2] raftlog.node.node: stalled for 0.50s\\nTraceback" in line
     assert line.endswith("ValueError: bad\\nvalue")

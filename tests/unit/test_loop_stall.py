@@ -1,4 +1,4 @@
-"""The event-loop stall detector (raftlog/loop_stall.py) on a manual clock: a held loop shows
+"""The event-loop stall detector (raftlog/node/loop_stall.py) on a manual clock: a held loop shows
 as a stall of about the time it was held, counted, kept as the longest and logged, at most a
 line per interval."""
 
@@ -9,7 +9,7 @@ import logging
 import pytest
 from support.clock import ManualClock
 
-from raftlog.loop_stall import LOG_INTERVAL_S, LoopStallMonitor
+from raftlog.node.loop_stall import LOG_INTERVAL_S, LoopStallMonitor
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def clock() -> ManualClock:
 async def test_a_held_loop_is_a_stall_of_that_long(
     clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="raftlog.loop_stall")
+    caplog.set_level(logging.WARNING, logger="raftlog.node.loop_stall")
     monitor = LoopStallMonitor(clock, clock.now)
     monitor.start()
     await clock.advance(5.0)

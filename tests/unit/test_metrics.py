@@ -1,4 +1,4 @@
-"""A node's metrics (raftlog/metrics.py): the plain-int counters where events happen, and
+"""A node's metrics (raftlog/node/metrics.py): the plain-int counters where events happen, and
 what a scrape of a node's registry shows, over real replicas (support/replicas.py: three
 Raft replicas of a partition on an in-process network) and a real group coordinator."""
 
@@ -19,7 +19,6 @@ from support.replicas import IDS, Replicas
 from support.wire import make_batch
 
 from kafka_api.codec import build, response_module
-from raftlog import metrics
 from raftlog.cluster.reassignment import Reassigner
 from raftlog.common.counters import Histogram
 from raftlog.common.errors import ErrorCode
@@ -28,8 +27,9 @@ from raftlog.config import group_config
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import LogRecord
 from raftlog.groups.results import CommitOffset
-from raftlog.loop_stall import LoopStallMonitor
-from raftlog.metrics import (
+from raftlog.node import metrics
+from raftlog.node.loop_stall import LoopStallMonitor
+from raftlog.node.metrics import (
     ERROR_CODES_PER_API,
     GROUP_FAILURE_SERIES,
     GROUP_LAG_SERIES,
@@ -42,7 +42,7 @@ from raftlog.metrics import (
     response_error,
     series_budget,
 )
-from raftlog.node import Node
+from raftlog.node.node import Node
 from raftlog.share.manager import ShareManager
 from raftlog.storage.batch import records_in_batches
 

@@ -33,7 +33,7 @@ from raftlog.cluster_view import ClusterView
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.controller import moves
-from raftlog.node import bootstrap_voters
+from raftlog.node.node import bootstrap_voters
 from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.topic_admin import TopicAdmin
 

@@ -107,7 +107,7 @@ class Rig:
         self.groups = ShareGroups(lambda _t: 1, self.clock)
         self.members: dict[str, ShareMembers] = {}
         self.managers: dict[str, ShareManager] = {}
-        for node in IDS:  # each node as raftlog/node.py wires it
+        for node in IDS:  # each node as raftlog/node/node.py wires it
             self.managers[node] = self._manager(node, coordinator)
             if node == coordinator:
                 self.groups.on_member_left.append(self.members[node].left)

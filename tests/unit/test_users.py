@@ -26,9 +26,9 @@ import raftlog.controller.syncobj_fork as core
 from kafka_api.codec import build
 from kafka_api.context import RequestContext
 from kafka_api.handlers import alter_user_scram_credentials, describe_user_scram_credentials
-from raftlog.admin import AdminServer
 from raftlog.common.errors import ErrorCode
 from raftlog.controller import compat
+from raftlog.node.admin import AdminServer
 from raftlog.security import scram
 from raftlog.security.scram import MAX_CHANGES_PER_REQUEST, MAX_USERS
 from raftlog.security.users import Removal, Upsertion, UserAdmin

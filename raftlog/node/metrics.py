@@ -37,7 +37,7 @@ from raftlog.share.partition_state import RecordState
 
 if TYPE_CHECKING:
     from raftlog.common.http_listener import HttpStats
-    from raftlog.node import Node
+    from raftlog.node.node import Node
     from raftlog.partition.partition import Partition
 
 # Request latency: from a request's decode to its encoded answer; Fetch long polls wait up to

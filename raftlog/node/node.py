@@ -30,14 +30,14 @@ from raftlog.config import group_config, limits, topic_config
 from raftlog.config.node_config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable, moves, voters
 from raftlog.controller.ticker import Ticker
-from raftlog.failure_streaks import FailureStreaks
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
-from raftlog.loop_stall import LoopStallMonitor
+from raftlog.node.failure_streaks import FailureStreaks
+from raftlog.node.loop_stall import LoopStallMonitor
+from raftlog.node.producer_ids import ProducerIds
 from raftlog.partition import replica_dir
 from raftlog.partition.offsets_partition import OffsetsPartition
 from raftlog.partition.partition import NodeContext, Partition
-from raftlog.producer_ids import ProducerIds
 from raftlog.raft.driver import Driver
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.install import Installs

@@ -1,7 +1,7 @@
 """The admin HTTP listener: node status for `raftlog cluster`, tests and operators.
 
 Reads are open (they are what `raftlog audit` and `raftlog epochs` collect, and Prometheus
-scrapes at /metrics: raftlog/metrics.py). Anything that
+scrapes at /metrics: raftlog/node/metrics.py). Anything that
 changes the node needs `Authorization: Bearer <admin_token>` from the node's config; a node
 without an admin_token refuses every change (a loop of unauthenticated transfers forced 54
 leader changes in 20 s)."""
@@ -24,8 +24,8 @@ from raftlog.security.users import UserAdmin
 
 if TYPE_CHECKING:
     from raftlog.cluster_view import ClusterView
-    from raftlog.metrics import NodeMetrics
-    from raftlog.node import Node
+    from raftlog.node.metrics import NodeMetrics
+    from raftlog.node.node import Node
     from raftlog.partition.partition import Partition
 
 

@@ -1,0 +1,1 @@
+"""One raftlog node and its services: the Node itself (node), its admin HTTP listener (admin) and Prometheus metrics (metrics), the loop-stall monitor, the producer ids it hands out, and the timed work's failure streaks."""
