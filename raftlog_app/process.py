@@ -13,7 +13,7 @@ from consume_proxy.http import ProxyServer
 from consume_proxy.service import ConsumeProxy
 from kafka_api.request_memory import RequestMemory
 from kafka_api.server import KafkaServer
-from raftlog.broker_facade import BrokerFacade
+from raftlog.broker.facade import BrokerFacade
 from raftlog.common.http_listener import HttpStats
 from raftlog.config.node_config import NodeConfig
 from raftlog.node.admin import AdminServer

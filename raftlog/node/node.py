@@ -83,7 +83,7 @@ def bootstrap_voters(topic: dict[str, Any], index: int) -> tuple[int, ...]:
 
 class Node:
     """The replicas this node holds and the work that keeps them. The Kafka handlers reach
-    it through raftlog.broker_facade.BrokerFacade."""
+    it through raftlog.broker.facade.BrokerFacade."""
 
     def __init__(
         self,

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 import raftlog.controller as controller_module
-from raftlog.broker_facade import BrokerFacade
+from raftlog.broker.facade import BrokerFacade
 from raftlog.common.errors import ErrorCode
 from raftlog.config.config_def import BOOLEAN, INT, MAX_VALUE_LENGTH, STRING
 from raftlog.config.group_config import (

@@ -36,7 +36,7 @@ from kafka_api.handlers import (
     share_group_describe,
 )
 from raftlog.api.values import PartitionInfo, TopicInfo, TopicResult, TopicSpec
-from raftlog.broker_facade import BrokerFacade
+from raftlog.broker.facade import BrokerFacade
 from raftlog.common.errors import ErrorCode as E
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC

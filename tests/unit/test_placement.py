@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftlog.api.values import BrokerInfo, TopicSpec
+from raftlog.broker.topic_admin import TopicAdmin
 from raftlog.cluster.placement import broker_order, place
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import ReplicaBudget
-from raftlog.topic_admin import TopicAdmin
 
 
 def placed(

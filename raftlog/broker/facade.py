@@ -22,19 +22,19 @@ from raftlog.api.values import (
     TopicResult,
     TopicSpec,
 )
+from raftlog.broker.cluster_view import ClusterView
+from raftlog.broker.group_admin import GroupAdmin
+from raftlog.broker.topic_admin import TopicAdmin
 from raftlog.cluster.controller_quorum import QuorumState
-from raftlog.cluster_view import ClusterView
 from raftlog.common.errors import ErrorCode
 from raftlog.config import group_config, topic_config
 from raftlog.config.config_def import INT, STRING
 from raftlog.config.node_config import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYNONYMS, broker_type
 from raftlog.controller import ControllerUnavailable
-from raftlog.group_admin import GroupAdmin
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
 from raftlog.security.listeners import Listener
 from raftlog.security.users import UserAdmin
-from raftlog.topic_admin import TopicAdmin
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 from raftlog.txn.coordinator import Held
 

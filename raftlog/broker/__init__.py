@@ -1,0 +1,1 @@
+"""The Broker the Kafka handlers are given, built over this node: the facade itself (facade), what the node can tell of the cluster (cluster_view), and topic and group config administration (topic_admin, group_admin)."""
