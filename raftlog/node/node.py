@@ -36,8 +36,9 @@ from raftlog.node.failure_streaks import FailureStreaks
 from raftlog.node.loop_stall import LoopStallMonitor
 from raftlog.node.producer_ids import ProducerIds
 from raftlog.partition import replica_dir
+from raftlog.partition.base import NodeContext
 from raftlog.partition.offsets_partition import OffsetsPartition
-from raftlog.partition.partition import NodeContext, Partition
+from raftlog.partition.partition import Partition
 from raftlog.raft.driver import Driver
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.install import Installs

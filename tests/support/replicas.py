@@ -16,7 +16,8 @@ from epoch.history import HistoryJournal
 from raftlog.api.values import ProduceResult
 from raftlog.config import topic_config
 from raftlog.config.node_config import BROKER_DEFAULTS, TOPIC_SYNONYMS
-from raftlog.partition.partition import NodeContext, Partition
+from raftlog.partition.base import NodeContext
+from raftlog.partition.partition import Partition
 from raftlog.raft.driver import TICK_SECONDS, Driver
 from raftlog.raft.durability import Durability
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
