@@ -53,7 +53,11 @@ def raftlog_argv() -> list[str]:
     script = Path(sys.executable).with_name("raftlog")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from raftlog_app.cli import main; sys.exit(main())"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from raftlog_app.entry import main; sys.exit(main())",
+    ]
 
 
 def wait_for(
