@@ -12,10 +12,7 @@ import itertools
 import logging
 import time
 import uuid
-from pathlib import Path
-from typing import Any
 
-from epoch import history
 from epoch.history import HistoryJournal
 from raftlog.cluster.controller_quorum import QuorumDescriber
 from raftlog.cluster.leadership import LeadershipDirectory
@@ -26,7 +23,7 @@ from raftlog.common.errors import ErrorCode
 from raftlog.common.heap import HeapFreezer
 from raftlog.common.memory_budget import MemoryBudget
 from raftlog.common.mesh_calls import MeshCalls
-from raftlog.config import group_config, limits, topic_config
+from raftlog.config import group_config, limits
 from raftlog.config.node_config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable, moves, voters
 from raftlog.controller.ticker import Ticker
@@ -35,9 +32,10 @@ from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.node.failure_streaks import FailureStreaks
 from raftlog.node.loop_stall import LoopStallMonitor
 from raftlog.node.producer_ids import ProducerIds
+from raftlog.node.replicas import LocalReplicas, ToOpen
+from raftlog.node.transactions import PRODUCER_HELD, VERIFY, TransactionCalls
 from raftlog.partition import replica_dir
 from raftlog.partition.base import NodeContext
-from raftlog.partition.offsets_partition import OffsetsPartition
 from raftlog.partition.partition import Partition
 from raftlog.raft.driver import Driver
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
@@ -48,43 +46,23 @@ from raftlog.security.acl import authorizer_for
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings
-from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
-from raftlog.txn.coordinator import Held, TxnCoordinator, TxnSettings
-from raftlog.txn.markers import Markers, MarkerWrite
+from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
+from raftlog.txn.markers import Markers
 
 log = logging.getLogger(__name__)
 
 GOSSIP_INTERVAL = 1.0
-SPREAD_VOTERS_EVERY = 2.0  # the controller leader's look at its voters' racks
-VERIFY = "txn-verify"  # [txn id, producer id, epoch, topic, partition] -> error code
-VERIFY_TIMEOUT_S = 5.0
-# [producer id, topic, partition, [__transaction_state partitions]] -> None (cannot say),
-# [] (no id of theirs uses the producer) or [epoch, running] (TxnCoordinator.producer_held)
-PRODUCER_HELD = "txn-producer"
-# Gossip rounds between two announcements of every led group. A (re)connected peer gets the
+SPREAD_VOTERS_EVERY = 2.0  # the controller leader's look at its voters' racks# Gossip rounds between two announcements of every led group. A (re)connected peer gets the
 # whole view at once and every change goes out as it happens; repeated each second, the
 # announcements and their decoding were a third of a node's idle CPU at 3,000 partitions.
 ANNOUNCE_EVERY = 10
-# Replicas opened in one event-loop turn (a few ms each): a thousand-partition topic opened in
-# one turn stalled the loop for 5 s, and the elections of every group with it (issue 12).
-OPEN_PER_TURN = 16
-
-PartitionSpec = tuple[str, tuple[int, ...], dict[str, str]]  # topic id, replicas, configs
-ToOpen = collections.deque[tuple[tuple[str, int], PartitionSpec]]
 
 
-def bootstrap_voters(topic: dict[str, Any], index: int) -> tuple[int, ...]:
-    """The voters a replica of the partition's Raft group starts with when it opens with no
-    Raft state of its own: the partition's replicas, or while it moves the replicas from
-    before the move (its full set minus the replicas being added). A replica opened on a
-    node the move adds so starts as a non-voter; only the leader's configuration change
-    makes it a voter. (`topic`: the controller's topic dict.)"""
-    return tuple(moves.original_replicas(topic, index))
-
-
-class Node:
+class Node(TransactionCalls, LocalReplicas):
     """The replicas this node holds and the work that keeps them. The Kafka handlers reach
-    it through raftlog.broker.facade.BrokerFacade."""
+    it through raftlog.broker.facade.BrokerFacade. Opening and dropping replicas as the
+    controller assigns them is LocalReplicas' (replicas.py); transaction calls between nodes
+    are TransactionCalls' (transactions.py)."""
 
     def __init__(
         self,
@@ -294,120 +272,6 @@ class Node:
         known = self.controller.state.topics.get(topic)
         return known is not None and index < len(known["partitions"])
 
-    def _marker_written(self, marker: MarkerWrite, offset: int, term: int) -> None:
-        if marker.topic == OFFSETS_TOPIC:
-            self.groups.end_transaction(marker.partition, marker.producer_id, marker.commit)
-        self.history.write(
-            history.TxnMarker(
-                time_ms=history.now_ms(),
-                node=self.node_id,
-                topic=marker.topic,
-                partition=marker.partition,
-                term=term,
-                producer_id=marker.producer_id,
-                producer_epoch=marker.producer_epoch,
-                commit=int(marker.commit),
-                marker_offset=offset,
-                decision_partition=marker.decision_partition,
-                decision_offset=marker.decision_offset,
-            )
-        )
-
-    def transaction_coordinator(self, transactional_id: str) -> int | None:
-        """The node leading the transactional id's `__transaction_state` partition."""
-        return self._leader_of(TXN_TOPIC, self.transactions.partition_for(transactional_id))
-
-    async def _allocate_producer_id(self) -> int | None:
-        try:
-            return await self.producer_ids.allocate()
-        except ControllerUnavailable:
-            return None
-
-    async def verify_transaction(
-        self, transactional_id: str, producer_id: int, epoch: int, topic: str, index: int
-    ) -> ErrorCode:
-        """KIP-890's check before a transactional batch goes into a log: its coordinator, here
-        or asked over the mesh, says whether the producer's transaction includes the
-        partition. Asked only for a producer's first batch of a transaction on the partition
-        (Kafka's verification guard): once one is in the log, the transaction is open there
-        under that epoch until its marker, and the coordinator had vouched for it."""
-        local = self.partitions.get((topic, index))
-        if local is not None and local.is_leader and local.transaction_open(producer_id, epoch):
-            return ErrorCode.none
-        coordinator = self.transaction_coordinator(transactional_id)
-        if coordinator == self.node_id:
-            return self.transactions.verify(transactional_id, producer_id, epoch, topic, index)
-        if coordinator is None:
-            return ErrorCode.coordinator_not_available
-        args = [transactional_id, producer_id, epoch, topic, index]
-        answer = await self.calls.call(str(coordinator), VERIFY, args, VERIFY_TIMEOUT_S)
-        if not isinstance(answer, int):
-            return ErrorCode.coordinator_not_available
-        try:
-            return ErrorCode(answer)
-        except ValueError:
-            return ErrorCode.unknown_server_error
-
-    async def _verify_here(self, _peer: str, args: list[Any]) -> int:
-        match args:
-            case [str(txn_id), int(pid), int(epoch), str(topic), int(index)]:
-                return int(self.transactions.verify(txn_id, pid, epoch, topic, index))
-        return int(ErrorCode.invalid_request)
-
-    async def producer_held(
-        self, producer_id: int, topic: str, index: int
-    ) -> tuple[ErrorCode, Held | None]:
-        """What the transaction coordinators hold of a producer id (for a client's
-        WriteTxnMarkers): every `__transaction_state` partition's leader is asked, here or
-        over the mesh, since the marker names the producer and not its transactional id.
-        COORDINATOR_NOT_AVAILABLE when one cannot say (no leader, not loaded, no answer)."""
-        txn_topic = self.controller.state.topics.get(TXN_TOPIC)
-        if txn_topic is None:
-            return ErrorCode.none, None  # no transaction was ever coordinated
-        by_leader: dict[int, list[int]] = {}
-        for i in range(len(txn_topic["partitions"])):
-            leader = self._leader_of(TXN_TOPIC, i)
-            if leader is None:
-                return ErrorCode.coordinator_not_available, None
-            by_leader.setdefault(leader, []).append(i)
-        answers = await asyncio.gather(
-            *(
-                self._producer_held_at(leader, indexes, producer_id, topic, index)
-                for leader, indexes in by_leader.items()
-            )
-        )
-        if not all(answered for answered, _ in answers):
-            return ErrorCode.coordinator_not_available, None
-        found = [held for _, held in answers if held is not None]
-        if not found:
-            return ErrorCode.none, None
-        # one id holds a producer id; were there two, the marker must satisfy both
-        return ErrorCode.none, Held(max(h.epoch for h in found), any(h.running for h in found))
-
-    async def _producer_held_at(
-        self, leader: int, indexes: list[int], producer_id: int, topic: str, index: int
-    ) -> tuple[bool, Held | None]:
-        if leader == self.node_id:
-            return self.transactions.producer_held(producer_id, indexes, topic, index)
-        args = [producer_id, topic, index, indexes]
-        match await self.calls.call(str(leader), PRODUCER_HELD, args, VERIFY_TIMEOUT_S):
-            case []:
-                return True, None
-            case [int(epoch), bool(running)]:
-                return True, Held(epoch, running)
-        return False, None
-
-    async def _producer_held_here(self, _peer: str, args: list[Any]) -> list[Any] | None:
-        match args:
-            case [int(pid), str(topic), int(index), list(indexes)] if all(
-                type(i) is int for i in indexes
-            ):
-                answered, held = self.transactions.producer_held(pid, indexes, topic, index)
-                if not answered:
-                    return None
-                return [] if held is None else [held.epoch, held.running]
-        return None
-
     def _share_incarnation(self, group_id: str) -> int:
         return int(self.controller.state.share_incarnations.get(group_id, 0))
 
@@ -514,64 +378,6 @@ class Node:
             self._reconcile_pending = True
             asyncio.get_running_loop().call_soon(self._reconcile)
 
-    def _reconcile(self) -> None:
-        """Creates the replicas the controller assigns here and drops the ones it no longer does."""
-        self._reconcile_pending = False
-        self.groups.share_groups.topics_changed()  # a share group's topic grew or went
-        offsets_topic = self.controller.state.topics.get(OFFSETS_TOPIC)
-        if offsets_topic is not None:
-            # a group's partition follows the topic's real partition count
-            self.groups.config.num_partitions = len(offsets_topic["partitions"])
-        txn_topic = self.controller.state.topics.get(TXN_TOPIC)
-        if txn_topic is not None:
-            self.transactions.num_partitions = len(txn_topic["partitions"])
-        wanted: dict[tuple[str, int], PartitionSpec] = {}
-        for name, topic in self.controller.state.topics.items():
-            for index, replicas in enumerate(topic["partitions"]):
-                if self.node_id in replicas:
-                    wanted[(name, index)] = (topic["id"], tuple(replicas), topic["configs"])
-        for key in list(self.partitions):
-            if key not in wanted or wanted[key][0] != self._partition_ids[key]:
-                self._drop_partition(key)
-        to_open: ToOpen = collections.deque()
-        for key, spec in wanted.items():
-            if key not in self.partitions:
-                to_open.append((key, spec))
-            else:
-                partition = self.partitions[key]
-                partition.replicas = spec[
-                    1
-                ]  # a move changes the set (raftlog/cluster/reassignment.py)
-                settings = self._settings(spec[2])
-                if settings != partition.settings:
-                    partition.apply_settings(settings)
-        self._to_open = to_open
-        if not self._opening:  # else the turn already scheduled takes the new list
-            self._open_some()
-
-    def _open_some(self) -> None:
-        """Opens the next OPEN_PER_TURN missing replicas, and the rest in later loop turns
-        (elections held meanwhile). Each turn once went over every replica the controller
-        assigns, open or not, and compared its settings: at 3,000 partitions that was 190
-        turns over 3,000 replicas, seconds of the loop while the new groups elected."""
-        self._opening = False
-        opened = 0
-        while self._to_open:
-            if opened == OPEN_PER_TURN:
-                self.elections.held = True
-                self._opening = True
-                asyncio.get_running_loop().call_soon(self._open_some)
-                return
-            key, (topic_id, replicas, configs) = self._to_open.popleft()
-            topic = self.controller.state.topics.get(key[0])
-            if topic is not None and topic["id"] == topic_id and key not in self.partitions:
-                voters = bootstrap_voters(topic, key[1])
-                self._open_partition(key, topic_id, replicas, voters, configs)
-                opened += 1
-        if self.elections.held or opened:
-            self._heap.opened()
-        self.elections.held = False
-
     def _group_settings(self, group_id: str) -> dict[str, str]:
         return group_config.values(
             self.controller.state.group_configs.get(group_id, {}), self.config.group_bounds()
@@ -587,125 +393,6 @@ class Node:
     def _partition_count(self, topic: str) -> int | None:
         known = self.controller.state.topics.get(topic)
         return len(known["partitions"]) if known is not None else None
-
-    def _partition_dir(self, key: tuple[str, int]) -> Path:
-        return self.config.data_dir / "data" / f"{key[0]}-{key[1]}"
-
-    def _open_partition(
-        self,
-        key: tuple[str, int],
-        topic_id: str,
-        replicas: tuple[int, ...],
-        voters: tuple[int, ...],
-        configs: dict[str, str],
-    ) -> None:
-        """`replicas`: the partition's replica set (its full set while it moves); `voters`:
-        its group's bootstrap voters (bootstrap_voters), for the Partition to start its Raft
-        configuration from once it takes them."""
-        directory = self._partition_dir(key)
-        reason = "new" if not directory.exists() else None
-        if directory.exists() and not replica_dir.reusable(directory, topic_id):
-            replica_dir.remove(directory)  # of a deleted topic of the same name, or dropped
-            reason = "stale"
-        if reason is not None:
-            # A replica that starts from nothing: the audit follows it apart from any
-            # earlier one this node dropped (its high watermark starts again from 0).
-            self.history.write(
-                history.ReplicaCreated(history.now_ms(), self.node_id, *key, 0, reason)
-            )
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / replica_dir.TOPIC_ID).write_text(topic_id)
-        self.partitions[key] = Partition(
-            self.ctx,
-            key[0],
-            key[1],
-            f"{topic_id}/{key[1]}",
-            directory,
-            replicas,
-            self._settings(configs),
-            self._partition_changed,
-            voters,
-        )
-        self._partition_ids[key] = topic_id
-
-    def _settings(self, configs: dict[str, str]) -> dict[str, str]:
-        defaults = self.config.topic_defaults()
-        return {
-            name: topic_config.value(name, configs, defaults)
-            for name in topic_config.TOPIC_SETTINGS
-        }
-
-    def _drop_partition(self, key: tuple[str, int]) -> None:
-        partition = self.partitions.pop(key)
-        self._gossiped_quiet.discard(key)
-        self._heap.dropped()
-        self.share.forget_partition(key)
-        if key[0] == OFFSETS_TOPIC and key[1] in self._coordinating:
-            self._coordinating.discard(key[1])
-            self.groups.detach(key[1])
-        if key[0] == TXN_TOPIC and key[1] in self._txn_coordinating:
-            self._txn_coordinating.discard(key[1])
-            self.transactions.detach(key[1])
-        group = partition.group.name
-        term = partition.group.term
-        log_end, last_epoch = partition.log.log_end_offset, partition.group.raft.last_term()
-        partition.close()
-        topic = self.controller.state.topics.get(key[0])
-        moved = topic is not None and topic["id"] == self._partition_ids[key]
-        if moved:
-            # Moved off this node, the partition lives on: what is known of its leader stays.
-            self.leadership.not_hosted(group)
-        else:
-            self.leadership.forget(group)
-        del self._partition_ids[key]
-        directory = self._partition_dir(key)
-        replica_dir.mark_dropped(directory)
-        # Before the files go: a replica opened here later is a new one (epoch/history.py).
-        self.history.write(
-            history.ReplicaDropped(
-                history.now_ms(),
-                self.node_id,
-                *key,
-                term,
-                "moved" if moved else "deleted",
-                log_end,
-                last_epoch,
-            )
-        )
-        replica_dir.remove(directory)
-
-    def _partition_changed(self, partition: Partition) -> None:
-        group = partition.group
-        if not partition.is_leader:
-            self.share.forget_partition((partition.topic, partition.index))
-        leader = int(group.leader_id) if group.leader_id is not None else None
-        self.leadership.observe(group.name, leader, group.term, self.in_sync_replicas(partition))
-        if partition.topic == OFFSETS_TOPIC:
-            self._coordinate(partition)
-        elif partition.topic == TXN_TOPIC:
-            self._coordinate_transactions(partition)
-        self._changed.set()
-
-    def _coordinate(self, partition: Partition) -> None:
-        """The coordinator of a group is the leader of its __consumer_offsets partition."""
-        index = partition.index
-        if partition.term_committed and index not in self._coordinating:
-            self._coordinating.add(index)
-            self.groups.attach(index, OffsetsPartition(partition))
-        elif not partition.is_leader and index in self._coordinating:
-            self._coordinating.discard(index)
-            self.groups.detach(index)
-
-    def _coordinate_transactions(self, partition: Partition) -> None:
-        """The coordinator of a transactional id is the leader of its `__transaction_state`
-        partition, once its term is committed (its log then holds every decision)."""
-        index = partition.index
-        if partition.term_committed and index not in self._txn_coordinating:
-            self._txn_coordinating.add(index)
-            self.transactions.attach(index, OffsetsPartition(partition))
-        elif not partition.is_leader and index in self._txn_coordinating:
-            self._txn_coordinating.discard(index)
-            self.transactions.detach(index)
 
     def _group_config(self, offsets_topic: dict | None) -> GroupConfig:
         setting = self.config.broker_setting

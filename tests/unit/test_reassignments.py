@@ -34,7 +34,7 @@ from raftlog.cluster.leadership import Leadership, LeadershipDirectory
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.controller import moves
-from raftlog.node.node import bootstrap_voters
+from raftlog.node.replicas import bootstrap_voters
 from raftlog.security.acl import AclIndex, Authorizer
 
 E = ErrorCode
