@@ -35,7 +35,7 @@ def test_a_node_logs_each_event_once_as_json(cluster_factory) -> None:
     )
     assert len(dropped) == 1, dropped
     assert dropped[0]["level"] == "WARNING" and dropped[0]["node"] == 1
-    assert dropped[0]["logger"] == "kafka_api.server"
+    assert dropped[0]["logger"] == "kafka_api.connection"
     serving = [e for e in events() if e["message"].startswith("node 1 serving Kafka")]
     assert len(serving) == 1, serving
     # no authorizer: one WARNING at start says what any client may then do

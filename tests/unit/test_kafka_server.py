@@ -17,7 +17,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from support.aio import until
 
-from kafka_api import server as server_module
+from kafka_api import auth_failures
+from kafka_api import connection as connection_module
 from kafka_api.codec import build, response_module
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, supported_versions
@@ -182,7 +183,7 @@ async def test_answers_ready_together_leave_in_one_write(kafka, monkeypatch):
 @pytest.mark.parametrize("limit", [512, 3])
 async def test_requests_start_in_arrival_order(kafka, monkeypatch, limit):
     """Also with reading paused and resumed every few requests by the in-flight limit."""
-    monkeypatch.setattr(server_module, "MAX_PENDING_REQUESTS", limit)
+    monkeypatch.setattr(connection_module, "MAX_PENDING_REQUESTS", limit)
     started = []
 
     async def handle(ctx, request):
@@ -255,7 +256,7 @@ BAD_INPUT = {
 async def test_bad_input_closes_that_connection_only(kafka, data, caplog):
     bystander_reader, bystander = await connect(kafka)
     reader, writer = await connect(kafka)
-    with caplog.at_level(logging.WARNING, logger="kafka_api.server"):
+    with caplog.at_level(logging.WARNING, logger="kafka_api.connection"):
         writer.write(data)
         assert await is_closed(reader)
     assert any("closing Kafka connection from 127.0.0.1" in r.getMessage() for r in caplog.records)
@@ -298,7 +299,7 @@ async def test_failing_handler_closes_its_connection_and_is_logged(kafka, monkey
 
     monkeypatch.setitem(HANDLERS, METADATA, fake_handler(METADATA, handle))
     reader, writer = await connect(kafka)
-    with caplog.at_level(logging.ERROR, logger="kafka_api.server"):
+    with caplog.at_level(logging.ERROR, logger="kafka_api.connection"):
         writer.write(frame(METADATA, 1, 1, metadata_request()))
         assert await is_closed(reader)
     assert any(r.exc_info and "boom" in str(r.exc_info[1]) for r in caplog.records)
@@ -310,7 +311,7 @@ async def test_failing_handler_closes_its_connection_and_is_logged(kafka, monkey
 async def test_large_frames_in_small_pieces(kafka, monkeypatch, reusable_limit):
     """Frames larger than the read buffer: the buffer grows, or past the limit the frame gets
     a buffer of its own; small frames before and after are unaffected."""
-    monkeypatch.setattr(server_module, "MAX_READ_BUFFER_BYTES", reusable_limit)
+    monkeypatch.setattr(connection_module, "MAX_READ_BUFFER_BYTES", reusable_limit)
 
     async def produce(ctx, request):
         return produce_response(len(request.topic_data[0].partition_data[0].records))
@@ -341,7 +342,7 @@ async def test_a_large_frame_is_decoded_off_the_loop_and_handlers_start_in_order
     wait, so handlers still start in the order requests came."""
     started = []
     decoded_in = []
-    real_decode = server_module.codec.decode_request
+    real_decode = connection_module.codec.decode_request
 
     def decode(header, frame):
         decoded_in.append(threading.current_thread() is threading.main_thread())
@@ -351,10 +352,10 @@ async def test_a_large_frame_is_decoded_off_the_loop_and_handlers_start_in_order
         started.append(len(request.topic_data[0].partition_data[0].records))
         return produce_response(started[-1])
 
-    monkeypatch.setattr(server_module.codec, "decode_request", decode)
+    monkeypatch.setattr(connection_module.codec, "decode_request", decode)
     monkeypatch.setitem(HANDLERS, PRODUCE, fake_handler(PRODUCE, produce))
     reader, writer = await connect(kafka)
-    sizes = [server_module.DECODE_OFF_LOOP_BYTES + 10, 5, 7, 2 * 1024 * 1024, 9]
+    sizes = [connection_module.DECODE_OFF_LOOP_BYTES + 10, 5, 7, 2 * 1024 * 1024, 9]
     writer.write(
         b"".join(frame(PRODUCE, 3, i, produce_request(1, b"x" * n)) for i, n in enumerate(sizes))
     )
@@ -420,14 +421,14 @@ async def test_a_size_prefix_reserves_nothing_until_the_bytes_come(kafka):
     reader, writer = await connect(kafka)
     writer.write(padded[:1000])
     conn = await _received(kafka, 1000)
-    assert len(conn._view) == server_module.READ_BUFFER_BYTES
+    assert len(conn._view) == connection_module.READ_BUFFER_BYTES
     writer.write(padded[1000 : 1024 * 1024])
     conn = await _received(kafka, 1024 * 1024)
     assert len(conn._view) <= 2 * 1024 * 1024
     writer.write(padded[1024 * 1024 :])
     correlation_id, response = await read_response(reader, API_VERSIONS, 0)
     assert (correlation_id, response.error_code) == (11, ErrorCode.none)
-    assert len(conn._view) <= server_module.MAX_READ_BUFFER_BYTES
+    assert len(conn._view) <= connection_module.MAX_READ_BUFFER_BYTES
     writer.close()
 
 
@@ -545,7 +546,7 @@ class _Users:
 
 @pytest.fixture
 async def sasl_kafka(monkeypatch):
-    monkeypatch.setattr(server_module.sasl_authenticate, "FAILED_AUTHENTICATION_DELAY_S", 0)
+    monkeypatch.setattr(connection_module.sasl_authenticate, "FAILED_AUTHENTICATION_DELAY_S", 0)
     broker = types.SimpleNamespace(users=_Users())
     server = KafkaServer(broker, "127.0.0.1", 0, sasl_mechanisms=("PLAIN", "SCRAM-SHA-256"))
     await server.start()
@@ -639,7 +640,7 @@ async def test_before_authentication_a_frame_over_sasl_server_max_receive_size_c
     size and 95 MB of zeros took a node to 3 GB. Before authentication Kafka's 512 KiB bound
     applies, and the connection closes at the size, with one line."""
     caplog.set_level(logging.WARNING)
-    limit = server_module.SASL_MAX_RECEIVE_BYTES
+    limit = connection_module.SASL_MAX_RECEIVE_BYTES
     reader, writer = await connect(sasl_kafka)
     writer.write((limit + 1).to_bytes(4, "big") + b"\0" * 1000)
     assert await is_closed(reader)
@@ -708,7 +709,7 @@ async def test_half_read_frames_count_against_the_node_budget(kafka):
     padded = frame(API_VERSIONS, 0, 3, body=b"\0" * (3 * 1024 * 1024))
     writer.write(padded[: 2 * 1024 * 1024])
     await _received(kafka, 2 * 1024 * 1024)
-    assert kafka.memory.buffered >= 2 * 1024 * 1024 - server_module.READ_BUFFER_BYTES
+    assert kafka.memory.buffered >= 2 * 1024 * 1024 - connection_module.READ_BUFFER_BYTES
     writer.write(padded[2 * 1024 * 1024 :])
     assert (await read_response(reader, API_VERSIONS, 0))[0] == 3
     writer.write(padded[: 1024 * 1024])
@@ -739,12 +740,12 @@ def test_failed_logins_are_logged_at_most_once_per_host_per_interval(caplog):
 
     caplog.set_level(logging.WARNING)
     clock = _Clock()
-    failures = server_module._FailureLog(clock)
+    failures = auth_failures.FailureLog(clock)
     session = SaslSession(("PLAIN",), lambda *_: None)
     for _ in range(5):
         failures.record("10.0.0.1", "10.0.0.1:5000", session)
     failures.record("10.0.0.2", "10.0.0.2:5000", session)
-    clock.now += server_module.FAILURE_LOG_INTERVAL_SECONDS
+    clock.now += auth_failures.FAILURE_LOG_INTERVAL_SECONDS
     failures.record("10.0.0.1", "10.0.0.1:5001", session)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3
@@ -782,7 +783,7 @@ async def test_a_create_acls_over_its_bound_is_answered_without_being_decoded(mo
     def never(header, frame):
         raise AssertionError("decoded")
 
-    monkeypatch.setattr(server_module.codec, "decode_request", never)
+    monkeypatch.setattr(connection_module.codec, "decode_request", never)
     server = KafkaServer(types.SimpleNamespace(authorizer=None), "127.0.0.1", 0)
     await server.start()
     try:
@@ -835,7 +836,7 @@ async def test_pipelined_acks0_produces_refused_close_once_and_log_one_line(
             gc.collect()
             await asyncio.sleep(0.01)
     assert started == [0] * 10
-    lines = [r for r in caplog.records if r.name in ("kafka_api.server", "asyncio")]
+    lines = [r for r in caplog.records if r.name in ("kafka_api.connection", "asyncio")]
     assert len(lines) == 1, [r.getMessage()[:200] for r in lines]
     message = lines[0].getMessage()
     assert message.startswith("closing Kafka connection from 127.0.0.1:")
