@@ -30,7 +30,7 @@ from kafka_api.metadata_encoding import METADATA_API_KEY, encode_metadata_respon
 from kafka_api.produce_encoding import PRODUCE_API_KEY, encode_produce_response
 from kafka_api.wire_writers import uvarint
 from raftlog.common.heap import collection_paused
-from raftlog.node.metrics import response_error
+from raftlog.node.listener_metrics import response_error
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _INT32 = struct.Struct(">i")
@@ -172,7 +172,7 @@ def _writer(entity_type: type) -> Any:
 class Encoded:
     """A response a handler encoded itself, off the loop (`encode_off_loop`), because building
     and encoding it costs in proportion to what the cluster holds; encode_response only puts
-    the header before it. error_code: the response's (raftlog.node.metrics.response_error), for
+    the header before it. error_code: the response's (raftlog.node.listener_metrics.response_error), for
     the request metrics."""
 
     body: bytes

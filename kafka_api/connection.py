@@ -43,7 +43,7 @@ from kafka_api.handlers import (
 from kafka_api.request_memory import Refused, RequestMemory
 from raftlog.api.broker import Broker
 from raftlog.common.heap import collection_paused
-from raftlog.node.metrics import ApiStats, KafkaMetrics
+from raftlog.node.listener_metrics import ApiStats, KafkaMetrics
 from raftlog.security.principal import ANONYMOUS
 from raftlog.security.sasl import SaslSession, Stage
 from raftlog.security.tls import certificate_principal

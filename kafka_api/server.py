@@ -13,7 +13,7 @@ from kafka_api.auth_failures import FailureLog
 from kafka_api.connection import SASL_MAX_RECEIVE_BYTES, Connection
 from kafka_api.request_memory import RequestMemory
 from raftlog.api.broker import Broker
-from raftlog.node.metrics import KafkaMetrics
+from raftlog.node.listener_metrics import KafkaMetrics
 
 # ...and give up on cancelled handlers that do not finish within this at server close.
 CLOSE_GRACE_SECONDS = 5.0

@@ -17,7 +17,8 @@ from raftlog.broker.facade import BrokerFacade
 from raftlog.common.http_listener import HttpStats
 from raftlog.config.node_config import NodeConfig
 from raftlog.node.admin import AdminServer
-from raftlog.node.metrics import KafkaMetrics, NodeMetrics
+from raftlog.node.listener_metrics import KafkaMetrics
+from raftlog.node.metrics import NodeMetrics
 from raftlog.node.node import Node
 from raftlog.security.listeners import Listener
 

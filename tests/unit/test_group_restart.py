@@ -17,7 +17,7 @@ from support.replicas import IDS, Replicas, values
 
 from raftlog.common.errors import ErrorCode
 from raftlog.common.heap import HeapFreezer
-from raftlog.node.metrics import KafkaMetrics
+from raftlog.node.listener_metrics import KafkaMetrics
 from unit.test_metrics import ReplicaNode, samples, value
 
 

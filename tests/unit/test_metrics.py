@@ -28,18 +28,20 @@ from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import LogRecord
 from raftlog.groups.results import CommitOffset
 from raftlog.node import metrics
+from raftlog.node.listener_metrics import (
+    ERROR_CODES_PER_API,
+    ApiStats,
+    KafkaMetrics,
+    api_name,
+    response_error,
+)
 from raftlog.node.loop_stall import LoopStallMonitor
 from raftlog.node.metrics import (
-    ERROR_CODES_PER_API,
     GROUP_FAILURE_SERIES,
     GROUP_LAG_SERIES,
     SCRAPE_REUSE_FACTOR,
-    ApiStats,
-    KafkaMetrics,
     NodeCollector,
     NodeMetrics,
-    api_name,
-    response_error,
     series_budget,
 )
 from raftlog.node.node import Node
