@@ -1,7 +1,7 @@
 """Authorization of requests (Kafka's AuthHelper): the one place handlers ask whether the
 request's principal, from its host, may do an operation on a resource. Without an authorizer
 every answer is "yes" after one None test, so an unsecured cluster's requests cost what they
-did; with one, each answer is a cached decision (raftlog.security.acl.Authorizer)."""
+did; with one, each answer is a cached decision (raftlog.security.authorizer.Authorizer)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ from raftlog.api.values import (
 from raftlog.cluster.controller_quorum import QuorumState
 from raftlog.common.errors import ErrorCode
 from raftlog.groups.coordinator import GroupCoordinator
-from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
+from raftlog.security.acl import AclBinding, AclBindingFilter
+from raftlog.security.authorizer import Authorizer
 from raftlog.security.users import UserAdmin
 from raftlog.share.manager import ShareManager
 from raftlog.txn.coordinator import Held, TxnCoordinator

@@ -32,7 +32,8 @@ from raftlog.config.config_def import INT, STRING
 from raftlog.config.node_config import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYNONYMS, broker_type
 from raftlog.controller import ControllerUnavailable
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
-from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
+from raftlog.security.acl import AclBinding, AclBindingFilter
+from raftlog.security.authorizer import Authorizer
 from raftlog.security.listeners import Listener
 from raftlog.security.users import UserAdmin
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC

@@ -29,7 +29,8 @@ from raftlog.controller.syncobj_fork import SyncObj, replicated
 from raftlog.controller.ticker import Ticker
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.timings import RaftTimings
-from raftlog.security.acl import AclBindingFilter, AclIndex, AclRefused, Acls
+from raftlog.security.acl import AclBindingFilter, AclRefused
+from raftlog.security.acl_index import AclIndex, Acls
 from raftlog.security.scram import MAX_USERS
 from raftlog.storage.log import TruncateResult
 
@@ -228,7 +229,7 @@ class ControllerMachine(SyncObj):
     # (ACL changes leave replicas alone: no _on_apply, no reconcile pass.)
     @replicated
     def update_acls_create(self, bindings: list[tuple[Any, ...]]) -> AclChange:
-        """Adds ACL bindings (CreateAcls; raftlog.security.acl.AclIndex.create): all, or none
+        """Adds ACL bindings (CreateAcls; raftlog.security.acl_index.AclIndex.create): all, or none
         if the cluster would hold more than its bound."""
         try:
             self._acl_index.create(bindings)

@@ -42,7 +42,7 @@ from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, Electio
 from raftlog.raft.install import Installs
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.timings import RaftTimings
-from raftlog.security.acl import authorizer_for
+from raftlog.security.authorizer import authorizer_for
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings

@@ -34,14 +34,9 @@ from kafka_api.handlers import (
     describe_configs,
 )
 from raftlog.common.errors import ErrorCode
-from raftlog.security.acl import (
-    MAX_ACLS,
-    MAX_PER_REQUEST,
-    AclOperation,
-    PatternType,
-    PermissionType,
-)
+from raftlog.security.acl import MAX_PER_REQUEST, AclOperation, PatternType, PermissionType
 from raftlog.security.acl import ResourceType as Res
+from raftlog.security.acl_index import MAX_ACLS
 from raftlog.security.scram import MAX_CHANGES_PER_REQUEST
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]

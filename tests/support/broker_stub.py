@@ -27,7 +27,8 @@ from raftlog.txn.coordinator import Held, TxnCoordinator
 
 if TYPE_CHECKING:
     from raftlog.groups.coordinator import GroupCoordinator
-    from raftlog.security.acl import AclBinding, AclBindingFilter, Authorizer
+    from raftlog.security.acl import AclBinding, AclBindingFilter
+    from raftlog.security.authorizer import Authorizer
     from raftlog.security.users import UserAdmin
     from raftlog.share.manager import ShareManager
 

@@ -13,24 +13,22 @@ from hypothesis import strategies as st
 
 from raftlog.common.errors import ErrorCode
 from raftlog.config.node_config import BROKER_DEFAULTS, ConfigError
-from raftlog.security import acl as acl_module
+from raftlog.security import acl_index as index_module
 from raftlog.security.acl import (
-    CACHE_ENTRIES,
     AclBinding,
     AclBindingFilter,
-    AclIndex,
     AclOperation,
     AclRefused,
-    Authorizer,
     PatternType,
     PermissionType,
     ResourceType,
-    authorizer_for,
     creation_error,
     filter_error,
     select,
     unknown_codes,
 )
+from raftlog.security.acl_index import AclIndex
+from raftlog.security.authorizer import CACHE_ENTRIES, Authorizer, authorizer_for
 
 Op, Res, Pat, Perm = AclOperation, ResourceType, PatternType, PermissionType
 ALICE, BOB = "User:alice", "User:bob"
@@ -393,7 +391,7 @@ def test_a_change_in_place_and_a_replaced_mapping_both_reach_the_decisions() -> 
 
 def test_the_cluster_holds_at_most_max_acls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Checked when the command applies: over the bound, none of its bindings is stored."""
-    monkeypatch.setattr(acl_module, "MAX_ACLS", 3)
+    monkeypatch.setattr(index_module, "MAX_ACLS", 3)
     acls: dict[tuple[Any, ...], None] = {}
     index = AclIndex(lambda: acls)
     index.create([acl("a"), acl("b")])
@@ -410,8 +408,8 @@ def test_a_delete_over_its_bounds_deletes_nothing(monkeypatch: pytest.MonkeyPatc
     """More matches than MAX_PER_REQUEST: Kafka's INVALID_REQUEST and message. Filters that
     would look at more than MAX_EXAMINED stored ACLs together: POLICY_VIOLATION. A filter
     naming its resource looks only at that name's ACLs."""
-    monkeypatch.setattr(acl_module, "MAX_PER_REQUEST", 3)
-    monkeypatch.setattr(acl_module, "MAX_EXAMINED", 8)
+    monkeypatch.setattr(index_module, "MAX_PER_REQUEST", 3)
+    monkeypatch.setattr(index_module, "MAX_EXAMINED", 8)
     stored = [acl(f"t{i}") for i in range(6)]
     acls = {tuple(b): None for b in stored}
     index = AclIndex(lambda: acls)
@@ -442,7 +440,7 @@ def test_match_filters_pay_for_the_prefix_lengths_they_look_up(
     """A MATCH filter looks its name up at every prefix length some PREFIXED binding has: each
     lookup counts against MAX_EXAMINED with the bindings found, so many such filters cannot
     make the controller's apply long either."""
-    monkeypatch.setattr(acl_module, "MAX_EXAMINED", 12)
+    monkeypatch.setattr(index_module, "MAX_EXAMINED", 12)
     prefixes = [acl("abcde"[:size], pattern=Pat.PREFIXED) for size in range(1, 6)]
     acls = {tuple(b): None for b in prefixes}
     index = AclIndex(lambda: acls)

@@ -20,19 +20,19 @@ from kafka_api.handlers import HANDLERS, create_acls, delete_acls, describe_acls
 from raftlog.api.broker import Broker
 from raftlog.api.values import AclChange
 from raftlog.common.errors import ErrorCode
-from raftlog.security import acl as acl_module
+from raftlog.security import acl_index as index_module
 from raftlog.security.acl import (
     MAX_PER_REQUEST,
     AclBinding,
     AclBindingFilter,
-    AclIndex,
     AclOperation,
     AclRefused,
-    Authorizer,
     PatternType,
     PermissionType,
     ResourceType,
 )
+from raftlog.security.acl_index import AclIndex
+from raftlog.security.authorizer import Authorizer
 
 E = ErrorCode
 Op, Res, Pat, Perm = AclOperation, ResourceType, PatternType, PermissionType
@@ -294,7 +294,7 @@ async def test_a_create_of_more_than_ten_thousand_acls_is_refused_whole() -> Non
 
 
 async def test_the_clusters_bound_answers_every_creation(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(acl_module, "MAX_ACLS", 2)
+    monkeypatch.setattr(index_module, "MAX_ACLS", 2)
     broker = AclBroker()
     bad_host = (Res.TOPIC, "t", Pat.LITERAL, ALICE, "h" * 256, Op.READ, Perm.ALLOW)
     results = await create(broker, 3, topic_acl(0), bad_host, topic_acl(1), topic_acl(2))

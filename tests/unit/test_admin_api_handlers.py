@@ -20,7 +20,8 @@ from kafka_api.context import RequestContext
 from kafka_api.handlers import elect_leaders, offset_delete
 from raftlog.api.values import PartitionInfo, TopicInfo
 from raftlog.common.errors import ErrorCode
-from raftlog.security.acl import AclIndex, Authorizer
+from raftlog.security.acl_index import AclIndex
+from raftlog.security.authorizer import Authorizer
 
 E = ErrorCode
 ADMIN, ALICE = "User:admin", "User:alice"

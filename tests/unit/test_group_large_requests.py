@@ -41,7 +41,8 @@ from raftlog.common.errors import ErrorCode as E
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.groups.results import CommitOffset
-from raftlog.security.acl import AclIndex, Authorizer
+from raftlog.security.acl_index import AclIndex
+from raftlog.security.authorizer import Authorizer
 
 ENTRIES = 10_000  # kafka_api/entry_bounds.py's MAX_ENTRIES
 PARTITIONS = 50  # offsets.topic.num.partitions' default

@@ -35,7 +35,8 @@ from raftlog.api.values import Coordinator, PartitionInfo, TopicInfo
 from raftlog.common.errors import ErrorCode
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.results import CommitOffset
-from raftlog.security.acl import AclIndex, Authorizer
+from raftlog.security.acl_index import AclIndex
+from raftlog.security.authorizer import Authorizer
 
 E = ErrorCode
 

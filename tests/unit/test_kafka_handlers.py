@@ -49,11 +49,12 @@ from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.config import group_config
 from raftlog.partition.producer_state import AbortedTxn
 from raftlog.raft.mesh import Mesh
-from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.security.acl import AclOperation as Op
 from raftlog.security.acl import PatternType as Pat
 from raftlog.security.acl import PermissionType as Perm
 from raftlog.security.acl import ResourceType as Res
+from raftlog.security.acl_index import AclIndex
+from raftlog.security.authorizer import Authorizer
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import ShareMembers
 from raftlog.share.membership import ShareGroups

@@ -48,7 +48,8 @@ from kafka_api.handlers import (
 )
 from raftlog.api.values import BrokerInfo, LogDirInfo, TopicInfo
 from raftlog.common.errors import ErrorCode as E
-from raftlog.security.acl import AclIndex, Authorizer
+from raftlog.security.acl_index import AclIndex
+from raftlog.security.authorizer import Authorizer
 from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
 
 ENTRIES = 100_000

@@ -28,8 +28,9 @@ from raftlog.common.errors import ErrorCode
 from raftlog.controller import compat
 from raftlog.controller.journal import ControllerJournal
 from raftlog.raft.journal import DATA_PREFIX
-from raftlog.security import acl
-from raftlog.security.acl import AclOperation, Authorizer, ResourceType
+from raftlog.security import acl_index
+from raftlog.security.acl import AclOperation, ResourceType
+from raftlog.security.authorizer import Authorizer
 
 compat.install()
 IDS = ("1", "2", "3")
@@ -511,8 +512,8 @@ def test_acl_commands_over_their_bounds_apply_nothing(
     a command over one changes nothing and answers one error for all its entries."""
     clock = Clock()
     monkeypatch.setattr(core, "monotonicTime", clock)
-    monkeypatch.setattr(acl, "MAX_ACLS", 3)
-    monkeypatch.setattr(acl, "MAX_PER_REQUEST", 2)
+    monkeypatch.setattr(acl_index, "MAX_ACLS", 3)
+    monkeypatch.setattr(acl_index, "MAX_PER_REQUEST", 2)
     machine, journal = start_controller(tmp_path)
     a, b, c, d = ((2, name, 3, "User:a", "*", 3, 3) for name in "abcd")
     results: list[AclChange] = []

@@ -35,7 +35,8 @@ from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.controller import moves
 from raftlog.node.replicas import bootstrap_voters
-from raftlog.security.acl import AclIndex, Authorizer
+from raftlog.security.acl_index import AclIndex
+from raftlog.security.authorizer import Authorizer
 
 E = ErrorCode
 ADMIN, ALICE = "User:admin", "User:alice"

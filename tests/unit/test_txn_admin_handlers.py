@@ -32,11 +32,12 @@ from raftlog.common.errors import ErrorCode as E
 from raftlog.common.errors import KafkaError
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.partition.producer_state import ActiveProducer
-from raftlog.security.acl import AclIndex, Authorizer
 from raftlog.security.acl import AclOperation as Op
 from raftlog.security.acl import PatternType as Pat
 from raftlog.security.acl import PermissionType as Perm
 from raftlog.security.acl import ResourceType as Res
+from raftlog.security.acl_index import AclIndex
+from raftlog.security.authorizer import Authorizer
 from raftlog.txn.coordinator import Held, TxnCoordinator, TxnSettings
 from raftlog.txn.metadata import TxnMetadata, TxnState
 
