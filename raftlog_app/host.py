@@ -48,7 +48,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from raftlog.common.http_listener import HttpLimits, HttpListener
-from raftlog.config.node_config import ConfigError, NodeConfig, parse_address, toml_value
+from raftlog.config.config_def import ConfigError
+from raftlog.config.node_config import NodeConfig, parse_address, toml_value
 
 log = logging.getLogger("raftlog.host")
 

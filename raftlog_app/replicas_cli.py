@@ -33,7 +33,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from raftlog.config.node_config import ConfigError, parse_address
+from raftlog.config.config_def import ConfigError
+from raftlog.config.node_config import parse_address
 from raftlog_app.cluster import ADMIN_OFFSET
 
 POLL_SECONDS = 1.0

@@ -28,8 +28,8 @@ from raftlog.broker.topic_admin import TopicAdmin
 from raftlog.cluster.controller_quorum import QuorumState
 from raftlog.common.errors import ErrorCode
 from raftlog.config import group_config, topic_config
+from raftlog.config.broker_settings import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYNONYMS, broker_type
 from raftlog.config.config_def import INT, STRING
-from raftlog.config.node_config import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYNONYMS, broker_type
 from raftlog.controller import ControllerUnavailable
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.security.acl import AclBinding, AclBindingFilter

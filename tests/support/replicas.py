@@ -15,7 +15,7 @@ from kafka.record.memory_records import MemoryRecords
 from epoch.history import HistoryJournal
 from raftlog.api.values import ProduceResult
 from raftlog.config import topic_config
-from raftlog.config.node_config import BROKER_DEFAULTS, TOPIC_SYNONYMS
+from raftlog.config.broker_settings import BROKER_DEFAULTS, TOPIC_SYNONYMS
 from raftlog.partition.base import NodeContext
 from raftlog.partition.partition import Partition
 from raftlog.raft.driver import TICK_SECONDS, Driver

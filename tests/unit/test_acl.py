@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftlog.common.errors import ErrorCode
-from raftlog.config.node_config import BROKER_DEFAULTS, ConfigError
+from raftlog.config.broker_settings import BROKER_DEFAULTS
+from raftlog.config.config_def import ConfigError
 from raftlog.security import acl_index as index_module
 from raftlog.security.acl import (
     AclBinding,

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from raftlog.common.http_listener import HttpLimits
-from raftlog.config.node_config import ConfigError, NodeConfig
+from raftlog.config.config_def import ConfigError
+from raftlog.config.node_config import NodeConfig
 
 GOOD = """
 node_id = 1

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from raftlog.config.node_config import ConfigError, NodeConfig
+from raftlog.config.config_def import ConfigError
+from raftlog.config.node_config import NodeConfig
 from raftlog_app import cluster, host
 from raftlog_app.host import Backoff
 
