@@ -38,7 +38,7 @@ import confluent_kafka  # noqa: E402
 from bench import report  # noqa: E402
 from bench import workloads as wl  # noqa: E402
 from bench.systems import SYSTEMS, TLS_SUFFIX, System, launched, tansu_binary  # noqa: E402
-from raftlog_app.cluster import become_subreaper  # noqa: E402
+from raftlog_app.local_nodes import become_subreaper
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = (

@@ -25,6 +25,7 @@ from raftlog_app import (
     client_config,
     cluster,
     groups_cli,
+    local_nodes,
     logs,
     transactions_cli,
     user_cli,
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         client_config.use(_command_config(args))
         return args.run(args) or 0
-    except (cluster.ClusterError, ConfigError) as e:
+    except (local_nodes.ClusterError, ConfigError) as e:
         print(f"raftlog: {e}", file=sys.stderr)
         return 1
     except ClientError as e:  # kafka-python's: e.g. no broker at --bootstrap answered
@@ -330,7 +331,7 @@ def _cluster_up(args: argparse.Namespace) -> int:
             f"--kafka-port {args.kafka_port}: the nodes' ports "
             f"(up to +{args.nodes - 1 + 3000 + extra}) must lie from 1 to 65535"
         )
-    broker = dict(cluster.parse_setting(item) for item in args.broker)
+    broker = dict(local_nodes.parse_setting(item) for item in args.broker)
     listeners = tuple(x.strip().upper() for x in args.listeners.split(",") if x.strip())
     bootstrap = cluster.up(
         args.data,
@@ -361,7 +362,7 @@ def _cluster_up_hosts(args: argparse.Namespace) -> int:
     )
     if unsupported:
         raise ConfigError(f"--{unsupported[0]} is not served with --hosts yet; leave one out")
-    broker = dict(cluster.parse_setting(item) for item in args.broker)
+    broker = dict(local_nodes.parse_setting(item) for item in args.broker)
     bootstrap = cluster.up_hosts(
         args.data, args.hosts, args.brokers_per_host, args.kafka_port, args.timeout, broker
     )
@@ -416,7 +417,7 @@ def _admin_token(args: argparse.Namespace) -> str | None:
     try:
         first = cluster.read_state(args.data.resolve())["nodes"][0]
         return NodeConfig.load(Path(first["config"])).admin_token
-    except (cluster.ClusterError, ConfigError, OSError, KeyError, IndexError, ValueError):
+    except (local_nodes.ClusterError, ConfigError, OSError, KeyError, IndexError, ValueError):
         return None
 
 

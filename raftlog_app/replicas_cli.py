@@ -35,7 +35,7 @@ from typing import Any
 
 from raftlog.config.config_def import ConfigError
 from raftlog.config.node_config import parse_address
-from raftlog_app.cluster import ADMIN_OFFSET
+from raftlog_app.local_nodes import ADMIN_OFFSET
 
 POLL_SECONDS = 1.0
 SAY_SECONDS = 5.0  # the bytes still to copy are said again this often while they change

@@ -22,8 +22,8 @@ from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 
 from consume_proxy.client import ClusterClient, KafkaUnavailable, make
 from raftlog.config.node_config import parse_address
-from raftlog_app.cluster import ADMIN_OFFSET
 from raftlog_app.groups_cli import _table
+from raftlog_app.local_nodes import ADMIN_OFFSET
 
 ADMIN_TIMEOUT_S = 10.0
 

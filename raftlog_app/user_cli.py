@@ -19,7 +19,7 @@ from typing import Any
 from raftlog.config.config_def import ConfigError
 from raftlog.config.node_config import NodeConfig
 from raftlog.security.scram import DEFAULT_MECHANISM, MECHANISMS, MIN_ITERATIONS
-from raftlog_app import cluster
+from raftlog_app import cluster, local_nodes
 
 TIMEOUT_S = 30.0
 
@@ -90,7 +90,7 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
     admin = args.admin
     if admin is None or token is None:
         state = cluster.read_state(args.data.resolve())
-        live = [n for n in state["nodes"] if cluster.alive(n.get("pid"))] or state["nodes"]
+        live = [n for n in state["nodes"] if local_nodes.alive(n.get("pid"))] or state["nodes"]
         admin = admin or live[0]["admin"]
         if token is None:
             token = NodeConfig.load(Path(live[0]["config"])).admin_token

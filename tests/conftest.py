@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.cluster import LIVE_CLUSTERS, Cluster  # noqa: E402
 
-from raftlog_app.cluster import become_subreaper  # noqa: E402
+from raftlog_app.local_nodes import become_subreaper
 
 RSS_RECORDS: list[dict] = []
 

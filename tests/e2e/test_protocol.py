@@ -20,7 +20,7 @@ from kio.index import load_request_schema
 from support import records as R
 from support import wire as W
 
-from raftlog_app.cluster import kafka_answers
+from raftlog_app.local_nodes import kafka_answers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

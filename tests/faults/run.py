@@ -31,7 +31,7 @@ from typing import Any
 
 from support.cluster import raftlog_argv, wait_for
 
-from raftlog_app.cluster import become_subreaper
+from raftlog_app.local_nodes import become_subreaper
 
 from . import checker, faults, moves, netns, report
 from .checker import Anomaly, ProducerInfo

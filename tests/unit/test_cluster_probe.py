@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from raftlog_app import cluster
+from raftlog_app import local_nodes
 
 
 @contextmanager
 def listener(serve: Callable[[socket.socket], None]) -> Iterator[int]:
-    server = socket.create_server((cluster.HOST, 0))
+    server = socket.create_server((local_nodes.HOST, 0))
     port = server.getsockname()[1]
 
     def run() -> None:
@@ -46,20 +46,20 @@ def answer(error: int) -> Callable[[socket.socket], None]:
 
 def test_a_listener_that_answers_counts_as_up() -> None:
     with listener(answer(0)) as port:
-        assert cluster.kafka_answers(port)
+        assert local_nodes.kafka_answers(port)
 
 
 def test_an_error_answer_or_a_dropped_connection_does_not() -> None:
     with listener(answer(35)) as port:  # UNSUPPORTED_VERSION
-        assert not cluster.kafka_answers(port)
+        assert not local_nodes.kafka_answers(port)
     with listener(lambda conn: conn.recv(64)) as port:  # reads, then closes
-        assert not cluster.kafka_answers(port)
+        assert not local_nodes.kafka_answers(port)
 
 
 def test_nothing_listening_does_not() -> None:
-    with socket.create_server((cluster.HOST, 0)) as s:
+    with socket.create_server((local_nodes.HOST, 0)) as s:
         port = s.getsockname()[1]
-    assert not cluster.kafka_answers(port)
+    assert not local_nodes.kafka_answers(port)
 
 
 def test_a_port_held_by_time_wait_only_is_named_so() -> None:
@@ -76,12 +76,15 @@ def test_a_port_held_by_time_wait_only_is_named_so() -> None:
     time.sleep(0.05)
     accepted.close()
     server.close()
-    assert cluster._busy([port]) == f"{port} (a closed connection's TIME-WAIT: free within 60 s)"
+    assert (
+        local_nodes.busy_ports([port])
+        == f"{port} (a closed connection's TIME-WAIT: free within 60 s)"
+    )
 
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
     listening.listen()
     taken = listening.getsockname()[1]
-    assert cluster._busy([taken]) == str(taken)
+    assert local_nodes.busy_ports([taken]) == str(taken)
     listening.close()
-    assert cluster._busy([taken]) is None
+    assert local_nodes.busy_ports([taken]) is None

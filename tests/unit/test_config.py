@@ -301,11 +301,11 @@ def test_two_different_racks_are_refused(tmp_path: Path) -> None:
 def test_cluster_up_writes_each_nodes_rack(tmp_path: Path) -> None:
     """`raftlog cluster up --racks` writes broker.rack into each node's config, which the
     node reads back; a node written without one (add-node without --rack) has none."""
-    from raftlog_app import cluster
+    from raftlog_app import local_nodes
 
-    specs = cluster.node_specs(tmp_path, 2, 19092)
-    cluster.write_config(specs[0], specs, "s", {"num.partitions": 3}, "t", "eu-west-1a")
-    cluster.write_config(specs[1], specs, "s", {"num.partitions": 3}, "t")
+    specs = local_nodes.node_specs(tmp_path, 2, 19092)
+    local_nodes.write_config(specs[0], specs, "s", {"num.partitions": 3}, "t", "eu-west-1a")
+    local_nodes.write_config(specs[1], specs, "s", {"num.partitions": 3}, "t")
     first, second = (NodeConfig.load(s.config_path) for s in specs)
     assert (first.rack, first.broker) == ("eu-west-1a", {"num.partitions": 3})
     assert (second.rack, second.broker) == (None, {"num.partitions": 3})

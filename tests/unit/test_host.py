@@ -18,7 +18,7 @@ import pytest
 
 from raftlog.config.config_def import ConfigError
 from raftlog.config.node_config import NodeConfig
-from raftlog_app import cluster, host
+from raftlog_app import cluster, host, local_nodes
 from raftlog_app.host import Backoff
 
 GOOD = """
@@ -233,7 +233,7 @@ def test_backoff_failing_after_three_quick_exits_until_a_stable_run() -> None:
 def test_cluster_up_hosts_configs_place_every_broker_once(tmp_path: Path) -> None:
     """`cluster up --hosts 3 --brokers-per-host 2`'s host configs: nodes 1-6 with `cluster up`'s
     ports for node i, two per host, every one a peer of every other, racked by host."""
-    specs = cluster.node_specs(tmp_path, 6, 9092)
+    specs = local_nodes.node_specs(tmp_path, 6, 9092)
     nodes = []
     for h in range(3):
         text = cluster.host_config(
