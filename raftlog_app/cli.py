@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -27,6 +26,7 @@ from raftlog_app import (
     groups_cli,
     local_nodes,
     logs,
+    topic_cli,
     transactions_cli,
     user_cli,
 )
@@ -36,8 +36,6 @@ from raftlog_app import (
 # tests run the CLI hundreds of times).
 
 DEFAULT_DATA = Path("data")
-# How long `topic create` waits for every partition to have a leader, showing progress.
-LEADER_WAIT = 120.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,12 +165,12 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument("--replication-factor", type=int, default=1)
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
-    create.set_defaults(run=_topic_create)
+    create.set_defaults(run=lambda a: topic_cli.topic_create(_bootstrap(a), a))
     listing = topic_sub.add_parser("list")
-    listing.set_defaults(run=_topic_list)
+    listing.set_defaults(run=lambda a: topic_cli.topic_list(_bootstrap(a)))
     describe = topic_sub.add_parser("describe")
     describe.add_argument("name")
-    describe.set_defaults(run=_topic_describe)
+    describe.set_defaults(run=lambda a: topic_cli.topic_describe(_bootstrap(a), a))
 
     groups = sub.add_parser("groups", help="list and describe consumer groups")
     groups_sub = groups.add_subparsers(metavar="ACTION", required=True)
@@ -464,134 +462,6 @@ def _command_config(args: argparse.Namespace) -> Path | None:
         return given
     local = cluster.tools(args.data)
     return local[1] if local is not None else None
-
-
-def _admin_client(args: argparse.Namespace):  # noqa: ANN202 - kafka-python has no stubs
-    return client_config.admin(_bootstrap(args), "raftlog-cli", request_timeout_ms=10_000)
-
-
-def _topic_create(args: argparse.Namespace) -> int:
-    from kafka.admin import NewTopic
-
-    if not 1 <= args.partitions < 2**31 or not 1 <= args.replication_factor < 2**15:
-        raise ConfigError(
-            "--partitions must be from 1 to 2147483647 and --replication-factor from 1 to 32767"
-        )
-    configs = {}
-    for item in args.config:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--config expects KEY=VALUE, got {item!r}")
-        configs[key] = value
-    admin = _admin_client(args)
-    try:
-        # A 1 ms timeout (kafka-python reads 0 as "the default"): answered once the
-        # controller has committed the topic, not after the broker's wait for leaders, which
-        # a thousand partitions outlasted the request timeout in (the topic existed, and the
-        # command said it had failed).
-        admin.create_topics(
-            [NewTopic(args.name, args.partitions, args.replication_factor, topic_configs=configs)],
-            timeout_ms=1,
-        )
-        leaderless = _wait_for_leaders(admin, args.name, args.partitions)
-    except Exception as e:  # kafka-python raises one class per Kafka error code
-        print(f"raftlog: could not create {args.name}: {e}", file=sys.stderr)
-        return 1
-    finally:
-        admin.close()
-    print(
-        f"created {args.name}: {args.partitions} partitions, replication factor "
-        f"{args.replication_factor}"
-    )
-    if leaderless:
-        print(
-            f"raftlog: {leaderless} partitions of {args.name} have no leader yet after "
-            f"{LEADER_WAIT:.0f} s; `raftlog topic describe {args.name}` shows them",
-            file=sys.stderr,
-        )
-    return 0
-
-
-def _wait_for_leaders(admin, name: str, partitions: int) -> int:  # noqa: ANN001 - kafka-python
-    """Polls Metadata until every partition has a leader or LEADER_WAIT passes; says how far
-    it got once a second on stderr. Returns how many partitions are still leaderless."""
-    start = time.monotonic()
-    shown = start
-    while True:
-        described = admin.describe_topics([name])
-        led = sum(p["leader_id"] >= 0 for t in described for p in t["partitions"])
-        now = time.monotonic()
-        if led >= partitions or now - start > LEADER_WAIT:
-            return partitions - led
-        if now - shown >= 1.0:
-            print(f"{name}: {led}/{partitions} partitions led", file=sys.stderr, flush=True)
-            shown = now
-        time.sleep(0.2)
-
-
-def _topic_list(args: argparse.Namespace) -> int:
-    admin = _admin_client(args)
-    try:
-        for name in sorted(admin.list_topics()):
-            print(name)
-    finally:
-        admin.close()
-    return 0
-
-
-def _topic_describe(args: argparse.Namespace) -> int:
-    """Each partition's leader, replicas and ISR, and for a partition moving (KIP-455) the
-    replicas its move adds and removes (ListPartitionReassignments; left out, with a line on
-    stderr, when the principal may not describe the cluster) and the bytes it still has to
-    copy (its leader's admin port: Kafka's API has no field for it)."""
-    from raftlog_app import replicas_cli
-
-    admin = _admin_client(args)
-    moving: dict[int, dict[str, list[int]]] = {}
-    copying: dict[tuple[str, int], int] | None = None
-    try:
-        (topic,) = admin.describe_topics([args.name])
-        if not topic["error_code"]:
-            indexes = [p["partition_index"] for p in topic["partitions"]]
-            try:
-                listed = admin.list_partition_reassignments({args.name: indexes})
-                moving = {tp.partition: move for tp, move in listed.items()}
-            except ClientError as e:
-                print(f"raftlog: moves in progress not shown: {e}", file=sys.stderr)
-        if moving:
-            failed: list[str] = []
-            try:
-                addresses = replicas_cli.admin_addresses(admin, args.admin)
-            except ClientError as e:
-                failed, addresses = [str(e)], []
-            copying = replicas_cli.to_copy(addresses, failed.append)
-            if copying is None:
-                print(f"raftlog: bytes still to copy not shown: {failed}", file=sys.stderr)
-    finally:
-        admin.close()
-    if topic["error_code"]:
-        print(f"raftlog: {args.name}: Kafka error {topic['error_code']}", file=sys.stderr)
-        return 1
-    line = f"topic {args.name}  partitions {len(topic['partitions'])}"
-    print(line + (f"  moving {len(moving)}" if moving else ""))
-    for p in sorted(topic["partitions"], key=lambda p: p["partition_index"]):
-        move = moving.get(p["partition_index"])
-        key = (args.name, p["partition_index"])
-        print(
-            f"  partition {p['partition_index']}  leader {p['leader_id']}  "
-            f"epoch {p['leader_epoch']}  replicas {p['replica_nodes']}  isr {p['isr_nodes']}"
-            + (
-                f"  moving: adding {move['adding_replicas']} removing {move['removing_replicas']}"
-                if move
-                else ""
-            )
-            + (
-                f"  to copy {replicas_cli.size_text(copying.get(key, 0))}"
-                if move and copying is not None
-                else ""
-            )
-        )
-    return 0
 
 
 def _epochs(args: argparse.Namespace) -> int:
