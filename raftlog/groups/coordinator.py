@@ -23,13 +23,13 @@ from raftlog.groups.config import GroupConfig
 from raftlog.groups.group import Group, GroupState, TopicPartition, cancel
 from raftlog.groups.join import Join, Joiner
 from raftlog.groups.metadata_manager import GroupMetadataManager, Paced, at_once
+from raftlog.groups.offset_checks import commit_error, subscribed_topics
 from raftlog.groups.offsets_log import OffsetsLog
 from raftlog.groups.rebalance import Rebalancer, answer_sync
 from raftlog.groups.records import (
     ShareGroupMetadataValue,
     share_group_metadata_key,
     share_group_metadata_value,
-    subscription_topics,
 )
 from raftlog.groups.results import (
     CommitOffset,
@@ -417,7 +417,7 @@ class GroupCoordinator:
             if generation_id >= 0:
                 return [E.illegal_generation if txn else E.group_id_not_found] * len(offsets)
             group = shard.groups[group_id] = Group(group_id, now_ms(self._clock))
-        error = _commit_error(group, generation_id, member_id, group_instance_id, txn)
+        error = commit_error(group, generation_id, member_id, group_instance_id, txn)
         if error is not E.none:
             shard.discard_if_unused(group)
             return [error] * len(offsets)
@@ -457,7 +457,7 @@ class GroupCoordinator:
         active = group.state is not EMPTY
         if active and group.protocol_type != CONSUMER_PROTOCOL:
             return E.non_empty_group, []
-        subscribed = _subscribed_topics(group) if active else set()
+        subscribed = subscribed_topics(group) if active else set()
         errors = [
             E.group_subscribed_to_topic if subscribed is None or tp[0] in subscribed else E.none
             for tp in partitions
@@ -553,52 +553,6 @@ class GroupCoordinator:
             (group.protocol_name or "") if stable else "",
             members,
         )
-
-
-def _commit_error(
-    group: Group,
-    generation_id: int,
-    member_id: str,
-    group_instance_id: str | None,
-    txn: bool = False,
-) -> ErrorCode:
-    """Kafka's order: only members of the current generation may commit, except a standalone
-    consumer (generation < 0) while the group is Empty. A transactional commit (`txn`) that
-    names no member is taken in any state: TxnOffsetCommit below v3 has no member fields
-    (aiokafka sends only v0), so its producer cannot name the group's member. Nor is one
-    refused for a rebalance that is completing (Kafka's ClassicGroup.validateOffsetCommit)."""
-    if group.state is DEAD:
-        return E.coordinator_not_available
-    if group_instance_id is not None:
-        known = group.static_members.get(group_instance_id)
-        if known is not None and known != member_id:
-            return E.fenced_instance_id
-    if generation_id < 0 and group.state is EMPTY:
-        return E.none
-    if txn and generation_id < 0 and not member_id and group_instance_id is None:
-        return E.none
-    if group.state is COMPLETING and not txn:
-        return E.rebalance_in_progress
-    if member_id not in group.members:
-        return E.unknown_member_id
-    if generation_id != group.generation:
-        return E.illegal_generation
-    return E.none
-
-
-def _subscribed_topics(group: Group) -> set[str] | None:
-    """The topics the members' subscriptions name (Kafka's ClassicGroup.subscribedTopics);
-    None when a subscription cannot be read, which Kafka takes as subscribed to every topic."""
-    topics: set[str] = set()
-    for member in group.members.values():
-        data = member.metadata(group.protocol_name) if group.protocol_name else b""
-        if not data and member.protocols:
-            data = member.protocols[0][1]
-        try:
-            topics.update(subscription_topics(data))
-        except ValueError:
-            return None
-    return topics
 
 
 def _inconsistent(given: str | None, expected: str | None) -> bool:
