@@ -1,1 +1,3 @@
-"""The Broker the Kafka handlers are given, built over this node: the facade itself (facade), what the node can tell of the cluster (cluster_view), and topic and group config administration (topic_admin, group_admin)."""
+"""The Broker the Kafka handlers are given, built over this node: the facade itself (facade)
+and the administration it answers through, topics and partitions (topic_admin) and group
+configs (group_admin)."""

@@ -22,7 +22,6 @@ from raftlog.api.values import (
     TopicResult,
     TopicSpec,
 )
-from raftlog.broker.cluster_view import ClusterView
 from raftlog.broker.group_admin import GroupAdmin
 from raftlog.broker.topic_admin import TopicAdmin
 from raftlog.cluster.controller_quorum import QuorumState
@@ -32,6 +31,7 @@ from raftlog.config.broker_settings import BROKER_DEFAULTS, SENSITIVE, TOPIC_SYN
 from raftlog.config.config_def import INT, STRING
 from raftlog.controller import ControllerUnavailable
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
+from raftlog.node.cluster_view import ClusterView
 from raftlog.security.acl import AclBinding, AclBindingFilter
 from raftlog.security.authorizer import Authorizer
 from raftlog.security.listeners import Listener

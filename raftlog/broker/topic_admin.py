@@ -24,7 +24,7 @@ from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 
 if TYPE_CHECKING:
-    from raftlog.broker.cluster_view import ClusterView
+    from raftlog.node.cluster_view import ClusterView
     from raftlog.node.node import Node
 
 LEADER_WAIT = 10.0

@@ -23,7 +23,7 @@ from raftlog.security import user_routes
 from raftlog.security.users import UserAdmin
 
 if TYPE_CHECKING:
-    from raftlog.broker.cluster_view import ClusterView
+    from raftlog.node.cluster_view import ClusterView
     from raftlog.node.metrics import NodeMetrics
     from raftlog.node.node import Node
     from raftlog.partition.partition import Partition

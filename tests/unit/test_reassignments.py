@@ -28,12 +28,12 @@ from kafka_api.context import RequestContext
 from kafka_api.handlers import alter_partition_reassignments as alter
 from kafka_api.handlers import list_partition_reassignments as listing
 from raftlog.api.values import BrokerInfo, TopicInfo
-from raftlog.broker.cluster_view import ClusterView
 from raftlog.broker.topic_admin import TopicAdmin
 from raftlog.cluster.leadership import Leadership, LeadershipDirectory
 from raftlog.common.errors import ErrorCode
 from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.controller import moves
+from raftlog.node.cluster_view import ClusterView
 from raftlog.node.replicas import bootstrap_voters
 from raftlog.security.acl_index import AclIndex
 from raftlog.security.authorizer import Authorizer
