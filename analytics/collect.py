@@ -20,7 +20,7 @@ import aiohttp
 
 from epoch.history import HistoryJournal
 from epoch.replica_state import UNKNOWN, ReplicaState, parse, spans
-from raftlog.config.config_def import ConfigError
+from raftlog.common.errors import ConfigError
 from raftlog.config.node_config import NodeConfig
 from raftlog.storage.batch import HEADER_SIZE, MIN_BATCH_LENGTH, parse_header
 from raftlog.storage.log import read_start_checkpoint

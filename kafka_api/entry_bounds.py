@@ -42,7 +42,7 @@ from kio.serial._introspect import (
 )
 
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import MAX_RECORDS_PER_USER_OP
+from raftlog.common.limits import MAX_RECORDS_PER_USER_OP
 
 MAX_ENTRIES = MAX_RECORDS_PER_USER_OP
 # CreateTopics (19) and CreatePartitions (37): up to MAX_RECORDS_PER_USER_OP partitions, each

@@ -16,7 +16,7 @@ from types import ModuleType
 import uvloop
 from kafka.errors import KafkaError as ClientError
 
-from raftlog.config.config_def import ConfigError
+from raftlog.common.errors import ConfigError
 from raftlog.config.node_config import NodeConfig, parse_address
 from raftlog_app import (
     acl_cli,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from raftlog.config.config_def import ConfigError
+from raftlog.common.errors import ConfigError
 
 # librdkafka name -> kafka-python keyword
 _KAFKA_PYTHON = {

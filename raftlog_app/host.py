@@ -47,8 +47,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from raftlog.common.errors import ConfigError
 from raftlog.common.http_listener import HttpLimits, HttpListener
-from raftlog.config.config_def import ConfigError
 from raftlog.config.node_config import NodeConfig, parse_address, toml_value
 
 log = logging.getLogger("raftlog.host")

@@ -9,7 +9,7 @@ import time
 
 from kafka.errors import KafkaError as ClientError
 
-from raftlog.config.config_def import ConfigError
+from raftlog.common.errors import ConfigError
 from raftlog_app import client_config
 
 # How long `topic create` waits for every partition to have a leader, showing progress.

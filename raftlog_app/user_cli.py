@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from raftlog.config.config_def import ConfigError
+from raftlog.common.errors import ConfigError
 from raftlog.config.node_config import NodeConfig
 from raftlog.security.scram import DEFAULT_MECHANISM, MECHANISMS, MIN_ITERATIONS
 from raftlog_app import cluster, local_nodes

@@ -14,7 +14,7 @@ from kafka_api.codec import Encoded
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import excessive
+from raftlog.common.limits import excessive
 from raftlog.security.acl import MAX_PER_REQUEST, AclBinding, AclBindingFilter, unknown_codes
 
 NO_AUTHORIZER = "No Authorizer is configured."

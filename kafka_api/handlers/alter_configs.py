@@ -14,7 +14,7 @@ from kafka_api.codec import build, response_module
 from kafka_api.common import NO_THROTTLE, duplicates, topic_name_error
 from kafka_api.context import RequestContext
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import excessive
+from raftlog.common.limits import excessive
 
 API_KEY = 33
 MIN_VERSION = 0

@@ -13,7 +13,7 @@ from kafka_api.context import RequestContext
 from raftlog.api.broker import Broker
 from raftlog.api.values import TopicResult
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import excessive
+from raftlog.common.limits import excessive
 
 API_KEY = 37
 MIN_VERSION = 0

@@ -15,7 +15,7 @@ from kafka_api.common import NO_THROTTLE, duplicates, millis
 from kafka_api.context import RequestContext
 from raftlog.api.values import TopicResult
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import excessive
+from raftlog.common.limits import excessive
 
 API_KEY = 20
 MIN_VERSION = 1  # Kafka 4's baseline

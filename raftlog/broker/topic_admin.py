@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from raftlog.api.values import PartitionInfo, TopicInfo, TopicResult, TopicSpec
 from raftlog.cluster.placement import place
 from raftlog.common.errors import ErrorCode
+from raftlog.common.limits import MAX_RECORDS_PER_USER_OP
 from raftlog.config import topic_config
-from raftlog.config.limits import MAX_RECORDS_PER_USER_OP
 from raftlog.controller import EXISTS, ControllerUnavailable, moves
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog.txn.coordinator import TOPIC as TXN_TOPIC

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from raftlog.common.errors import ConfigError
 from raftlog.config.config_def import (
     BOOLEAN,
     INT,
@@ -14,7 +15,6 @@ from raftlog.config.config_def import (
     PASSWORD,
     SHORT,
     STRING,
-    ConfigError,
     Setting,
     parse_boolean,
     parse_number,

@@ -36,10 +36,6 @@ _INTEGER = re.compile(r"[-+]?[0-9]+")
 _DOUBLE = re.compile(r"[-+]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?[fFdD]?)")
 
 
-class ConfigError(ValueError):
-    """A configuration that cannot be used: a node's file, or a [broker] setting in it."""
-
-
 @dataclass(frozen=True)
 class Setting:
     """`choices` limit a STRING's value, or each item of a LIST's; `minimum`/`maximum` bound

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftlog.common.errors import ConfigError
 from raftlog.common.http_listener import HttpLimits
 from raftlog.config.broker_settings import (
     BROKER_DEFAULTS,
@@ -38,9 +39,6 @@ from raftlog.config.broker_settings import (
     TOPIC_SYNONYMS,
     check_broker,
     whole_number,
-)
-from raftlog.config.config_def import (
-    ConfigError,
 )
 from raftlog.security import listeners as kafka_listeners
 from raftlog.security.listeners import DEFAULT_PROTOCOL_MAP, Listener

@@ -21,7 +21,7 @@ from pysyncobj.config import FAIL_REASON
 
 from raftlog.api.values import AclChange
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import MAX_CONFIGURED_GROUPS, MAX_RECORDS_PER_USER_OP
+from raftlog.common.limits import MAX_CONFIGURED_GROUPS, MAX_RECORDS_PER_USER_OP
 from raftlog.controller import compat, moves, voters
 from raftlog.controller.group import RaftGroup, failure_name
 from raftlog.controller.journal import ControllerJournal

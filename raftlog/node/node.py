@@ -18,12 +18,13 @@ from raftlog.cluster.controller_quorum import QuorumDescriber
 from raftlog.cluster.leadership import LeadershipDirectory
 from raftlog.cluster.preferred_leaders import PreferredLeaders
 from raftlog.cluster.reassignment import Reassigner
+from raftlog.common import limits
 from raftlog.common.clock import LOOP_CLOCK
 from raftlog.common.errors import ErrorCode
 from raftlog.common.heap import HeapFreezer
 from raftlog.common.memory_budget import MemoryBudget
 from raftlog.common.mesh_calls import MeshCalls
-from raftlog.config import group_config, limits
+from raftlog.config import group_config
 from raftlog.config.node_config import NodeConfig
 from raftlog.controller import Controller, ControllerUnavailable, moves, voters
 from raftlog.controller.ticker import Ticker

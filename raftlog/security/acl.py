@@ -16,7 +16,7 @@ from enum import IntEnum
 from typing import Any, NamedTuple
 
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import MAX_RECORDS_PER_USER_OP
+from raftlog.common.limits import MAX_RECORDS_PER_USER_OP
 
 
 class AclOperation(IntEnum):

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from raftlog.config.config_def import ConfigError
+from raftlog.common.errors import ConfigError
 from raftlog.security.acl import (
     WILDCARD,
     WILDCARD_PRINCIPAL,

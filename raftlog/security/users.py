@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import excessive
+from raftlog.common.limits import excessive
 from raftlog.controller import Controller, ControllerUnavailable
 from raftlog.security import scram
 from raftlog.security.scram import MAX_CHANGES_PER_REQUEST, MECHANISM_NAMES, ScramCredential

@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftlog.common.errors import ErrorCode
+from raftlog.common.errors import ConfigError, ErrorCode
 from raftlog.config.broker_settings import BROKER_DEFAULTS
-from raftlog.config.config_def import ConfigError
 from raftlog.security import acl_index as index_module
 from raftlog.security.acl import (
     AclBinding,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from raftlog.common.errors import ConfigError
 from raftlog.common.http_listener import HttpLimits
-from raftlog.config.config_def import ConfigError
 from raftlog.config.node_config import NodeConfig
 
 GOOD = """

@@ -27,7 +27,7 @@ from support.wire import make_batch
 
 import raftlog.controller.syncobj_fork as core
 from raftlog.cluster import controller_quorum
-from raftlog.config.config_def import ConfigError
+from raftlog.common.errors import ConfigError
 from raftlog.config.node_config import NodeConfig
 from raftlog.controller import Controller, compat, voters
 from raftlog.controller.journal import ControllerJournal

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from raftlog.config.config_def import ConfigError
+from raftlog.common.errors import ConfigError
 from raftlog.config.node_config import NodeConfig
 from raftlog_app import cluster, host, local_nodes
 from raftlog_app.host import Backoff

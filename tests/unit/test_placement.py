@@ -21,7 +21,7 @@ from raftlog.api.values import BrokerInfo, TopicSpec
 from raftlog.broker.topic_admin import TopicAdmin
 from raftlog.cluster.placement import broker_order, place
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import ReplicaBudget
+from raftlog.common.limits import ReplicaBudget
 
 
 def placed(

@@ -31,7 +31,7 @@ from raftlog.api.values import BrokerInfo, TopicInfo
 from raftlog.broker.topic_admin import TopicAdmin
 from raftlog.cluster.leadership import Leadership, LeadershipDirectory
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
+from raftlog.common.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.controller import moves
 from raftlog.node.cluster_view import ClusterView
 from raftlog.node.replicas import bootstrap_voters

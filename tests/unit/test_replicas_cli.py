@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from raftlog.config.config_def import ConfigError
+from raftlog.common.errors import ConfigError
 from raftlog_app.replicas_cli import admin_addresses, balance, plan, size_text
 
 

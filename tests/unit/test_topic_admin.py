@@ -19,7 +19,7 @@ import raftlog.controller.syncobj_fork as core
 from raftlog.api.values import BrokerInfo, TopicSpec
 from raftlog.broker.topic_admin import CREATE_BATCH_BYTES, TopicAdmin
 from raftlog.common.errors import ErrorCode
-from raftlog.config.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
+from raftlog.common.limits import MAX_RECORDS_PER_USER_OP, ReplicaBudget
 from raftlog.controller import ControllerMachine
 
 
