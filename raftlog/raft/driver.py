@@ -238,7 +238,9 @@ class Driver:
     def _schedule_turn(self) -> None:
         if not self._turn_scheduled:
             self._turn_scheduled = True
-            asyncio.get_running_loop().call_soon(self._turn)
+            # The loop start() kept: get_running_loop() is a getpid() system call on Python 3.11.
+            loop = self._loop or asyncio.get_running_loop()
+            loop.call_soon(self._turn)
 
     # --- in --------------------------------------------------------------------------------
 

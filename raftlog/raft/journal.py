@@ -206,6 +206,9 @@ class SegmentJournal:
             self._base_conf = (int(index), bytes(command))
         self._entries: list[Entry] = []
         self._window_bytes = 0  # data bytes referenced by the window
+        # With `defer_writes`, records (and their batches) written at `write_pending`.
+        self._deferred = False
+        self._pending: list[bytes] = []
         self._load_window()
         # Unbuffered: each record reaches the OS in the same step as its batch's segment write,
         # before anything can acknowledge it; a buffered record lost to kill -9 would make the
@@ -223,7 +226,7 @@ class SegmentJournal:
             self._check_log_end()
         data = self._listener.admit(memoryview(command)[1:], command) if kind == DATA else b""
         if len(data) and self._log is not None:
-            result = self._log.append(data, term)
+            result = self._log.append(data, term, defer=self._deferred)
             entry = Entry(idx, term, result.base_offset, result.next_offset, result.location)
             self._window_bytes += result.location.size
         elif kind == DATA:
@@ -268,6 +271,27 @@ class SegmentJournal:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def defer_writes(self) -> None:
+        """From now on `add` leaves an entry's batches and window record in memory until
+        `write_pending`, which the Raft driver calls for each Ready before its messages can
+        leave or its entries count (raft/replica.py's persist): a group's entries of one loop
+        turn then reach the OS in one segment writev and one window write instead of two
+        system calls per entry. Anything that reads, cuts or rewrites the files, and the
+        commit index's write, writes them first. Until it is called (the controller's journal,
+        a replica's first entry) every add writes at once."""
+        self._deferred = True
+
+    def write_pending(self) -> None:
+        """The deferred entries to the OS: their batches first, then their window records (a
+        kill -9 between the two leaves batches the window does not know, which the next open
+        cuts, never a record without its batches)."""
+        if not self._pending:
+            return
+        if self._log is not None:
+            self._log.write_staged()
+        frames, self._pending = self._pending, []
+        self._write_frames(b"".join(frames))
+
     def set_commit_index(self, index: int) -> None:
         if index == self._state.commit_index:
             return
@@ -275,7 +299,7 @@ class SegmentJournal:
         now = self._clock()
         if now - self._commit_saved_at >= COMMIT_SAVE_SECONDS:
             self._commit_saved_at = now
-            self._state.persist_commit()
+            self.persist_commit()
         # pysyncobj (the controller's) lowers its commit index to the log end when it rewinds
         # a follower's log onto entries it is about to re-add; committed entries never go
         # away, so neither does the high watermark.
@@ -397,7 +421,7 @@ class SegmentJournal:
         if self._entries and idx > self._entries[0].idx:
             # The entry after the snapshot point was applied, hence committed.
             self._state.commit_index = max(self._state.commit_index, idx + 1)
-            self._state.persist_commit()  # a restart must not find its commit before the window
+            self.persist_commit()  # a restart must not find its commit before the window
             self._listener.compacting()
             self._drop_first(idx - self._entries[0].idx)
 
@@ -408,10 +432,13 @@ class SegmentJournal:
 
     def persist_commit(self) -> None:
         """The commit index on disk before anything implied by it is told (an acknowledgement,
-        a history record): a kill -9 restart must not bring the high watermark back below."""
+        a history record): a kill -9 restart must not bring the high watermark back below.
+        The entries it covers go first."""
+        self.write_pending()
         self._state.persist_commit()
 
     def close(self) -> None:
+        self.write_pending()
         self._file.close()
         self._state.persist_commit()
         self._state.save()
@@ -460,7 +487,7 @@ class SegmentJournal:
         self._entries = entries
         self._window_bytes = sum(e.location.size for e in entries if e.location is not None)
         self._state.commit_index = max(self._state.commit_index, committed)
-        self._state.persist_commit()
+        self.persist_commit()
         self._rewrite_window()
 
     def _save_base_conf(self, index: int, command: bytes) -> None:
@@ -478,16 +505,24 @@ class SegmentJournal:
     def _append_record(self, entry: Entry) -> None:
         entry.file_pos = self._file_end
         frame = _frame(entry)
-        record = memoryview(frame)
+        self._file_end += len(frame)
+        if self._deferred:
+            self._pending.append(frame)
+        else:
+            self._write_frames(frame)
+
+    def _write_frames(self, frames: bytes) -> None:
+        """Writes records that end the window file (`_file_end` already counts them)."""
+        record = memoryview(frames)
         try:
             while record:  # an unbuffered write may be short
                 record = record[self._file.write(record) :]
         except OSError:
             self._file_end = self._file.seek(0, os.SEEK_END)
             raise
-        self._file_end += len(frame)
 
     def _rewrite_window(self) -> None:
+        self.write_pending()  # their batches; the records are rewritten below
         tmp = self._window_path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
             pos = 0
@@ -569,6 +604,7 @@ class SegmentJournal:
         """Cuts window entries from `position` on, and their data from the log."""
         if position >= len(self._entries):
             return
+        self.write_pending()  # the file is cut at a record's position: all of them first
         removed = self._entries[position:]
         del self._entries[position:]
         self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)

@@ -56,9 +56,10 @@ Callback = Callable[[Outcome], None]
 
 
 class JournalLog:
-    """The core's RaftLog over a segment journal. Entries are written to their segment (to the
-    OS) in `truncate_and_append`, so a Ready's entries are
-    already persisted; data is read back only when an append carrying it is encoded."""
+    """The core's RaftLog over a segment journal. Entries go into the journal in
+    `truncate_and_append` and reach the OS when the driver persists the Ready that hands them
+    out (CoreGroup.persist), one write per file for all of them; data is read back only when
+    an append carrying it is encoded."""
 
     def __init__(self, journal: SegmentJournal) -> None:
         self._journal = journal
@@ -127,6 +128,7 @@ class CoreGroup:
         self._deferred = 0 if first else FIRST_ELECTION_ROUNDS
         if len(journal) == 0:
             journal.add(NO_OP, 1, 0)  # every replica's log starts with the same term-0 entry
+        journal.defer_writes()  # a Ready's entries reach the OS together, in persist
         if len(self._peers) > 1:
             journal.durable_through(driver.durability)
         log = JournalLog(journal)
@@ -173,6 +175,10 @@ class CoreGroup:
     # --- the driver's ----------------------------------------------------------------------
 
     def persist(self, rd: Ready) -> int:
+        """The Ready's entries to the OS (the journal held them since they were appended, so
+        one turn's go in one write per file) before anything can count them or hear of them,
+        and a changed term or vote into the node's batched save."""
+        self.journal.write_pending()
         hs = rd.hard_state
         if hs is not None:
             voted = str(hs.vote) if hs.vote != NONE else None

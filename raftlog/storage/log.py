@@ -235,10 +235,15 @@ class Log:
             self._recovery.hand_off(unsynced, segment.base_offset)
 
     def append(
-        self, batches: bytes | bytearray | memoryview, term: int, keep_offsets: bool = False
+        self,
+        batches: bytes | bytearray | memoryview,
+        term: int,
+        keep_offsets: bool = False,
+        defer: bool = False,
     ) -> AppendResult:
         """Offsets continue from the log end offset; with `keep_offsets` the batches keep
-        theirs, which may leave gaps: how a follower copies a compacted leader's segments."""
+        theirs, which may leave gaps: how a follower copies a compacted leader's segments.
+        With `defer` the bytes reach the OS at `write_staged` (Segment.append)."""
         size = len(batches)
         if not size:
             raise ValueError("nothing to append")
@@ -252,11 +257,16 @@ class Log:
             segment = self._segments[-1]
         position = segment.size
         base_offset = segment.next_offset
-        max_timestamp = segment.append(batches, keep_offsets)
+        max_timestamp = segment.append(batches, keep_offsets, defer)
         if keep_offsets:
             base_offset = parse_header(batches).base_offset
         location = Location(segment.base_offset, term, position, segment.size - position)
         return AppendResult(base_offset, segment.next_offset, location, max_timestamp)
+
+    def write_staged(self) -> None:
+        """Writes the deferred appends (only the last segment has any: a roll writes them)."""
+        if self._segments:
+            self._segments[-1].write_staged()
 
     def truncate(
         self, segment_base: int, term: int, position: int, drop_segment: bool

@@ -82,6 +82,8 @@ class Segment:
         "_fd",
         "_dirty",
         "_active",
+        "_staged",
+        "_staged_at",
     )
     size: int
     next_offset: int
@@ -98,6 +100,9 @@ class Segment:
         self._fd = -1  # one descriptor serves appends (O_APPEND), preads and ftruncate
         self._dirty = False
         self._active = False  # pinned: indexes and descriptor stay, outside the budgets
+        # Appended with `defer`, not yet written: buffers, and the file position they start at.
+        self._staged: list[bytearray | memoryview] = []
+        self._staged_at = 0
         self._restart_at(0, base_offset)
 
     @classmethod
@@ -374,10 +379,13 @@ class Segment:
             log.warning("%s: index entries not flushed: %s", self.path, exc)
 
     def _reader(self) -> int:
-        """The descriptor, opened if need be. Never keep it across a pause: the budget may
-        close it as soon as another segment opens its file."""
+        """The descriptor, opened if need be, with every deferred append written: whatever
+        reads, cuts or syncs the file finds it as the bookkeeping says. Never keep it across a
+        pause: the budget may close it as soon as another segment opens its file."""
         fd = self._fd
         if self._active:
+            if self._staged:
+                self.write_staged()
             return fd
         if fd < 0:
             cache.file_opens += 1
@@ -424,12 +432,17 @@ class Segment:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray | memoryview, keep_offsets: bool = False) -> int:
+    def append(
+        self, data: bytes | bytearray | memoryview, keep_offsets: bool = False, defer: bool = False
+    ) -> int:
         """Stores whole batches with their base offsets and leader epochs rewritten. Only each
         batch's first bytes are copied and patched; the rest is written from `data` as it is:
         copying every append into a fresh buffer cost a page fault per 4 KiB. With
         `keep_offsets` the base offsets stay as they are, gaps included: batches copied from a
-        compacted log. Returns the largest batch max timestamp."""
+        compacted log. With `defer` the bytes wait for `write_staged` (or anything that reads,
+        cuts or syncs the file), so a Raft group's entries of one loop turn reach the OS in
+        one writev: `data` must not change meanwhile. Returns the largest batch max
+        timestamp."""
         view = memoryview(data).cast("B")
         total = len(view)
         headers: list[tuple[int, BatchHeader]] = []
@@ -452,7 +465,14 @@ class Segment:
             headers.append((offset, header))
             offset += header.last_offset_delta + 1
             pos += size
-        self._write(parts)
+        if defer:
+            if not self._staged:
+                self._staged_at = self.size
+            self._staged += parts
+        else:
+            if self._staged:
+                self.write_staged()
+            self._write(parts, self.size)
         position = self.size
         max_timestamp = -1
         for offset, header in headers:
@@ -461,7 +481,18 @@ class Segment:
             position = self.size
         return max_timestamp
 
-    def _write(self, parts: list[bytearray | memoryview]) -> None:
+    def write_staged(self) -> None:
+        """Writes the deferred appends, in order, in one writev (fewer past IOV_MAX buffers)."""
+        parts, self._staged = self._staged, []
+        if parts:
+            try:
+                self._write(parts, self._staged_at)
+            except OSError:
+                self.truncate(self._staged_at)  # the bookkeeping back to what the file holds
+                raise
+
+    def _write(self, parts: list[bytearray | memoryview], start: int) -> None:
+        """Appends `parts`, which belong at file position `start`."""
         try:
             while parts:
                 n = os.writev(self._fd, parts[:_IOV_MAX])
@@ -470,7 +501,7 @@ class Segment:
                 if n:
                     parts[0] = memoryview(parts[0])[n:]
         except OSError:
-            os.ftruncate(self._fd, self.size)  # no half batch may stay behind the tracked size
+            os.ftruncate(self._fd, start)  # no half batch may stay behind
             raise
         self._dirty = True
 
@@ -531,6 +562,8 @@ class Segment:
         return cut
 
     def flush(self) -> None:
+        if self._staged:
+            self.write_staged()
         if self._dirty and self._fd >= 0:
             os.fsync(self._fd)
             self._dirty = False
@@ -543,6 +576,8 @@ class Segment:
         the log rolled past it and hands it to the flusher, off the event loop (creating and
         writing the index files there cost a failover 12 % of a node's loop). From here on
         it is the flusher's, and the log drains it before it cuts or replaces the files."""
+        if self._staged:
+            self.write_staged()
         writes: list[tuple[str, bytes]] = []
         if self._dirty:
             writes.append((self._file("log"), b""))
@@ -555,7 +590,10 @@ class Segment:
         return writes
 
     def close(self) -> None:
-        """Releases the descriptor and the indexes without flushing anything."""
+        """Writes deferred appends, then releases the descriptor and the indexes without
+        flushing anything."""
+        if self._staged and self._fd >= 0:
+            self.write_staged()
         cache.indexes.discard(self)
         cache.files.discard(self)
         self._offsets = self._times = None
@@ -566,6 +604,7 @@ class Segment:
 
     def delete(self) -> None:
         """The .log goes first: index files left by a crash are orphans that open() removes."""
+        self._staged = []
         self.close()
         for extension in ("log", "index", "timeindex"):
             with contextlib.suppress(FileNotFoundError):

@@ -339,9 +339,12 @@ class Sim:
         if self.storage is not None:
             # As the driver does: the term and vote saved, the messages encoded (lazy
             # payloads read from their segments) when the Ready is taken.
+            disk = self.storage.disks[i]
             if rd.hard_state is not None:
-                self.storage.disks[i].set_term(rd.hard_state.term, rd.hard_state.vote)
+                disk.set_term(rd.hard_state.term, rd.hard_state.vote)
             rd = replace(rd, messages=tuple(_wire(m) for m in rd.messages))
+            assert disk.journal is not None
+            disk.journal.write_pending()  # the entries appended since the last Ready
         if self.cfg.send_before_sync:  # breaking the caller's one rule, for its test
             for m in rd.messages:
                 self.send(m)

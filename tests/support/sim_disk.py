@@ -92,6 +92,20 @@ class _Listener:
         pass
 
 
+class _Log(Log):
+    """The segment log, telling the simulation when a roll writes the deferred appends of the
+    segment it rolls past: they reach the OS before the flusher syncs that segment and moves
+    the recovery point past it, a step of their own."""
+
+    written: Callable[[str], None] | None = None
+
+    def _roll(self, term: int) -> None:
+        self.write_staged()
+        if self.written is not None:
+            self.written("deferred appends before a roll")
+        super()._roll(term)
+
+
 class _Journal(SegmentJournal):
     """The partition's journal, telling the simulation after each of its write steps."""
 
@@ -101,6 +115,12 @@ class _Journal(SegmentJournal):
         super().add(command, idx, term)
         if self.written is not None:
             self.written(f"add {idx}")
+
+    def write_pending(self) -> None:
+        pending = bool(self._pending)
+        super().write_pending()
+        if pending and self.written is not None:
+            self.written("pending entries")
 
     def cut_after(self, idx: int) -> None:
         super().cut_after(idx)
@@ -165,7 +185,7 @@ class Disk:
     ) -> tuple[JournalLog, HardState]:
         """Opens the storage from what is on disk (recovering torn files), as a partition
         does at start: the core's log and hard state."""
-        self.log = Log(
+        self.log = _Log(
             self.dir,
             LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=INDEX_INTERVAL_BYTES),
         )
@@ -173,9 +193,10 @@ class Disk:
             self.dir / "raft", self.log, _Listener(), clock=self._clock
         )
         if self.trace:
-            journal.written = self._written
+            journal.written = self.log.written = self._written
         if len(journal) == 0:
             journal.add(NO_OP, 1, 0)  # every replica's log starts with the same term-0 entry
+        journal.defer_writes()  # as raft/replica.py's CoreGroup: written when a Ready is taken
         listener = _Listener()
         self.installer = Installer(
             GROUP, journal, self.log, listener, Installs(controls.link(self.node)), done, failed
@@ -303,6 +324,7 @@ class Disk:
             self.installer.close()
         if self.log is not None:
             for segment in self.log.segments():
+                segment._staged.clear()  # deferred appends die with the process
                 segment.close()
         if self.journal is not None:
             self.journal._file.close()
