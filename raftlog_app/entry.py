@@ -10,7 +10,8 @@ def main(argv: list[str] | None = None) -> int:
     # kio (the protocol's schema library) imports Hypothesis's strategies whenever Hypothesis
     # is installed, as it is beside the tests: a node or the CLI never uses them, and they
     # cost 0.3-0.7 s of every start and leave a `.hypothesis/` directory where it ran.
-    sys.modules.setdefault("hypothesis", None)
+    # None in sys.modules is the documented way to make an import raise ImportError.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     from raftlog_app.cli import main as cli_main
 
     return cli_main(argv)

@@ -408,7 +408,7 @@ class Supervisor:
         self.host = host
         self.clock = clock
         self._command = command or (
-            lambda path: [sys.executable, "-m", "raftlog_app.cli", "serve", "--config", str(path)]
+            lambda path: [sys.executable, "-m", "raftlog_app", "serve", "--config", str(path)]
         )
         self.slots = [Slot(spec, backoff()) for spec in host.brokers]
         self._log_to_files = log_to_files

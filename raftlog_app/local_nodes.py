@@ -163,7 +163,7 @@ def start_node(config: Path, data_dir: Path) -> int:
     console = open(data_dir / "console.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "raftlog_app.cli", "serve", "--config", str(config)),
+            *(sys.executable, "-m", "raftlog_app", "serve", "--config", str(config)),
             *("--log-file", str(data_dir / "raftlog.log")),
         ],
         stdin=subprocess.DEVNULL,
