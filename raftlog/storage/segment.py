@@ -84,6 +84,7 @@ class Segment:
         "_active",
         "_staged",
         "_staged_at",
+        "_staged_spans",
     )
     size: int
     next_offset: int
@@ -103,6 +104,8 @@ class Segment:
         # Appended with `defer`, not yet written: buffers, and the file position they start at.
         self._staged: list[bytearray | memoryview] = []
         self._staged_at = 0
+        # Each deferred append's position -> (size, its first and end index in _staged).
+        self._staged_spans: dict[int, tuple[int, int, int]] = {}
         self._restart_at(0, base_offset)
 
     @classmethod
@@ -468,7 +471,9 @@ class Segment:
         if defer:
             if not self._staged:
                 self._staged_at = self.size
+            first = len(self._staged)
             self._staged += parts
+            self._staged_spans[self.size] = (total, first, len(self._staged))
         else:
             if self._staged:
                 self.write_staged()
@@ -484,6 +489,7 @@ class Segment:
     def write_staged(self) -> None:
         """Writes the deferred appends, in order, in one writev (fewer past IOV_MAX buffers)."""
         parts, self._staged = self._staged, []
+        self._staged_spans = {}
         if parts:
             try:
                 self._write(parts, self._staged_at)
@@ -604,7 +610,7 @@ class Segment:
 
     def delete(self) -> None:
         """The .log goes first: index files left by a crash are orphans that open() removes."""
-        self._staged = []
+        self._staged, self._staged_spans = [], {}
         self.close()
         for extension in ("log", "index", "timeindex"):
             with contextlib.suppress(FileNotFoundError):
@@ -613,6 +619,12 @@ class Segment:
     # -- reads ---------------------------------------------------------------------------------
 
     def read(self, position: int, size: int) -> bytes:
+        """`size` bytes at `position`. A deferred append read whole (a leader encoding its
+        new entries for its followers before the turn's write) comes from memory: one pread
+        per follower per entry was a tenth of an RF 3 node's system calls on small writes."""
+        span = self._staged_spans.get(position)
+        if span is not None and span[0] == size:
+            return b"".join(self._staged[span[1] : span[2]])
         data = os.pread(self._reader(), size, position)
         if len(data) != size:
             raise ValueError(f"{self} has no {size} bytes at {position}")

@@ -168,3 +168,26 @@ def test_a_failed_write_leaves_the_segment_as_the_file_is(tmp_path):
     assert segment.next_offset == 1
     segment.append(batch(b"c"))
     assert values(log) == [(0, b"a"), (1, b"c")]
+
+
+def test_a_payload_read_before_the_write_comes_from_memory_as_it_will_be_stored(
+    tmp_path, monkeypatch
+):
+    """A leader encodes its appends (reading each new entry's batches for every follower)
+    before the Ready is persisted: those reads neither write nor pread, and give the bytes
+    the segment then holds."""
+    log, j = open_journal(tmp_path)
+    j.add(NO_OP, 2, 1)
+    j.write_pending()
+    writes = Writes(monkeypatch)
+    preads = []
+    real_pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda *a: preads.append(a) or real_pread(*a))
+    for i in range(3):
+        j.add(DATA_PREFIX + batch(b"%d" % i), 3 + i, 1)
+    held = [bytes(j[k][0]) for k in (2, 3, 4) for _ in range(2)]  # two followers each
+    assert writes.count == 0 and preads == []
+    j.write_pending()
+    assert writes.count == 1
+    assert held[::2] == [bytes(j[k][0]) for k in (2, 3, 4)]  # now read from the file
+    assert len(preads) == 3
