@@ -1,6 +1,6 @@
 """SaslAuthenticate (36): one SASL token each way. A failure is answered with
 SASL_AUTHENTICATION_FAILED after Kafka's connection.failed.authentication.delay.ms, and the
-connection is then closed (kafka_api/server.py)."""
+connection is then closed (kafka_api/connection.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """SaslHandshake (17): the client names its SASL mechanism. After v1, SaslAuthenticate frames
 carry the SASL tokens; after v0 (which older librdkafka needs advertised before it does SASL
-at all) the tokens come as bare size-prefixed frames (kafka_api/server.py)."""
+at all) the tokens come as bare size-prefixed frames (kafka_api/connection.py)."""
 
 from __future__ import annotations
 

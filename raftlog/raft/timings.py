@@ -37,7 +37,7 @@ class RaftTimings:
     max_message_bytes: int = 4 * 1024 * 1024
     # What a leader sends a learner (a replica a move adds) per second while it catches up,
     # so the copy leaves room for the partition's writes; 0: unthrottled. The broker setting
-    # leader.replication.throttled.rate (raftlog/node.py).
+    # leader.replication.throttled.rate (raftlog/node/node.py).
     learner_bytes_per_second: int = 0
 
 

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_INDEX_BYTES = 64 * 1024 * 1024
 # Descriptors of past segments opened for reads: part of the node's RESERVED_FDS
-# (raftlog/limits.py), not of the few each replica is budgeted.
+# (raftlog/common/limits.py), not of the few each replica is budgeted.
 DEFAULT_MAX_OPEN_FILES = 256
 
 

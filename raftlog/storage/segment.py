@@ -425,7 +425,7 @@ class Segment:
         descriptor closed until a read opens it again (under the file budget), its indexes
         under theirs. Kept open, every past term's segment held a descriptor: repeated
         elections took a node from 37 to 382, past the few per replica that the partition
-        budget (raftlog/limits.py) counts on."""
+        budget (raftlog/common/limits.py) counts on."""
         if not self._active:
             return
         self._active = False
