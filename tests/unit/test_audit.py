@@ -45,11 +45,29 @@ T0 = 1_800_000_000_000
 TP = ("t", 0)
 
 
+# One session runs every test's small queries. Its compiled code is kept for all of them
+# (Spark keeps 100 classes; one history's audit compiles about 400), and joins shuffle
+# instead of broadcasting: the broadcast build sides stayed on the heap from test to test
+# until its garbage collection took most of the time (130 MB more live heap per audited
+# history). Either way the results are the same rows.
 @pytest.fixture(scope="module")
 def spark():
-    session = job.session("local[2]")
+    session = job.session(
+        "local[2]",
+        {
+            "spark.sql.codegen.cache.maxEntries": "10000",
+            "spark.sql.autoBroadcastJoinThreshold": "-1",
+        },
+    )
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _uncache(spark):
+    """Each test's cached inputs go with it."""
+    yield
+    spark.catalog.clearCache()
 
 
 class History:
