@@ -387,8 +387,7 @@ class Segment:
         pause: the budget may close it as soon as another segment opens its file."""
         fd = self._fd
         if self._active:
-            if self._staged:
-                self.write_staged()
+            self.write_staged()
             return fd
         if fd < 0:
             cache.file_opens += 1
@@ -475,8 +474,7 @@ class Segment:
             self._staged += parts
             self._staged_spans[self.size] = (total, first, len(self._staged))
         else:
-            if self._staged:
-                self.write_staged()
+            self.write_staged()
             self._write(parts, self.size)
         position = self.size
         max_timestamp = -1
@@ -488,14 +486,15 @@ class Segment:
 
     def write_staged(self) -> None:
         """Writes the deferred appends, in order, in one writev (fewer past IOV_MAX buffers)."""
+        if not self._staged:
+            return
         parts, self._staged = self._staged, []
         self._staged_spans = {}
-        if parts:
-            try:
-                self._write(parts, self._staged_at)
-            except OSError:
-                self.truncate(self._staged_at)  # the bookkeeping back to what the file holds
-                raise
+        try:
+            self._write(parts, self._staged_at)
+        except OSError:
+            self.truncate(self._staged_at)  # the bookkeeping back to what the file holds
+            raise
 
     def _write(self, parts: list[bytearray | memoryview], start: int) -> None:
         """Appends `parts`, which belong at file position `start`."""
@@ -568,8 +567,7 @@ class Segment:
         return cut
 
     def flush(self) -> None:
-        if self._staged:
-            self.write_staged()
+        self.write_staged()
         if self._dirty and self._fd >= 0:
             os.fsync(self._fd)
             self._dirty = False
@@ -582,8 +580,7 @@ class Segment:
         the log rolled past it and hands it to the flusher, off the event loop (creating and
         writing the index files there cost a failover 12 % of a node's loop). From here on
         it is the flusher's, and the log drains it before it cuts or replaces the files."""
-        if self._staged:
-            self.write_staged()
+        self.write_staged()
         writes: list[tuple[str, bytes]] = []
         if self._dirty:
             writes.append((self._file("log"), b""))
@@ -598,7 +595,7 @@ class Segment:
     def close(self) -> None:
         """Writes deferred appends, then releases the descriptor and the indexes without
         flushing anything."""
-        if self._staged and self._fd >= 0:
+        if self._fd >= 0:
             self.write_staged()
         cache.indexes.discard(self)
         cache.files.discard(self)
