@@ -31,6 +31,7 @@ from bench.procs import (
     wait_until,
 )
 from raftlog_app.dev_certs import make_dev_certs
+from raftlog_app.local_nodes import start_node
 
 # raftlog3-tls: raftlog3 with its clients on an SSL listener, for the cost of TLS.
 # raftlog<H>x<B>: H hosts of B brokers each (`cluster up --hosts H --brokers-per-host B`,
@@ -220,7 +221,6 @@ class Raftlog(System):
         self.per_host = per_host
         self.hosts: list[dict] = []
         self.node_info: dict[int, dict] = {}
-        self.restarted: list[subprocess.Popen] = []
         self.scraper: Scraper | None = None
         broker = dict(broker or {})
         if tls:
@@ -328,24 +328,10 @@ class Raftlog(System):
         )
 
     def restart(self, node_id: int) -> None:
-        """`raftlog serve --config` for a stopped node; cluster.json gets its new pid so
-        `raftlog cluster down` stops it too."""
+        """A stopped node started as `cluster up` starts one; cluster.json gets its new pid
+        so `raftlog cluster down` stops it and `close` reaps it with the others."""
         info = self.node_info[node_id]
-        data_dir = Path(info["data_dir"])
-        with open(data_dir / "console.log", "ab") as console:
-            proc = subprocess.Popen(
-                [
-                    *(str(VENV_BIN / "raftlog"), "serve", "--config", info["config"]),
-                    *("--log-file", str(data_dir / "raftlog.log")),  # as `cluster up` does
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=console,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                cwd=data_dir,
-            )
-        self.restarted.append(proc)
-        info["pid"] = proc.pid
+        info["pid"] = start_node(Path(info["config"]), Path(info["data_dir"]))
         state = json.loads((self.workdir / "cluster.json").read_text())
         state["nodes"] = [self.node_info[int(n["node_id"])] for n in state["nodes"]]
         (self.workdir / "cluster.json").write_text(json.dumps(state, indent=2))
@@ -361,8 +347,6 @@ class Raftlog(System):
             kill9(pid)
         for pid in self.pids().values():  # nodes that exited are our zombies (subreaper)
             reap(pid)
-        for proc in self.restarted:
-            proc.wait(10)
 
 
 def start(name: str, tmp_root: Path | None, broker: dict[str, object] | None = None) -> System:
