@@ -5,7 +5,7 @@ The controller holds each partition's replica set and, while it moves, its targe
 toward the target, one committed change at a time: the new replicas join as learners (they
 copy the leader's log, or install its snapshot, and count in no majority); once all of them
 hold what is committed, the voters switch to the target (through a joint configuration when
-more than one changes, raft/core.py); a leader that is being removed hands leadership to a
+more than one changes, raft/core/); a leader that is being removed hands leadership to a
 voter that stays first. When the configuration is the target, the leader tells the
 controller, which drops the move; the nodes no longer listed drop their replicas and data.
 A new leader picks up from its log's configuration, so a move survives failovers, and a

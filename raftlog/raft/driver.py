@@ -1,4 +1,4 @@
-"""One driver per node for every Raft group that runs on the pure core (raft/core.py).
+"""One driver per node for every Raft group that runs on the pure core (raft/core/).
 
 The core only changes state; this does the rest, for all groups at once. Each event-loop turn
 in which something happened to groups (a tick, a peer's frame, a proposal) it takes every
@@ -31,7 +31,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from raftlog.raft.core import Entry, Message, MsgType, Raft, Ready, Role
+from raftlog.raft.core.raft import Raft
+from raftlog.raft.core.values import Entry, Message, MsgType, Ready, Role
 from raftlog.raft.durability import Durability
 from raftlog.raft.elections import ELECTION_BURST, ELECTIONS_PER_SECOND, ElectionBudget
 from raftlog.raft.failure_log import FailureLog

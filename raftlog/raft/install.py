@@ -1,4 +1,4 @@
-"""Snapshot install for partitions on the Raft core (FORK.md 7; raft/core.py asks for it in
+"""Snapshot install for partitions on the Raft core (FORK.md 7; raft/core/ asks for it in
 a Ready, raft/replica.py starts it).
 
 A snapshot is a point in the segment log: the entry at the start of the leader's window and

@@ -1,4 +1,4 @@
-"""A partition's Raft group on the pure core (raft/core.py), driven by the node's driver
+"""A partition's Raft group on the pure core (raft/core/), driven by the node's driver
 (raft/driver.py): the core's log is the partition's segment journal, its hard state the
 journal's Raft state file.
 
@@ -14,15 +14,9 @@ import random
 from collections.abc import Callable, Sequence
 from enum import Enum
 
-from raftlog.raft.core import (
-    NONE,
-    Config,
-    Entry,
-    HardState,
-    Raft,
-    Ready,
-    Role,
-)
+from raftlog.raft.core.raft import Raft
+from raftlog.raft.core.rules import Config
+from raftlog.raft.core.values import NONE, Entry, HardState, Ready, Role
 from raftlog.raft.driver import TICK_SECONDS, Driver
 from raftlog.raft.install import Installer
 from raftlog.raft.journal import NO_OP as NO_OP_TYPE

@@ -35,20 +35,19 @@ from typing import NoReturn
 
 import msgpack
 
-from raftlog.raft.core import (
+from raftlog.raft.core.log import MemoryLog
+from raftlog.raft.core.raft import Raft
+from raftlog.raft.core.rules import Config, Rules
+from raftlog.raft.core.values import (
     NONE,
-    Config,
     Entry,
     HardState,
     Install,
-    MemoryLog,
     Message,
     MsgType,
     Payload,
-    Raft,
     Ready,
     Role,
-    Rules,
 )
 from raftlog.raft.driver import TICK_SECONDS, decode, encode
 from raftlog.raft.membership import Membership

@@ -24,7 +24,7 @@ Filter = Callable[[str, str, dict], bool]  # (source, destination, message) -> d
 
 
 def message_types(frame: dict) -> set[str]:
-    """The Raft message types (raft/core.py's MsgType values) a NetMesh frame carries."""
+    """The Raft message types (raft/core/values.py's MsgType values) a NetMesh frame carries."""
     return {decode(item, 0, 0)[1].type.value for item in frame.get("core", ())}
 
 

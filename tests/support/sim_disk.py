@@ -31,7 +31,7 @@ from typing import Any, ParamSpec, TypeVar
 import msgpack
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from raftlog.raft.core import NONE, HardState
+from raftlog.raft.core.values import NONE, HardState
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
 from raftlog.raft.replica import NO_OP, JournalLog

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.journal import RecordingListener
 
-from raftlog.raft.core import Entry, Message, MsgType, Ready, Role
+from raftlog.raft.core.values import Entry, Message, MsgType, Ready, Role
 from raftlog.raft.driver import TICK_SECONDS, Driver, decode, encode
 from raftlog.raft.durability import Durability
 from raftlog.raft.journal import SegmentJournal

@@ -25,7 +25,9 @@ from support.raft_sim import (
     scripted,
 )
 
-from raftlog.raft.core import LEARNER_BURST, ConfRefused, Role, Rules
+from raftlog.raft.core.replication import LEARNER_BURST
+from raftlog.raft.core.rules import Rules
+from raftlog.raft.core.values import ConfRefused, Role
 from raftlog.raft.membership import Membership, joint_committed, joint_silence, joint_vote
 from raftlog.raft.quorum import VoteResult
 

@@ -15,17 +15,10 @@ import msgpack
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from support.journal import RecordingListener
 
-from raftlog.raft.core import (
-    LEARNER_BURST,
-    NONE,
-    Config,
-    Entry,
-    HardState,
-    Message,
-    MsgType,
-    Raft,
-    Role,
-)
+from raftlog.raft.core.raft import Raft
+from raftlog.raft.core.replication import LEARNER_BURST
+from raftlog.raft.core.rules import Config
+from raftlog.raft.core.values import NONE, Entry, HardState, Message, MsgType, Role
 from raftlog.raft.driver import TICK_SECONDS, decode, encode
 from raftlog.raft.install import (
     CHUNK_BYTES,

@@ -1,4 +1,4 @@
-"""The pure Raft core (raftlog/raft/core.py) under a seeded simulation, and each FORK.md rule
+"""The pure Raft core (raftlog/raft/core/) under a seeded simulation, and each FORK.md rule
 switched off once to show what it prevents (issue 27).
 
 More schedules: RAFTLOG_SIM_SEEDS=N (the default is the in-suite count below).
@@ -27,7 +27,9 @@ from support.raft_sim import (
     scripted,
 )
 
-from raftlog.raft.core import NONE, Entry, Message, MsgType, NotLeader, Raft, Role, Rules
+from raftlog.raft.core.raft import Raft
+from raftlog.raft.core.rules import Rules
+from raftlog.raft.core.values import NONE, Entry, Message, MsgType, NotLeader, Role
 
 SEEDS = int(os.environ.get("RAFTLOG_SIM_SEEDS", "2000"))
 CHUNK = 250
@@ -254,7 +256,9 @@ def _follower(log_terms: list[int], term: int, rules: Rules | None = None) -> Ra
     """Replica 3 of {1, 2, 3} holding entries of these terms, its hard state at `term`."""
     from random import Random
 
-    from raftlog.raft.core import Config, HardState, MemoryLog
+    from raftlog.raft.core.log import MemoryLog
+    from raftlog.raft.core.rules import Config
+    from raftlog.raft.core.values import HardState
 
     entries = [Entry(t, i + 1, f"e{i + 1}".encode()) for i, t in enumerate(log_terms)]
     return Raft(

@@ -1,23 +1,22 @@
-"""The pure Raft core (raftlog/raft/core.py) one message at a time: votes, pre-votes, appends,
+"""The pure Raft core (raftlog/raft/core/) one message at a time: votes, pre-votes, appends,
 conflicts and commits, and the quorum functions (issue 27)."""
 
 from __future__ import annotations
 
 from random import Random
 
-from raftlog.raft.core import (
+from raftlog.raft.core.log import MemoryLog
+from raftlog.raft.core.raft import Raft
+from raftlog.raft.core.rules import Config, Rules
+from raftlog.raft.core.values import (
     NONE,
-    Config,
     Entry,
     Forwarded,
     HardState,
-    MemoryLog,
     Message,
     MsgType,
     NotLeader,
-    Raft,
     Role,
-    Rules,
 )
 from raftlog.raft.quorum import VoteResult, committed_index, vote_result
 
