@@ -16,7 +16,7 @@ from raftlog.api.values import ProduceResult
 from raftlog.common.counters import Histogram
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.partition.producer_state import Verdict
-from raftlog.raft.journal import DATA_PREFIX
+from raftlog.raft.journal import Batches
 from raftlog.raft.replica import CoreGroup, Outcome
 
 # How far a leader's log may run ahead of its commit index: Raft replicates whatever is
@@ -51,13 +51,21 @@ class ProduceRequest:
     timer: asyncio.TimerHandle | None = None  # answers REQUEST_TIMED_OUT (answer_within)
 
 
-class Proposal(bytes):
+class Proposal(Batches):
     """The batches of one or more produce requests, proposed as one Raft entry. The journal
     sees this very object in add() on the leader, which is how the offsets it assigns reach
-    the producers."""
+    the producers. One request's batches are its own buffer, never copied on their way to the
+    segment's writev; several are joined once (this was a bytes subclass: a join, the DATA
+    byte prepended and the subclass built, three copies of every byte)."""
 
-    requests: list[ProduceRequest]
-    proposed_at: float  # time.monotonic(), for the commit latency
+    __slots__ = ("requests", "proposed_at")
+
+    def __init__(self, requests: list[ProduceRequest]) -> None:
+        super().__init__(
+            requests[0].records if len(requests) == 1 else b"".join(r.records for r in requests)
+        )
+        self.requests = requests
+        self.proposed_at = time.monotonic()  # for the commit latency
 
 
 class ProduceQueue:
@@ -128,9 +136,7 @@ class ProduceQueue:
                 size += len(request.records)
             if not requests:
                 return
-            proposal = Proposal(DATA_PREFIX + b"".join(r.records for r in requests))
-            proposal.requests = requests
-            proposal.proposed_at = time.monotonic()
+            proposal = Proposal(requests)
             self._uncommitted += len(proposal)
             self._proposals += 1
             self._group.propose(proposal, functools.partial(self._settled, proposal))

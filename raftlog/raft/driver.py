@@ -60,11 +60,22 @@ _REJECT, _TRANSFER, _QUIESCE = 1, 2, 4
 Item = list[Any]
 
 
-def encode(group: str, m: Message) -> Item:
+def encode(group: str, m: Message, read: dict[tuple[int, int], bytes] | None = None) -> Item:
+    """`read`: the entries' bytes already read for this Ready's other messages, by (index,
+    term), which name one entry: every follower sent it gets the same bytes, read (and
+    copied out of the segment's buffers) once."""
     flat: list[Any] = []
     for e in m.entries:
         flat.append(e.term)
-        flat.append(bytes(e.data))
+        if isinstance(e.data, bytes):
+            flat.append(e.data)
+        elif read is None:
+            flat.append(bytes(e.data))
+        else:
+            data = read.get((e.index, e.term))
+            if data is None:
+                data = read[e.index, e.term] = bytes(e.data)
+            flat.append(data)
     if m.type == MsgType.SNAP and m.conf is not None:
         flat.append(command(m.conf))  # a snapshot has no entries: its configuration instead
     flags = (
@@ -360,7 +371,8 @@ class Driver:
         raft = group.raft
         while raft.has_ready():
             rd = raft.ready()
-            items = [(m.dst, encode(name, m)) for m in rd.messages]
+            read: dict[tuple[int, int], bytes] = {}
+            items = [(m.dst, encode(name, m, read)) for m in rd.messages]
             need = group.persist(rd)
             group.apply(rd)
             raft.advance(rd)

@@ -99,6 +99,24 @@ class StaleEntry(LookupError):
     """A payload was read after its entry left the window (cut, or compacted away)."""
 
 
+class Batches:
+    """A data command held as its batches, without the DATA byte in front: the leader's
+    proposal (partition/produce_queue.py's Proposal), whose batches reach the segment as
+    the requests brought them instead of being copied into one command first."""
+
+    __slots__ = ("batches",)
+
+    def __init__(self, batches: bytes | memoryview) -> None:
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return 1 + len(self.batches)
+
+    def __bytes__(self) -> bytes:
+        """The command as a follower receives it (a copy: only a forwarded proposal needs it)."""
+        return b"".join((DATA_PREFIX, self.batches))
+
+
 class StoredCommand:
     """A data command that reads its batches from the segment only when it is sent: the core
     asks an entry for its length when sizing an append, which needs no data; the driver's
@@ -124,7 +142,9 @@ class StoredCommand:
         return bytes(self)[item]
 
     def __bytes__(self) -> bytes:
-        return DATA_PREFIX + self._journal.read_entry(self._entry)
+        """One copy: the prefix and the segment's buffers joined (a deferred append's are
+        still in memory: Segment.read_parts)."""
+        return b"".join([DATA_PREFIX, *self._journal.read_entry(self._entry)])
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StoredCommand):
@@ -220,11 +240,14 @@ class SegmentJournal:
 
     # --- the Raft log ------------------------------------------------------------------------
 
-    def add(self, command: bytes, idx: int, term: int) -> None:
-        kind = command[0]
+    def add(self, command: bytes | Batches, idx: int, term: int) -> None:
+        if isinstance(command, Batches):
+            kind, batches = DATA, memoryview(command.batches)
+        else:
+            kind, batches = command[0], memoryview(command)[1:]
         if self._log is not None and self._entries:
             self._check_log_end()
-        data = self._listener.admit(memoryview(command)[1:], command) if kind == DATA else b""
+        data = self._listener.admit(batches, command) if kind == DATA else b""
         if len(data) and self._log is not None:
             result = self._log.append(data, term, defer=self._deferred)
             entry = Entry(idx, term, result.base_offset, result.next_offset, result.location)
@@ -465,12 +488,13 @@ class SegmentJournal:
         assert self._log is not None  # only a partition's entries have batches
         return (StoredCommand(self, e, e.location.size), e.idx, e.term)
 
-    def read_entry(self, entry: Entry) -> bytes:
-        """The batches of `entry`, which the window must still hold (StoredCommand)."""
+    def read_entry(self, entry: Entry) -> list[bytes | bytearray | memoryview]:
+        """The batches of `entry`, which the window must still hold (StoredCommand), as the
+        buffers that make them up (Segment.read_parts)."""
         if self.entry_by_index(entry.idx) is not entry:
             raise StaleEntry(f"{self._dir}: entry {entry.idx} of term {entry.term} left the window")
         assert self._log is not None and entry.location is not None
-        return self._log.read_location(entry.location)
+        return self._log.read_location_parts(entry.location)
 
     def _hw_for(self, commit_index: int) -> int:
         """High watermark = the offset after the last committed entry."""

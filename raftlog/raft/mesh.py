@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import ssl
+import struct
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, cast
@@ -83,6 +84,46 @@ def _encode_default(obj: Any) -> Any:
     if isinstance(obj, set | frozenset):
         return list(obj)
     raise TypeError(f"cannot send {type(obj).__name__} to a peer")
+
+
+# An entry's bytes larger than this leave from their own buffer, not copied into their frame.
+INLINE_ENTRY_BYTES = 16 * 1024
+_BIN16, _BIN32 = struct.Struct(">BH"), struct.Struct(">BI")  # msgpack's bin 16/32 headers
+
+
+def core_frame(packer: msgpack.Packer, items: list[Any]) -> list[bytes]:
+    """What `packer` makes of [CORE, items] (raft/driver.py's items), byte for byte, as
+    buffers for one writev: an entry's bytes over INLINE_ENTRY_BYTES are one of them as they
+    are. Packed whole, each would be copied twice more per follower (into msgpack's buffer,
+    then out of it): a 1 MiB entry, four copies a follower with its read."""
+    if not any(item[-1] for item in items):  # no entries: heartbeats, votes, answers
+        return [packer.pack([CORE, items])]
+    pack, header = packer.pack, packer.pack_array_header
+    out: list[bytes] = []
+    head = bytearray(header(2))
+    head += pack(CORE)
+    head += header(len(items))
+    for item in items:
+        flat = item[-1]
+        if not any(type(v) is bytes and len(v) > INLINE_ENTRY_BYTES for v in flat):
+            head += pack(item)
+            continue
+        head += header(len(item))
+        for field in item[:-1]:
+            head += pack(field)
+        head += header(len(flat))
+        for value in flat:
+            if type(value) is bytes and len(value) > INLINE_ENTRY_BYTES:
+                size = len(value)
+                head += _BIN16.pack(0xC5, size) if size < 0x10000 else _BIN32.pack(0xC6, size)
+                out.append(bytes(head))
+                out.append(value)
+                head.clear()
+            else:
+                head += pack(value)
+    if head:
+        out.append(bytes(head))
+    return out
 
 
 def _mac(secret: bytes, *parts: bytes | str) -> bytes:
@@ -277,6 +318,14 @@ class _Connection(asyncio.Protocol):
         self._pending_bytes += len(frame)
         self._beats = None
 
+    def write_core(self, items: list[Any]) -> None:
+        """The Raft driver's frame of the turn (core_frame), sent at once with those before it,
+        as write(now=True) sends one."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._pending += core_frame(self._packer, items)
+        self._flush()
+
     def write_beat(self, beat: Beat) -> None:
         """A turn's beats to this peer leave as one frame, in order with the other frames."""
         if self.transport is None or self.transport.is_closing():
@@ -298,7 +347,7 @@ class _Connection(asyncio.Protocol):
         if pending and self.transport is not None and not self.transport.is_closing():
             pack = self._packer.pack
             frames = [p if isinstance(p, bytes) else pack([BEATS, p]) for p in pending]
-            self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+            self.transport.writelines(frames)  # (uvloop: one writev of them, none copied)
 
     def buffered(self) -> int:
         if self.transport is None:
@@ -430,7 +479,7 @@ class Mesh:
         if conn is None:
             self._dropped(peer_id, len(items))
             return False
-        conn.write([CORE, items], now=True)
+        conn.write_core(items)
         return True
 
     def on_core(self, handler: Callable[[str, list[Any]], None]) -> None:

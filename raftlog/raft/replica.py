@@ -20,7 +20,7 @@ from raftlog.raft.core.values import NONE, Entry, HardState, Ready, Role
 from raftlog.raft.driver import TICK_SECONDS, Driver
 from raftlog.raft.install import Installer
 from raftlog.raft.journal import NO_OP as NO_OP_TYPE
-from raftlog.raft.journal import SegmentJournal
+from raftlog.raft.journal import Batches, SegmentJournal
 from raftlog.raft.membership import CONF, Membership, parse
 from raftlog.raft.timings import FIRST_ELECTION_ROUNDS
 
@@ -84,7 +84,7 @@ class JournalLog:
         for e in entries:
             # The leader's own proposal keeps its object (the journal judges a Proposal's
             # producer sequences as it appends); the new term's first entry is a no-op.
-            data = e.data if isinstance(e.data, bytes) else bytes(e.data)
+            data = e.data if isinstance(e.data, bytes | Batches) else bytes(e.data)
             self._journal.add(data or NO_OP, e.index, e.term)
 
 
@@ -220,7 +220,7 @@ class CoreGroup:
 
     # --- what the partition asks -------------------------------------------------------------
 
-    def propose(self, command: bytes, callback: Callback | None) -> None:
+    def propose(self, command: bytes | Batches, callback: Callback | None) -> None:
         """Appends a command if this replica leads; the callback gets its Outcome once the entry
         commits in its term, or fails (FORK 6: never forwarded). A group the driver stopped
         (it raised; its restart is due) takes nothing."""

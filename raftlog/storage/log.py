@@ -569,6 +569,11 @@ class Log:
         segment = self._segments[self._index_of(location.segment_base, location.term)]
         return segment.read(location.position, location.size)
 
+    def read_location_parts(self, location: Location) -> list[bytes | bytearray | memoryview]:
+        """read_location's bytes as the buffers that hold them (Segment.read_parts)."""
+        segment = self._segments[self._index_of(location.segment_base, location.term)]
+        return segment.read_parts(location.position, location.size)
+
     def batch_reaching(self, timestamp: int, start_offset: int, upper_bound: int) -> bytes | None:
         """The first batch below `upper_bound` ending after `start_offset` whose max timestamp
         reaches `timestamp`: time index to a position, then batch headers. Its records are

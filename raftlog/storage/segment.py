@@ -616,16 +616,24 @@ class Segment:
     # -- reads ---------------------------------------------------------------------------------
 
     def read(self, position: int, size: int) -> bytes:
-        """`size` bytes at `position`. A deferred append read whole (a leader encoding its
-        new entries for its followers before the turn's write) comes from memory: one pread
-        per follower per entry was a tenth of an RF 3 node's system calls on small writes."""
+        """`size` bytes at `position`."""
+        parts = self.read_parts(position, size)
+        return parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else b"".join(parts)
+
+    def read_parts(self, position: int, size: int) -> list[bytes | bytearray | memoryview]:
+        """`size` bytes at `position`, as buffers. A deferred append read whole (a leader
+        encoding its new entries for its followers before the turn's write) comes from
+        memory, as the buffers append() staged (they do not change: `data` may not, and each
+        batch's rewritten head is its own): one pread per follower per entry was a tenth of
+        an RF 3 node's system calls on small writes, and joining them a copy per follower."""
         span = self._staged_spans.get(position)
         if span is not None and span[0] == size:
-            return b"".join(self._staged[span[1] : span[2]])
+            parts: list[bytes | bytearray | memoryview] = [*self._staged[span[1] : span[2]]]
+            return parts
         data = os.pread(self._reader(), size, position)
         if len(data) != size:
             raise ValueError(f"{self} has no {size} bytes at {position}")
-        return data
+        return [data]
 
     def read_batches(
         self, position: int, max_bytes: int, upper_bound: int, min_one: bool

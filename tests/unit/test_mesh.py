@@ -395,3 +395,18 @@ async def test_a_peer_that_accepts_but_never_answers_gets_one_dial_until_its_dea
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+def test_a_core_frame_is_msgpacks_bytes_with_large_entries_left_uncopied() -> None:
+    """The Raft driver's frame goes out as msgpack would pack it, byte for byte (a follower
+    reads it with msgpack), but an entry larger than INLINE_ENTRY_BYTES is one of the
+    buffers as it is, not copied into the frame."""
+    packer = msgpack.Packer(use_bin_type=True)
+    big, huge = bytes(range(256)) * 80, b"x" * 70_000  # bin 16 and bin 32 in msgpack
+    beat = ["g0", 3, 2, 7, 2, 7, 0, 0, []]
+    items = [beat, ["g1", 0, 2, 7, 2, 6, 0, 0, [2, big, 2, b"small", 2, huge]], beat]
+    for frame in (items, items[:1], items[:2], [items[1]]):
+        parts = mesh_module.core_frame(packer, frame)
+        assert b"".join(parts) == packer.pack([mesh_module.CORE, frame])
+        has_entries = any(item[-1] for item in frame)
+        assert any(p is big for p in parts) == any(p is huge for p in parts) == has_entries

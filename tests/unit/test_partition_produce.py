@@ -439,3 +439,15 @@ async def test_a_compressed_batch_keeps_its_place_while_it_is_checked(replicas: 
     assert done(refused)[0].error == ErrorCode.corrupt_message
     assert done(after)[0].base_offset == 4
     assert values(p) == [*zipped, b"p", b"q"]
+
+
+def test_a_lone_requests_batches_go_into_the_log_as_the_request_brought_them() -> None:
+    """A proposal of one request holds that request's buffer itself, which the segment's
+    writev sends as it is; several requests' batches are joined once. Either is the DATA
+    command a follower receives."""
+    one = produce_queue.ProduceRequest(b"batch-one", 1, 1, -1, None)
+    two = produce_queue.ProduceRequest(b"batch-two", 1, 1, -1, None)
+    alone = produce_queue.Proposal([one])
+    assert alone.batches is one.records and len(alone) == 1 + len(one.records)
+    both = produce_queue.Proposal([one, two])
+    assert bytes(both) == DATA_PREFIX + b"batch-onebatch-two" and len(both) == len(bytes(both))

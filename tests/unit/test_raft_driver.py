@@ -543,3 +543,28 @@ async def test_a_transfer_goes_to_a_follower_whose_node_is_heard(tmp_path: Path)
     sent = [(p, m.type) for p in ("2", "3") for _, m in sent_to(link, p)]
     assert sent == [("3", MsgType.TIMEOUT_NOW)]
     link.durability.close()
+
+
+def test_an_entry_sent_to_two_followers_is_read_once_and_both_get_the_same_bytes() -> None:
+    """A Ready's appends to its followers share each entry's bytes: reading a lazy entry out
+    of its segment (and copying it) is done once, not once per follower."""
+
+    class Lazy:
+        reads = 0
+
+        def __len__(self) -> int:
+            return 4
+
+        def __bytes__(self) -> bytes:
+            Lazy.reads += 1
+            return b"Kabc"
+
+    entries = (Entry(1, 5, Lazy()),)
+    read: dict[tuple[int, int], bytes] = {}
+    sent = [
+        encode("g", Message(MsgType.APP, 1, peer, 1, index=4, log_term=1, entries=entries), read)
+        for peer in (2, 3)
+    ]
+    assert Lazy.reads == 1
+    assert sent[0][-1] == [1, b"Kabc"] and sent[0][-1][1] is sent[1][-1][1]
+    assert decode(sent[1], 1, 3)[1].entries[0].data == b"Kabc"
