@@ -35,7 +35,16 @@ if __package__ in (None, ""):  # run as a script: bench/run.py
 
 import confluent_kafka  # noqa: E402
 
-from bench import report  # noqa: E402
+from bench import (
+    faults,
+    outputs,
+    queues,
+    report,
+    report_queue,
+    report_scale,
+    scale,
+    transactions,
+)
 from bench import workloads as wl  # noqa: E402
 from bench.systems import SYSTEMS, TLS_SUFFIX, System, launched, tansu_binary  # noqa: E402
 from raftlog_app.local_nodes import become_subreaper
@@ -296,13 +305,13 @@ def data_workloads(plan: Plan, steps: Steps) -> None:
 # throughput runs, nor txn the gigabytes memory wrote; failover and restart break the
 # instance). txn: the peer may lack transactions, which makes its figure n/a, not an error.
 SOLO: dict[str, Callable[[Plan, System], dict]] = {
-    "txn": lambda plan, system: wl.transactions(
+    "txn": lambda plan, system: transactions.transactions(
         system, plan.settings, plan.values, peer=system.name == report.PEER
     ),
     "partitions": lambda plan, system: wl.idle_cpu(system, plan.settings),
-    "failover": lambda plan, system: wl.failover(system, plan.settings, plan.values[0]),
-    "restart": lambda plan, system: wl.restart(system, plan.settings, plan.values),
-    "move": lambda plan, system: wl.move(system, plan.settings, plan.values),
+    "failover": lambda plan, system: faults.failover(system, plan.settings, plan.values[0]),
+    "restart": lambda plan, system: faults.restart(system, plan.settings, plan.values),
+    "move": lambda plan, system: faults.move(system, plan.settings, plan.values),
 }
 
 
@@ -318,7 +327,7 @@ def scale_runs(plan: Plan, name: str, tag: str) -> dict:
                 progress(f"{steps.tag} {count}: {line}")
 
             system, s, values = steps.system, plan.settings, plan.values
-            steps(str(count), lambda: wl.scale(system, s, count, values, baseline, note))
+            steps(str(count), lambda: scale.scale(system, s, count, values, baseline, note))
 
         session(plan, name, f"{tag} scale", results, [str(count)], body, SCALE_BROKER)
     return results
@@ -331,15 +340,15 @@ def queue_run(plan: Plan, name: str, tag: str) -> dict:
 
     def body(steps: Steps) -> None:
         records = plan.settings.queue_records
-        fill = steps("fill", lambda: wl.queue_fill(steps.system, records))
+        fill = steps("fill", lambda: queues.queue_fill(steps.system, records))
         if fill is None:  # nothing to read: the figures say why
-            for key in wl.QUEUE_FIGURES:
+            for key in queues.QUEUE_FIGURES:
                 results[key] = {"error": f"no queue topic: {results['fill']['error']}"}
             return
-        for key, fn in wl.queue_figures(steps.system, records).items():
+        for key, fn in queues.queue_figures(steps.system, records).items():
             steps(key, fn)
 
-    session(plan, name, f"{tag} queue", results, ["fill", *wl.QUEUE_FIGURES], body)
+    session(plan, name, f"{tag} queue", results, ["fill", *queues.QUEUE_FIGURES], body)
     return results
 
 
@@ -483,8 +492,8 @@ def main(argv: list[str] | None = None) -> int:
         progress("interrupted; every broker process is stopped")
         return 130
     summary = report.summarize(runs, args.systems)
-    scale_hosts = {s: report.scale_summary(runs, s) for s in SCALE_SYSTEMS[1:]}
-    scale_base = report.scale_summary(runs)
+    scale_hosts = {s: report_scale.scale_summary(runs, s) for s in SCALE_SYSTEMS[1:]}
+    scale_base = report_scale.scale_summary(runs)
     value_text = f"values: {wl.VALUES_TEXT} (lz4 {wl.lz4_ratio(values):.2f}:1 on 256 of them)"
     doc = {
         "machine": info,
@@ -498,8 +507,8 @@ def main(argv: list[str] | None = None) -> int:
         "elapsed_s": time.monotonic() - started,
         "runs": runs,
         "summary": summary,
-        "queue": report.queue_summary(runs),
-        "scale": report.scale_summary(runs),
+        "queue": report_queue.queue_summary(runs),
+        "scale": report_scale.scale_summary(runs),
         # The same section for a cluster of hosts (issue 45), beside raftlog3's.
         "scale_hosts": scale_hosts,
     }
@@ -510,29 +519,29 @@ def main(argv: list[str] | None = None) -> int:
     queue = []
     if doc["queue"]:
         queue = [
-            f"## queue: share groups and the HTTP consume proxy ({report.QUEUE_SYSTEM})",
-            report.queue_table(doc["queue"]),
-            *report.queue_notes(doc["settings"], doc["queue"]),
+            f"## queue: share groups and the HTTP consume proxy ({report_queue.QUEUE_SYSTEM})",
+            report_queue.queue_table(doc["queue"]),
+            *report_queue.queue_notes(doc["settings"], doc["queue"]),
         ]
     scale = []
     if doc["scale"]:
         scale = [
             "## scale: raftlog3 with many partitions",
-            report.scale_table(doc["scale"]),
-            *report.scale_notes(doc["settings"], doc["scale"]),
+            report_scale.scale_table(doc["scale"]),
+            *report_scale.scale_notes(doc["settings"], doc["scale"]),
         ]
     for system, hosts in scale_hosts.items():
         if hosts:
             scale += [
-                f"## scale: {system} ({report.SCALE_SHAPES[system]}) with many partitions",
-                report.scale_table(hosts),
-                *report.scale_notes(doc["settings"], hosts, system),
-                *report.scale_beside(system, hosts, scale_base),
+                f"## scale: {system} ({report_scale.SCALE_SHAPES[system]}) with many partitions",
+                report_scale.scale_table(hosts),
+                *report_scale.scale_notes(doc["settings"], hosts, system),
+                *report_scale.scale_beside(system, hosts, scale_base),
             ]
     sections = ["# raftlog vs Tansu", header(doc), *main_table, *queue, *scale, settings_line(doc)]
     text = "\n\n".join(sections)
     caption = "\n".join(textwrap.fill(p, 75) for p in [header(doc), *notes, settings_line(doc)])
-    report.write_outputs(args.out, doc, text, caption)
+    outputs.write_outputs(args.out, doc, text, caption)
     stdout = [table, "\n".join(notes)] if summary else []
     print("\n\n".join([*stdout, *queue, *scale]), flush=True)
     progress(f"done in {doc['elapsed_s']:.0f} s; results in {args.out}")
