@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from bench.systems import SCRAPE_INTERVAL_S
 from bench.transactions import TXN_INIT_TIMEOUT_S, TXN_RECORDS
-from bench.workloads import E2E_RATE
+from bench.workloads import E2E_RATE, SPREAD_PARTITIONS
 
 PEER = "tansu"
 
@@ -108,6 +108,14 @@ METRICS = [
         "ms",
         False,
         Target(bound=0.35),
+    ),
+    Metric(
+        "spread",
+        "mb_s",
+        f"produce spread over {SPREAD_PARTITIONS:,} partitions",
+        "MB/s",
+        True,
+        Target(ratio={"raftlog1x2": 1.0}),
     ),
     Metric("e2e", "p50_ms", "end-to-end latency, p50", "ms", False),
     Metric("e2e", "p99_ms", "end-to-end latency, p99", "ms", False),
@@ -345,6 +353,9 @@ def notes(settings: dict, runs: int, values: str, summary: dict | None = None) -
         f"idle CPU: {s['idle_partitions']} partitions, no clients, over {s['idle_seconds']:g} s.",
         f"small requests: 16 producers, each one 100-byte acks=all record in flight, over 12 "
         f"partitions, for {s.get('small_seconds', 0):g} s; server CPU = all broker processes.",
+        f"spread: {s['scale_records']:,} records, produce's settings, round-robin over one "
+        f"topic of {SPREAD_PARTITIONS:,} partitions on a fresh instance (raftlog's nodes with "
+        "max.partition.replicas.per.node=10000, as scale).",
         f"transactional produce: {s.get('txn_mb', 0):g} MB per run on a fresh instance, in "
         f"transactions of {TXN_RECORDS} records round-robin over {s['partitions']} partitions, "
         "each committed before the next begins, with produce's batching (acks=all, "

@@ -9,7 +9,7 @@ out, also on Ctrl-C.
     .venv/bin/python -m bench.run [--quick] [--runs 3]
         [--systems tansu,raftlog1,raftlog1x2,raftlog3,raftlog3-tls,raftlog3x2]
         [--workloads produce,consume,latency,small,e2e,txn,failover,restart,memory,partitions,
-                     queue,scale,move]
+                     queue,scale,move,spread]
         [--txn-mb 50] [--queue-records 200000] [--scale-partitions 100,1000,3000]
         [--move-mb 1000]
 """
@@ -64,6 +64,7 @@ WORKLOADS = (
     "queue",
     "scale",
     "move",
+    "spread",
 )
 DATA_WORKLOADS = {"produce", "consume", "latency", "small", "e2e", "memory"}  # share one instance
 # others: n/a (Tansu has no share groups and no HTTP proxy, so no queue)
@@ -312,7 +313,10 @@ SOLO: dict[str, Callable[[Plan, System], dict]] = {
     "failover": lambda plan, system: faults.failover(system, plan.settings, plan.values[0]),
     "restart": lambda plan, system: faults.restart(system, plan.settings, plan.values),
     "move": lambda plan, system: faults.move(system, plan.settings, plan.values),
+    "spread": lambda plan, system: wl.spread(system, plan.settings, plan.values),
 }
+# raftlog1 holds all of spread's thousand partitions: the default cap would refuse them.
+SOLO_BROKER = {"spread": SCALE_BROKER}
 
 
 def scale_runs(plan: Plan, name: str, tag: str) -> dict:
@@ -394,7 +398,7 @@ def run_system(plan: Plan, name: str, tag: str) -> dict:
         def solo(steps: Steps, key: str = key, fn: Callable = fn) -> None:
             steps(key, lambda: fn(plan, steps.system))
 
-        session(plan, name, tag, results, [key], solo)
+        session(plan, name, tag, results, [key], solo, SOLO_BROKER.get(key))
     if "queue" in plan.workloads:
         results["queue"] = queue_run(plan, name, tag) if name == ONLY_ON["queue"] else "n/a"
     if "scale" in plan.workloads:

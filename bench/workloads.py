@@ -210,6 +210,17 @@ def consume(system: System, topic: str, records: int, stall_timeout: float = 30.
         consumer.close()
 
 
+SPREAD_PARTITIONS = 1000  # issue 45's spread figure: one producer over a thousand partitions
+
+
+def spread(system: System, settings: Settings, values: list[bytes]) -> dict:
+    """One producer's acks=all records round-robin over SPREAD_PARTITIONS partitions of a
+    fresh instance (produce's settings, scale_records records): what a small batch per
+    partition costs each system, where produce measures large batches over a few."""
+    system.create_topic("spread", SPREAD_PARTITIONS)
+    return produce(system, "spread", settings.scale_records, "none", values)
+
+
 def produce_latency(system: System, topic: str, records: int, value: bytes) -> dict:
     """Workload 3: one record in flight, acks=all: produce, then flush until acked."""
     errors: list[KafkaError] = []
