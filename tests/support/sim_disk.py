@@ -33,7 +33,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from raftlog.raft.core.values import NONE, HardState
 from raftlog.raft.install import Installer, Installs
-from raftlog.raft.journal import DATA_PREFIX, Entry, SegmentJournal
+from raftlog.raft.journal import DATA_PREFIX, Batches, Entry, SegmentJournal
 from raftlog.raft.replica import NO_OP, JournalLog
 from raftlog.storage import cache, compaction, flusher, offset_file
 from raftlog.storage import log as segment_log
@@ -111,7 +111,7 @@ class _Journal(SegmentJournal):
 
     written: Callable[[str], None] | None = None
 
-    def add(self, command: bytes, idx: int, term: int) -> None:
+    def add(self, command: bytes | Batches, idx: int, term: int) -> None:
         super().add(command, idx, term)
         if self.written is not None:
             self.written(f"add {idx}")
