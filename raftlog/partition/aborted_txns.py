@@ -162,12 +162,11 @@ class AbortedTxns:
             memory.drop_front(stop)
         return {"spilled": [list(s) for s in self._spilled], "memory": memory.dump()}
 
-    def saved(self) -> None:
-        """The snapshot that no longer names the forgotten files is on disk: they can go."""
-        for name in self._forgotten:
-            if self._dir is not None:
-                (self._dir / name).unlink(missing_ok=True)
-        self._forgotten.clear()
+    def take_forgotten(self) -> list[str]:
+        """The spilled files the snapshot being taken no longer names: its writer deletes them
+        once it is on disk (producer_state.write_image)."""
+        names, self._forgotten = self._forgotten, []
+        return names
 
     @classmethod
     def undump(cls, saved: object, directory: Path | None) -> AbortedTxns | None:

@@ -19,7 +19,7 @@ from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.common.heap import HeapFreezer
 from raftlog.common.memory_budget import MemoryBudget
 from raftlog.partition.produce_queue import ProduceQueue
-from raftlog.partition.producer_state import ProducerState
+from raftlog.partition.producer_state import ProducerState, StateWriter
 from raftlog.raft.driver import Driver
 from raftlog.raft.install import Installs
 from raftlog.raft.journal import Entry, SegmentJournal
@@ -80,6 +80,7 @@ class ReplicaBase:
     _producers: ProducerState
     _producers_unsaved: bool
     _producer_path: Path
+    _producer_writer: StateWriter
     _shares: ShareStore
     _share_path: Path
     _share_pending: deque[tuple[int, bytes]]
@@ -121,8 +122,11 @@ class ReplicaBase:
 
     @property
     def _cleanable_floor(self) -> int:
-        """Retention and compaction never touch what the Raft window may still send or cut."""
-        return min(self.journal.entry(0).offset, self.high_watermark)
+        """Retention and compaction never touch what the Raft window may still send or cut,
+        nor, while a producer-state save is under way, what a restart would rebuild from."""
+        floor = min(self.journal.floor_offset, self.high_watermark)
+        saving = self._producer_writer.floor
+        return floor if saving is None else min(floor, saving)
 
     def _require_leader(self) -> None:
         if not self.is_leader:

@@ -33,7 +33,12 @@ from raftlog.config.topic_config import (
 from raftlog.partition.base import NodeContext, done
 from raftlog.partition.produce import ProduceSide
 from raftlog.partition.produce_queue import ProduceQueue
-from raftlog.partition.producer_state import AbortedTxn, ActiveProducer, ProducerState
+from raftlog.partition.producer_state import (
+    AbortedTxn,
+    ActiveProducer,
+    ProducerState,
+    StateWriter,
+)
 from raftlog.partition.replication import ReplicationSide
 from raftlog.raft.install import Installer
 from raftlog.raft.journal import Entry, SegmentJournal
@@ -102,9 +107,11 @@ class Partition(ProduceSide, ReplicationSide):
         self.epochs = EpochCache(directory / "leader-epoch-checkpoint")
         self.epochs.refresh(self.log.epochs())
         self._producer_path = directory / "producer-state"
+        files = ctx.driver.durability.files  # blocking file work off the loop
+        self._producer_writer = StateWriter(self._producer_path, files)
         self._producers = ProducerState(directory)
         self._producers_unsaved = False  # batches recorded since the file was written or read
-        self.journal = SegmentJournal(directory / "raft", self.log, self)
+        self.journal = SegmentJournal(directory / "raft", self.log, self, files=files)
         # configuration entries appended and not yet committed, for the history (the epoch
         # audit's configuration invariant); at open, those the window holds past the commit
         self._conf_pending: deque[Entry] = deque(
@@ -368,6 +375,7 @@ class Partition(ProduceSide, ReplicationSide):
         while self._unwritten:  # a clean stop writes every pending save (Durability.close)
             self._write(self._unwritten.popleft()[1])
         self._save_producers()
+        self._producer_writer.flush()  # the reopen (a restart after a raise) reads it
         self._save_shares()
         self.epochs.flush()
         self.log.close()

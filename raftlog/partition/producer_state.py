@@ -15,18 +15,24 @@ stable offset from the same log.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from collections import OrderedDict, deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgpack
 
 from raftlog.common.errors import ErrorCode
 from raftlog.partition.aborted_txns import AbortedTxn, AbortedTxns
+from raftlog.raft.durability import Offload
 from raftlog.storage.batch import BatchHeader
 from raftlog.storage.control import Marker
+
+log = logging.getLogger(__name__)
 
 # Kafka keeps the last five batches of each producer for duplicate detection; a producer
 # never has more than five requests in flight when idempotent.
@@ -249,24 +255,21 @@ class ProducerState:
 
     # --- persistence ---------------------------------------------------------------------------
 
+    def image(self, offset: int) -> StateImage:
+        """The state as of `offset` (every batch before it recorded) in plain lists and
+        tuples the state never changes afterwards, for a writer in another thread."""
+        fields = [
+            offset,
+            [[pid, p.epoch, list(p.batches)] for pid, p in self._producers.items()],
+            list(self._open.items()),
+            self._aborted.dump(),
+            [list(e) for e in self._ending],
+        ]
+        return StateImage(fields, self._aborted.take_forgotten())
+
     def save(self, path: Path, offset: int) -> None:
-        """The state as of `offset` (every batch before it recorded); atomic replace."""
-        payload = msgpack.packb(
-            [
-                offset,
-                [[pid, p.epoch, list(p.batches)] for pid, p in self._producers.items()],
-                list(self._open.items()),
-                self._aborted.dump(),
-                [list(e) for e in self._ending],
-            ]
-        )
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        self._aborted.saved()
+        """The state as of `offset`, written here (StateWriter writes it off the loop)."""
+        write_image(path, self.image(offset))
 
     @classmethod
     def load(cls, path: Path) -> tuple[ProducerState, int]:
@@ -288,6 +291,120 @@ class ProducerState:
             state._aborted = aborted
             state._ending.extend((marker, first) for marker, first in txns[2])
         return state, offset
+
+
+@dataclass(slots=True)
+class StateImage:
+    """A snapshot of the state to write (`ProducerState.image`)."""
+
+    fields: list[Any]
+    forgotten: list[str]  # spilled files it no longer names: deleted once it is on disk
+
+
+def write_image(path: Path, image: StateImage) -> None:
+    """Encodes and writes `image` as `path`: to a temporary file, fsynced, renamed over (a
+    crash leaves the old file or the new one, each a whole state as of its offset); then
+    the spilled files it no longer names go."""
+    os.replace(_write_aside(path, image), path)
+    _unlink(path.parent, image.forgotten)
+
+
+def _write_aside(path: Path, image: StateImage) -> Path:
+    """`image` in the temporary file beside `path`, fsynced."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(msgpack.packb(image.fields))
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp
+
+
+def _unlink(directory: Path, names: list[str]) -> None:
+    for name in names:
+        (directory / name).unlink(missing_ok=True)
+
+
+class StateWriter:
+    """Writes a partition's producer-state file off the event loop (durability.Offload): at
+    each checkpoint the loop takes only the image; encoding it, the write, the fsync and
+    the rename (several ms on a busy disk, every partition of the node waiting) run in a
+    thread. One write at a time; a save asked for meanwhile replaces any not yet started
+    (the latest wins, each is a whole state). `drop` (a truncation or an install changed
+    the log) makes sure no image taken before it lands; `flush` (a close) writes the latest
+    here. Without `files` (no loop) a save writes at once."""
+
+    def __init__(self, path: Path, files: Offload | None) -> None:
+        self._path = path
+        self._files = files
+        self._pending: StateImage | None = None
+        self._step: Future[int | None] | None = None
+        self._lock = threading.Lock()  # the thread renames only under it, if still wanted
+        self._generation = 0
+        self._landed = 0  # the offset of the last image known on disk (0: none known)
+
+    def save(self, image: StateImage) -> None:
+        if self._files is None:
+            write_image(self._path, image)
+            return
+        if self._pending is not None:  # replaced before it started: its files go with this
+            image.forgotten = self._pending.forgotten + image.forgotten
+        self._pending = image
+        if self._step is None:
+            self._start()
+
+    @property
+    def floor(self) -> int | None:
+        """While a save is under way, the offset of the file on disk: a crash then rebuilds
+        from there, so retention stays below it (the partition's _cleanable_floor)."""
+        return None if self._step is None and self._pending is None else self._landed
+
+    def drop(self) -> None:
+        """No image taken so far reaches the file (the one being written is not renamed)."""
+        with self._lock:
+            self._generation += 1
+        self._pending = None
+        self._landed = 0
+
+    def flush(self) -> None:
+        """Waits for the write under way and writes the latest image here (a close)."""
+        step, self._step = self._step, None
+        if step is not None and self._files is not None:
+            self._files.wait(step)
+        image, self._pending = self._pending, None
+        if image is not None:
+            write_image(self._path, image)
+            self._landed = image.fields[0]
+
+    def _start(self) -> None:
+        assert self._files is not None and self._pending is not None
+        image, self._pending = self._pending, None
+        generation = self._generation
+        self._step = self._files.run(lambda: self._write(image, generation), self._written)
+
+    def _write(self, image: StateImage, generation: int) -> int | None:
+        """In the thread: as write_image, unless `drop` came since the image was taken;
+        the offset of the image now on disk, if it landed."""
+        path = self._path
+        tmp = _write_aside(path, image)
+        with self._lock:
+            if generation != self._generation:
+                return None
+            os.replace(tmp, path)
+        _unlink(path.parent, image.forgotten)
+        offset: int = image.fields[0]
+        return offset
+
+    def _written(self, done: Future[int | None]) -> None:
+        if done is not self._step:
+            return  # flush took it
+        self._step = None
+        error = done.exception()
+        if error is not None:  # the older file stays, valid at its offset: the log replays
+            log.warning("%s: producer state not saved: %s", self._path, error)
+        elif (offset := done.result()) is not None:
+            self._landed = offset
+        if self._pending is not None:
+            self._start()
 
 
 def _active(pid: int, entry: _Producer | None, txn_start: int) -> ActiveProducer:

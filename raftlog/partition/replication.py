@@ -229,7 +229,8 @@ class ReplicationSide(ReplicaBase):
         half of an idle node's samples in a new 3,000-partition topic's first checkpoint wave
         (py-spy)."""
         if self._producers_unsaved:
-            self._producers.save(self._producer_path, self.journal.log_end_offset)
+            image = self._producers.image(self.journal.log_end_offset)
+            self._producer_writer.save(image)  # encoded, written and synced off the loop
             self._producers_unsaved = False
 
     def _rebuild_producers(self) -> None:
@@ -238,6 +239,7 @@ class ReplicationSide(ReplicaBase):
         past its offset again and make it look valid), and all of the log is read: all the
         segments hold, below a start DeleteRecords moved too, as a replica that did not
         restart still remembers those producers."""
+        self._producer_writer.drop()  # a save under way is of the log before the change
         state, offset = ProducerState.load(self._producer_path)
         end = self.journal.log_end_offset
         if offset > end:

@@ -16,15 +16,19 @@ thousand elections, and their leaders stepped down for it (issue 12).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 
 THREADS = 32
+T = TypeVar("T")
 
 
 class Durability:
@@ -39,6 +43,8 @@ class Durability:
         self._waiters: list[tuple[int, Callable[[], None]]] = []
         self._pool = None if inline else ThreadPoolExecutor(THREADS, "durability")
         self._failing = 0  # saves failed since saves last worked (0: they work)
+        # Where the node's other blocking file work runs (window rewrites, producer state).
+        self.files: Offload = InlineOffload() if inline else OFFLOAD
 
     def save(self, path: Path, image: bytes, start: int, stop: int) -> int:
         """Writes `path` as `image`, whose bytes `start:stop` are all that changed since the
@@ -138,3 +144,56 @@ def write_state(path: Path, image: bytes, start: int, stop: int) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+class Offload:
+    """Blocking file work that must not hold the event loop (a Raft window's rewrite after a
+    compaction, a partition's producer-state save: write, fsync, rename, fsync the directory,
+    2-10 ms each on a busy disk, every partition and connection of the node waiting): `run`
+    calls `work` in a thread and then `then(future)` on the loop. Its callers keep their own
+    order (one step of a file in flight at a time) and say what stays authoritative
+    meanwhile. `wait` blocks on a step (a close, an install): rare, and what they did before.
+    Tests and the storage simulation replace it to choose when each step lands."""
+
+    def __init__(self, threads: int = 4) -> None:
+        self._pool = ThreadPoolExecutor(threads, "file-work")
+
+    def run(self, work: Callable[[], T], then: Callable[[Future[T]], None]) -> Future[T]:
+        loop = asyncio.get_running_loop()
+        done = self._pool.submit(work)
+        done.add_done_callback(lambda f: _call_soon(loop, then, f))
+        return done
+
+    def wait(self, step: Future[T]) -> None:
+        """Until `step` ran (its `then` still comes later, on the loop)."""
+        futures.wait([step])
+
+
+def _call_soon(
+    loop: asyncio.AbstractEventLoop, then: Callable[[Future[T]], None], done: Future[T]
+) -> None:
+    # the loop closed: its caller waited for the step (`wait`) before
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(then, done)
+
+
+class InlineOffload(Offload):
+    """Runs the work at once in the loop's thread, `then` a turn later (Durability(inline))."""
+
+    def __init__(self) -> None:  # no pool
+        pass
+
+    def run(self, work: Callable[[], T], then: Callable[[Future[T]], None]) -> Future[T]:
+        done: Future[T] = Future()
+        try:
+            done.set_result(work())
+        except Exception as exc:
+            done.set_exception(exc)
+        asyncio.get_running_loop().call_soon(then, done)
+        return done
+
+    def wait(self, step: Future[T]) -> None:
+        pass
+
+
+OFFLOAD = Offload()  # one pool for the process, as the flusher's thread

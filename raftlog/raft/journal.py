@@ -15,6 +15,7 @@ import os
 import struct
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, overload
@@ -22,7 +23,7 @@ from typing import Any, Protocol, overload
 import crc32c
 import msgpack
 
-from raftlog.raft.durability import Durability
+from raftlog.raft.durability import Durability, Offload
 from raftlog.raft.membership import CONF
 from raftlog.raft.raft_state import RaftState
 from raftlog.storage.log import Location, Log, TruncateResult
@@ -69,7 +70,7 @@ class Entry:
     next_offset: int
     location: Location | None = None  # None for inline entries
     inline: bytes | None = None  # the whole command, for entries that are not batches
-    file_pos: int = 0  # where this entry's record starts in the window file
+    file_pos: int = 0  # where its record starts, counted from the first file's start (_base)
 
     def pack(self) -> list[int | bytes | None]:
         if self.location is None:
@@ -155,6 +156,20 @@ class StoredCommand:
         return hash(self._entry.location)
 
 
+@dataclass(slots=True, eq=False)
+class _Rewrite:
+    """A compaction's rewrite of the window file under way off the loop (`_rewrite_off_loop`).
+    The file it makes is the old one without its first `base` bytes (a record's bytes depend
+    only on its entry), so positions carry over and appends can go to both files."""
+
+    base: int  # where the new file starts in the old one (the first kept entry's file_pos)
+    end: int  # the old file's end when its copy started
+    low: int  # from here on the old file may differ from the copy (appends, cuts since)
+    first: int  # the offset of the new file's first entry
+    fd: int = -1  # the new file, once copied and synced: appends and cuts go to it too
+    step: Future[Any] | None = None  # the step in the thread
+
+
 # An entry as the window hands it out: (command, Raft index, term).
 RaftEntry = tuple[bytes | StoredCommand, int, int]
 
@@ -209,8 +224,12 @@ class SegmentJournal:
         log: Log | None,
         listener: JournalListener,
         clock: Callable[[], float] = time.monotonic,
+        files: Offload | None = None,
     ) -> None:
+        """`files`: where a compaction's rewrite of the window runs (a partition's: the node's
+        Durability.files, a thread); None: in place (the controller's, tools, tests)."""
         raft_dir.mkdir(parents=True, exist_ok=True)
+        self._offload = files
         self._clock = clock
         self._dir = raft_dir
         self._log = log
@@ -229,11 +248,22 @@ class SegmentJournal:
         # With `defer_writes`, records (and their batches) written at `write_pending`.
         self._deferred = False
         self._pending: list[bytes] = []
+        # The window file starts at `_base` of the positions entries count (`Entry.file_pos`);
+        # a rewrite off the loop moves it (`_rewrite_off_loop`).
+        self._base = 0
+        self._rewrite: _Rewrite | None = None
+        self._rewrite_again = False  # compacted again while a rewrite was under way
+        # The first offset the window file on disk may name, while that is below the window's
+        # first entry (a rewrite under way or failed): retention and cleaning stay below it.
+        self._disk_first: int | None = None
+        self._next_path = raft_dir / "window.next"
+        self._next_path.unlink(missing_ok=True)  # a rewrite a crash stopped: the window holds all
         self._load_window()
         # Unbuffered: each record reaches the OS in the same step as its batch's segment write,
         # before anything can acknowledge it; a buffered record lost to kill -9 would make the
-        # next start cut acknowledged batches the window does not know.
-        self._file = open(self._window_path, "ab", buffering=0)  # noqa: SIM115 - kept open
+        # next start cut acknowledged batches the window does not know. Readable: a rewrite
+        # copies its tail (_copied).
+        self._file = open(self._window_path, "a+b", buffering=0)  # noqa: SIM115 - kept open
         self._file_end = self._file.seek(0, os.SEEK_END)  # kept here: a tell() per entry
         self._high_watermark = self._hw_for(self._state.commit_index)
         self._commit_saved_at = -COMMIT_SAVE_SECONDS
@@ -275,7 +305,15 @@ class SegmentJournal:
             self._save_base_conf(*confs[-1])  # before the window forgets it
         self._entries = self._entries[count:]
         self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
-        self._rewrite_window()
+        if self._offload is None or not self._entries:
+            self._rewrite_window()
+            return
+        if self._disk_first is None:
+            self._disk_first = removed[0].offset
+        if self._rewrite is not None:
+            self._rewrite_again = True  # the next starts once this one's file is in place
+        else:
+            self._rewrite_off_loop()
 
     @overload
     def __getitem__(self, item: int) -> RaftEntry: ...
@@ -360,6 +398,14 @@ class SegmentJournal:
     @property
     def window_bytes(self) -> int:
         return self._window_bytes
+
+    @property
+    def floor_offset(self) -> int:
+        """Retention and cleaning stay below this: the window's first entry, or the first the
+        window file on disk still names while a compaction's rewrite of it is under way (a
+        crash then restarts from that file, whose entries must still read their batches)."""
+        first = self._entries[0].offset
+        return first if self._disk_first is None else min(first, self._disk_first)
 
     @property
     def first_index(self) -> int:
@@ -461,6 +507,7 @@ class SegmentJournal:
         self._state.persist_commit()
 
     def close(self) -> None:
+        self.finish_rewrite()  # one compacted again meanwhile keeps the dead head: read past
         self.write_pending()
         self._file.close()
         self._state.persist_commit()
@@ -542,10 +589,17 @@ class SegmentJournal:
             while record:  # an unbuffered write may be short
                 record = record[self._file.write(record) :]
         except OSError:
-            self._file_end = self._file.seek(0, os.SEEK_END)
+            self._file_end = self._file.seek(0, os.SEEK_END) + self._base
+            self._mirror_cut(self._file_end)
             raise
+        rw = self._rewrite
+        if rw is not None and rw.fd >= 0:  # the rewrite's file gets them too
+            _pwrite_all(rw.fd, frames, self._file_end - len(frames) - rw.base)
 
     def _rewrite_window(self) -> None:
+        """The window file rewritten in place of the old, on the caller's thread (an install,
+        the controller's clear, or no loop), after any rewrite under way."""
+        self.finish_rewrite()
         self.write_pending()  # their batches; the records are rewritten below
         tmp = self._window_path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
@@ -561,8 +615,124 @@ class SegmentJournal:
             self._file.close()
         os.replace(tmp, self._window_path)
         _fsync_dir(self._dir)
-        self._file = open(self._window_path, "ab", buffering=0)  # noqa: SIM115
+        self._file = open(self._window_path, "a+b", buffering=0)  # noqa: SIM115
         self._file_end = pos
+        self._base = 0
+        self._disk_first = None
+
+    # --- a compaction's rewrite, off the loop -----------------------------------------------
+    #
+    # The old file stays the window until the new one is renamed over it, and holds every
+    # record throughout: (1) a thread copies the old file from the first kept record on into
+    # `window.next` and fsyncs it; (2) on the loop, what was appended or cut meanwhile is
+    # copied again (a few records), and from then on every append and cut goes to both files;
+    # (3) a thread renames `window.next` over `window` and fsyncs the directory; (4) on the
+    # loop, the new file becomes the one appended to. A crash before the rename restarts from
+    # the old file (the window from before the cut: its segments are still there, retention
+    # and cleaning stay below `floor_offset`), after it from the new; both hold every record
+    # written. A close or a synchronous rewrite waits for the step under way (`finish_rewrite`).
+
+    def _rewrite_off_loop(self) -> None:
+        assert self._offload is not None
+        self.write_pending()  # the copy reads them from the old file
+        first = self._entries[0]
+        rw = _Rewrite(first.file_pos, self._file_end, self._file_end, first.offset)
+        self._rewrite = rw
+        src = os.dup(self._file.fileno())
+        start, stop = rw.base - self._base, rw.end - self._base
+        rw.step = self._offload.run(
+            lambda: _copy_window(src, self._next_path, start, stop),
+            lambda done: self._copied(rw, done),
+        )
+
+    def _copied(self, rw: _Rewrite, done: Future[int], here: bool = False) -> None:
+        """The copy is synced: what changed meanwhile goes to it too, then the rename (`here`:
+        on this thread, for `finish_rewrite`)."""
+        if self._rewrite is not rw or rw.step is not done:
+            return  # finish_rewrite took this step already
+        error = done.exception()
+        if error is not None:
+            self._rewrite_failed(rw, error)
+            return
+        rw.fd = done.result()
+        self.write_pending()  # `_file_end` counts them: the copy must hold them, not zeros
+        try:
+            if self._file_end > rw.low:
+                data = os.pread(self._file.fileno(), self._file_end - rw.low, rw.low - self._base)
+                _pwrite_all(rw.fd, data, rw.low - rw.base)
+            os.ftruncate(rw.fd, self._file_end - rw.base)
+        except OSError as exc:
+            self._rewrite_failed(rw, exc)
+            return
+        next_path, window, directory = self._next_path, self._window_path, self._dir
+        if here:
+            swapped: Future[OSError | None] = Future()
+            rw.step = swapped
+            try:
+                swapped.set_result(_swap_window(next_path, window, directory))
+            except OSError as exc:
+                swapped.set_exception(exc)
+            self._swapped(rw, swapped)
+            return
+        assert self._offload is not None
+        rw.step = self._offload.run(
+            lambda: _swap_window(next_path, window, directory),
+            lambda done: self._swapped(rw, done),
+        )
+
+    def _swapped(self, rw: _Rewrite, done: Future[OSError | None]) -> None:
+        """The copy is the window now: appended to from here on."""
+        if self._rewrite is not rw or rw.step is not done:
+            return
+        error = done.exception()
+        if error is not None:  # not renamed: the old file is still the window
+            self._rewrite_failed(rw, error)
+            return
+        unsynced = done.result()
+        if unsynced is not None:  # renamed, but a machine crash may bring the old one back
+            log.warning("%s: window renamed, directory not synced: %s", self._dir, unsynced)
+        old, self._file = self._file, open(rw.fd, "a+b", buffering=0)  # noqa: SIM115
+        old.close()
+        self._base = rw.base
+        self._rewrite = None
+        self._disk_first = None if unsynced is None else rw.first  # hold it, then
+        if self._rewrite_again:  # compacted meanwhile: the file still starts at rw's first
+            self._rewrite_again = False
+            self._disk_first = rw.first
+            self._rewrite_off_loop()
+
+    def _rewrite_failed(self, rw: _Rewrite, error: BaseException) -> None:
+        """The old file stays the window, with its dead head (and so does the floor)."""
+        log.warning("%s: window rewrite failed: %s", self._window_path, error)
+        self._rewrite = None
+        self._rewrite_again = False
+        if rw.fd >= 0:
+            os.close(rw.fd)
+
+    def finish_rewrite(self) -> None:
+        """Waits for the step of a rewrite under way and does the rest here (a close, an
+        install, the controller's clear: rare, and they fsynced on the loop before too)."""
+        rw = self._rewrite
+        if rw is None:
+            return
+        self._rewrite_again = False
+        step = rw.step
+        assert step is not None and self._offload is not None
+        self._offload.wait(step)
+        if rw.fd < 0:
+            self._copied(rw, step, here=True)
+        else:
+            self._swapped(rw, step)
+
+    def _mirror_cut(self, position: int) -> None:
+        """The window file was cut at `position` (or a write failed there): so is the copy."""
+        rw = self._rewrite
+        if rw is None:
+            return
+        if rw.fd < 0:
+            rw.low = min(rw.low, position)
+        else:
+            os.ftruncate(rw.fd, position - rw.base)
 
     def _load_window(self) -> None:
         if not self._window_path.exists():
@@ -632,8 +802,9 @@ class SegmentJournal:
         removed = self._entries[position:]
         del self._entries[position:]
         self._window_bytes -= sum(e.location.size for e in removed if e.location is not None)
-        self._file.truncate(removed[0].file_pos)
-        self._file_end = self._file.seek(0, os.SEEK_END)
+        self._file.truncate(removed[0].file_pos - self._base)
+        self._file_end = self._file.seek(0, os.SEEK_END) + self._base
+        self._mirror_cut(self._file_end)
         first = removed[0]
         result = None
         if self._log is not None:
@@ -695,6 +866,47 @@ class SegmentJournal:
 def _frame(entry: Entry) -> bytes:
     payload: bytes = msgpack.packb(entry.pack())
     return _RECORD_HEAD.pack(len(payload), crc32c.crc32c(payload)) + payload
+
+
+def _copy_window(src: int, path: Path, start: int, stop: int) -> int:
+    """In a thread: `path` made of bytes `start:stop` of the window file open at `src` (which
+    it closes), fsynced; its descriptor. A cut on the loop meanwhile may end the copy short:
+    the loop copies again from there."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pos = start
+            while pos < stop:
+                chunk = os.pread(src, min(stop - pos, 1 << 20), pos)
+                if not chunk:
+                    break
+                _pwrite_all(fd, chunk, pos - start)
+                pos += len(chunk)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+    finally:
+        os.close(src)
+    return fd
+
+
+def _swap_window(path: Path, window: Path, directory: Path) -> OSError | None:
+    """In a thread: the rewritten window in place of the old, durably; raises if it is not in
+    place, returns the error if only the directory's fsync failed."""
+    os.replace(path, window)
+    try:
+        _fsync_dir(directory)
+    except OSError as exc:
+        return exc
+    return None
+
+
+def _pwrite_all(fd: int, data: bytes | memoryview, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view, position = view[written:], position + written
 
 
 def _fsync_dir(path: Path) -> None:

@@ -115,6 +115,11 @@ class SimConfig:
     key_compaction: bool = False
     clean: float = 0.03
     clean_crash: float = 0.3
+    # On the storage: a compaction's rewrite of the window runs off the loop in steps (a
+    # copy synced, a rename; raft/journal.py); each turn, each running replica's next step
+    # lands at this rate (drawn from a generator of its own, so the other draws of a seed
+    # stay as they were): crashes and Readies fall between, before and after them.
+    file_step: float = 0.3
 
 
 KEYS = 5  # distinct record keys with key_compaction: most records are superseded
@@ -154,6 +159,7 @@ class Sim:
         self.seed = seed
         self.cfg = cfg or SimConfig()
         self.rng = random.Random(seed)
+        self.files_rng = random.Random(f"files {seed}")
         n = self.rng.choice(self.cfg.nodes)
         self.ids = tuple(range(1, n + 1))
         self.initial = self.ids[: self.cfg.voters] if self.cfg.voters else self.ids
@@ -440,10 +446,20 @@ class Sim:
         if self.storage is not None:
             disk = self.storage.disks[i]
             assert disk.journal is not None
-            disk.journal.compact_to(to)  # a synced rewrite of the window
+            disk.journal.compact_to(to)  # the window's rewrite lands later (file_step)
             disk.settle()
             return
         r.log.compact(to)
+
+    def file_step(self, i: int) -> None:
+        """The next step of replica i's window rewrite off the loop, if one is due: whatever
+        its Readies are doing (the thread does not wait for them)."""
+        if self.storage is None or self.replicas[i].core is None:
+            return
+        if self.files_rng.random() < self.cfg.file_step:
+            step = self.storage.disks[i].file_step()
+            if step is not None:
+                self.note(f"{i}: {step}")
 
     def finish_install(self, i: int) -> None:
         r = self.replicas[i]
@@ -656,6 +672,7 @@ class Sim:
                 self.compact(i)
             if self.cfg.key_compaction and rng.random() < self.cfg.clean:
                 self.clean(i)
+            self.file_step(i)
             self.finish_install(i)
             core = self.idle(i)
             if core is not None:

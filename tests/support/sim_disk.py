@@ -32,6 +32,7 @@ import msgpack
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from raftlog.raft.core.values import NONE, HardState
+from raftlog.raft.durability import Offload
 from raftlog.raft.install import Installer, Installs
 from raftlog.raft.journal import DATA_PREFIX, Batches, Entry, SegmentJournal
 from raftlog.raft.replica import NO_OP, JournalLog
@@ -189,8 +190,9 @@ class Disk:
             self.dir,
             LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=INDEX_INTERVAL_BYTES),
         )
+        self.files = StepFiles()
         journal = self.journal = _Journal(
-            self.dir / "raft", self.log, _Listener(), clock=self._clock
+            self.dir / "raft", self.log, _Listener(), clock=self._clock, files=self.files
         )
         if self.trace:
             journal.written = self.log.written = self._written
@@ -302,6 +304,30 @@ class Disk:
             Path(path).write_bytes(data)
         return f"{os.path.relpath(path, self.dir)} {note}"
 
+    def file_step(self) -> str | None:
+        """The next step of the journal's window rewrite, run whole as its thread runs it,
+        and its `then` as the loop's next callback; says which. The rename replaces the
+        window by the same records without its head: what was settled of it stays so."""
+        journal = self.journal
+        if journal is None or not self.files.queue:
+            return None
+        base = journal._base
+        self.files.step()
+        if journal._base == base:
+            step = "window rewrite copied"
+        else:
+            step = "window rewrite renamed into place"
+            window, copy = str(journal.window_path), str(journal._next_path)
+            cut = journal._base - base
+            for state in (self._images, *(after for _, after in self._steps)):
+                if window in state:
+                    state[window] = state[window][cut:]
+                if copy in state:
+                    state.pop(copy)
+        if self.trace:
+            self._written(step)
+        return step
+
     def _written(self, step: str) -> None:
         """The journal finished one write step: what the disk holds now, for `crash(within)`."""
         self._steps.append((step, self._contents()))
@@ -329,6 +355,10 @@ class Disk:
         if self.journal is not None:
             self.journal._file.close()
             self.journal._state.close()
+            rewrite = self.journal._rewrite
+            if rewrite is not None and rewrite.fd >= 0:
+                os.close(rewrite.fd)
+            self.files.queue.clear()  # the thread died with the process
         self.log = self.journal = self.installer = None
 
     def stored(self, upper: int) -> bytes:
@@ -365,7 +395,7 @@ class Disk:
         is settled (it fsyncs what it writes)."""
         assert self.log is not None and self.journal is not None
         self.settle()
-        floor = min(self.journal.entry(0).offset, self.journal.high_watermark)
+        floor = min(self.journal.floor_offset, self.journal.high_watermark)
         steps = self.log.compact_steps(now_ms, floor, 0, 0.0)
         _Barriers.hook = self._written
         try:
@@ -587,6 +617,39 @@ class _Inline(ThreadPoolExecutor):
         except BaseException as exc:
             done.set_exception(exc)
         return done
+
+
+class StepFiles(Offload):
+    """A replica's file thread (durability.Offload) whose steps run when the simulation says
+    (`Disk.file_step`), each whole with its `then` right after; a crash drops those not run."""
+
+    def __init__(self) -> None:  # no pool: nothing runs in a thread
+        self.queue: list[tuple[Callable[[], Any], Callable[[Future[Any]], None], Future[Any]]] = []
+
+    def run(self, work: Callable[[], _T], then: Callable[[Future[_T]], None]) -> Future[_T]:
+        done: Future[_T] = Future()
+        self.queue.append((work, then, done))
+        return done
+
+    def wait(self, step: Future[_T]) -> None:
+        """Runs `step` now (a close, an install); its `then` would be a stale callback."""
+        for job in self.queue:
+            if job[2] is step:
+                self.queue.remove(job)
+                _resolve(job[2], job[0])
+                return
+
+    def step(self) -> None:
+        work, then, done = self.queue.pop(0)
+        _resolve(done, work)
+        then(done)
+
+
+def _resolve(done: Future[Any], work: Callable[[], Any]) -> None:
+    try:
+        done.set_result(work())
+    except Exception as exc:
+        done.set_exception(exc)
 
 
 class _running:
