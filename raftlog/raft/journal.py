@@ -692,7 +692,8 @@ class SegmentJournal:
         if unsynced is not None:  # renamed, but a machine crash may bring the old one back
             log.warning("%s: window renamed, directory not synced: %s", self._dir, unsynced)
         old, self._file = self._file, open(rw.fd, "a+b", buffering=0)  # noqa: SIM115
-        old.close()
+        assert self._offload is not None
+        self._offload.discard(old)
         self._base = rw.base
         self._rewrite = None
         self._disk_first = None if unsynced is None else rw.first  # hold it, then

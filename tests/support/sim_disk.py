@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, BinaryIO, ParamSpec, TypeVar
 
 import msgpack
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -638,6 +638,9 @@ class StepFiles(Offload):
                 self.queue.remove(job)
                 _resolve(job[2], job[0])
                 return
+
+    def discard(self, file: BinaryIO) -> None:
+        file.close()  # at once: what a renamed-over file held is out of sight anyway
 
     def step(self) -> None:
         work, then, done = self.queue.pop(0)
