@@ -19,8 +19,11 @@ DATA ?= data
 NODES ?= 3
 KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
+COMPILED_MODULES := $(shell cat compiled_modules.txt)
+COMPILED := compiled.sha256
 
-.PHONY: run down status audit audit-scale venv sysdeps test lint clean faults fuzz sim compose-test
+.PHONY: run down status audit audit-scale venv sysdeps test lint clean faults fuzz sim compose-test \
+	compiled clean-compiled
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "raftlog needs Python 3.11; $(PYTHON) is " + sys.version.split()[0])'
@@ -30,7 +33,33 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --disable-pip-version-check -q -e '.[audit,test]'
 	@touch $@
 
-venv: $(STAMP)
+venv: $(STAMP) $(COMPILED)
+
+# mypyc (issue 45; docs/architecture.md, "Compiled modules"): the hot modules listed in
+# compiled_modules.txt become C extensions beside their .py files, rebuilt whenever one of
+# them changes. compiled.sha256 records the sources built; importing raftlog refuses an
+# extension whose source changed since (raftlog/compiled.py). Without a C compiler the
+# build says so and the .py files run. `make clean-compiled` goes back to pure Python;
+# RAFTLOG_PURE=1 runs the .py files without removing the build.
+CLEAN_COMPILED := find raftlog kafka_api -name '*.cpython-*.so' -delete; \
+	rm -f *__mypyc.cpython-*.so $(COMPILED) $(COMPILED).new
+
+$(COMPILED): compiled_modules.txt $(COMPILED_MODULES) | $(STAMP)
+	@$(CLEAN_COMPILED)
+	@echo "mypyc: compiling $(words $(COMPILED_MODULES)) modules (log: build/mypyc.log)"
+	@sha256sum $(COMPILED_MODULES) > $@.new; mkdir -p build; \
+	if $(BIN)/mypyc --no-warn-unused-configs $(COMPILED_MODULES) > build/mypyc.log 2>&1; then \
+		mv $@.new $@; \
+	else \
+		echo "mypyc: compile failed (no C compiler? build/mypyc.log): pure Python runs;" \
+			"make clean-compiled compiled retries"; \
+		$(CLEAN_COMPILED); : > $@; \
+	fi
+
+compiled: $(COMPILED)
+
+clean-compiled:
+	@$(CLEAN_COMPILED)
 
 # System tools the tests use; installed only when missing.
 sysdeps:
@@ -71,8 +100,16 @@ $(KAFKAJS): tests/clients/kafkajs/package-lock.json | sysdeps
 	npm ci --prefix tests/clients/kafkajs --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The suite runs against the compiled build (make compiled); then, when there is one, the
+# compiled modules' own unit tests and the simulation's runs again as pure Python (RAFTLOG_PURE=1).
+PURE_TESTS ?= $(addprefix tests/unit/,test_raft_*.py test_journal*.py test_mesh.py test_batch.py \
+	test_records.py test_log.py test_storage_bounds.py test_kafka_*.py test_compiled.py)
 test: venv sysdeps $(KAFKAJS)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+	@if [ -s $(COMPILED) ]; then \
+		echo "pure Python (RAFTLOG_PURE=1): the compiled modules' unit tests"; \
+		RAFTLOG_PURE=1 $(BIN)/pytest -q $(PURE_TESTS); \
+	fi
 
 lint: venv
 	$(BIN)/ruff check .

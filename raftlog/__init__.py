@@ -1,0 +1,3 @@
+from raftlog import compiled as _compiled
+
+_compiled.install()

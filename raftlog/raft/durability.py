@@ -25,12 +25,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 log = logging.getLogger(__name__)
 
 THREADS = 32
 T = TypeVar("T")
 
 
+# mypyc: the controller's journal and the tests' disks subclass it in plain Python.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Durability:
     """`inline`: saves are written in the loop's thread (an in-process test's nodes, whose
     order of events must not depend on a thread pool); waiters still run a turn later."""

@@ -22,6 +22,7 @@ from typing import Any, Protocol, overload
 
 import crc32c
 import msgpack
+from mypy_extensions import mypyc_attr
 
 from raftlog.raft.durability import Durability, Offload
 from raftlog.raft.membership import CONF
@@ -192,6 +193,12 @@ class WindowView:
         for i in range(self._start, self._stop):
             yield self._journal._tuple(i)
 
+    def __reversed__(self) -> Iterator[RaftEntry]:
+        """pysyncobj walks the controller's log backwards; compiled, __getitem__ alone does
+        not make the class a sequence to reversed()."""
+        for i in range(self._stop - 1, self._start - 1, -1):
+            yield self._journal._tuple(i)
+
     @overload
     def __getitem__(self, item: int) -> RaftEntry: ...
 
@@ -214,6 +221,8 @@ class WindowView:
         return list(self)
 
 
+# mypyc: the controller's journal and the tests' disks subclass it in plain Python.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SegmentJournal:
     """A partition's Raft log over its segment log (raft/replica.py's JournalLog), or, with no
     log, the controller's (raftlog/controller/journal.py)."""

@@ -424,7 +424,7 @@ class Mesh:
         )
         for peer in list(self.peers):
             self._dial(peer)
-        self._tasks.append(asyncio.create_task(self._keepalive()))
+        self._tasks.append(asyncio.create_task(self._keepalive(), name="mesh keepalive"))
 
     def add_peer(self, peer_id: str, address: tuple[str, int]) -> None:
         """A node the cluster learned of (it joined): dial it from now on."""
@@ -437,7 +437,9 @@ class Mesh:
         when both connections come up, the one the lower id dialled is kept."""
         if peer not in self._dialing:
             self._dialing.add(peer)
-            self._tasks.append(asyncio.create_task(self._dial_forever(peer)))
+            self._tasks.append(
+                asyncio.create_task(self._dial_forever(peer), name=f"mesh dial {peer}")
+            )
 
     async def close(self) -> None:
         self._closing = True

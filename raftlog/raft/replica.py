@@ -99,10 +99,10 @@ class CoreGroup:
         *,
         election_seconds: float,
         heartbeat_seconds: float,
+        restart: Callable[[], None],
         checkpoint_seconds: float = 60.0,
         learner_bytes_per_second: int = 0,
         on_change: Callable[[CoreGroup], None] | None = None,
-        restart: Callable[[], None],
     ) -> None:
         """`restart`: the owner's way to close this replica and open it again from its files
         (the driver calls it after the group raised, see `restart`)."""

@@ -19,6 +19,8 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mypy_extensions import mypyc_attr
+
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage import compaction
 from raftlog.storage.batch import BatchHeader, parse_header
@@ -90,6 +92,8 @@ def _base_key(segment: Segment) -> int:
     return segment.base_offset
 
 
+# mypyc: the storage simulation's log (tests/support/sim_disk.py) subclasses it in plain Python.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Log:
     def __init__(self, directory: Path, config: LogConfig) -> None:
         self.directory = Path(directory)

@@ -83,7 +83,9 @@ async def test_a_reopened_replica_is_frozen_as_the_node_freezes_an_opened_one(
     heap = replicas.contexts[leader].heap = HeapFreezer(refreeze_seconds=0.0)
     try:
         heap.opened()  # as the node froze it when it opened the replica
-        old = weakref.ref(p.group)
+        # the old group's own installer, held by it alone: a compiled CoreGroup takes no weak
+        # reference, and the installer lives at least as long as its group
+        old = weakref.ref(p.group.installer)
         p.restart()  # what the driver calls once it stopped the group
         new = p.group
         for _ in range(3):

@@ -16,6 +16,7 @@ from kio.index import load_payload_module, load_request_schema, load_response_sc
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from support.aio import until
+from support.compiled import pure_only
 
 from kafka_api import auth_failures
 from kafka_api import connection as connection_module
@@ -334,6 +335,7 @@ async def test_large_frames_in_small_pieces(kafka, monkeypatch, reusable_limit):
     writer.close()
 
 
+@pure_only(connection_module, "spies on codec.decode_request, which it calls directly")
 async def test_a_large_frame_is_decoded_off_the_loop_and_handlers_start_in_order(
     kafka, monkeypatch
 ):

@@ -11,6 +11,7 @@ import msgpack
 import pytest
 from pysyncobj.node import Node
 from support.aio import until
+from support.compiled import pure_only
 
 from raftlog.controller.transport import GroupTransport
 from raftlog.raft import mesh as mesh_module
@@ -149,6 +150,7 @@ async def test_a_groups_messages_wait_for_its_own_raft_state_save_only(listener,
         await b.close()
 
 
+@pure_only(mesh_module, "spies on _Connection._frame, which it calls directly")
 async def test_a_turns_heartbeats_and_answers_to_a_peer_travel_as_one_frame_in_order(
     listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,7 +229,7 @@ async def test_a_node_back_from_a_long_loop_turn_does_not_take_its_peers_for_sil
         await asyncio.sleep(4 * mesh_module.PING_INTERVAL)
         assert silences == []
         for task in b._tasks:  # now b really falls silent: no more pings
-            if task.get_coro().__name__ == "_keepalive":
+            if task.get_name() == "mesh keepalive":
                 task.cancel()
         await until(lambda: silences == ["2"], "the silence")
     finally:

@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.compiled import pure_only
 from support.journal import RecordingListener
 
+from raftlog.raft import replica
+from raftlog.raft.core import raft as raft_module
 from raftlog.raft.core.values import Entry, Message, MsgType, Ready, Role
 from raftlog.raft.driver import TICK_SECONDS, Driver, decode, encode
 from raftlog.raft.durability import Durability
@@ -412,6 +415,7 @@ def sent_to(link: Link, peer: str) -> list[tuple[str, Message]]:
     ]
 
 
+@pure_only(replica, "sets a CoreGroup's apply; a compiled instance takes no new attribute")
 async def test_a_group_whose_ready_raises_is_restarted_from_its_files_and_its_neighbours_go_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -495,6 +499,7 @@ async def test_a_group_whose_ready_raises_is_restarted_from_its_files_and_its_ne
     link.durability.close()
 
 
+@pure_only(raft_module, "sets a Raft's tick; a compiled instance takes no new attribute")
 async def test_a_group_that_fails_again_at_once_waits_longer_before_each_restart(
     tmp_path: Path,
 ) -> None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 
 from raftlog.raft.core.values import Entry
 from raftlog.raft.membership import Membership
@@ -36,6 +36,11 @@ class Rules:
     conf_follows_truncation: bool = True  # a cut configuration entry takes its change back
     stand_until_removal_commits: bool = True  # a removed voter may still be needed
     removed_leader_steps_down: bool = True  # once the change that removed it committed
+
+    def __reduce__(self) -> tuple[type[Rules], tuple[bool, ...]]:
+        """Pickled as its constructor's arguments (the simulation's worker processes): a frozen
+        dataclass compiled by mypyc cannot be rebuilt by setting its fields one by one."""
+        return (Rules, astuple(self))
 
 
 @dataclass(frozen=True, slots=True)
