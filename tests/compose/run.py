@@ -69,8 +69,10 @@ class Compose:
         self.override = BUILD / "build-args.yml"
         args = {"BASE_IMAGE": base, "WHEELS": WHEELS_IN_IMAGE}
         # images of their own, so that a user's raftlog:local is left as it was
+        # the node image's mypyc stage needs apt and mypy's wheel, neither here (Dockerfile)
+        node_args = {**args, "COMPILED": "0"}
         services: dict[str, Any] = {
-            name: {"build": {"args": args}, "image": f"{PROJECT}/node:local"}
+            name: {"build": {"args": node_args}, "image": f"{PROJECT}/node:local"}
             for name in NODES.values()
         }
         services["audit"] = {"build": {"args": args}, "image": f"{PROJECT}/audit:local"}
