@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 import pytest
+from support.compiled import pure_only
 from support.raft_sim import (
     STORAGE,
     Sim,
@@ -27,6 +28,7 @@ from support.raft_sim import (
     scripted,
 )
 
+from raftlog.raft import raft_state
 from raftlog.raft.core.raft import Raft
 from raftlog.raft.core.rules import Rules
 from raftlog.raft.core.values import NONE, Entry, Message, MsgType, NotLeader, Role
@@ -96,6 +98,7 @@ def test_the_storage_simulation_finds_an_append_sent_with_entries_a_cut_removed(
         run_seed(2663, replace(STORAGE, rules=Rules(drop_stale_appends=False)))
 
 
+@pure_only(raft_state, "replaces RaftState.save, which compiled callers call directly")
 def test_a_crash_inside_a_ready_finds_a_term_vote_save_over_its_only_good_slot(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
