@@ -101,6 +101,8 @@ class StaleEntry(LookupError):
     """A payload was read after its entry left the window (cut, or compacted away)."""
 
 
+# mypyc: the produce queue's Proposal (partition/produce_queue.py) subclasses it in plain Python.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Batches:
     """A data command held as its batches, without the DATA byte in front: the leader's
     proposal (partition/produce_queue.py's Proposal), whose batches reach the segment as
