@@ -94,6 +94,6 @@ def test_this_tree_runs_the_build_it_says() -> None:
     manifest = compiled.ROOT / compiled.MANIFEST
     if not manifest.exists() or not manifest.read_text():
         pytest.skip("no compiled build here (make compiled)")
-    code = "import raftlog.raft.core as m; print(m.__file__)"
+    code = "import raftlog.raft.core.raft as m; print(m.__file__)"
     assert _run(compiled.ROOT, code, pure=False).stdout.strip().endswith(EXT)
-    assert _run(compiled.ROOT, code, pure=True).stdout.strip().endswith("core.py")
+    assert _run(compiled.ROOT, code, pure=True).stdout.strip().endswith("raft.py")
