@@ -150,6 +150,8 @@ def write_state(path: Path, image: bytes, start: int, stop: int) -> None:
         os.close(dir_fd)
 
 
+# mypyc: the storage simulation's file steps (tests/support/sim_disk.py) subclass it in plain Python.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Offload:
     """Blocking file work that must not hold the event loop (a Raft window's rewrite after a
     compaction, a partition's producer-state save: write, fsync, rename, fsync the directory,
