@@ -754,7 +754,9 @@ class SegmentJournal:
         while pos + _RECORD_HEAD.size <= len(data):
             length, crc = _RECORD_HEAD.unpack_from(data, pos)
             payload = data[pos + _RECORD_HEAD.size : pos + _RECORD_HEAD.size + length]
-            if len(payload) < length or crc32c.crc32c(payload) != crc:
+            # Zeros (length 0, and crc32c of nothing is 0) are what a file system can leave
+            # past the last write a machine crash interrupted; no record is ever empty.
+            if length == 0 or len(payload) < length or crc32c.crc32c(payload) != crc:
                 break
             entry = Entry.unpack(msgpack.unpackb(payload))
             entry.file_pos = pos

@@ -126,6 +126,27 @@ def test_a_window_ending_in_an_entry_without_batches_loads_after_a_crash(tmp_pat
     assert again.high_watermark == 3
 
 
+def test_a_window_and_segment_ending_in_zeros_load_as_torn(tmp_path):
+    """A machine crash can leave a file longer than what reached its blocks, the rest read as
+    zeros: a window record of zeros passes its check (crc32c of no bytes is 0), and the
+    node could not open the partition. Both files keep what came before the zeros."""
+    log, j = open_journal(tmp_path)
+    j.add(NO_OP, 1, 0)
+    j.add(NO_OP, 2, 1)
+    j.add(DATA_PREFIX + batch(b"a"), 3, 1)
+    j.set_commit_index(3)
+    j.close()
+    log.close()
+    for name in ("raft/window", "00000000000000000000-1.log"):
+        with open(tmp_path / "p" / name, "ab") as f:
+            f.write(bytes(4096))
+    log, j = open_journal(tmp_path)
+    assert [e[1:] for e in j[0:3]] == [(1, 0), (2, 1), (3, 1)]
+    assert stored(log) == [(0, 1)] and log.log_end_offset == 1
+    j.add(DATA_PREFIX + batch(b"b"), 4, 1)  # and it goes on where the records ended
+    assert stored(log) == [(0, 1), (1, 1)]
+
+
 def test_window_survives_a_restart_and_unlogged_data_is_cut(tmp_path):
     log, j = open_journal(tmp_path)
     j.add(NO_OP, 1, 0)
