@@ -10,8 +10,9 @@ itself (time or count bound, or SIGTERM), flushes (bounded), purges what is left
 a final `done` line.
 
 A transactional producer (`--transactional`) sends its values in transactions of
-`--txn-size` records over the partitions, aborts every `--abort-every`th on purpose, and
-writes one `txn` line per transaction: its sequences and its outcome as the client saw it
+`--txn-size` records over the partitions, aborts every `--abort-every`th on purpose (once its
+records are written, so the broker has something to abort), and writes one `txn` line per
+transaction: its sequences and its outcome as the client saw it
 (committed, aborted, or unknown: the commit failed in a way that leaves the coordinator's
 decision open, so the transaction must be read whole or not at all).
 """
@@ -36,6 +37,9 @@ from typing import Any, TextIO
 from support.cluster import tail
 
 REPO = Path(__file__).resolve().parents[2]
+# how long a transaction to be aborted waits for its records (librdkafka's default
+# transaction.timeout.ms, what commit_transaction gives its own flush)
+ABORT_FLUSH_S = 60.0
 
 
 # --------------------------------------------------------------------------- the producer process
@@ -221,6 +225,14 @@ def produce_transactions(args: argparse.Namespace) -> int:
                 producer.produce(args.topic, value=value, partition=seq % args.partitions)
                 seq += 1
             if abort:
+                # The records written first (their partitions added to the transaction), so
+                # the abort is of a transaction the coordinator holds: librdkafka adds
+                # partitions only as it sends, and an abort right after produce() purged the
+                # records unsent (no EndTxn, nothing for the broker to abort: none of f300's
+                # 3,246 aborts reached it) or, when an AddPartitionsToTxn had gone out and
+                # failed retriably, sent EndTxn(abort) for a transaction its coordinator never
+                # started, which Kafka answers INVALID_TXN_STATE (librdkafka issue #4849)
+                producer.flush(ABORT_FLUSH_S)
                 retried(producer.abort_transaction)
                 outcome = "aborted"
             else:
