@@ -181,7 +181,12 @@ def end_transaction(
     txn: TxnMetadata | None, producer_id: int, epoch: int, commit: bool, now_ms: int
 ) -> Decision:
     """EndTxn: Ongoing moves to PrepareCommit/PrepareAbort (the markers follow); a retry of a
-    decision already taken or completed is answered as the first was."""
+    decision already taken or completed is answered as the first was. Anything else is
+    INVALID_TXN_STATE, as Kafka answers EndTxn v0/1: an abort meeting the commit before it
+    cannot tell a transaction never started (librdkafka sends one after an
+    AddPartitionsToTxn that failed retriably, its issue #4849) from an abort of that
+    commit, and "aborted" would then be a lie. Kafka's transaction version 2 tells them
+    apart by an epoch bump per transaction; librdkafka speaks only v0/1."""
     error = _identity(txn, producer_id, epoch)
     if error is not None or txn is None:
         return Decision(error or E.invalid_producer_id_mapping)

@@ -103,12 +103,15 @@ def test_add_partitions_refusals(txn, pid, epoch, error):
         (TxnState.ONGOING, True, E.none, TxnState.PREPARE_COMMIT),
         (TxnState.ONGOING, False, E.none, TxnState.PREPARE_ABORT),
         (TxnState.COMPLETE_COMMIT, True, E.none, None),  # a retry of what was done
+        # an abort after a commit: of that commit, or of a transaction never started (Kafka
+        # EndTxn v0/1 cannot tell, and answers so; f300's fatal librdkafka error)
         (TxnState.COMPLETE_COMMIT, False, E.invalid_txn_state, None),
         (TxnState.COMPLETE_ABORT, False, E.none, None),
         (TxnState.PREPARE_COMMIT, True, E.concurrent_transactions, None),
         (TxnState.PREPARE_COMMIT, False, E.invalid_txn_state, None),
         (TxnState.PREPARE_ABORT, False, E.concurrent_transactions, None),
         (TxnState.EMPTY, True, E.invalid_txn_state, None),
+        (TxnState.EMPTY, False, E.invalid_txn_state, None),
     ],
 )
 def test_end_transaction_by_state(state, commit, error, writes):
