@@ -4,8 +4,10 @@ kio's decoder is native code: an array that claims 2^32-2 entries makes it reser
 memory, and a failed allocation aborts the whole process (no exception reaches Python). So
 a request body is first walked here along kio's own schema for its (API, version): each
 string, bytes, records and array length must fit in what is left of the frame (an array
-element takes at least one byte), and each tagged field's size too. Only then does kio
-decode it. The walk reads lengths and skips payloads, so its cost is one step per field
+element takes at least one byte), and each tagged field's size too, and a null (length -1,
+or 0 in a flexible version's compact form) is refused where the schema's field is not
+nullable, as Kafka's parser refuses it: kio would hand it on as None, and a handler expecting
+a list or a string would fail on it. Only then does kio decode it. The walk reads lengths and skips payloads, so its cost is one step per field
 occurrence, not per byte.
 
 The same walk counts the request's entries, every element of every array at every depth
@@ -19,7 +21,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, Union, get_args, get_origin
 
 from kio.serial._introspect import (
     EntityField,
@@ -54,6 +57,10 @@ Step = Callable[[memoryview, int, "_Walk"], int]
 
 class OutOfBounds(Exception):
     """A length in the request does not fit in the bytes received."""
+
+
+class NullNotAllowed(Exception):
+    """A null where the request's schema allows none: malformed, as Kafka's parser finds."""
 
 
 class TooManyEntries(Exception):
@@ -174,11 +181,12 @@ def _field_step(f: Any, flexible: bool, tagged: bool = False) -> Step:
             return offset if marker < 0 else inner(view, offset, walk)
 
         return nullable
+    nullable_array = _nullable(f.type)
     if isinstance(kind, EntityTupleField):
         element = _entity_step(kind.type_)
 
         def entities(view: memoryview, offset: int, walk: _Walk) -> int:
-            count, offset = _array_length(view, offset, flexible, f.name, walk)
+            count, offset = _array_length(view, offset, flexible, f.name, walk, nullable_array)
             for _ in range(count):
                 offset = element(view, offset, walk)
             return offset
@@ -187,13 +195,14 @@ def _field_step(f: Any, flexible: bool, tagged: bool = False) -> Step:
     kafka_type = get_schema_field_type(f)
     if isinstance(kind, PrimitiveTupleField):
         size = _FIXED.get(kafka_type)
+        nullable_element = _nullable(_element_type(f.type))
 
         def primitives(view: memoryview, offset: int, walk: _Walk) -> int:
-            count, offset = _array_length(view, offset, flexible, f.name, walk)
+            count, offset = _array_length(view, offset, flexible, f.name, walk, nullable_array)
             if size is not None:
                 return _need(view, offset, count * size, f.name)
             for _ in range(count):
-                offset = _variable(view, offset, flexible, kafka_type, f.name)
+                offset = _variable(view, offset, flexible, kafka_type, f.name, nullable_element)
             return offset
 
         return primitives
@@ -202,8 +211,24 @@ def _field_step(f: Any, flexible: bool, tagged: bool = False) -> Step:
         size = _FIXED[kafka_type]
         return lambda view, offset, _walk: _need(view, offset, size, f.name)
     if kafka_type in _VARIABLE:
-        return lambda view, offset, _walk: _variable(view, offset, flexible, kafka_type, f.name)
+        may_be_null = _nullable(f.type)
+        return lambda view, offset, _walk: _variable(
+            view, offset, flexible, kafka_type, f.name, may_be_null
+        )
     raise TypeError(f"unknown kafka_type {kafka_type!r} in field {f.name}")
+
+
+def _nullable(annotation: Any) -> bool:
+    """kio types a field Kafka lets be null as `X | None`; `tuple[X | None, ...]` is an array
+    whose elements may be null, not a nullable array."""
+    return get_origin(annotation) in (UnionType, Union) and NoneType in get_args(annotation)
+
+
+def _element_type(annotation: Any) -> Any:
+    """X of `tuple[X, ...]` or `tuple[X, ...] | None`."""
+    if get_origin(annotation) in (UnionType, Union):
+        (annotation,) = (a for a in get_args(annotation) if a is not NoneType)
+    return get_args(annotation)[0]
 
 
 def _need(view: memoryview, offset: int, size: int, name: str) -> int:
@@ -234,10 +259,10 @@ def _uvarint(view: memoryview, offset: int, name: str) -> tuple[int, int]:
 
 
 def _array_length(
-    view: memoryview, offset: int, flexible: bool, name: str, walk: _Walk
+    view: memoryview, offset: int, flexible: bool, name: str, walk: _Walk, nullable: bool
 ) -> tuple[int, int]:
-    """Elements claimed (0 for null); each takes at least one byte of what is left, and one
-    of the entries the request may hold."""
+    """Elements claimed (0 for null, where null is allowed); each takes at least one byte of
+    what is left, and one of the entries the request may hold."""
     if flexible:
         raw, offset = _uvarint(view, offset, name)
         count = raw - 1
@@ -245,14 +270,19 @@ def _array_length(
         count, offset = _int(view, offset, 4, name)
     if count < -1:
         raise OutOfBounds(f"{name}: array length {count}")
-    count = max(count, 0)
+    if count == -1:
+        if not nullable:
+            raise NullNotAllowed(f"{name}: null array, not nullable in this version")
+        count = 0
     if count > len(view) - offset:
         raise OutOfBounds(f"{name}: {count} elements claimed, {len(view) - offset} bytes left")
     walk.entries(count, name)
     return count, offset
 
 
-def _variable(view: memoryview, offset: int, flexible: bool, kafka_type: str, name: str) -> int:
+def _variable(
+    view: memoryview, offset: int, flexible: bool, kafka_type: str, name: str, nullable: bool
+) -> int:
     if flexible:
         raw, offset = _uvarint(view, offset, name)
         length = raw - 1
@@ -262,7 +292,11 @@ def _variable(view: memoryview, offset: int, flexible: bool, kafka_type: str, na
         length, offset = _int(view, offset, 4, name)
     if length < -1:
         raise OutOfBounds(f"{name}: length {length}")
-    return _need(view, offset, max(length, 0), name)
+    if length == -1:
+        if not nullable:
+            raise NullNotAllowed(f"{name}: null {kafka_type}, not nullable in this version")
+        return offset
+    return _need(view, offset, length, name)
 
 
 def _tagged_section(view: memoryview, offset: int, known: dict[int, Step], walk: _Walk) -> int:

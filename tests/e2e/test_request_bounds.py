@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from support import records as R
 from support import wire as W
 from support.big_requests import BigRequest, largest
 from support.cluster import Cluster
@@ -142,6 +143,42 @@ def test_every_api_at_its_bound_and_past_it(cluster: Cluster) -> None:
         )
     for n in cluster.node_ids:
         assert cluster.is_alive(n)
+        logged = cluster.nodes[n].log.read_text(errors="replace")
+        errors = [line for line in logged.splitlines() if " ERROR " in line or "Traceback" in line]
+        assert errors == [], f"node {n} logged:\n" + "\n".join(errors[:20])
+
+
+# Nulls where the schema allows none (kafka_api/bounds.py): kio decoded them to None and the
+# handler failed on it with an ERROR. Each body by hand: (api key, version, flexible, body).
+TIMEOUT = (30_000).to_bytes(4, "big")
+NULLS = [
+    (19, 2, False, b"\xff\xff\xff\xff" + TIMEOUT + b"\x00"),  # CreateTopics: topics
+    (19, 5, True, b"\x00" + TIMEOUT + b"\x00\x00"),  # the same, a compact array
+    (  # CreateTopics: one topic, its name null
+        19,
+        4,
+        False,
+        b"\x00\x00\x00\x01\xff\xff\x00\x00\x00\x01\x00\x01" + b"\x00" * 8 + TIMEOUT + b"\x00",
+    ),
+    (30, 1, False, b"\xff\xff\xff\xff"),  # CreateAcls: creations
+    (30, 3, True, b"\x00\x00"),
+    (10, 1, False, b"\xff\xff\x00"),  # FindCoordinator: key
+]
+
+
+def test_a_null_where_none_is_allowed_closes_the_connection(cluster: Cluster) -> None:
+    """As Kafka's parser refuses it; Metadata's null topics (every topic) is still answered,
+    no node logs an ERROR, and a client still produces afterwards."""
+    address = cluster.node(2).kafka_addr
+    for key, version, flexible, body in NULLS:
+        sent = BigRequest(key, version, 0, body, flexible, ())
+        done = _exchange(address, sent)
+        assert done.closed and done.answer is None, f"api {key} v{version}: {done}"
+    every_topic = _exchange(address, BigRequest(3, 4, 0, b"\xff\xff\xff\xff\x00", False, ()))
+    assert not every_topic.closed and every_topic.answer is not None
+    produced = R.produce_confluent(cluster.bootstrap, "t", R.make_records("after-nulls", 20, 6))
+    assert len(produced.acked) == 20, produced.failed[:3]
+    for n in cluster.node_ids:
         logged = cluster.nodes[n].log.read_text(errors="replace")
         errors = [line for line in logged.splitlines() if " ERROR " in line or "Traceback" in line]
         assert errors == [], f"node {n} logged:\n" + "\n".join(errors[:20])
