@@ -84,3 +84,20 @@ def install() -> None:
             f"raftlog: compiled module(s) older than their source: {', '.join(found)}; "
             f"run `make compiled` (or `make clean-compiled`, or set {PURE_ENV}=1, for pure Python)"
         )
+    _load_shared(ROOT)
+
+
+def _load_shared(root: Path) -> None:
+    """mypyc puts what the compiled modules share in one library at the root (<hash>__mypyc),
+    which each of them imports by that top-level name. An editable install puts only the
+    packages on the import path, not the root: the library is loaded once by its path."""
+    for lib in root.glob("*__mypyc.*"):
+        name = lib.name.partition(".")[0]
+        if lib.suffix not in (".so", ".pyd") or name in sys.modules:
+            continue
+        spec = importlib.util.spec_from_file_location(name, lib)
+        if spec is None or spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
