@@ -64,10 +64,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         result = rejected.get(position) or deleted[name]
         if topic_id is None and result.topic is not None:
             topic_id = result.topic.topic_id
+        shown = name if position not in rejected else result.name
+        if not shown and ctx.api_version >= 6:
+            shown = None  # a name kept back (v6+ only: before, the name is not nullable)
         responses.append(
             build(
                 m.DeletableTopicResult,
-                name=name if position not in rejected else result.name or None,
+                name=shown,
                 topic_id=topic_id,
                 error_code=result.error,
                 error_message=result.message,

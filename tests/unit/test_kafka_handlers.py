@@ -14,7 +14,7 @@ from support.broker_stub import BrokerStub
 from support.members import every_member
 from support.wire import make_batch
 
-from kafka_api.codec import build
+from kafka_api.codec import build, encode_response
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import (
@@ -869,6 +869,19 @@ async def test_delete_topics_by_name_and_id():
         ("b", None, E.invalid_request),
     ]
     assert broker.deleted == ["a"]
+
+
+@pytest.mark.parametrize("version", [1, 4, 5])
+async def test_delete_topics_by_name_answers_an_empty_name_as_given(version):
+    """Before v6 the answer's name is not nullable: an empty name refused (named twice) was
+    answered None, and the response failed to encode (an ERROR, the connection closed)."""
+    broker = FakeBroker()
+    m = request_module(delete_topics.API_KEY, version)
+    request = m.DeleteTopicsRequest(topic_names=("", ""), timeout=timedelta(seconds=1))
+    response = await delete_topics.handle(ctx(broker, version), request)
+    assert [(r.name, r.error_code) for r in response.responses] == [("", E.invalid_request)] * 2
+    assert encode_response(1, response)
+    assert broker.deleted == []
 
 
 LIMIT = 10_000  # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP
