@@ -323,9 +323,9 @@ class Connection(asyncio.BufferedProtocol):
         except codec.MalformedRequest as exc:
             self.drop(str(exc))
             return
-        except TooManyEntries as exc:
+        except TooManyEntries as too_many:  # one name per type: mypyc types `exc` once
             try:
-                refusal = self._oversized(header, exc)
+                refusal = self._oversized(header, too_many)
             except CloseConnection as closing:
                 self.drop(str(closing))
                 return
@@ -370,8 +370,8 @@ class Connection(asyncio.BufferedProtocol):
             decoded = [await asyncio.to_thread(_decode_paused, header, frame)]
         except codec.MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
-        except TooManyEntries as exc:
-            refusal = self._oversized(header, exc)  # raises CloseConnection if none
+        except TooManyEntries as too_many:  # a name of its own, as in _handle_frame
+            refusal = self._oversized(header, too_many)  # raises CloseConnection if none
             self._decoding = False
             self._process()
             return await refusal
