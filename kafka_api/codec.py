@@ -228,17 +228,23 @@ def encode_alike(
 
 def leading_count(header: RequestHeader, frame: Frame) -> int | None:
     """How many entries the list a request body starts with claims (CreateAcls' creations,
-    DeleteAcls' filters), read before the body is decoded; None if it cannot be read."""
+    DeleteAcls' filters), read before the body is decoded; None if it cannot be read, or if
+    the frame cannot hold that many (an entry takes a byte at least): the answer is made per
+    entry from this count, and 2^31 claimed in a few bytes asked for gigabytes. The decode's
+    bounds walk refuses such a request."""
     request_type, _ = _request_reader(header.api_key, header.api_version)
     view = memoryview(frame)
     try:
         if not request_type.__flexible__:
             (count,) = _INT32.unpack_from(view, header.size)
-            return int(count)
-        raw, _ = read_unsigned_varint(view, _skip_tagged_fields(frame, header.size))
+            start = header.size + 4
+        else:
+            at = _skip_tagged_fields(frame, header.size)
+            raw, size = read_unsigned_varint(view, at)
+            count, start = raw - 1, at + size
     except Exception:  # struct.error, kio's BufferUnderflow: the decode will say what
         return None
-    return int(raw) - 1
+    return None if count > len(view) - start else int(count)
 
 
 # Responses written by hand, each byte for byte what kio's writer writes: the hot ones.

@@ -233,6 +233,13 @@ def test_the_secured_apis_and_the_sasl_listener_keep_every_node_serving(secured)
             _all_serving(cluster, f"after request {total} ({listener}: {frame!r:.300})")
 
     send()
+    # 2^31 - 1 ACL creations claimed in 4 bytes: CreateAcls is answered per entry from its
+    # count before the decode, and the count was trusted (a MemoryError under the cap here).
+    claim = W.encode_raw_request(30, 1, 1, b"\x7f\xff\xff\xff")
+    with W.KafkaWire(cluster.node(1).kafka, timeout=10) as w:
+        w.send_bytes(claim)
+        with pytest.raises(W.ConnectionClosed):
+            w.recv_frame()
     _all_serving(cluster, "after the run")
     _no_errors_logged(cluster)
     print(f"\nfuzz, secured surfaces: {dict(outcomes)}; nodes lost: 0")

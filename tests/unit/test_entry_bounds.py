@@ -64,6 +64,24 @@ def test_a_huge_claim_is_refused_at_its_length() -> None:
         check_body(codec.request_schema(75, 0), body, 0, entry_bounds.max_entries(75))
 
 
+@pytest.mark.parametrize(
+    ("version", "claim"),
+    [(1, b"\x7f\xff\xff\xff"), (3, b"\x80\x80\x80\x80\x08")],  # 2^31 - 1 creations
+)
+def test_a_leading_count_the_frame_cannot_hold_is_not_trusted(version: int, claim: bytes) -> None:
+    """CreateAcls is answered per entry from its leading count before the decode: a count
+    past what the frame holds is not read (a MemoryError building 2^31 answers, under the
+    fuzz test's address cap), and the decode refuses the request as malformed."""
+    flexible = codec.request_schema(30, version).__flexible__
+    header = codec.RequestHeader(30, version, 1, None, 0)
+    frame = b"\x00" * flexible + claim + b"\x01\x02\x03"
+    assert codec.leading_count(header, frame) is None
+    with pytest.raises(codec.MalformedRequest, match="OutOfBounds"):
+        codec.decode_request(header, frame)
+    held = b"\x00" * flexible + (b"\x04" if flexible else b"\x00\x00\x00\x03") + b"\x01\x02\x03"
+    assert codec.leading_count(header, held) == 3
+
+
 def test_nested_entries_count_together() -> None:
     """Entries are counted at every depth: 10 topics of 1,000 partitions are 10,010."""
 
