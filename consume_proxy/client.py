@@ -146,6 +146,7 @@ class ClusterClient:
         self._bootstrap = bootstrap
         self._brokers: dict[int, tuple[str, int]] = {}
         self._connections: dict[int | tuple[str, int], Connection] = {}
+        self._opening: dict[int | tuple[str, int], asyncio.Task[Connection]] = {}
         self.topics: dict[str, TopicMeta] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
         self._refreshing: asyncio.Task[None] | None = None
@@ -157,8 +158,20 @@ class ClusterClient:
         return sorted(self._brokers)
 
     async def connection(self, node: int | tuple[str, int]) -> Connection:
+        """The node's one connection, opened if it has none. Concurrent callers share one
+        opening: before, each opened its own and the last replaced the others in the table,
+        so a share session opened on a replaced one ended when that connection was dropped
+        (a broker ties a session to its connection): SHARE_SESSION_NOT_FOUND next."""
         conn = self._connections.get(node)
-        if conn is None or conn.closed:
+        if conn is not None and not conn.closed:
+            return conn
+        opening = self._opening.get(node)
+        if opening is None or opening.done():
+            opening = self._opening[node] = asyncio.create_task(self._open(node))
+        return await asyncio.shield(opening)
+
+    async def _open(self, node: int | tuple[str, int]) -> Connection:
+        try:
             address = node if isinstance(node, tuple) else self._brokers.get(node)
             if address is None:
                 await self.refresh()
@@ -168,7 +181,9 @@ class ClusterClient:
             conn = Connection(*address)
             await conn.open()
             self._connections[node] = conn
-        return conn
+            return conn
+        finally:
+            self._opening.pop(node, None)
 
     async def request_any(self, payload: Any) -> Any:
         """To a known broker, else a bootstrap one: whichever answers first in turn."""
@@ -228,6 +243,8 @@ class ClusterClient:
         return int(found.node_id)
 
     def close(self) -> None:
+        for opening in self._opening.values():
+            opening.cancel()
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()

@@ -332,6 +332,17 @@ class ShareMember:
                     ack.answer.set_result(answer.get(key, NONE))
 
     async def _send_acks(self, node: int, pending: dict[Key, list[_Ack]]) -> dict[Key, int]:
+        """Sent again once, in a new session, if the node lost this member's session (its
+        connection dropped, or evicted): what a lost session held went back to the group, so
+        a record this member held answers INVALID_RECORD_STATE then, and one another proxy
+        member holds (what the acknowledging member settles) is acknowledged."""
+        errors = await self._send_acks_once(node, pending)
+        lost = (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH)
+        if any(e in lost for e in errors.values()):
+            errors = await self._send_acks_once(node, pending)
+        return errors
+
+    async def _send_acks_once(self, node: int, pending: dict[Key, list[_Ack]]) -> dict[Key, int]:
         async with self._node_locks[node]:
             conn = await self.cluster.connection(node)
             if self._sessions.get(node, 0) == 0:  # a session to acknowledge in, fetching nothing

@@ -5,6 +5,7 @@ groups cannot lock others out; internal topics are refused."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import uuid
@@ -16,7 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from consume_proxy import http
 from consume_proxy import service as S
-from consume_proxy.client import TopicMeta
+from consume_proxy.client import ClusterClient, TopicMeta
 from consume_proxy.member import Record
 from consume_proxy.service import ConsumeProxy, ProxyError
 
@@ -114,3 +115,29 @@ async def test_an_internal_topic_is_refused(proxy: ConsumeProxy, name: str) -> N
             await call
         assert refused.value.status == 403 and "internal" in refused.value.message
     assert proxy._groups == {}  # nothing joined for it
+
+
+async def test_concurrent_callers_share_one_connection_to_a_node() -> None:
+    """A heartbeat, a metadata refresh and an acknowledgement asking for one node's connection
+    at once each opened one, the last replacing the others: a share session opened on a
+    replaced connection ended when it was dropped, and the next acknowledgement got
+    SHARE_SESSION_NOT_FOUND (test_twelve_http_workers_split_a_two_partition_topic, a 503)."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+
+    broker = await asyncio.start_server(accept, "127.0.0.1", 0)
+    address = broker.sockets[0].getsockname()[:2]
+    cluster = ClusterClient([address])
+    try:
+        conns = await asyncio.gather(*(cluster.connection(address) for _ in range(5)))
+        await asyncio.sleep(0.05)  # let the broker accept whatever was opened
+        assert len({id(c) for c in conns}) == 1
+        assert len(accepted) == 1
+    finally:
+        cluster.close()
+        for writer in accepted:
+            writer.close()
+        broker.close()
+        await broker.wait_closed()
