@@ -105,7 +105,10 @@ def core_frame(packer: msgpack.Packer, items: list[Any]) -> list[bytes]:
     head += header(len(items))
     for item in items:
         flat = item[-1]
-        if not any(type(v) is bytes and len(v) > INLINE_ENTRY_BYTES for v in flat):
+        # (the driver's items end in a list: anything else is packed whole, never walked)
+        if type(flat) is not list or not any(
+            type(v) is bytes and len(v) > INLINE_ENTRY_BYTES for v in flat
+        ):
             head += pack(item)
             continue
         head += header(len(item))
