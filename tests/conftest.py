@@ -10,7 +10,10 @@ Fixtures (the helpers live in tests/support/):
 - `report_rss(label, cluster)` -> records every node's VmRSS; printed in the terminal
   summary and written to $RAFTLOG_RSS_REPORT (default: <artifacts_dir>/rss.json).
 
-When a test fails, the tail of every running node's log is attached to its report.
+When a test fails, the tail of every running node's log is attached to its report. When a
+cluster stops, its nodes' logs are read: an ERROR or a traceback there fails the test that
+stopped it (for a module's cluster, the module's last test, at teardown), listing them;
+a test that provokes one on purpose names it with `cluster.expect_log_errors(pattern)`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.cluster import LIVE_CLUSTERS, Cluster  # noqa: E402
+from support.cluster import LIVE_CLUSTERS, LOG_ERRORS, Cluster  # noqa: E402
 
 from raftlog_app.local_nodes import become_subreaper
 
@@ -46,6 +49,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         for cluster in list(LIVE_CLUSTERS):
             cluster.failed = True
             report.sections.append((f"raftlog node logs ({cluster.name})", cluster.log_tails()))
+    if call.when == "teardown" and LOG_ERRORS:
+        # clusters stopped in this test's setup, call or teardown whose nodes logged ERRORs
+        found = "\n\n".join(LOG_ERRORS)
+        LOG_ERRORS.clear()
+        report.outcome = "failed"
+        report.longrepr = found if report.longrepr is None else f"{report.longrepr}\n\n{found}"
     return report
 
 
@@ -53,6 +62,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # Backstop (e.g. after Ctrl-C): no node process outlives the test run.
     for cluster in list(LIVE_CLUSTERS):
         cluster.stop(graceful=False)
+    if LOG_ERRORS:  # clusters no fixture stopped: no test to fail, the run fails
+        print("\n\n".join(LOG_ERRORS), file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_writer
 from kio.static.primitive import Records
+from support import node_logs
 from support import records as R
 from support import wire as W
 from support.cluster import Cluster
@@ -146,10 +147,8 @@ def _no_errors_logged(cluster: Any) -> None:
     """A bad request closes its connection or gets Kafka's error: a node that logs an ERROR
     for one has a bug (null arrays reaching handlers as None did; a DeleteTopics answer
     holding None where its name is not nullable failed to encode)."""
-    for n in cluster.node_ids:
-        logged = cluster.nodes[n].log.read_text(errors="replace")
-        errors = [line for line in logged.splitlines() if " ERROR " in line or "Traceback" in line]
-        assert errors == [], f"node {n} logged:\n" + "\n".join(e[:3000] for e in errors[:5])
+    found = cluster.logged_errors()  # the suite reads them again when the cluster stops
+    assert not found, node_logs.describe(cluster.name, found)
 
 
 # --------------------------------------------------------------------------- the secured surfaces

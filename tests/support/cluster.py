@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from raftlog.config.node_config import toml_value
+from support import node_logs
 
 T = TypeVar("T")
 
@@ -39,6 +41,9 @@ LISTENER_OFFSET = 1000  # the k-th further listener: kafka port + 3000 + 1000k (
 
 # Clusters currently running in this process; conftest dumps their logs on a failure.
 LIVE_CLUSTERS: list[Cluster] = []
+# What stopped clusters' nodes logged that they must not (node_logs); conftest fails the
+# test whose setup, call or teardown stopped them, and empties this.
+LOG_ERRORS: list[str] = []
 
 
 class ClusterError(RuntimeError):
@@ -305,6 +310,8 @@ class Cluster:
         self.up_output = ""
         self.failed = False  # set by conftest when a test fails while this cluster runs
         self._started = False
+        self.expected_log_errors: list[re.Pattern[str]] = []
+        self._log_read: dict[Path, int] = {}  # how far stop() has read each log file
 
     # ----------------------------------------------------------------- CLI
 
@@ -794,6 +801,42 @@ class Cluster:
                 parts.append(tail(log, lines))
         return "\n".join(parts)
 
+    def expect_log_errors(self, *patterns: str) -> None:
+        """ERROR events or tracebacks this cluster's nodes may log because its test provokes
+        them on purpose (regular expressions, searched in each event): for this cluster only."""
+        self.expected_log_errors.extend(re.compile(p) for p in patterns)
+
+    def log_files(self) -> list[Path]:
+        """Every node's log and console log (also of nodes cluster.json never listed)."""
+        files = {n.log for n in self.nodes.values()}
+        for n in self.nodes.values():
+            files.update(n.log.parent.glob("*.log"))
+        files.update(self.workdir.glob("node-*/*.log"))
+        return sorted(files)
+
+    def logged_errors(self) -> dict[Path, list[str]]:
+        """The ERROR events and tracebacks the nodes logged so far, by file, less those
+        expect_log_errors allows."""
+        found = {}
+        for path in self.log_files():
+            events, _ = node_logs.file_bad_events(path, self.expected_log_errors)
+            if events:
+                found[path] = events
+        return found
+
+    def _check_logs(self) -> None:
+        """What the nodes logged since the last stop() that they must not goes to
+        LOG_ERRORS, for conftest to fail the test that stopped the cluster."""
+        found = {}
+        for path in self.log_files():
+            events, self._log_read[path] = node_logs.file_bad_events(
+                path, self.expected_log_errors, self._log_read.get(path, 0)
+            )
+            if events:
+                found[path] = events
+        if found:
+            LOG_ERRORS.append(node_logs.describe(f"cluster {self.name} ({self.workdir})", found))
+
     def rss(self) -> dict[int, int | None]:
         """VmRSS (KiB) of every node process."""
         return {i: rss_kb(n.pid) if pid_alive(n.pid) else None for i, n in self.nodes.items()}
@@ -827,6 +870,7 @@ class Cluster:
             if self in LIVE_CLUSTERS:
                 LIVE_CLUSTERS.remove(self)
             self._started = False
+            self._check_logs()
 
     def _json_pids(self) -> dict[int, int] | None:
         try:

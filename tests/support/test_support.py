@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import socket
 import struct
 import subprocess
@@ -22,6 +23,7 @@ from kio.serial import entity_reader, entity_writer
 
 from support import cluster as C
 from support import history as H
+from support import node_logs as L
 from support import records as R
 from support import segments as S
 from support import wire as W
@@ -97,6 +99,75 @@ def test_cluster_stop_kills_stray_processes_under_its_dir(tmp_path):
         for p in (mine, theirs):
             p.kill()
             p.wait(5)
+
+
+# --------------------------------------------------------------------------- node logs
+
+_AT = "2026-12-06 20:00:01,250"
+_LOG = [
+    f"{_AT} INFO [node 1] raftlog.node.node: started; an ERROR word in a message is fine",
+    f"{_AT} WARNING [node 1] raftlog.raft.mesh: peer 2 disconnected",
+    f"{_AT} ERROR [node 1] asyncio: Task was destroyed but it is pending!\\ntask: <Task>",
+    f"{_AT} WARNING [node 1] x: went on\\nTraceback (most recent call last):\\n  File",
+    f"{_AT} CRITICAL [host h1] raftlog_app.host: broker 2 failing",
+    '{"time": "t", "level": "ERROR", "node": 1, "logger": "x", "message": "json"}',
+    '{"time": "t", "level": "INFO", "node": 1, "logger": "x", "message": "ERROR"}',
+    "Exception ignored in: <function Transport.__del__ at 0x1>",
+    "Traceback (most recent call last):",
+    '  File "x.py", line 1, in __del__',
+    "RuntimeError: Event loop is closed",
+    "plain console output",
+    "Traceback (most recent call last):",
+    '  File "y.py", line 2, in <module>',
+]
+
+
+def test_node_logs_finds_errors_and_tracebacks_in_every_format():
+    """ERROR/CRITICAL events (text, the host's text, JSON), a traceback at any level, a
+    console's bare tracebacks (one event each, also one cut off at the end); nothing else."""
+    found = L.bad_events("\n".join(_LOG))
+    assert found == [
+        _LOG[2],
+        _LOG[3],
+        _LOG[4],
+        _LOG[5],
+        "\n".join(_LOG[7:11]),
+        "\n".join(_LOG[12:14]),
+    ]
+    allowed = L.bad_events("\n".join(_LOG), [re.compile(r"Event loop is closed|json")])
+    assert len(allowed) == 4 and _LOG[5] not in allowed
+
+
+def test_cluster_stop_reports_what_its_nodes_logged_once(tmp_path):
+    """stop() reads each node's logs past what an earlier stop() read, less what the
+    cluster's own expect_log_errors allows, into LOG_ERRORS (which conftest turns into a
+    failure of the test that stopped it)."""
+    node = tmp_path / "c" / "node-1"
+    node.mkdir(parents=True)
+    (node / "raftlog.log").write_text("\n".join(_LOG[:3]) + "\n")
+    (node / "console.log").write_text("\n".join(_LOG[7:11]) + "\n")
+    c = C.Cluster(tmp_path / "c", name="logs")
+    c.expect_log_errors("Event loop is closed")
+    saved = list(C.LOG_ERRORS)
+    C.LOG_ERRORS.clear()
+    try:
+        c._started = True
+        c.stop()
+        assert len(C.LOG_ERRORS) == 1 and "Task was destroyed" in C.LOG_ERRORS[0]
+        assert "Event loop is closed" not in C.LOG_ERRORS[0]
+        assert list(c.logged_errors()) == [node / "raftlog.log"]
+        C.LOG_ERRORS.clear()
+        c._started = True  # started again: only what is new counts
+        c.stop()
+        assert C.LOG_ERRORS == []
+        with open(node / "raftlog.log", "a") as log:
+            log.write(_LOG[4] + "\n")
+        c._started = True
+        c.stop()
+        assert len(C.LOG_ERRORS) == 1 and "broker 2 failing" in C.LOG_ERRORS[0]
+        assert "Task was destroyed" not in C.LOG_ERRORS[0]
+    finally:
+        C.LOG_ERRORS[:] = saved
 
 
 def test_wait_for_is_bounded():
