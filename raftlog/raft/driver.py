@@ -11,7 +11,9 @@ follow a save of its term or vote wait, in order, until that save is on disk; ot
 messages do not wait for it.
 
 Time is logical: the driver ticks every awake group each TICK_SECONDS; the core counts ticks.
-Ticks follow the clock: those a held loop missed are ticked when it runs again.
+Ticks follow the clock: those a held loop missed are ticked when it runs again. With no group
+awake and no timer pending the tick stops, and the next group to wake (or timer) starts it:
+an idle node's loop is not woken 20 times a second for nothing.
 
 A group's Ready is taken whole or not at all: its messages are encoded (which reads their
 entries' bytes from the segments) before anything else of it is done, and join the peers'
@@ -191,7 +193,8 @@ class Driver:
         self._timers: list[tuple[float, int, Callable[[], None]]] = []  # (due, order, call)
         self._order = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._ticking: asyncio.TimerHandle | None = None
+        self._ticking: asyncio.TimerHandle | None = None  # None: stopped, or nothing to tick
+        self._running = False  # between start() and stop()
         self._failures = FailureLog(log)
         self.failures_total = 0  # groups stopped and restarted after raising
         # the first FAILURE_SERIES groups that failed, then OTHER -> failures
@@ -203,16 +206,27 @@ class Driver:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._ticked_at = self._clock()
-        self._ticking = self._loop.call_later(TICK_SECONDS, self._tick)
+        self._running = True
+        self._keep_ticking()
 
     def stop(self) -> None:
+        self._running = False
         if self._ticking is not None:
             self._ticking.cancel()
+            self._ticking = None
+
+    def _keep_ticking(self) -> None:
+        """Something is to be ticked (a group awake, a timer): the tick runs, if started. Once
+        stopped for want of work it starts afresh: the time it was stopped was no stall, and
+        no group was awake through it to be charged for it (`tick`)."""
+        if self._ticking is None and self._running and self._loop is not None:
+            self._ticked_at = self._clock()
+            self._ticking = self._loop.call_later(TICK_SECONDS, self._tick)
 
     def add(self, group: Driven) -> None:
         self._groups[group.name] = group
         self._awake[group.name] = group
+        self._keep_ticking()
 
     def remove(self, group: Driven) -> None:
         if self._groups.get(group.name) is not group:
@@ -226,6 +240,7 @@ class Driver:
         """Calls `call` at the first tick at least `seconds` from now on the driver's clock
         (a group's own timers then follow the same time as its Raft ticks)."""
         heapq.heappush(self._timers, (self._clock() + seconds, next(self._order), call))
+        self._keep_ticking()
 
     def heard(self) -> set[str]:
         """Peers whose nodes were heard within an election timeout (pings included)."""
@@ -282,6 +297,9 @@ class Driver:
         assert loop is not None  # set by start()
         self._ticking = loop.call_later(TICK_SECONDS, self._tick)
         self.tick()
+        if not self._awake and not self._timers and self._ticking is not None:
+            self._ticking.cancel()  # nothing left to tick: the next wake or timer starts it
+            self._ticking = None
 
     def tick(self) -> None:
         """One tick of every awake group (start() calls it every TICK_SECONDS; an in-process
@@ -340,6 +358,7 @@ class Driver:
                 if gone and raft.role == Role.FOLLOWER and raft.leader == peer:
                     raft.leader_gone()
                     self._awake[name] = group
+                    self._keep_ticking()
                 elif raft.quiet and raft.concerns(peer):
                     if raft.role == Role.LEADER:
                         silence = raft.quorum_silence(silences, self._longest_timeout)
@@ -347,6 +366,7 @@ class Driver:
                     else:
                         raft.wake(silent_ticks if raft.leader == peer else 0)
                     self._awake[name] = group
+                    self._keep_ticking()
             except Exception:
                 self._fail(name, group, "wake")
 
@@ -387,6 +407,7 @@ class Driver:
             self._awake.pop(name, None)
         else:
             self._awake[name] = group
+            self._keep_ticking()
 
     def _hold(
         self,

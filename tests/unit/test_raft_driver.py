@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,47 @@ async def test_grants_elect_the_groups_and_idle_groups_go_quiet(tmp_path: Path) 
     sent = len(link.frames)
     await asyncio.sleep(10 * TICK_SECONDS)
     assert len(link.frames) == sent  # quiet: no ticks, no heartbeats
+    driver.stop()
+    link.durability.close()
+
+
+async def test_an_idle_driver_stops_ticking_and_a_wake_starts_it_again(tmp_path: Path) -> None:
+    """With every group quiet and no timer due, the tick stops: an idle node's loop is not
+    woken 20 times a second for nothing. A proposal wakes its group, and its heartbeats go on
+    from the ticks that start again."""
+    link = Link()
+    reads = 0
+
+    def clock() -> float:
+        nonlocal reads
+        reads += 1
+        return time.monotonic()
+
+    driver = Driver(1, link, election_seconds=0.5, clock=clock)
+    driver.start()
+    group = await elected(tmp_path, link, driver)
+    for _ in range(20):
+        answer_appends(link)
+        await asyncio.sleep(TICK_SECONDS)
+        if group.quiet:
+            break
+    assert group.quiet and driver.awake == 0
+    await asyncio.sleep(2 * TICK_SECONDS)
+    before = reads
+    await asyncio.sleep(10 * TICK_SECONDS)
+    assert reads == before  # no tick ran (each reads the clock)
+    group.propose(b"S" + b"x", lambda outcome: None)
+    await asyncio.sleep(0.01)
+    link.frames.clear()
+    await asyncio.sleep(8 * TICK_SECONDS)  # four heartbeat intervals, nobody answering
+    beats = [
+        m
+        for peer, items, _ in link.frames
+        if peer == "2"
+        for m in (decode(item, 1, 2)[1] for item in items)
+        if m.type == MsgType.APP
+    ]
+    assert len(beats) >= 2 and reads > before
     driver.stop()
     link.durability.close()
 
