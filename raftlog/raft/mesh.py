@@ -406,6 +406,7 @@ class Mesh:
         self._closing = False
         self._failures = FailureLog(log)
         self._dialing: set[str] = set()
+        self._peer_lost: dict[str, asyncio.Event] = {}  # set when the peer's connection goes
         # Peers dropped for silence: (when last heard, messages to them dropped since). Their
         # loss is logged once, and their return once, with the count.
         self._away: dict[str, tuple[float, int]] = {}
@@ -606,6 +607,9 @@ class Mesh:
     def _lost(self, conn: _Connection) -> None:
         if conn.peer_id is not None and self._connections.get(conn.peer_id) is conn:
             del self._connections[conn.peer_id]
+            lost = self._peer_lost.get(conn.peer_id)
+            if lost is not None:
+                lost.set()
             if not conn.dropped_silent:
                 log.info("peer %s disconnected", conn.peer_id)
             self._notify(conn.peer_id, False)
@@ -639,6 +643,13 @@ class Mesh:
                         ),
                         HANDSHAKE_TIMEOUT,
                     )
+            elif peer in self._connections and pending is None:
+                # Connected: nothing to dial until that connection is lost (polled, each
+                # peer's dialler woke an idle node's loop 3 times a second).
+                lost = self._peer_lost.setdefault(peer, asyncio.Event())
+                lost.clear()
+                await lost.wait()
+                continue
             await asyncio.sleep(RECONNECT_DELAY)
 
     async def _keepalive(self) -> None:

@@ -399,6 +399,34 @@ async def test_a_peer_that_accepts_but_never_answers_gets_one_dial_until_its_dea
         await server.wait_closed()
 
 
+async def test_a_connected_peers_dialler_waits_for_the_connections_loss_not_a_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each peer's dialler polled every RECONNECT_DELAY even while connected: at 12 brokers,
+    37 wake-ups a second of an idle node's loop. Connected, it waits for the connection's
+    loss, and dials again at once after it. Here RECONNECT_DELAY is 0: a dialler that still
+    polled would spin the loop (its CPU time) while the nodes idle."""
+    monkeypatch.setattr(mesh_module, "RECONNECT_DELAY", 0.0)
+    a = Mesh("1", ("127.0.0.1", 0), {}, b"secret")
+    await a.start()
+    port = a._server.sockets[0].getsockname()[1]
+    b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
+    await b.start()
+    try:
+        await until(lambda: a.connected("2") and b.connected("1"), "the connection")
+        await asyncio.sleep(0.05)
+        cpu = time.process_time()
+        await asyncio.sleep(0.5)
+        assert time.process_time() - cpu < 0.1
+        lost = b._connections["1"]
+        lost.abort()  # the nodes dial each other again at once
+        await until(lambda: b._connections.get("1") not in (None, lost), "a new connection")
+        await until(lambda: a.connected("2"), "node 1's side of it")
+    finally:
+        await b.close()
+        await a.close()
+
+
 def test_a_core_frame_is_msgpacks_bytes_with_large_entries_left_uncopied() -> None:
     """The Raft driver's frame goes out as msgpack would pack it, byte for byte (a follower
     reads it with msgpack), but an entry larger than INLINE_ENTRY_BYTES is one of the
