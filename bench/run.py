@@ -38,6 +38,7 @@ import confluent_kafka  # noqa: E402
 from bench import (
     faults,
     outputs,
+    page_cache,
     queues,
     report,
     report_queue,
@@ -452,7 +453,19 @@ def header(doc: dict) -> str:
         f"{m['date']}, commit {m['commit'][:12]}{dirty}; {m['cpu_count']} CPUs "
         f"({m['cpu_model']}), Python {m['python']}, librdkafka {m['librdkafka']}, "
         f"{m.get('tansu', 'Tansu not run')}; load average at start "
-        f"{m['loadavg_at_start'][0]:.2f}; took {doc['elapsed_s']:.0f} s."
+        f"{m['loadavg_at_start'][0]:.2f}; took {doc['elapsed_s']:.0f} s.{_page_cache(m)}"
+    )
+
+
+def _page_cache(m: dict) -> str:
+    """The machine's cost of new page cache (bench/page_cache.py), at the start and the end."""
+    if "page_cache_ms_per_mb" not in m:  # results.json of a bench before it was measured
+        return ""
+    start, end = m["page_cache_ms_per_mb"]
+    return (
+        f" Writing a new file cost {start:.2f} ms of CPU per MB at the start, {end:.2f} at the"
+        " end (bench/page_cache.py: every byte of a log lands in the page cache, once per"
+        " replica)."
     )
 
 
@@ -484,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     values = wl.make_values(settings.record_bytes)
     plan = Plan(settings, args.systems, set(args.workloads), args.tmp, values)
     info = machine(args.systems)
+    info["page_cache_ms_per_mb"] = [page_cache.write_cost_ms_per_mb(args.tmp)]
     started = time.monotonic()
     runs = []
     try:
@@ -495,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         progress("interrupted; every broker process is stopped")
         return 130
+    info["page_cache_ms_per_mb"].append(page_cache.write_cost_ms_per_mb(args.tmp))
     summary = report.summarize(runs, args.systems)
     scale_hosts = {s: report_scale.scale_summary(runs, s) for s in SCALE_SYSTEMS[1:]}
     scale_base = report_scale.scale_summary(runs)
