@@ -88,6 +88,7 @@ class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: Listener) -> None:
         self._server = server
         self._transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._peer = "?"
         self._host = ""
         self._start = 0  # first unconsumed byte in the read buffer
@@ -121,6 +122,8 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCP transport has Transport's methods without subclassing it
         self._transport = cast(asyncio.Transport, transport)
+        # Kept: get_running_loop() is a getpid() system call on Python 3.11, once a request.
+        self._loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self._host = str(peer[0])
@@ -430,7 +433,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def _start_task(self, work: Any, size: int, *, answered: bool = True) -> None:
         request = _Request(size, answered)
-        request.task = asyncio.get_running_loop().create_task(self._serve(work, request))
+        loop = self._loop or asyncio.get_running_loop()
+        request.task = loop.create_task(self._serve(work, request))
         self._tasks.add(request)
         self._held(size)
         if answered:

@@ -69,8 +69,7 @@ class ProduceSide(ReplicaBase):
             refused = timestamp_error(headers, now, *self.timestamp_bounds)
             if refused is not None:
                 return done(ProduceResult(refused.code, message=refused.message))
-        loop = asyncio.get_running_loop()
-        future = loop.create_future() if acks != 0 else None
+        future = self.group.loop.create_future() if acks != 0 else None
         offsets = sum(h.last_offset_delta + 1 for h in headers)
         request = ProduceRequest(records, len(headers), offsets, acks, future)
         request.log_append_time = appended_at
@@ -134,7 +133,7 @@ class ProduceSide(ReplicaBase):
         batch = marker_batch(
             producer_id, producer_epoch, commit, coordinator_epoch, history.now_ms()
         )
-        future = asyncio.get_running_loop().create_future()
+        future = self.group.loop.create_future()
         self.produce_queue.submit(ProduceRequest(batch, 1, 1, -1, future))
         return future
 

@@ -190,7 +190,7 @@ class ProduceQueue:
         key = (request.term, request.acks)
         end = request.base_offset + request.offsets
         if not self._acks_pending:
-            asyncio.get_running_loop().call_soon(self._record_acks)
+            self._group.loop.call_soon(self._record_acks)
         self._acks_pending[key] = max(end, self._acks_pending.get(key, 0))
 
     def _record_acks(self) -> None:

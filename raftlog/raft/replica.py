@@ -146,7 +146,8 @@ class CoreGroup:
         )
         self.raft = Raft(config, log, state, random.Random())
         driver.add(self)
-        loop = asyncio.get_running_loop()
+        # Kept for the produce path: get_running_loop() is a getpid() system call on 3.11.
+        self.loop = loop = asyncio.get_running_loop()
         # Each group on its own schedule: a thousand partitions checkpointing in the same
         # second held the loop.
         self._checkpoint_seconds = checkpoint_seconds
@@ -229,7 +230,7 @@ class CoreGroup:
             self._pending[result] = (self.raft.term, callback)
             self._driver.wake(self)
         elif callback is not None:
-            asyncio.get_running_loop().call_soon(callback, Outcome.NOT_LEADER)
+            self.loop.call_soon(callback, Outcome.NOT_LEADER)
 
     def schedule(self) -> None:
         self._driver.wake(self)
