@@ -27,7 +27,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.cluster import LIVE_CLUSTERS, LOG_ERRORS, Cluster  # noqa: E402
+from support.cluster import LIVE_CLUSTERS, Cluster  # noqa: E402
+from support.node_logs import LOG_ERRORS  # noqa: E402
 
 from raftlog_app.local_nodes import become_subreaper
 

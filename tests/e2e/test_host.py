@@ -161,11 +161,7 @@ def test_a_host_of_two_brokers(tmp_path: Path) -> None:
         for node in (1, 2):
             broker_log = tmp_path / "data" / f"broker-{node}" / "raftlog.log"
             assert "stopping: handing over leadership" in broker_log.read_text()
-        # the supervisor's log, each broker's log and console: no ERROR, no traceback
-        logs = [log, *sorted((tmp_path / "data").glob("broker-*/*.log"))]
-        assert len(logs) == 5, logs
-        found = {path: events for path in logs if (events := node_logs.file_bad_events(path)[0])}
-        assert not found, node_logs.describe("host testhost", found)
+        assert len(list((tmp_path / "data").glob("broker-*/*.log"))) == 4
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(supervisor.pid, signal.SIGKILL)
@@ -174,3 +170,6 @@ def test_a_host_of_two_brokers(tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
             reap(pid)
         supervisor.wait(10)
+        # the supervisor's log, each broker's log and console: no ERROR, no traceback (or
+        # conftest fails the test)
+        node_logs.check_files("host testhost", [log, *(tmp_path / "data").glob("broker-*/*.log")])

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
+from support import node_logs
 from support.cluster import wait_for
 
 from . import netns
@@ -49,6 +50,8 @@ def cluster(artifacts_dir: Path) -> Iterator[Nodes]:
     finally:
         if nodes is not None:
             nodes.stop_all(graceful=False)
+            logs = [p for n in nodes.nodes.values() for p in (n.log, n.console)]
+            node_logs.check_files("cut-off nodes", logs)  # conftest fails the test on any
         net.teardown()
 
 

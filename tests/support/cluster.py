@@ -41,9 +41,6 @@ LISTENER_OFFSET = 1000  # the k-th further listener: kafka port + 3000 + 1000k (
 
 # Clusters currently running in this process; conftest dumps their logs on a failure.
 LIVE_CLUSTERS: list[Cluster] = []
-# What stopped clusters' nodes logged that they must not (node_logs); conftest fails the
-# test whose setup, call or teardown stopped them, and empties this.
-LOG_ERRORS: list[str] = []
 
 
 class ClusterError(RuntimeError):
@@ -826,16 +823,9 @@ class Cluster:
 
     def _check_logs(self) -> None:
         """What the nodes logged since the last stop() that they must not goes to
-        LOG_ERRORS, for conftest to fail the test that stopped the cluster."""
-        found = {}
-        for path in self.log_files():
-            events, self._log_read[path] = node_logs.file_bad_events(
-                path, self.expected_log_errors, self._log_read.get(path, 0)
-            )
-            if events:
-                found[path] = events
-        if found:
-            LOG_ERRORS.append(node_logs.describe(f"cluster {self.name} ({self.workdir})", found))
+        node_logs.LOG_ERRORS, for conftest to fail the test that stopped the cluster."""
+        owner = f"cluster {self.name} ({self.workdir})"
+        node_logs.check_files(owner, self.log_files(), self.expected_log_errors, self._log_read)
 
     def rss(self) -> dict[int, int | None]:
         """VmRSS (KiB) of every node process."""

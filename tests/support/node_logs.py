@@ -18,6 +18,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+# What stopped clusters' processes logged that they must not; conftest fails the test whose
+# setup, call or teardown reported it, and empties this.
+LOG_ERRORS: list[str] = []
+
 _TEXT_LEVEL = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (ERROR|CRITICAL) \[")
 _JSON_LEVEL = re.compile(r'^\{.*"level": "(ERROR|CRITICAL)"')
 _TRACEBACK = "Traceback (most recent call last):"
@@ -64,6 +68,25 @@ def file_bad_events(
     except FileNotFoundError:
         return [], offset
     return bad_events(data.decode(errors="replace"), expected), offset + len(data)
+
+
+def check_files(
+    owner: str,
+    paths: Iterable[Path],
+    expected: Iterable[re.Pattern[str]] = (),
+    offsets: dict[Path, int] | None = None,
+) -> None:
+    """Reads `paths` (each from its offset in `offsets`, which is moved to its end) and
+    reports what they hold that they must not in LOG_ERRORS, for conftest to fail the test."""
+    allowed = list(expected)
+    read = {} if offsets is None else offsets
+    found = {}
+    for path in paths:
+        events, read[path] = file_bad_events(path, allowed, read.get(path, 0))
+        if events:
+            found[path] = events
+    if found:
+        LOG_ERRORS.append(describe(owner, found))
 
 
 def describe(owner: str, found: dict[Path, list[str]]) -> str:

@@ -148,26 +148,26 @@ def test_cluster_stop_reports_what_its_nodes_logged_once(tmp_path):
     (node / "console.log").write_text("\n".join(_LOG[7:11]) + "\n")
     c = C.Cluster(tmp_path / "c", name="logs")
     c.expect_log_errors("Event loop is closed")
-    saved = list(C.LOG_ERRORS)
-    C.LOG_ERRORS.clear()
+    saved = list(L.LOG_ERRORS)
+    L.LOG_ERRORS.clear()
     try:
         c._started = True
         c.stop()
-        assert len(C.LOG_ERRORS) == 1 and "Task was destroyed" in C.LOG_ERRORS[0]
-        assert "Event loop is closed" not in C.LOG_ERRORS[0]
+        assert len(L.LOG_ERRORS) == 1 and "Task was destroyed" in L.LOG_ERRORS[0]
+        assert "Event loop is closed" not in L.LOG_ERRORS[0]
         assert list(c.logged_errors()) == [node / "raftlog.log"]
-        C.LOG_ERRORS.clear()
+        L.LOG_ERRORS.clear()
         c._started = True  # started again: only what is new counts
         c.stop()
-        assert C.LOG_ERRORS == []
+        assert L.LOG_ERRORS == []
         with open(node / "raftlog.log", "a") as log:
             log.write(_LOG[4] + "\n")
         c._started = True
         c.stop()
-        assert len(C.LOG_ERRORS) == 1 and "broker 2 failing" in C.LOG_ERRORS[0]
-        assert "Task was destroyed" not in C.LOG_ERRORS[0]
+        assert len(L.LOG_ERRORS) == 1 and "broker 2 failing" in L.LOG_ERRORS[0]
+        assert "Task was destroyed" not in L.LOG_ERRORS[0]
     finally:
-        C.LOG_ERRORS[:] = saved
+        L.LOG_ERRORS[:] = saved
 
 
 def test_wait_for_is_bounded():
