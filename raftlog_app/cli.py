@@ -438,6 +438,11 @@ def _cluster_status(args: argparse.Namespace) -> int:
 def _proxy(args: argparse.Namespace) -> int:
     bootstrap = [parse_address(a, "--bootstrap") for a in args.bootstrap.split(",")]
     listen = parse_address(args.listen, "--listen")
+    # as a node logs (on stderr): without it Python's last-resort handler printed WARNINGs
+    # and ERRORs as bare messages, no time or level, and dropped every INFO line
+    handler = logging.StreamHandler()
+    handler.setFormatter(logs.TextFormatter("proxy"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         try:
             runner.run(_process().serve_proxy(bootstrap, listen))

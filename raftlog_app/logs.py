@@ -13,10 +13,12 @@ import logging
 
 class TextFormatter(logging.Formatter):
     """`time LEVEL [node N] logger: message`, a traceback kept on its event's line (newlines
-    written as \\n) so that each line is one event for grep and line-based collectors."""
+    written as \\n) so that each line is one event for grep and line-based collectors. A
+    process that is no node names itself (`[proxy]`, the standalone consume proxy)."""
 
-    def __init__(self, node_id: int) -> None:
-        super().__init__(f"%(asctime)s %(levelname)s [node {node_id}] %(name)s: %(message)s")
+    def __init__(self, node_id: int | str) -> None:
+        who = f"node {node_id}" if isinstance(node_id, int) else node_id
+        super().__init__(f"%(asctime)s %(levelname)s [{who}] %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
         return super().format(record).replace("\n", "\\n")

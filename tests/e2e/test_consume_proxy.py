@@ -29,6 +29,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+from support import node_logs
 from support.cluster import raftlog_argv, tail
 from support.share import share_consumer, share_group, share_topic
 
@@ -234,7 +235,14 @@ async def test_a_standalone_proxy_serves_and_the_cli_describes_the_group(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     argv = [*raftlog_argv(), "proxy", "--bootstrap", module_cluster.bootstrap]
-    proc = subprocess.Popen([*argv, "--listen", f"127.0.0.1:{port}"], env=module_cluster.env)
+    output = module_cluster.workdir / "proxy-alone.log"
+    with open(output, "wb") as out:
+        proc = subprocess.Popen(
+            [*argv, "--listen", f"127.0.0.1:{port}"],
+            env=module_cluster.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         alone = f"http://127.0.0.1:{port}/v1/share/{group}/read"
         records: list[dict] = []
@@ -262,6 +270,11 @@ async def test_a_standalone_proxy_serves_and_the_cli_describes_the_group(
     finally:
         proc.terminate()
         assert proc.wait(30) == 0  # a clean stop on SIGTERM
+        node_logs.check_files("raftlog proxy", [output])  # no ERROR or traceback
+    # it logs as a node does (before: nothing but bare WARNINGs, no time or level)
+    assert f" INFO [proxy] raftlog.process: consume proxy serving HTTP on 127.0.0.1:{port}" in (
+        output.read_text()
+    )
 
 
 async def test_hostile_bodies_and_internal_topics_get_a_4xx_and_the_proxy_serves_on(

@@ -49,3 +49,8 @@ def test_a_text_line_keeps_a_traceback_on_its_line() -> None:
     assert "\n" not in line
     assert " WARNING [node 2] raftlog.node.node: stalled for 0.50s\\nTraceback" in line
     assert line.endswith("ValueError: bad\\nvalue")
+
+
+def test_a_process_that_is_no_node_names_itself() -> None:
+    line = TextFormatter("proxy").format(record("serving"))
+    assert " WARNING [proxy] raftlog.node.node: serving" in line
