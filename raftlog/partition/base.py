@@ -22,10 +22,11 @@ from raftlog.partition.produce_queue import ProduceQueue
 from raftlog.partition.producer_state import ProducerState, StateWriter
 from raftlog.raft.driver import Driver
 from raftlog.raft.install import Installs
-from raftlog.raft.journal import Entry, SegmentJournal
+from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.replica import CoreGroup
 from raftlog.raft.timings import RaftTimings
+from raftlog.raft.window_file import Entry
 from raftlog.share.store import ShareStore
 from raftlog.share.writer import ShareWriter
 from raftlog.storage.log import Log

@@ -41,8 +41,9 @@ from raftlog.partition.producer_state import (
 )
 from raftlog.partition.replication import ReplicationSide
 from raftlog.raft.install import Installer
-from raftlog.raft.journal import Entry, SegmentJournal
+from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.replica import CoreGroup
+from raftlog.raft.window_file import Entry
 from raftlog.share.store import ShareStore, ShareUpdate, StoredShare
 from raftlog.share.writer import ShareWriter
 from raftlog.storage.batch import (

@@ -16,8 +16,8 @@ from raftlog.api.values import ProduceResult
 from raftlog.common.counters import Histogram
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.partition.producer_state import Verdict
-from raftlog.raft.journal import Batches
 from raftlog.raft.replica import CoreGroup, Outcome
+from raftlog.raft.window_entries import Batches
 
 # How far a leader's log may run ahead of its commit index: Raft replicates whatever is
 # appended, and a leader far ahead of its followers sends them a backlog they time out on

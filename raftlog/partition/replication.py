@@ -21,8 +21,8 @@ from raftlog.partition.base import ReplicaBase, done
 from raftlog.partition.produce_queue import Proposal
 from raftlog.partition.producer_state import ProducerState
 from raftlog.raft import membership
-from raftlog.raft.journal import Entry
 from raftlog.raft.replica import Outcome
+from raftlog.raft.window_file import Entry
 from raftlog.share.store import SHARE, ShareStore
 from raftlog.storage.batch import (
     BatchHeader,

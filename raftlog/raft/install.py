@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from raftlog.raft.failure_log import FailureLog
-from raftlog.raft.journal import Entry, SegmentJournal
+from raftlog.raft.journal import SegmentJournal
+from raftlog.raft.window_file import Entry
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log
 

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, overload
+from typing import Protocol, overload
 
 import crc32c
 import msgpack
@@ -27,16 +24,22 @@ from mypy_extensions import mypyc_attr
 from raftlog.raft.durability import Durability, Offload
 from raftlog.raft.membership import CONF
 from raftlog.raft.raft_state import RaftState
-from raftlog.storage.log import Location, Log, TruncateResult
+from raftlog.raft.window_entries import (
+    DATA,
+    DATA_PREFIX,
+    Batches,
+    RaftEntry,
+    StoredCommand,
+    WindowView,
+)
+from raftlog.raft.window_file import RECORD_HEAD, Entry, Rewrite, WindowFile, fsync_dir
+from raftlog.storage.log import Log, TruncateResult
 
 log = logging.getLogger(__name__)
 
-DATA = 0x4B  # b"K": a command carrying Kafka record batches
-DATA_PREFIX = bytes([DATA])
 # A new term's first entry: command type byte 1, as pysyncobj wrote it (data directories of
 # releases that ran partitions on it keep it; raftlog/controller/compat.py checks the byte).
 NO_OP = 1
-_RECORD_HEAD = struct.Struct(">II")  # payload length, crc32c of payload
 # How stale the commit index on disk may get between the writes that something relies on
 # (`persist_commit`): a follower's restart then re-learns at most this much from its leader.
 COMMIT_SAVE_SECONDS = 0.5
@@ -61,171 +64,13 @@ class JournalListener(Protocol):
     def committed(self, commit_index: int, high_watermark: int) -> None: ...
 
 
-@dataclass(slots=True)
-class Entry:
-    """One Raft entry as the window keeps it: where its batches are, not the batches."""
-
-    idx: int
-    term: int
-    offset: int  # first Kafka offset of the entry (log end offset for no-ops)
-    next_offset: int
-    location: Location | None = None  # None for inline entries
-    inline: bytes | None = None  # the whole command, for entries that are not batches
-    file_pos: int = 0  # where its record starts, counted from the first file's start (_base)
-
-    def pack(self) -> list[int | bytes | None]:
-        if self.location is None:
-            return [self.idx, self.term, self.offset, self.next_offset, self.inline]
-        loc = self.location
-        return [
-            self.idx,
-            self.term,
-            self.offset,
-            self.next_offset,
-            None,
-            loc.segment_base,
-            loc.position,
-            loc.size,
-        ]
-
-    @classmethod
-    def unpack(cls, fields: list[Any]) -> Entry:
-        idx, term, offset, next_offset, inline = fields[:5]
-        if inline is not None:
-            return cls(idx, term, offset, next_offset, inline=inline)
-        base, position, size = fields[5:8]
-        return cls(idx, term, offset, next_offset, Location(base, term, position, size))
-
-
 class StaleEntry(LookupError):
     """A payload was read after its entry left the window (cut, or compacted away)."""
 
 
-# mypyc: the produce queue's Proposal (partition/produce_queue.py) subclasses it in plain Python.
-@mypyc_attr(allow_interpreted_subclasses=True)
-class Batches:
-    """A data command held as its batches, without the DATA byte in front: the leader's
-    proposal (partition/produce_queue.py's Proposal), whose batches reach the segment as
-    the requests brought them instead of being copied into one command first."""
-
-    __slots__ = ("batches",)
-
-    def __init__(self, batches: bytes | memoryview) -> None:
-        self.batches = batches
-
-    def __len__(self) -> int:
-        return 1 + len(self.batches)
-
-    def __bytes__(self) -> bytes:
-        """The command as a follower receives it (a copy: only a forwarded proposal needs it)."""
-        return b"".join((DATA_PREFIX, self.batches))
-
-
-class StoredCommand:
-    """A data command that reads its batches from the segment only when it is sent: the core
-    asks an entry for its length when sizing an append, which needs no data; the driver's
-    wire encoding takes its bytes. It holds the window's own Entry, and reads only while the
-    window still holds that very object at its index: every cut removes the Entry objects it
-    cuts and every add makes a new one, the window and its segments are cut together, and
-    compaction and retention stop below the window's first entry. So the bytes read are the
-    entry's, never a later entry's written where a cut left off (issue 43)."""
-
-    __slots__ = ("_journal", "_entry", "_size")
-
-    def __init__(self, journal: SegmentJournal, entry: Entry, size: int) -> None:
-        self._journal = journal
-        self._entry = entry
-        self._size = 1 + size
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __getitem__(self, item: slice | int) -> bytes | int:
-        if item == slice(None, 1, None):
-            return DATA_PREFIX
-        return bytes(self)[item]
-
-    def __bytes__(self) -> bytes:
-        """One copy: the prefix and the segment's buffers joined (a deferred append's are
-        still in memory: Segment.read_parts)."""
-        return b"".join([DATA_PREFIX, *self._journal.read_entry(self._entry)])
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, StoredCommand):
-            return self._entry.location == other._entry.location
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._entry.location)
-
-
-@dataclass(slots=True, eq=False)
-class _Rewrite:
-    """A compaction's rewrite of the window file under way off the loop (`_rewrite_off_loop`).
-    The file it makes is the old one without its first `base` bytes (a record's bytes depend
-    only on its entry), so positions carry over and appends can go to both files."""
-
-    base: int  # where the new file starts in the old one (the first kept entry's file_pos)
-    end: int  # the old file's end when its copy started
-    low: int  # from here on the old file may differ from the copy (appends, cuts since)
-    first: int  # the offset of the new file's first entry
-    fd: int = -1  # the new file, once copied and synced: appends and cuts go to it too
-    step: Future[Any] | None = None  # the step in the thread
-
-
-# An entry as the window hands it out: (command, Raft index, term).
-RaftEntry = tuple[bytes | StoredCommand, int, int]
-
-
-class WindowView:
-    """A lazy slice of the window: a sender slices the whole tail and then walks it only until
-    its byte budget is spent, so materialising the slice would read the whole tail."""
-
-    __slots__ = ("_journal", "_start", "_stop")
-
-    def __init__(self, journal: SegmentJournal, start: int, stop: int) -> None:
-        self._journal = journal
-        self._start = start
-        self._stop = max(start, stop)
-
-    def __len__(self) -> int:
-        return self._stop - self._start
-
-    def __iter__(self) -> Iterator[RaftEntry]:
-        for i in range(self._start, self._stop):
-            yield self._journal._tuple(i)
-
-    def __reversed__(self) -> Iterator[RaftEntry]:
-        """pysyncobj walks the controller's log backwards; compiled, __getitem__ alone does
-        not make the class a sequence to reversed()."""
-        for i in range(self._stop - 1, self._start - 1, -1):
-            yield self._journal._tuple(i)
-
-    @overload
-    def __getitem__(self, item: int) -> RaftEntry: ...
-
-    @overload
-    def __getitem__(self, item: slice) -> WindowView: ...
-
-    def __getitem__(self, item: int | slice) -> RaftEntry | WindowView:
-        if isinstance(item, slice):
-            start, stop, step = item.indices(len(self))
-            if step != 1:
-                raise ValueError("stepped slices are not supported")
-            return WindowView(self._journal, self._start + start, self._start + stop)
-        if item < 0:
-            item += len(self)
-        if not 0 <= item < len(self):
-            raise IndexError(item)
-        return self._journal._tuple(self._start + item)
-
-    def entries(self) -> list[RaftEntry]:
-        return list(self)
-
-
 # mypyc: the controller's journal and the tests' disks subclass it in plain Python.
 @mypyc_attr(allow_interpreted_subclasses=True)
-class SegmentJournal:
+class SegmentJournal(WindowFile):
     """A partition's Raft log over its segment log (raft/replica.py's JournalLog), or, with no
     log, the controller's (raftlog/controller/journal.py)."""
 
@@ -262,7 +107,7 @@ class SegmentJournal:
         # The window file starts at `_base` of the positions entries count (`Entry.file_pos`);
         # a rewrite off the loop moves it (`_rewrite_off_loop`).
         self._base = 0
-        self._rewrite: _Rewrite | None = None
+        self._rewrite: Rewrite | None = None
         self._rewrite_again = False  # compacted again while a rewrite was under way
         # The first offset the window file on disk may name, while that is below the window's
         # first entry (a rewrite under way or failed): retention and cleaning stay below it.
@@ -342,27 +187,6 @@ class SegmentJournal:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    def defer_writes(self) -> None:
-        """From now on `add` leaves an entry's batches and window record in memory until
-        `write_pending`, which the Raft driver calls for each Ready before its messages can
-        leave or its entries count (raft/replica.py's persist): a group's entries of one loop
-        turn then reach the OS in one segment writev and one window write instead of two
-        system calls per entry. Anything that reads, cuts or rewrites the files, and the
-        commit index's write, writes them first. Until it is called (the controller's journal,
-        a replica's first entry) every add writes at once."""
-        self._deferred = True
-
-    def write_pending(self) -> None:
-        """The deferred entries to the OS: their batches first, then their window records (a
-        kill -9 between the two leaves batches the window does not know, which the next open
-        cuts, never a record without its batches)."""
-        if not self._pending:
-            return
-        if self._log is not None:
-            self._log.write_staged()
-        frames, self._pending = self._pending, []
-        self._write_frames(b"".join(frames))
 
     def set_commit_index(self, index: int) -> None:
         if index == self._state.commit_index:
@@ -581,179 +405,17 @@ class SegmentJournal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._conf_path)
-        _fsync_dir(self._dir)
+        fsync_dir(self._dir)
         self._base_conf = (index, command)
-
-    def _append_record(self, entry: Entry) -> None:
-        entry.file_pos = self._file_end
-        frame = _frame(entry)
-        self._file_end += len(frame)
-        if self._deferred:
-            self._pending.append(frame)
-        else:
-            self._write_frames(frame)
-
-    def _write_frames(self, frames: bytes) -> None:
-        """Writes records that end the window file (`_file_end` already counts them)."""
-        record = memoryview(frames)
-        try:
-            while record:  # an unbuffered write may be short
-                record = record[self._file.write(record) :]
-        except OSError:
-            self._file_end = self._file.seek(0, os.SEEK_END) + self._base
-            self._mirror_cut(self._file_end)
-            raise
-        rw = self._rewrite
-        if rw is not None and rw.fd >= 0:  # the rewrite's file gets them too
-            _pwrite_all(rw.fd, frames, self._file_end - len(frames) - rw.base)
-
-    def _rewrite_window(self) -> None:
-        """The window file rewritten in place of the old, on the caller's thread (an install,
-        the controller's clear, or no loop), after any rewrite under way."""
-        self.finish_rewrite()
-        self.write_pending()  # their batches; the records are rewritten below
-        tmp = self._window_path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            pos = 0
-            for entry in self._entries:
-                entry.file_pos = pos
-                record = _frame(entry)
-                f.write(record)
-                pos += len(record)
-            f.flush()
-            os.fsync(f.fileno())
-        if hasattr(self, "_file") and not self._file.closed:
-            self._file.close()
-        os.replace(tmp, self._window_path)
-        _fsync_dir(self._dir)
-        self._file = open(self._window_path, "a+b", buffering=0)  # noqa: SIM115
-        self._file_end = pos
-        self._base = 0
-        self._disk_first = None
-
-    # --- a compaction's rewrite, off the loop -----------------------------------------------
-    #
-    # The old file stays the window until the new one is renamed over it, and holds every
-    # record throughout: (1) a thread copies the old file from the first kept record on into
-    # `window.next` and fsyncs it; (2) on the loop, what was appended or cut meanwhile is
-    # copied again (a few records), and from then on every append and cut goes to both files;
-    # (3) a thread renames `window.next` over `window` and fsyncs the directory; (4) on the
-    # loop, the new file becomes the one appended to. A crash before the rename restarts from
-    # the old file (the window from before the cut: its segments are still there, retention
-    # and cleaning stay below `floor_offset`), after it from the new; both hold every record
-    # written. A close or a synchronous rewrite waits for the step under way (`finish_rewrite`).
-
-    def _rewrite_off_loop(self) -> None:
-        assert self._offload is not None
-        self.write_pending()  # the copy reads them from the old file
-        first = self._entries[0]
-        rw = _Rewrite(first.file_pos, self._file_end, self._file_end, first.offset)
-        self._rewrite = rw
-        src = os.dup(self._file.fileno())
-        start, stop = rw.base - self._base, rw.end - self._base
-        rw.step = self._offload.run(
-            lambda: _copy_window(src, self._next_path, start, stop),
-            lambda done: self._copied(rw, done),
-        )
-
-    def _copied(self, rw: _Rewrite, done: Future[int], here: bool = False) -> None:
-        """The copy is synced: what changed meanwhile goes to it too, then the rename (`here`:
-        on this thread, for `finish_rewrite`)."""
-        if self._rewrite is not rw or rw.step is not done:
-            return  # finish_rewrite took this step already
-        error = done.exception()
-        if error is not None:
-            self._rewrite_failed(rw, error)
-            return
-        rw.fd = done.result()
-        self.write_pending()  # `_file_end` counts them: the copy must hold them, not zeros
-        try:
-            if self._file_end > rw.low:
-                data = os.pread(self._file.fileno(), self._file_end - rw.low, rw.low - self._base)
-                _pwrite_all(rw.fd, data, rw.low - rw.base)
-            os.ftruncate(rw.fd, self._file_end - rw.base)
-        except OSError as exc:
-            self._rewrite_failed(rw, exc)
-            return
-        next_path, window, directory = self._next_path, self._window_path, self._dir
-        if here:
-            swapped: Future[OSError | None] = Future()
-            rw.step = swapped
-            try:
-                swapped.set_result(_swap_window(next_path, window, directory))
-            except OSError as exc:
-                swapped.set_exception(exc)
-            self._swapped(rw, swapped)
-            return
-        assert self._offload is not None
-        rw.step = self._offload.run(
-            lambda: _swap_window(next_path, window, directory),
-            lambda done: self._swapped(rw, done),
-        )
-
-    def _swapped(self, rw: _Rewrite, done: Future[OSError | None]) -> None:
-        """The copy is the window now: appended to from here on."""
-        if self._rewrite is not rw or rw.step is not done:
-            return
-        error = done.exception()
-        if error is not None:  # not renamed: the old file is still the window
-            self._rewrite_failed(rw, error)
-            return
-        unsynced = done.result()
-        if unsynced is not None:  # renamed, but a machine crash may bring the old one back
-            log.warning("%s: window renamed, directory not synced: %s", self._dir, unsynced)
-        old, self._file = self._file, open(rw.fd, "a+b", buffering=0)  # noqa: SIM115
-        assert self._offload is not None
-        self._offload.discard(old)
-        self._base = rw.base
-        self._rewrite = None
-        self._disk_first = None if unsynced is None else rw.first  # hold it, then
-        if self._rewrite_again:  # compacted meanwhile: the file still starts at rw's first
-            self._rewrite_again = False
-            self._disk_first = rw.first
-            self._rewrite_off_loop()
-
-    def _rewrite_failed(self, rw: _Rewrite, error: BaseException) -> None:
-        """The old file stays the window, with its dead head (and so does the floor)."""
-        log.warning("%s: window rewrite failed: %s", self._window_path, error)
-        self._rewrite = None
-        self._rewrite_again = False
-        if rw.fd >= 0:
-            os.close(rw.fd)
-
-    def finish_rewrite(self) -> None:
-        """Waits for the step of a rewrite under way and does the rest here (a close, an
-        install, the controller's clear: rare, and they fsynced on the loop before too)."""
-        rw = self._rewrite
-        if rw is None:
-            return
-        self._rewrite_again = False
-        step = rw.step
-        assert step is not None and self._offload is not None
-        self._offload.wait(step)
-        if rw.fd < 0:
-            self._copied(rw, step, here=True)
-        else:
-            self._swapped(rw, step)
-
-    def _mirror_cut(self, position: int) -> None:
-        """The window file was cut at `position` (or a write failed there): so is the copy."""
-        rw = self._rewrite
-        if rw is None:
-            return
-        if rw.fd < 0:
-            rw.low = min(rw.low, position)
-        else:
-            os.ftruncate(rw.fd, position - rw.base)
 
     def _load_window(self) -> None:
         if not self._window_path.exists():
             return
         data = self._window_path.read_bytes()
         pos = 0
-        while pos + _RECORD_HEAD.size <= len(data):
-            length, crc = _RECORD_HEAD.unpack_from(data, pos)
-            payload = data[pos + _RECORD_HEAD.size : pos + _RECORD_HEAD.size + length]
+        while pos + RECORD_HEAD.size <= len(data):
+            length, crc = RECORD_HEAD.unpack_from(data, pos)
+            payload = data[pos + RECORD_HEAD.size : pos + RECORD_HEAD.size + length]
             # Zeros (length 0, and crc32c of nothing is 0) are what a file system can leave
             # past the last write a machine crash interrupted; no record is ever empty.
             if length == 0 or len(payload) < length or crc32c.crc32c(payload) != crc:
@@ -765,7 +427,7 @@ class SegmentJournal:
             self._entries.append(entry)
             if entry.location is not None:
                 self._window_bytes += entry.location.size
-            pos += _RECORD_HEAD.size + length
+            pos += RECORD_HEAD.size + length
         if pos < len(data):
             log.warning(
                 "%s: dropping %d bytes of window past a torn or unlogged entry",
@@ -875,57 +537,3 @@ class SegmentJournal:
     def _in_log(self, entry: Entry) -> bool:
         """An entry whose batches did not survive log recovery is not in the Raft log either."""
         return self._log is None or entry.next_offset <= self._log.log_end_offset
-
-
-def _frame(entry: Entry) -> bytes:
-    payload: bytes = msgpack.packb(entry.pack())
-    return _RECORD_HEAD.pack(len(payload), crc32c.crc32c(payload)) + payload
-
-
-def _copy_window(src: int, path: Path, start: int, stop: int) -> int:
-    """In a thread: `path` made of bytes `start:stop` of the window file open at `src` (which
-    it closes), fsynced; its descriptor. A cut on the loop meanwhile may end the copy short:
-    the loop copies again from there."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            pos = start
-            while pos < stop:
-                chunk = os.pread(src, min(stop - pos, 1 << 20), pos)
-                if not chunk:
-                    break
-                _pwrite_all(fd, chunk, pos - start)
-                pos += len(chunk)
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-    finally:
-        os.close(src)
-    return fd
-
-
-def _swap_window(path: Path, window: Path, directory: Path) -> OSError | None:
-    """In a thread: the rewritten window in place of the old, durably; raises if it is not in
-    place, returns the error if only the directory's fsync failed."""
-    os.replace(path, window)
-    try:
-        _fsync_dir(directory)
-    except OSError as exc:
-        return exc
-    return None
-
-
-def _pwrite_all(fd: int, data: bytes | memoryview, position: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view, position = view[written:], position + written
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -20,9 +20,10 @@ from raftlog.raft.core.values import NONE, Entry, HardState, Ready, Role
 from raftlog.raft.driver import TICK_SECONDS, Driver
 from raftlog.raft.install import Installer
 from raftlog.raft.journal import NO_OP as NO_OP_TYPE
-from raftlog.raft.journal import Batches, SegmentJournal
+from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.membership import CONF, Membership, parse
 from raftlog.raft.timings import FIRST_ELECTION_ROUNDS
+from raftlog.raft.window_entries import Batches
 
 # A new term's first entry, as the journal format has it.
 NO_OP = bytes([NO_OP_TYPE])

@@ -34,8 +34,10 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from raftlog.raft.core.values import NONE, HardState
 from raftlog.raft.durability import Offload
 from raftlog.raft.install import Installer, Installs
-from raftlog.raft.journal import DATA_PREFIX, Batches, Entry, SegmentJournal
+from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.replica import NO_OP, JournalLog
+from raftlog.raft.window_entries import DATA_PREFIX, Batches
+from raftlog.raft.window_file import Entry
 from raftlog.storage import cache, compaction, flusher, offset_file
 from raftlog.storage import log as segment_log
 from raftlog.storage.batch import iter_batches, records_section

@@ -33,9 +33,9 @@ from raftlog.controller import Controller, compat, voters
 from raftlog.controller.journal import ControllerJournal
 from raftlog.controller.ticker import Ticker
 from raftlog.raft.elections import ElectionBudget
-from raftlog.raft.journal import DATA_PREFIX
 from raftlog.raft.mesh import Mesh
 from raftlog.raft.timings import RaftTimings
+from raftlog.raft.window_entries import DATA_PREFIX
 
 compat.install()
 IDS = ("1", "2", "3", "4", "5")

@@ -8,8 +8,9 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from support.journal import RecordingListener as Listener
 
-from raftlog.raft.journal import COMMIT_SAVE_SECONDS, DATA_PREFIX, SegmentJournal, StaleEntry
+from raftlog.raft.journal import COMMIT_SAVE_SECONDS, SegmentJournal, StaleEntry
 from raftlog.raft.raft_state import RaftState
+from raftlog.raft.window_entries import DATA_PREFIX
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log, LogConfig
 

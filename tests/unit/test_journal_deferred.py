@@ -15,8 +15,9 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from support.journal import RecordingListener
 
-from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
+from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.raft_state import RaftState
+from raftlog.raft.window_entries import DATA_PREFIX
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log, LogConfig
 

@@ -21,7 +21,7 @@ import raftlog.partition.produce_queue as produce_queue
 from raftlog.api.values import ProduceResult
 from raftlog.common.errors import ErrorCode
 from raftlog.partition.partition import Partition
-from raftlog.raft.journal import DATA_PREFIX
+from raftlog.raft.window_entries import DATA_PREFIX
 from raftlog.storage.batch import parse_header
 
 from .test_batch import HEADER_SIZE, reseal

@@ -27,7 +27,7 @@ from raftlog.api.values import AclChange
 from raftlog.common.errors import ErrorCode
 from raftlog.controller import compat
 from raftlog.controller.journal import ControllerJournal
-from raftlog.raft.journal import DATA_PREFIX
+from raftlog.raft.window_entries import DATA_PREFIX
 from raftlog.security import acl_index
 from raftlog.security.acl import AclOperation, ResourceType
 from raftlog.security.authorizer import Authorizer

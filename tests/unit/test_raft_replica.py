@@ -29,9 +29,10 @@ from raftlog.raft.install import (
     Later,
     chunks,
 )
-from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
+from raftlog.raft.journal import SegmentJournal
 from raftlog.raft.membership import Membership
 from raftlog.raft.replica import NO_OP, JournalLog
+from raftlog.raft.window_entries import DATA_PREFIX
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.log import Log, LogConfig
 

@@ -19,7 +19,8 @@ from support.sim_disk import StepFiles
 
 from raftlog.partition.producer_state import ProducerState, StateWriter
 from raftlog.raft.durability import Offload
-from raftlog.raft.journal import DATA_PREFIX, SegmentJournal
+from raftlog.raft.journal import SegmentJournal
+from raftlog.raft.window_entries import DATA_PREFIX
 from raftlog.storage.batch import BatchHeader
 from raftlog.storage.log import Log, LogConfig
 
