@@ -10,7 +10,8 @@ from typing import Any
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
-from raftlog.raft.mesh import Beat, Mesh, Message
+from raftlog.raft.mesh import Mesh
+from raftlog.raft.mesh_frames import Beat, Message
 
 # Entry bytes a leader may have sent to one follower beyond what it acknowledged: enough to
 # keep a follower busy for a round trip, small enough that groups sharing a connection

@@ -18,7 +18,8 @@ from pysyncobj.transport import Transport
 
 from raftlog.raft.driver import decode
 from raftlog.raft.durability import Durability
-from raftlog.raft.mesh import SILENT_AFTER, _encode_default
+from raftlog.raft.mesh import SILENT_AFTER
+from raftlog.raft.mesh_frames import encode_default
 
 Filter = Callable[[str, str, dict], bool]  # (source, destination, message) -> drop it
 
@@ -50,7 +51,7 @@ class Net:
         self._receivers[node_id] = receive
 
     def send(self, source: str, dest: str, message: Any) -> None:
-        wire = msgpack.packb(message, default=_encode_default, use_bin_type=True)
+        wire = msgpack.packb(message, default=encode_default, use_bin_type=True)
         self.queue.append((source, dest, msgpack.unpackb(wire, raw=False, strict_map_key=False)))
 
     def isolate(self, node: str, outgoing: bool = True, incoming: bool = True) -> None:

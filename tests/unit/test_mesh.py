@@ -15,6 +15,7 @@ from support.compiled import pure_only
 
 from raftlog.controller.transport import GroupTransport
 from raftlog.raft import mesh as mesh_module
+from raftlog.raft import mesh_connection, mesh_frames
 from raftlog.raft.mesh import Mesh
 
 
@@ -159,14 +160,14 @@ async def test_a_turns_heartbeats_and_answers_to_a_peer_travel_as_one_frame_in_o
     one frame of compact beats, and a group's other messages keep their place among them."""
     a, port = listener
     frames: list[tuple[int, int]] = []  # (kind, beats in it)
-    handle = mesh_module._Connection._frame
+    handle = mesh_connection.Connection._frame
 
     def spy(self, frame: list) -> None:
         if self.authenticated:
-            frames.append((frame[0], len(frame[1]) if frame[0] == mesh_module.BEATS else 0))
+            frames.append((frame[0], len(frame[1]) if frame[0] == mesh_frames.BEATS else 0))
         handle(self, frame)
 
-    monkeypatch.setattr(mesh_module._Connection, "_frame", spy)
+    monkeypatch.setattr(mesh_connection.Connection, "_frame", spy)
     inboxes = {name: Inbox(a) for name in "gh"}
     for name, inbox in inboxes.items():
         a.register(name, inbox)
@@ -196,7 +197,7 @@ async def test_a_turns_heartbeats_and_answers_to_a_peer_travel_as_one_frame_in_o
         g.send(peer, heartbeat(6))
         h.send(peer, refusal)
         await until(lambda: len(inboxes["h"].received) == 2, "the frames")
-        beats, raft = mesh_module.BEATS, mesh_module.RAFT
+        beats, raft = mesh_frames.BEATS, mesh_frames.RAFT
         assert frames == [(beats, 2), (raft, 0), (beats, 1), (raft, 0)]
         assert inboxes["g"].received == [
             ("2", [3, 5, 5, 3]),
@@ -353,14 +354,14 @@ async def test_a_duplicate_connection_closed_in_its_handshake_is_not_logged_as_r
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         packer = msgpack.Packer()
         nonce = b"n" * 16
-        writer.write(packer.pack([mesh_module.HELLO, "3", nonce, ["127.0.0.1", b_port]]))
+        writer.write(packer.pack([mesh_frames.HELLO, "3", nonce, ["127.0.0.1", b_port]]))
         unpacker = msgpack.Unpacker(raw=False)
         while (welcome := next(iter(unpacker), None)) is None:
             unpacker.feed(await reader.read(4096))
-        auth = mesh_module._mac(b"secret", "A", welcome[2], nonce, "3", "1")
-        catch_up = [mesh_module.CONTROL, "k", {"data": b"x" * 1000}]
+        auth = mesh_connection._mac(b"secret", "A", welcome[2], nonce, "3", "1")
+        catch_up = [mesh_frames.CONTROL, "k", {"data": b"x" * 1000}]
         with caplog.at_level(logging.INFO, logger=mesh_module.__name__):
-            writer.write(packer.pack([mesh_module.AUTH, auth]) + packer.pack(catch_up) * 8)
+            writer.write(packer.pack([mesh_frames.AUTH, auth]) + packer.pack(catch_up) * 8)
             assert await asyncio.wait_for(reader.read(), 5) == b""  # closed as the duplicate
         writer.close()
         assert "rejected" not in caplog.text
@@ -436,7 +437,7 @@ def test_a_core_frame_is_msgpacks_bytes_with_large_entries_left_uncopied() -> No
     beat = ["g0", 3, 2, 7, 2, 7, 0, 0, []]
     items = [beat, ["g1", 0, 2, 7, 2, 6, 0, 0, [2, big, 2, b"small", 2, huge]], beat]
     for frame in (items, items[:1], items[:2], [items[1]]):
-        parts = mesh_module.core_frame(packer, frame)
-        assert b"".join(parts) == packer.pack([mesh_module.CORE, frame])
+        parts = mesh_frames.core_frame(packer, frame)
+        assert b"".join(parts) == packer.pack([mesh_frames.CORE, frame])
         has_entries = any(item[-1] for item in frame)
         assert any(p is big for p in parts) == any(p is huge for p in parts) == has_entries
