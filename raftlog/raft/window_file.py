@@ -17,7 +17,8 @@ import msgpack
 from mypy_extensions import mypyc_attr
 
 from raftlog.raft.durability import Offload
-from raftlog.storage.log import Location, Log
+from raftlog.storage.log import Log
+from raftlog.storage.log_reads import Location
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,6 @@ LONGER_MODULES = {
     # pysyncobj's syncobj.py, forked: kept whole and in upstream's style so a diff against
     # upstream shows only raftlog's changes (raftlog/raft/FORK.md).
     "raftlog/controller/syncobj_fork.py": "a fork kept diffable against upstream",
-    # Being changed by the engine work of issue 45 item 3; to be split along their seams
-    # once that work lands (the log's reads).
-    "raftlog/storage/log.py": "to split after issue 45 item 3",
 }
 
 

@@ -17,7 +17,8 @@ from raftlog.storage.batch import (
     record_timestamps,
 )
 from raftlog.storage.flusher import POINT_FILE, settle
-from raftlog.storage.log import Location, Log, LogConfig
+from raftlog.storage.log import Log, LogConfig
+from raftlog.storage.log_reads import Location
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 

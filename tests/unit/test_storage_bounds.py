@@ -15,7 +15,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from raftlog.storage import cache, flusher
 from raftlog.storage.batch import iter_batches
 from raftlog.storage.index import OffsetIndex
-from raftlog.storage.log import Location, Log, LogConfig
+from raftlog.storage.log import Log, LogConfig
+from raftlog.storage.log_reads import Location
 
 from .test_log import crash, max_timestamp, offset_for_timestamp
 
