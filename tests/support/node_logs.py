@@ -1,10 +1,12 @@
 """What no test may let a raftlog process log: an ERROR or CRITICAL event, or a traceback.
 
 Project rule: a node that logs an ERROR or a traceback under faults has a bug, even when no
-data was lost. Every test cluster's logs are read when it stops (`Cluster.stop()`, the host
-test, the fuzz test) through `bad_events`, so one reading serves them all. A test that
-provokes an ERROR on purpose names it on that cluster alone (`Cluster.expect_log_errors`);
-there is no global allowlist.
+data was lost. Every test cluster's logs are read when it stops (`Cluster.stop()`; the
+processes a test starts itself, such as the host supervisor, the netns nodes and the
+standalone proxy, through `check_files`) and what they hold goes to LOG_ERRORS, which
+conftest turns into a failure of the test; the fuzz test also asserts none mid-run. A test
+that provokes an ERROR on purpose names it on that cluster alone
+(`Cluster.expect_log_errors`); there is no global allowlist.
 
 The formats read: raftlog_app/logs.py's text (`time LEVEL [node N] logger: message`, a
 traceback kept on its event's line) and JSON (`"level": "ERROR"`), the host supervisor's
