@@ -497,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     values = wl.make_values(settings.record_bytes)
     plan = Plan(settings, args.systems, set(args.workloads), args.tmp, values)
     info = machine(args.systems)
-    info["page_cache_ms_per_mb"] = [page_cache.write_cost_ms_per_mb(args.tmp)]
+    page_mb = page_cache.QUICK_MB if args.quick else page_cache.FULL_MB
+    info["page_cache_ms_per_mb"] = [page_cache.write_cost_ms_per_mb(args.tmp, page_mb)]
     started = time.monotonic()
     runs = []
     try:
@@ -509,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         progress("interrupted; every broker process is stopped")
         return 130
-    info["page_cache_ms_per_mb"].append(page_cache.write_cost_ms_per_mb(args.tmp))
+    info["page_cache_ms_per_mb"].append(page_cache.write_cost_ms_per_mb(args.tmp, page_mb))
     summary = report.summarize(runs, args.systems)
     scale_hosts = {s: report_scale.scale_summary(runs, s) for s in SCALE_SYSTEMS[1:]}
     scale_base = report_scale.scale_summary(runs)

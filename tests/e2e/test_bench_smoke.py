@@ -56,8 +56,11 @@ def test_quick_bench_writes_figures_for_both_systems(tmp_path: Path) -> None:
         assert isinstance(figures["raftlog1"], dict) and figures["raftlog1"]["median"] > 0, key
         assert doc["summary"][key]["ratios"]["raftlog1"]["n"] == 1
     assert doc["machine"]["commit"] and doc["machine"]["cpu_count"]
+    assert [cost > 0 for cost in doc["machine"]["page_cache_ms_per_mb"]] == [True, True]
     assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "| produce, no compression | MB/s |" in (out / "results.md").read_text()
+    report = (out / "results.md").read_text()
+    assert "| produce, no compression | MB/s |" in report
+    assert "Writing a new file cost" in report  # the machine's page-cache cost, in the header
     assert "produce, lz4" in done.stdout
     assert not list(tmp_path.glob("bench-*")), "a broker's temp dir was left behind"
     assert not processes_naming(tmp_path), "a raftlog node outlived the bench"
