@@ -1,9 +1,12 @@
 """OffsetCommit (8): a consumer's committed positions, stored in `__consumer_offsets`.
 
-From v2, the first version kio models (Kafka 4 dropped v0-v1 as well). v6 adds the committed
-leader epoch, v7 the instance id. v10 names topics by id only and is not served. Topics or
-partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers; the retention
-time of v2-v4 is ignored (offsets follow the group's retention, as since Kafka 2.1).
+From v1, as Redpanda serves it: Kafka 4 dropped v0-v1 (KIP-896), but sarama before 1.40
+commits with v1 (kafka_api/offset_commit_v1.py, our model: kio has none). v0 has no
+generation or member and stored offsets in ZooKeeper; no client of today sends it. v6 adds the
+committed leader epoch, v7 the instance id. v10 names topics by id only and is not served.
+Topics or partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers; v1's
+commit timestamps and the retention time of v2-v4 are ignored (offsets follow the group's
+retention, as since Kafka 2.1).
 Needs READ on the group (every partition is refused without it) and on each topic.
 """
 
@@ -20,7 +23,7 @@ from kafka_api.entry_work import answer
 from raftlog.common.errors import ErrorCode
 
 API_KEY = 8
-MIN_VERSION = 2
+MIN_VERSION = 1  # sarama < 1.40 (Kafka 3.9 and Redpanda serve it; Kafka 4 does not)
 MAX_VERSION = 9
 
 GROUP_ID_NOT_FOUND_VERSION = 9  # older versions report a missing group as ILLEGAL_GENERATION
