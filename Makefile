@@ -72,6 +72,8 @@ sysdeps:
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	command -v go >/dev/null 2>&1 || missing="$$missing golang-go"; \
+	[ -d $(SARAMA_SRC) ] || missing="$$missing golang-github-shopify-sarama-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
@@ -106,7 +108,14 @@ $(KAFKAJS): tests/clients/kafkajs/package-lock.json | sysdeps
 PURE_TESTS ?= $(addprefix tests/unit/,test_raft_*.py test_journal*.py test_mesh.py test_batch.py \
 	test_records.py test_log.py test_storage_bounds.py test_window_rewrite.py test_kafka_*.py \
 	test_compiled.py)
-test: venv sysdeps $(KAFKAJS)
+# sarama as Debian ships it (GOPATH mode: no module download), for tests/e2e/test_sarama.py.
+SARAMA_SRC := /usr/share/gocode/src/github.com/Shopify/sarama
+SARAMA := build/sarama-client
+$(SARAMA): tests/clients/sarama/main.go | sysdeps
+	GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= GOCACHE=$(CURDIR)/build/go-cache \
+		CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go build -o $@ ./tests/clients/sarama
+
+test: venv sysdeps $(KAFKAJS) $(SARAMA)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 	@if [ -s $(COMPILED) ]; then \
 		echo "pure Python (RAFTLOG_PURE=1): the compiled modules' unit tests"; \
