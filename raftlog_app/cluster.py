@@ -17,7 +17,7 @@ from typing import Any
 from raftlog.config.node_config import NodeConfig, toml_value
 from raftlog_app.local_nodes import (
     HOST,
-    PROXY_OFFSET,
+    RAFT_OFFSET,
     ClusterError,
     NodeSpec,
     alive,
@@ -132,70 +132,115 @@ def up_hosts(
     files are in DATA/host-h (host.toml, its log, a broker-<i> directory per broker)."""
     data = data.resolve()
     _refuse_running(data)
-    total = hosts * per_host
-    if kafka_port + HOST_OFFSET + hosts - 1 > 65535 or kafka_port + PROXY_OFFSET + total > 65536:
-        raise ClusterError(
-            f"--kafka-port {kafka_port}: the hosts' ports (up to +{HOST_OFFSET + hosts - 1}) "
-            "must lie below 65536"
-        )
-    specs = [
+    specs = _host_brokers(data, 1, hosts * per_host, per_host, kafka_port)
+    by_host = [specs[(h - 1) * per_host : h * per_host] for h in range(1, hosts + 1)]
+    busy = busy_ports(
+        [p for h, mine in enumerate(by_host, 1) for p in _host_ports(kafka_port, h, mine)]
+    )
+    if busy:
+        raise ClusterError(f"ports in use: {busy}; pick another --kafka-port")
+    secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
+    state_hosts = [
+        _start_host(data, h, mine, specs, kafka_port, secret, admin_token, broker)
+        for h, mine in enumerate(by_host, 1)
+    ]
+    nodes = [
+        {**s.as_json(host["pid"]), "host": host["name"]}
+        for host, mine in zip(state_hosts, by_host, strict=True)
+        for s in mine
+    ]
+    bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
+    (data / "cluster.json").write_text(
+        json.dumps({"bootstrap": bootstrap, "hosts": state_hosts, "nodes": nodes}, indent=2)
+    )
+    _wait_hosts(specs, state_hosts, nodes, timeout, progress)
+    return bootstrap
+
+
+def _host_brokers(
+    data: Path, first: int, count: int, per_host: int, kafka_port: int, host: int = 1
+) -> list[NodeSpec]:
+    """Brokers `first` to `first + count - 1` with `cluster up`'s ports, `per_host` to a
+    host from host number `host` on, each in DATA/host-<h>/broker-<id>."""
+    return [
         NodeSpec(
             s.node_id,
-            data / f"host-{(s.node_id - 1) // per_host + 1}" / f"broker-{s.node_id}",
+            data / f"host-{host + (s.node_id - first) // per_host}" / f"broker-{s.node_id}",
             s.kafka_port,
             s.raft_port,
             s.admin_port,
             s.proxy_port,
         )
-        for s in node_specs(data, total, kafka_port)
+        for s in node_specs(data, first + count - 1, kafka_port)[first - 1 :]
     ]
-    host_ports = [kafka_port + HOST_OFFSET + h for h in range(hosts)]
-    busy = busy_ports(
-        [
-            *host_ports,
-            *(p for s in specs for p in (s.kafka_port, s.raft_port, s.admin_port, s.proxy_port)),
-        ]
-    )
-    if busy:
-        raise ClusterError(f"ports in use: {busy}; pick another --kafka-port")
-    secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
-    state_hosts: list[dict[str, Any]] = []
-    for h in range(hosts):
-        name, directory = f"host-{h + 1}", data / f"host-{h + 1}"
-        directory.mkdir(parents=True, exist_ok=True)
-        config = directory / "host.toml"
-        mine = specs[h * per_host : (h + 1) * per_host]
-        config.write_text(
-            host_config(name, directory, mine, specs, host_ports[h], secret, admin_token, broker)
+
+
+def _host_ports(kafka_port: int, host: int, brokers: list[NodeSpec]) -> list[int]:
+    """The ports host number `host`'s supervisor and its `brokers` listen on; refuses, in
+    one line saying what to change, ports past 65535 or running into each other."""
+    top = max(s.node_id for s in brokers)
+    if top > RAFT_OFFSET:
+        raise ClusterError(
+            f"broker {top} does not fit `cluster up`'s ports (broker i's Kafka port is "
+            f"kafka-port+i-1, below the Raft ports at +{RAFT_OFFSET}): at most {RAFT_OFFSET} "
+            "brokers"
         )
-        state_hosts.append(
-            {
-                "name": name,
-                "pid": start_node(config, directory),
-                "config": str(config),
-                "status": f"{HOST}:{host_ports[h]}",
-                "log": str(directory / "raftlog.log"),
-            }
+    port = kafka_port + HOST_OFFSET + host - 1
+    if port > 65535:
+        raise ClusterError(
+            f"--kafka-port {kafka_port}: host {host}'s port (+{HOST_OFFSET + host - 1}) "
+            "must lie below 65536"
         )
-    nodes = []
-    for s in specs:
-        host = state_hosts[(s.node_id - 1) // per_host]
-        nodes.append({**s.as_json(host["pid"]), "host": host["name"]})
-    bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
-    (data / "cluster.json").write_text(
-        json.dumps({"bootstrap": bootstrap, "hosts": state_hosts, "nodes": nodes}, indent=2)
-    )
+    return [
+        port,
+        *(p for s in brokers for p in (s.kafka_port, s.raft_port, s.admin_port, s.proxy_port)),
+    ]
+
+
+def _start_host(
+    data: Path,
+    index: int,
+    mine: list[NodeSpec],
+    every: list[NodeSpec],
+    kafka_port: int,
+    secret: str,
+    admin_token: str,
+    broker: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Writes host-<index>'s host config and starts its supervisor; its cluster.json entry."""
+    name, directory = f"host-{index}", data / f"host-{index}"
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "host.toml"
+    port = kafka_port + HOST_OFFSET + index - 1
+    config.write_text(host_config(name, directory, mine, every, port, secret, admin_token, broker))
+    return {
+        "name": name,
+        "pid": start_node(config, directory),
+        "config": str(config),
+        "status": f"{HOST}:{port}",
+        "log": str(directory / "raftlog.log"),
+    }
+
+
+def _wait_hosts(
+    specs: list[NodeSpec],
+    hosts: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    timeout: float,
+    progress: bool,
+) -> None:
+    """wait_ready for brokers `specs` of the supervisors `hosts`; a supervisor that exited
+    meanwhile (it refused its config) is named with its console's last words."""
     pids = {n["node_id"]: n["pid"] for n in nodes}
     try:
         wait_ready(specs, pids, timeout, progress)
     except ClusterError:
-        dead = [h for h in state_hosts if not alive(h["pid"])]
+        dead = [h for h in hosts if not alive(h["pid"])]
         if dead:  # a host refused its config: its console says why
             console = Path(dead[0]["config"]).parent / "console.log"
             tail = console.read_text(errors="replace").strip() if console.exists() else ""
             raise ClusterError(f"{dead[0]['name']} exited during start-up: {tail}") from None
         raise
-    return bootstrap
 
 
 def host_config(

@@ -380,3 +380,15 @@ def test_serve_refuses_a_host_whose_port_is_taken_in_one_line(
     assert err.endswith("; stop what holds them or move kafka_listen, raft_listen, "
                         "admin_listen or proxy_listen\n")  # fmt: skip
     assert not (tmp_path / "data").exists()
+
+
+def test_host_clusters_past_the_port_scheme_are_refused_before_any_start(
+    tmp_path: Path,
+) -> None:
+    """Broker i's Kafka port is kafka-port+i-1, below the Raft ports at +1000: at most 1000
+    brokers; and host h's supervisor at +4000+h-1 below 65536."""
+    with pytest.raises(local_nodes.ClusterError, match="broker 1024 does not fit"):
+        cluster.up_hosts(tmp_path, 16, 64, 9092, timeout=1)
+    with pytest.raises(local_nodes.ClusterError, match="host 2's port .* below 65536"):
+        cluster.up_hosts(tmp_path, 2, 1, 61535, timeout=1)
+    assert list(tmp_path.iterdir()) == []
