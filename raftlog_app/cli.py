@@ -135,6 +135,14 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--timeout", type=float, default=60.0)
     add.add_argument("--rack", help="the new node's broker.rack")
     add.set_defaults(run=_cluster_add_node)
+    add_host = clu_sub.add_parser(
+        "add-host",
+        help="start one more host of --brokers-per-host brokers that join a cluster of hosts "
+        "(cluster up --hosts); the host is their rack",
+    )
+    add_host.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_host.add_argument("--timeout", type=float, default=60.0)
+    add_host.set_defaults(run=_cluster_add_host)
     down = clu_sub.add_parser("down", help="stop the nodes (leadership is handed over first)")
     down.add_argument("--data", type=Path, default=DEFAULT_DATA)
     down.set_defaults(run=_cluster_down)
@@ -376,6 +384,16 @@ def _cluster_up_hosts(args: argparse.Namespace) -> int:
 def _cluster_add_node(args: argparse.Namespace) -> int:
     spec = cluster.add_node(args.data, args.timeout, rack=args.rack)
     print(f"node {spec.node_id} joined; Kafka on 127.0.0.1:{spec.kafka_port}")
+    print(cluster.read_state(args.data.resolve())["bootstrap"])
+    return 0
+
+
+def _cluster_add_host(args: argparse.Namespace) -> int:
+    name, specs = cluster.add_host(args.data, args.timeout)
+    print(
+        f"host {name} joined: brokers {', '.join(str(s.node_id) for s in specs)}, Kafka on "
+        f"{', '.join(f'127.0.0.1:{s.kafka_port}' for s in specs)}"
+    )
     print(cluster.read_state(args.data.resolve())["bootstrap"])
     return 0
 

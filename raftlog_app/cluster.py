@@ -9,6 +9,7 @@ import secrets
 import signal
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -155,6 +156,52 @@ def up_hosts(
     )
     _wait_hosts(specs, state_hosts, nodes, timeout, progress)
     return bootstrap
+
+
+def add_host(data: Path, timeout: float, progress: bool = True) -> tuple[str, list[NodeSpec]]:
+    """`cluster add-host`: one more host supervisor of as many brokers as the first host
+    runs, which join the running cluster as `add_node`'s node does (each proves the cluster
+    secret and the controller admits it: a voter while the voters are fewer than
+    controller.quorum.size, else an observer). The next node ids and their ports, host
+    H+1 named `host-<H+1>`, the rack of its brokers, its supervisor at kafka-port+4000+H;
+    the first host's secret, admin token and [broker] settings. Returns once its brokers
+    are registered and answer Kafka clients: the host's name and its brokers."""
+    data = data.resolve()
+    state = read_state(data)
+    if "hosts" not in state:
+        raise ClusterError(
+            "a cluster of nodes (cluster up without --hosts) has no hosts to add to: "
+            "grow it with `raftlog cluster add-node`"
+        )
+    if not any(alive(h["pid"]) for h in state["hosts"]):
+        raise ClusterError(
+            f"no host of the cluster in {data} is running: start it (`raftlog cluster up "
+            "--hosts`) before adding a host"
+        )
+    existing = _state_specs(state, ("PLAINTEXT",))
+    first = existing[0]
+    kafka_port = first.kafka_port - (first.node_id - 1)
+    per_host = sum(n.get("host") == state["hosts"][0]["name"] for n in state["nodes"])
+    index = len(state["hosts"]) + 1
+    node_id = max(s.node_id for s in existing) + 1
+    specs = _host_brokers(data, node_id, per_host, per_host, kafka_port, index)
+    busy = busy_ports(_host_ports(kafka_port, index, specs))
+    if busy:
+        raise ClusterError(
+            f"ports in use for host-{index} (brokers {node_id}-{node_id + per_host - 1}): "
+            f"{busy}; stop what holds them"
+        )
+    settings = tomllib.loads(Path(state["hosts"][0]["config"]).read_text())
+    host = _start_host(
+        data, index, specs, [*existing, *specs], kafka_port, settings["cluster_secret"],
+        settings["admin_token"], settings.get("broker"),
+    )  # fmt: skip
+    state["hosts"].append(host)
+    state["nodes"] += [{**s.as_json(host["pid"]), "host": host["name"]} for s in specs]
+    state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])
+    (data / "cluster.json").write_text(json.dumps(state, indent=2))
+    _wait_hosts(specs, [host], state["nodes"], timeout, progress)
+    return host["name"], specs
 
 
 def _host_brokers(
@@ -343,8 +390,8 @@ def add_node(
     state = read_state(data)
     if "hosts" in state:
         raise ClusterError(
-            "a cluster of hosts (cluster up --hosts) has no add-node: start it again with more "
-            "--hosts or --brokers-per-host"
+            "a cluster of hosts (cluster up --hosts) grows by a host of its brokers: "
+            "`raftlog cluster add-host`"
         )
     first = NodeConfig.load(Path(state["nodes"][0]["config"]))
     base = first.kafka_listen[1] - (first.node_id - 1)
@@ -355,15 +402,7 @@ def add_node(
     busy = busy_ports(list(ports))
     if busy:
         raise ClusterError(f"ports in use for node {node_id}: {busy}")
-    existing = []
-    for n in state["nodes"]:
-        kafka, raft, admin, proxy = (
-            int(n.get(k, f"{HOST}:0").rsplit(":", 1)[1])
-            for k in ("kafka", "raft", "admin", "proxy")
-        )
-        existing.append(
-            NodeSpec(n["node_id"], Path(n["data_dir"]), kafka, raft, admin, proxy, listeners)
-        )
+    existing = _state_specs(state, listeners)
     broker = {k: v for k, v in first.broker.items() if k != "listeners"}  # the new node's own
     write_config(spec, [*existing, spec], first.cluster_secret, broker, first.admin_token, rack)
     pid = start_node(spec.config_path, spec.data_dir)
@@ -374,6 +413,20 @@ def add_node(
     pids = {n["node_id"]: n["pid"] for n in state["nodes"]}
     wait_ready([s for s in specs if alive(pids[s.node_id])], pids, timeout, progress)
     return spec
+
+
+def _state_specs(state: dict, listeners: tuple[str, ...]) -> list[NodeSpec]:
+    """The nodes cluster.json lists, as specs."""
+    existing = []
+    for n in state["nodes"]:
+        kafka, raft, admin, proxy = (
+            int(n.get(k, f"{HOST}:0").rsplit(":", 1)[1])
+            for k in ("kafka", "raft", "admin", "proxy")
+        )
+        existing.append(
+            NodeSpec(n["node_id"], Path(n["data_dir"]), kafka, raft, admin, proxy, listeners)
+        )
+    return existing
 
 
 def wait_ready(specs: list[NodeSpec], pids: dict[int, int], timeout: float, progress: bool) -> None:

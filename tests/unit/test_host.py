@@ -382,6 +382,57 @@ def test_serve_refuses_a_host_whose_port_is_taken_in_one_line(
     assert not (tmp_path / "data").exists()
 
 
+def _hosts_state(data: Path, kafka_port: int, pid: int) -> dict:
+    """cluster.json and host-1/host.toml as `cluster up --hosts 1 --brokers-per-host 2`
+    writes them, its supervisor `pid` (no process is started)."""
+    specs = cluster._host_brokers(data, 1, 2, 2, kafka_port)
+    config = data / "host-1" / "host.toml"
+    config.parent.mkdir(parents=True)
+    port = kafka_port + cluster.HOST_OFFSET
+    config.write_text(
+        cluster.host_config("host-1", config.parent, specs, specs, port, "s", "t", {"a": 1})
+    )
+    state = {
+        "bootstrap": ",".join(f"127.0.0.1:{s.kafka_port}" for s in specs),
+        "hosts": [{"name": "host-1", "pid": pid, "config": str(config)}],
+        "nodes": [{**s.as_json(pid), "host": "host-1"} for s in specs],
+    }
+    (data / "cluster.json").write_text(json.dumps(state))
+    return state
+
+
+def test_add_host_refuses_in_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    """`cluster add-host` where it cannot be met: the next host's ports taken, no host
+    running, a cluster of nodes; and `add-node` on a cluster of hosts names add-host."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]  # broker 3's Kafka port: the next host's first
+        assert port - 2 + cluster.HOST_OFFSET + 1 <= 65535
+        state = _hosts_state(tmp_path, port - 2, os.getpid())
+        with pytest.raises(local_nodes.ClusterError) as refused:
+            cluster.add_host(tmp_path, timeout=1)
+    assert str(refused.value).startswith("ports in use for host-2 (brokers 3-4): ")
+    assert f" {port}" in str(refused.value) and "\n" not in str(refused.value)
+    assert str(refused.value).endswith("; stop what holds them")
+    assert not (tmp_path / "host-2").exists()
+    assert json.loads((tmp_path / "cluster.json").read_text()) == state
+
+    with pytest.raises(local_nodes.ClusterError, match=r"`raftlog cluster add-host`$"):
+        cluster.add_node(tmp_path, timeout=1)
+
+    stopped = tmp_path / "stopped"
+    _hosts_state(stopped, port - 2, 0)  # pid 0: not running
+    with pytest.raises(local_nodes.ClusterError, match="no host of the cluster .* is running"):
+        cluster.add_host(stopped, timeout=1)
+
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    (nodes / "cluster.json").write_text(json.dumps({"bootstrap": "", "nodes": []}))
+    with pytest.raises(local_nodes.ClusterError, match="`raftlog cluster add-node`$"):
+        cluster.add_host(nodes, timeout=1)
+
+
 def test_host_clusters_past_the_port_scheme_are_refused_before_any_start(
     tmp_path: Path,
 ) -> None:
