@@ -1,8 +1,12 @@
-"""Several brokers per host (issue 45) with real processes: `raftlog serve --config host.toml`
-with brokers = 2 on loopback. Kafka clients see two brokers, racked by the host, and produce
-and consume through them; a broker killed with -9 is started again by the supervisor (its
-/v1/host and /metrics count the restart) and serves again; SIGTERM to the supervisor stops
-both brokers cleanly (exit 0, no ERROR in any log)."""
+"""Several brokers per host (issue 45) with real processes: `raftlog cluster up --hosts 1
+--brokers-per-host 2` on loopback, a supervisor (`raftlog serve --config host.toml`) of two
+brokers. Kafka clients see two brokers, racked by the host, and produce and consume through
+them; a broker killed with -9 is started again by the supervisor (its /v1/host and /metrics
+count the restart) and serves again. `raftlog cluster add-host` then starts a second host of
+two brokers that join: Metadata lists them in its rack, a topic created afterwards has a
+replica of every partition on it, the controller keeps three voters, `cluster status` shows
+it, and `cluster down` stops both supervisors and their brokers cleanly (exit 0, no ERROR in
+any log, no process left)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import os
 import signal
 import subprocess
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -19,24 +24,22 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from support import groups as G
 from support import node_logs
-from support import wire as W
 from support.cluster import (
-    ADMIN_OFFSET,
-    RAFT_OFFSET,
     pick_base_port,
     port_is_free,
     processes_under,
     raftlog_argv,
     reap,
-    tail,
     wait_for,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 HOST = "127.0.0.1"
+HOST_OFFSET = (
+    4000  # `cluster up --hosts`: host h's supervisor at kafka-port+4000+h-1 (CLI contract)
+)
 
 
 def _get(port: int, path: str) -> bytes:
@@ -49,20 +52,17 @@ def _brokers(port: int) -> list[dict[str, Any]]:
     return answer
 
 
-def _racks(bootstrap: str) -> dict[int, str | None]:
-    with W.KafkaWire(bootstrap) as w:
-        response = G.call(
-            w,
-            W.METADATA,
-            {
-                "topics": [],
-                "allow_auto_topic_creation": False,
-                "include_cluster_authorized_operations": False,
-                "include_topic_authorized_operations": False,
-            },
-            timeout=10,
-        )
-    return {int(b.node_id): b.rack for b in response.brokers}
+def _racks(admin: AdminClient) -> dict[int, str | None]:
+    return {int(n.id): n.rack for n in admin.describe_cluster(request_timeout=10).result(15).nodes}
+
+
+def _cli(*args: str) -> str:
+    """`raftlog <args>`'s stdout; fails the test with its output if it fails."""
+    done = subprocess.run(
+        [*raftlog_argv(), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -92,40 +92,28 @@ def _consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return got
 
 
-def test_a_host_of_two_brokers(tmp_path: Path) -> None:
-    base = pick_base_port(nodes=2)
-    host_port = base + ADMIN_OFFSET - 1
-    assert port_is_free(host_port)
-    config = tmp_path / "host.toml"
-    config.write_text(
-        "brokers = 2\n"
-        'host_name = "testhost"\n'
-        "node_id = 1\n"
-        'data_dir = "data"\n'
-        f'kafka_listen = "{HOST}:{base}"\n'
-        f'raft_listen = "{HOST}:{base + RAFT_OFFSET}"\n'
-        'cluster_secret = "host-test-secret"\n'
-        "\n[broker]\n"
-        '"offsets.topic.replication.factor" = 2\n'
-        '"transaction.state.log.replication.factor" = 2\n'
-    )
-    log = tmp_path / "supervisor.log"
-    supervisor = subprocess.Popen(
-        [*raftlog_argv(), "serve", "--config", str(config), "--log-file", str(log)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    bootstrap = f"{HOST}:{base},{HOST}:{base + 1}"
+def test_a_host_of_two_brokers_then_a_second_host(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for _ in range(20):  # the brokers' ports and both hosts' free
+        base = pick_base_port(nodes=4)
+        if all(port_is_free(base + HOST_OFFSET + h) for h in (0, 1)):
+            break
+    host_port, second_port = base + HOST_OFFSET, base + HOST_OFFSET + 1
+    supervisors: list[int] = []
     try:
-        # the supervisor's default host_listen: the port below the first admin port
-        wait_for(
-            lambda: all(b["state"] == "running" for b in _brokers(host_port)), 30, what="brokers"
-        )
-        wait_for(lambda: _racks(f"{HOST}:{base}") == {1: "testhost", 2: "testhost"}, 60,
-                 what="both brokers in Metadata, racked by the host")  # fmt: skip
+        _cli(
+            "cluster", "up", "--hosts", "1", "--brokers-per-host", "2", "--data", str(data),
+            "--kafka-port", str(base), "--broker", "offsets.topic.replication.factor=2",
+            "--broker", "transaction.state.log.replication.factor=2",
+        )  # fmt: skip
+        state = json.loads((data / "cluster.json").read_text())
+        supervisors = [h["pid"] for h in state["hosts"]]
+        assert state["hosts"][0]["status"] == f"{HOST}:{host_port}"
+        assert all(b["state"] == "running" for b in _brokers(host_port))
+        bootstrap = f"{HOST}:{base},{HOST}:{base + 1}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_for(lambda: _racks(admin) == {1: "host-1", 2: "host-1"}, 60,
+                 what="both brokers in Metadata, racked by the host")  # fmt: skip
         admin.create_topics([NewTopic("t", 2, 2)])["t"].result(30)
         first = [b"before-%d" % i for i in range(20)]
         _produce(bootstrap, "t", first)
@@ -144,32 +132,67 @@ def test_a_host_of_two_brokers(tmp_path: Path) -> None:
         )[0]
         assert back["restarts"] == 1 and back["last_exit"] == -signal.SIGKILL
         metrics = _get(host_port, "/metrics").decode()
-        assert 'raftlog_host_broker_restarts_total{host="testhost",node="2"} 1.0' in metrics
-        assert 'raftlog_host_broker_failing{host="testhost",node="2"} 0.0' in metrics
+        assert 'raftlog_host_broker_restarts_total{host="host-1",node="2"} 1.0' in metrics
+        assert 'raftlog_host_broker_failing{host="host-1",node="2"} 0.0' in metrics
         # acks=all on two replicas: every write needs the restarted broker
         after = [b"after-%d" % i for i in range(20)]
         _produce(bootstrap, "t", after)
         assert sorted(_consume(bootstrap, "t", 40)) == sorted(first + after)
 
-        pids = [b["pid"] for b in _brokers(host_port)]
-        supervisor.send_signal(signal.SIGTERM)
-        assert supervisor.wait(60) == 0, tail(log)
+        # a second host: brokers 3 and 4, the next ports, rack host-2, its supervisor next
+        out = _cli("cluster", "add-host", "--data", str(data)).splitlines()
+        assert out[-1] == ",".join(f"{HOST}:{base + i}" for i in range(4)), out
+        state = json.loads((data / "cluster.json").read_text())
+        supervisors = [h["pid"] for h in state["hosts"]]
+        assert [b["node_id"] for b in _brokers(second_port)] == [3, 4]
+        assert [n["host"] for n in state["nodes"]] == ["host-1", "host-1", "host-2", "host-2"]
+        one, two = (tomllib.loads(Path(h["config"]).read_text()) for h in state["hosts"])
+        settings = {
+            f"{t}.replication.factor": 2 for t in ("offsets.topic", "transaction.state.log")
+        }
+        assert one["broker"] == two["broker"] == settings  # the [broker] of `cluster up`
+        assert two["cluster_secret"] == one["cluster_secret"]
+        racks = {1: "host-1", 2: "host-1", 3: "host-2", 4: "host-2"}
+        wait_for(lambda: _racks(admin) == racks, 30, what="the new brokers in Metadata, racked")
+        admin.create_topics([NewTopic("grown", 4, 2)])["grown"].result(30)
+        placed = admin.list_topics("grown", timeout=10).topics["grown"].partitions
+        assert len(placed) == 4
+        for partition in placed.values():  # rack-aware: one replica on each host
+            assert len(partition.replicas) == 2
+            assert {racks[r] for r in partition.replicas} == {"host-1", "host-2"}
+        _produce(bootstrap, "grown", [b"grown-%d" % i for i in range(4)])
+
+        status = _cli("cluster", "status", "--data", str(data)).splitlines()
+        at = status.index(f"host host-2  supervisor pid {supervisors[1]}  {HOST}:{second_port}")
+        assert [line.split()[:2] for line in status[at + 1 :]] == [["node", "3"], ["node", "4"]]
+        assert all(" up (pid " in line for line in status if line.startswith("  node"))
+        # the controller quorum stays at its size (3) with four brokers
+        assert sum("controller voter" in line for line in status) == 3, status
+
+        pids = [b["pid"] for port in (host_port, second_port) for b in _brokers(port)]
+        out = _cli("cluster", "down", "--data", str(data)).splitlines()
+        assert out == [
+            f"host host-{h} (pid {pid}) stopped" for h, pid in enumerate(supervisors, 1)
+        ], out
+        # ours to reap (conftest made this process their subreaper); reaped, not ours to kill
+        assert [os.waitpid(supervisors.pop(), 0)[1] for _ in range(2)] == [0, 0]
         for pid in pids:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
-        assert "every broker stopped" in log.read_text()
-        for node in (1, 2):
-            broker_log = tmp_path / "data" / f"broker-{node}" / "raftlog.log"
+        assert processes_under(tmp_path) == []
+        for h in (1, 2):
+            assert "every broker stopped" in (data / f"host-{h}" / "raftlog.log").read_text()
+        for node in (1, 2, 3, 4):
+            host = "host-1" if node < 3 else "host-2"
+            broker_log = data / host / f"broker-{node}" / "raftlog.log"
             assert "stopping: handing over leadership" in broker_log.read_text()
-        assert len(list((tmp_path / "data").glob("broker-*/*.log"))) == 4
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(supervisor.pid, signal.SIGKILL)
-        for pid in processes_under(tmp_path):
+        for pid in [*supervisors, *processes_under(tmp_path)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             reap(pid)
-        supervisor.wait(10)
-        # the supervisor's log, each broker's log and console: no ERROR, no traceback (or
+        # each supervisor's log, each broker's log and console: no ERROR, no traceback (or
         # conftest fails the test)
-        node_logs.check_files("host testhost", [log, *(tmp_path / "data").glob("broker-*/*.log")])
+        node_logs.check_files(
+            "hosts", [*data.glob("host-*/*.log"), *data.glob("host-*/broker-*/*.log")]
+        )
