@@ -111,7 +111,7 @@ PURE_TESTS ?= $(addprefix tests/unit/,test_raft_*.py test_journal*.py test_mesh.
 # sarama as Debian ships it (GOPATH mode: no module download), for tests/e2e/test_sarama.py.
 SARAMA_SRC := /usr/share/gocode/src/github.com/Shopify/sarama
 SARAMA := build/sarama-client
-$(SARAMA): tests/clients/sarama/main.go | sysdeps
+$(SARAMA): $(wildcard tests/clients/sarama/*.go) | sysdeps
 	GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= GOCACHE=$(CURDIR)/build/go-cache \
 		CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go build -o $@ ./tests/clients/sarama
 
