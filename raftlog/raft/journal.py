@@ -31,6 +31,7 @@ from raftlog.raft.window_entries import (
     RaftEntry,
     StoredCommand,
     WindowView,
+    window_item,
 )
 from raftlog.raft.window_file import RECORD_HEAD, Entry, Rewrite, WindowFile, fsync_dir
 from raftlog.storage.log import Log, TruncateResult
@@ -179,10 +180,9 @@ class SegmentJournal(WindowFile):
 
     def __getitem__(self, item: int | slice) -> RaftEntry | WindowView:
         if isinstance(item, slice):
-            start, stop, step = item.indices(len(self._entries))
-            if step != 1:
-                raise ValueError("stepped slices are not supported")
-            return WindowView(self, start, stop)
+            return window_item(self, 0, len(self._entries), item)
+        # the list checks the index; a native call (window_item's goes through EntryReader,
+        # ~40 ns more compiled, and the controller's pysyncobj indexes its log per entry)
         return self._tuple(item)
 
     def __len__(self) -> int:

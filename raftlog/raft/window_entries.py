@@ -116,16 +116,26 @@ class WindowView:
     def __getitem__(self, item: slice) -> WindowView: ...
 
     def __getitem__(self, item: int | slice) -> RaftEntry | WindowView:
-        if isinstance(item, slice):
-            start, stop, step = item.indices(len(self))
-            if step != 1:
-                raise ValueError("stepped slices are not supported")
-            return WindowView(self._journal, self._start + start, self._start + stop)
-        if item < 0:
-            item += len(self)
-        if not 0 <= item < len(self):
-            raise IndexError(item)
-        return self._journal._tuple(self._start + item)
+        return window_item(self._journal, self._start, self._stop, item)
 
     def entries(self) -> list[RaftEntry]:
         return list(self)
+
+
+def window_item(
+    journal: EntryReader, start: int, stop: int, item: int | slice
+) -> RaftEntry | WindowView:
+    """`item` of the journal's window positions start to stop - 1, as a sequence takes it: the
+    one indexing that SegmentJournal (the whole window) and WindowView (a slice of it) share,
+    a plain call so that neither pays for an object per index."""
+    length = stop - start
+    if isinstance(item, slice):
+        first, end, step = item.indices(length)
+        if step != 1:
+            raise ValueError("stepped slices are not supported")
+        return WindowView(journal, start + first, start + end)
+    if item < 0:
+        item += length
+    if not 0 <= item < length:
+        raise IndexError(item)
+    return journal._tuple(start + item)
