@@ -22,6 +22,7 @@ from raftlog.partition.produce_queue import ProduceRequest, answer_within
 from raftlog.storage import codecs
 from raftlog.storage.batch import (
     BatchHeader,
+    check_bytes,
     check_records,
     decompressed_bytes,
     iter_batches,
@@ -81,6 +82,7 @@ class ProduceSide(ReplicaBase):
             request.checked = asyncio.ensure_future(
                 self._opened(
                     headers,
+                    None,
                     records,
                     timeout_ms,
                     recompress,
@@ -96,7 +98,15 @@ class ProduceSide(ReplicaBase):
             # does not hold up every other partition while it is opened. The queue keeps
             # the request's place, so a connection's writes still land in order.
             request.checked = asyncio.ensure_future(
-                self._opened(headers, records, timeout_ms, check_records, records, limit)
+                self._opened(
+                    headers,
+                    check_bytes(records, headers),
+                    records,
+                    timeout_ms,
+                    check_records,
+                    records,
+                    limit,
+                )
             )
         self.produce_queue.submit(request)
         if future is None:
@@ -106,18 +116,21 @@ class ProduceSide(ReplicaBase):
     async def _opened(
         self,
         headers: list[BatchHeader],
+        held: int | None,
         records: bytes,
         timeout_ms: int,
         fn: Callable[..., _T],
         *args: object,
     ) -> _T:
-        """`fn(*args)` in a thread once the node's request memory admits what `records`
-        decompress to (counted in a thread first, holding a chunk): past the budget a produce
+        """`fn(*args)` in a thread once the node's request memory admits what it holds of
+        `records` opened: `held` bytes, or (None) what they decompress to, counted in a
+        thread first, holding a chunk (check_bytes knows it of lz4 batches, which the
+        check walks a piece at a time without that second pass). Past the budget a produce
         waits up to its timeout (REQUEST_TIMED_OUT), as Kafka's and Redpanda's stop reading
         requests while their memory is taken; a request larger than the whole budget is
         MESSAGE_TOO_LARGE. Either way nothing is stored."""
-        size = 0
-        if any(h.compression for h in headers):
+        size = held or 0
+        if held is None and any(h.compression for h in headers):
             size = await asyncio.get_running_loop().run_in_executor(
                 _OPENING, decompressed_bytes, records, codecs.MAX_DECOMPRESSED_BYTES
             )

@@ -16,6 +16,7 @@ from crc32c import crc32c
 
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage import codecs
+from raftlog.storage.records import Counter
 from raftlog.storage.records import count as count_records
 from raftlog.storage.records import skip as skip_records
 from raftlog.storage.records import walk as walk_records
@@ -27,6 +28,7 @@ __all__ = [
     "BatchHeader",
     "assign",
     "build",
+    "check_bytes",
     "check_records",
     "crc_ok",
     "decompressed_bytes",
@@ -398,13 +400,39 @@ def decompressed_bytes(records: bytes, limit: int) -> int:
     return total
 
 
+def check_bytes(records: bytes, headers: list[BatchHeader]) -> int | None:
+    """What check_records holds of these batches (validate_produce's `headers`) opened, when
+    no batch needs measuring: an lz4 batch is walked as it decompresses (what its frame
+    header says that holds, codecs.lz4_check_bytes; one batch after the other), a plain one
+    in place. None when a batch of another codec is among them (opened whole:
+    decompressed_bytes measures it, in a thread)."""
+    held, pos = 0, 0
+    for header in headers:
+        if needs_record_walk(header):
+            if header.compression == codecs.LZ4:
+                payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
+                held = max(held, codecs.lz4_check_bytes(payload))
+            elif header.compression:
+                return None
+        pos += header.size
+    return held
+
+
 def check_records(records: bytes, limit: int) -> None:
     """What validate_produce leaves to a thread: every batch that needs_record_walk holds
     exactly the records its header counts, a compressed one within `limit` bytes once
-    decompressed (Kafka's LogValidator looks inside too)."""
+    decompressed (Kafka's LogValidator looks inside too). An lz4 batch is counted a piece
+    at a time as it decompresses (what check_bytes admits); the other codecs are opened
+    whole."""
     for pos, header in iter_batches(records):
         if needs_record_walk(header):
             payload: bytes | memoryview = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
+            if header.compression == codecs.LZ4:
+                counter = Counter()
+                for piece in codecs.lz4_pieces(payload, limit):
+                    counter.feed(piece)
+                counter.check(header.record_count)
+                continue
             if header.compression:
                 payload = codecs.decompress(header.compression, payload, limit)
             count_records(payload, header.record_count)

@@ -14,7 +14,7 @@ from support.wire import zstd_bomb
 
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage import codecs
-from raftlog.storage.batch import check_records, decompressed_bytes
+from raftlog.storage.batch import check_bytes, check_records, decompressed_bytes, validate_produce
 from raftlog.storage.records import varint
 
 from .test_batch import (
@@ -168,6 +168,13 @@ def test_decompressed_size_refuses_garbage_and_truncation(codec: int) -> None:
         assert info.value.code == ErrorCode.corrupt_message
 
 
+def plain_record(offset_delta: int, value: bytes) -> bytes:
+    """One record (no key, no headers), length-prefixed as in a records section."""
+    body = b"\x00\x00" + varint_bytes(2 * offset_delta) + b"\x01" + varint_bytes(2 * len(value))
+    body += value + b"\x00"
+    return varint_bytes(2 * len(body)) + body
+
+
 def varint_bytes(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
@@ -175,3 +182,49 @@ def varint_bytes(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def test_an_lz4_batch_is_checked_a_piece_at_a_time() -> None:
+    """The produce check of an lz4 batch (librdkafka's frames: independent 64 KiB blocks)
+    never holds its records section: 4 MiB of records pass holding a few pieces, a record
+    short or a byte cut is refused, and the admission (check_bytes) is what the frame says
+    the walk holds, not the section's size."""
+    value = bytes(range(256)) * 16
+    records = b"".join(plain_record(i, value) for i in range(1024))
+    payload = lz4.frame.compress(
+        records, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False
+    )
+    batch = bytearray(make_batch([1, 2])[:HEADER_SIZE] + payload)
+    struct.pack_into(">h", batch, 21, LZ4)
+    struct.pack_into(">i", batch, 23, 1023)  # last offset delta
+    struct.pack_into(">i", batch, 57, 1024)  # record count
+    whole = bytes(reseal(batch))
+    tracemalloc.start()
+    try:
+        check_records(whole, 64 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(records) > 4 << 20
+    assert peak < 8 * codecs.LZ4_PIECE, peak
+    held = check_bytes(whole, validate_produce(whole, 16 << 20, False))
+    assert held == 5 * codecs.LZ4_PIECE
+    linked = lz4.frame.compress(records, block_size=lz4.frame.BLOCKSIZE_MAX4MB)
+    assert codecs.lz4_check_bytes(linked) == 3 * codecs.LZ4_PIECE + (8 << 20) + (128 << 10)
+    assert code_of(bytes(reseal(bytearray(whole[:-1]))), 64 << 20) == ErrorCode.corrupt_message
+    with pytest.raises(KafkaError) as info:
+        check_records(whole, len(records) - 1)
+    assert info.value.code == ErrorCode.message_too_large
+    short = bytearray(whole)
+    struct.pack_into(">i", short, 23, 1024)
+    struct.pack_into(">i", short, 57, 1025)
+    assert code_of(bytes(reseal(short)), 64 << 20) == ErrorCode.corrupt_message
+
+
+def test_only_lz4_and_plain_batches_are_admitted_unmeasured() -> None:
+    """check_bytes: None (measure in a thread first) for a batch opened whole."""
+    for codec, expected in ((GZIP, None), (ZSTD, None), (0, 0)):
+        batch = bytes(make_batch([1, 2], codec))
+        assert check_bytes(batch, validate_produce(batch, 1 << 20, False)) == expected
+    snappy = bytes(snappy_batch([1, 2], False))
+    assert check_bytes(snappy, validate_produce(snappy, 1 << 20, False)) is None

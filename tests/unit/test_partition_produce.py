@@ -26,7 +26,7 @@ from raftlog.storage.batch import parse_header
 
 from .test_batch import HEADER_SIZE, reseal
 
-GZIP = 1
+GZIP, LZ4 = 1, 3
 
 
 @pytest.fixture
@@ -49,12 +49,12 @@ def seq_batch(pid: int, first: int, count: int, epoch: int = 0) -> bytes:
     )
 
 
-def gzip_batch(*vals: bytes) -> bytes:
-    """A gzip batch (kafka-python sends a batch uncompressed when gzip would not shrink it:
-    values long and alike enough that it does)."""
+def gzip_batch(*vals: bytes, codec: int = GZIP) -> bytes:
+    """A gzip (or `codec`) batch (kafka-python sends a batch uncompressed when gzip would not
+    shrink it: values long and alike enough that it does)."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
-        compression_type=GZIP,
+        compression_type=codec,
         is_transactional=False,
         producer_id=-1,
         producer_epoch=-1,
@@ -64,7 +64,7 @@ def gzip_batch(*vals: bytes) -> bytes:
     for i, v in enumerate(vals):
         builder.append(i, timestamp=1_700_000_000_000, key=None, value=v, headers=[])
     built = bytes(builder.build())
-    assert parse_header(built).compression == GZIP
+    assert parse_header(built).compression == codec
     return built
 
 
@@ -419,19 +419,23 @@ async def checks_finished(p: Partition) -> None:
     await asyncio.sleep(0)  # their done callbacks propose
 
 
-async def test_a_compressed_batch_keeps_its_place_while_it_is_checked(replicas: Replicas) -> None:
-    """A compressed batch is opened in a thread before it is proposed; the requests after it
+@pytest.mark.parametrize("codec", [GZIP, LZ4])
+async def test_a_compressed_batch_keeps_its_place_while_it_is_checked(
+    replicas: Replicas, codec: int
+) -> None:
+    """A compressed batch is opened in a thread before it is proposed (an lz4 one walked as
+    it decompresses, admitted by what its frame says that holds); the requests after it
     wait for it rather than overtake it (a connection's writes land in order), and a batch
     that does not open is refused alone."""
     leader, p = await leading(replicas)
     zipped = [b"z%d" % i * 100 for i in range(3)]
-    packed = replicas.send(leader, gzip_batch(*zipped))
+    packed = replicas.send(leader, gzip_batch(*zipped, codec=codec))
     plain = replicas.send(leader, batch(b"p"))
     await checks_finished(p)
     await replicas.run(0.2)
     assert [r.base_offset for r in done(packed, plain)] == [0, 3]
-    # a gzip batch whose payload is not gzip (the batch's CRC made valid)
-    broken = bytearray(gzip_batch(b"never" * 100)[:HEADER_SIZE]) + b"not gzip at all"
+    # a batch whose payload is not in its codec (the batch's CRC made valid)
+    broken = bytearray(gzip_batch(b"never" * 100, codec=codec)[:HEADER_SIZE]) + b"not at all"
     refused = replicas.send(leader, bytes(reseal(broken)))
     after = replicas.send(leader, batch(b"q"))
     await checks_finished(p)

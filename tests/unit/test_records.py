@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from support.wire import zigzag
 
 from raftlog.common.errors import ErrorCode, KafkaError
-from raftlog.storage.records import count, skip, walk
+from raftlog.storage.records import Counter, count, skip, walk
 
 
 def record(offset_delta: int, key: bytes | None, value: bytes | None) -> bytes:
@@ -77,3 +77,57 @@ def test_the_fast_walk_refuses_exactly_what_does_not_line_up(
         with pytest.raises(KafkaError) as info:
             count(cut, claimed)
         assert info.value.code == ErrorCode.corrupt_message
+
+
+@given(sections, st.data())
+@settings(max_examples=300, deadline=None)
+def test_counting_in_pieces_agrees_with_counting_whole(
+    section: list[tuple[bytes | None, bytes | None]], data: st.DataObject
+) -> None:
+    """A compressed batch is counted a piece at a time as it decompresses: pieces cut
+    anywhere, inside a record or its length prefix, give count()'s verdict on the whole."""
+    records = [record(i, k, v) for i, (k, v) in enumerate(section)]
+    whole = bytearray(b"".join(records))
+    starts = [sum(map(len, records[:i])) for i in range(len(records))]
+    # cuts anywhere, and inside or just after length prefixes (1-3 bytes here)
+    near_prefix = st.sampled_from(starts).flatmap(lambda at: st.integers(at, at + 3))
+    if data.draw(st.booleans()):  # a mutated or cut section, as in the test above
+        whole[data.draw(st.integers(0, len(whole) - 1))] = data.draw(st.integers(0, 255))
+        whole = whole[: data.draw(st.integers(1, len(whole)))]
+    claimed = data.draw(st.sampled_from([len(section), lengths_line_up(bytes(whole)) or 1]))
+    anywhere = st.one_of(st.integers(0, len(whole)), near_prefix)
+    cuts = sorted(min(c, len(whole)) for c in data.draw(st.lists(anywhere, max_size=12)))
+
+    def in_pieces() -> None:
+        counter = Counter()
+        for start, end in zip([0, *cuts], [*cuts, len(whole)], strict=True):
+            counter.feed(memoryview(whole)[start:end])
+        counter.check(claimed)
+
+    try:
+        count(bytes(whole), claimed)
+    except KafkaError as exc:
+        with pytest.raises(KafkaError) as info:
+            in_pieces()
+        assert info.value.code == exc.code == ErrorCode.corrupt_message
+    else:
+        in_pieces()
+
+
+def test_a_length_prefix_cut_by_a_piece_is_read_across_it() -> None:
+    """Length prefixes of one, two and three bytes, the section cut in two at every byte
+    and fed a byte at a time: always three records, and a byte short is refused."""
+    whole = b"".join(record(i, None, b"v" * n) for i, n in enumerate((0, 70, 9000)))
+    for at in range(len(whole) + 1):
+        counter = Counter()
+        counter.feed(whole[:at])
+        counter.feed(whole[at:])
+        counter.check(3)
+    counter = Counter()
+    for at in range(len(whole)):
+        counter.feed(whole[at : at + 1])
+    counter.check(3)
+    short = Counter()
+    short.feed(whole[:-1])
+    with pytest.raises(KafkaError):
+        short.check(3)
