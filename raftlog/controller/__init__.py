@@ -453,6 +453,19 @@ class Controller:
                 f"adding node {node_id}: no commit within {timeout}s"
             ) from None
 
+    async def admit(self, node_id: int) -> None:
+        """A node that joined becomes a voter while the voters are fewer than quorum_size;
+        otherwise it observes (controller/voters.py)."""
+        for _ in range(30):
+            if not voters.admits(node_id, self.voters(), self.quorum_size):
+                return
+            try:
+                await self.add_member(node_id)
+                return
+            except ControllerUnavailable:
+                await asyncio.sleep(1.0)
+        log.warning("node %d could not be added to the controller's voters", node_id)
+
     def voters(self) -> set[int]:
         """The controller quorum's voters, as this node's log has them."""
         return {int(v) for v in self.group.members()}

@@ -26,7 +26,7 @@ from raftlog.common.memory_budget import MemoryBudget
 from raftlog.common.mesh_calls import MeshCalls
 from raftlog.config import group_config
 from raftlog.config.node_config import NodeConfig
-from raftlog.controller import Controller, ControllerUnavailable, moves, voters
+from raftlog.controller import Controller, ControllerUnavailable, moves
 from raftlog.controller.ticker import Ticker
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
@@ -332,16 +332,8 @@ class Node(TransactionCalls, LocalReplicas):
 
     async def _admit(self, node_id: int) -> None:
         """A joining node becomes a controller voter while the voters are fewer than
-        controller.quorum.size; otherwise it observes (controller/voters.py)."""
-        for _ in range(30):
-            if not voters.admits(node_id, self.controller.voters(), self.controller.quorum_size):
-                return
-            try:
-                await self.controller.add_member(node_id)
-                return
-            except ControllerUnavailable:
-                await asyncio.sleep(1.0)
-        log.warning("node %d could not be added to the controller's voters", node_id)
+        controller.quorum.size; otherwise it observes (Controller.admit)."""
+        await self.controller.admit(node_id)
 
     def _live_registered(self) -> set[int]:
         """The registered nodes this one is connected to, and itself."""
