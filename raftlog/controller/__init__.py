@@ -37,6 +37,7 @@ from raftlog.storage.log import TruncateResult
 log = logging.getLogger(__name__)
 
 GROUP_NAME = "__controller"
+ADMIT_RETRY = 1.0  # seconds between a joining node's admission checks (Controller.admit)
 EXISTS = "exists"
 UNKNOWN = "unknown"
 
@@ -437,7 +438,9 @@ class Controller:
             ) from None
 
     async def add_member(self, node_id: int, timeout: float = 10.0) -> None:
-        """Makes a node that joined a voting member of the controller group."""
+        """Makes a node that joined a voting member of the controller group if the voters
+        are fewer than quorum_size; the leader judges that on its own log as it appends the
+        change, so no older view of the set decides (FORK.md 13)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
 
@@ -445,7 +448,7 @@ class Controller:
             if not future.done():
                 loop.call_soon(_settle, future, result, reason)
 
-        self.group.add_member(str(node_id), done)
+        self.group.add_member(str(node_id), done, at_most=self.quorum_size)
         try:
             await asyncio.wait_for(future, timeout)
         except TimeoutError:
@@ -453,17 +456,24 @@ class Controller:
                 f"adding node {node_id}: no commit within {timeout}s"
             ) from None
 
-    async def admit(self, node_id: int) -> None:
+    async def admit(self, node_id: int, timeout: float = 300.0) -> None:
         """A node that joined becomes a voter while the voters are fewer than quorum_size;
-        otherwise it observes (controller/voters.py)."""
-        for _ in range(30):
-            if not voters.admits(node_id, self.voters(), self.quorum_size):
+        otherwise it observes (controller/voters.py). Every node that saw it join asks, and
+        asks again (the leader refuses while a change is uncommitted, a new leader before
+        its first entry commits) until its own log has the node a voter or the set full,
+        committed: whichever node leads by then decides, once (add_member)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            if voters.admits(node_id, self.voters(), self.quorum_size):
+                try:
+                    await self.add_member(node_id)
+                    continue
+                except ControllerUnavailable:
+                    pass  # refused or not committed in time; judged again
+            elif not compat.has_uncommitted(self.state):
                 return
-            try:
-                await self.add_member(node_id)
-                return
-            except ControllerUnavailable:
-                await asyncio.sleep(1.0)
+            await asyncio.sleep(ADMIT_RETRY)
         log.warning("node %d could not be added to the controller's voters", node_id)
 
     def voters(self) -> set[int]:

@@ -151,10 +151,13 @@ class RaftGroup:
         self.wake()
         self.obj.transferLeadership(callback=callback)
 
-    def add_member(self, node_id: str, callback: Callback | None = None) -> None:
-        """Adds a node to this group (pysyncobj forwards it to the leader)."""
+    def add_member(
+        self, node_id: str, callback: Callback | None = None, at_most: int | None = None
+    ) -> None:
+        """Adds a node to this group (pysyncobj forwards it to the leader); with `at_most`,
+        only if the leader's voters are fewer when it appends the change (FORK.md 13)."""
         self.wake()
-        self.obj.addNodeToCluster(Node(node_id), callback=callback)
+        self.obj.addNodeToCluster(Node(node_id), callback=callback, atMost=at_most)
 
     def remove_member(self, node_id: str, callback: Callback | None = None) -> None:
         """Takes a voter out of this group (forwarded to the leader; a leader asked to remove

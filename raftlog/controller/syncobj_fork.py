@@ -398,7 +398,7 @@ class SyncObj(object):
             raise Exception('wrong version, enabled version is %d, requested version is %d' % (self.__enabledCodeVersion, newVersion))
         self._applyCommand(pickle.dumps(newVersion), callback, _COMMAND_TYPE.VERSION)
 
-    def addNodeToCluster(self, node, callback = None):
+    def addNodeToCluster(self, node, callback = None, atMost = None):
         """Add single node to cluster (dynamic membership changes). Async.
         You should wait until node successfully added before adding
         next node.
@@ -407,12 +407,15 @@ class SyncObj(object):
         :type node: Node | str
         :param callback: will be called on success or fail
         :type callback: function(`FAIL_REASON <#pysyncobj.FAIL_REASON>`_, None)
+        :param atMost: raftlog (FORK.md, 13): the leader refuses the change unless the voters,
+            as its log has them when it appends, are fewer than this
         """
         if not self.__conf.dynamicMembershipChange:
             raise Exception('dynamicMembershipChange is disabled')
         if not isinstance(node, Node):
             node = self.__nodeClass(node)
-        self._applyCommand(pickle.dumps(['add', node.id, node]), callback, _COMMAND_TYPE.MEMBERSHIP)
+        request = ['add', node.id, node] + ([atMost] if atMost is not None else [])
+        self._applyCommand(pickle.dumps(request), callback, _COMMAND_TYPE.MEMBERSHIP)
 
     def removeNodeFromCluster(self, node, callback = None):
         """Remove single node from cluster (dynamic membership changes). Async.
@@ -1812,13 +1815,18 @@ class SyncObj(object):
     def __absoluteChange(self, request):
         """raftlog (FORK.md, 12): a leader's membership request as the entry it appends:
         [type, node id, node, voters after, voters before], or None if it is refused (a
-        voter added twice, a node not a voter removed, the last voter removed). A leader
+        voter added twice, a node not a voter removed, the last voter removed, a bounded add
+        to a set at its bound: 13). A leader
         asked to remove itself refuses and hands its leadership to a caught-up voter; the
         request made again then reaches the next leader."""
         requestType, requestNodeId = request[0], request[1]
         requestNode = request[2] if len(request) >= 3 else Node(requestNodeId)
+        # raftlog (FORK.md, 13): a bounded add ([type, id, node, at most]) is judged here, on
+        # the configuration that this append follows, not on the asking node's older view.
+        atMost = request[3] if len(request) == 4 else None
         before = set(self.voterIds)
-        if requestType == 'add' and requestNodeId not in before:
+        if requestType == 'add' and requestNodeId not in before and \
+                (atMost is None or len(before) < atMost):
             after = before | {requestNodeId}
         elif requestType == 'rem' and requestNodeId in before and len(before) > 1:
             if requestNodeId == self.__selfNode.id:

@@ -328,12 +328,7 @@ class Node(TransactionCalls, LocalReplicas):
         """A node this one did not know connected with the cluster secret: it is joining."""
         if peer not in self.controller.group.members():
             log.info("node %s (%s:%d) is joining the cluster", peer, *address)
-            self._tasks.append(asyncio.create_task(self._admit(int(peer))))
-
-    async def _admit(self, node_id: int) -> None:
-        """A joining node becomes a controller voter while the voters are fewer than
-        controller.quorum.size; otherwise it observes (Controller.admit)."""
-        await self.controller.admit(node_id)
+            self._tasks.append(asyncio.create_task(self.controller.admit(int(peer))))
 
     def _live_registered(self) -> set[int]:
         """The registered nodes this one is connected to, and itself."""

@@ -260,6 +260,28 @@ def test_a_voter_replaced_by_an_observer_one_change_at_a_time(cluster: Cluster) 
     assert committed(outcome)
 
 
+def test_a_bounded_add_is_judged_on_the_leaders_log_as_it_appends(cluster: Cluster) -> None:
+    """FORK.md 13: an add with a bound goes in only while the leader's voters, when it
+    appends the change, are fewer than the bound; whoever asked and whatever it saw."""
+    leader = cluster.wait_leader()
+
+    def add(replica: Replica, node_id: str, at_most: int) -> list[tuple[Any, int]]:
+        outcome: list[tuple[Any, int]] = []
+
+        def answered(result: Any, reason: int) -> None:
+            outcome.append((result, reason))
+
+        replica.obj.addNodeToCluster(Node(node_id), callback=answered, atMost=at_most)
+        wait(cluster, outcome)
+        return outcome
+
+    assert add(leader, "4", 3) == [(None, FAIL_REASON.REQUEST_DENIED)]
+    assert committed(add(cluster.replicas["5"], "4", 5))  # forwarded by an observer
+    assert add(cluster.replicas["5"], "5", 4) == [(None, FAIL_REASON.REQUEST_DENIED)]
+    cluster.run(0.5)
+    assert all(v == {"1", "2", "3", "4"} for v in voter_sets(cluster).values())
+
+
 def test_a_leader_asked_to_remove_itself_hands_over_first(cluster: Cluster) -> None:
     leader = cluster.wait_leader()
     cluster.run(1)  # every voter caught up, so the transfer has a target
@@ -505,6 +527,77 @@ async def test_controllers_on_a_loopback_mesh_replace_their_leader_by_an_observe
         assert after is not None and leader in after and now in after
         assert sorted(racks[v] for v in after) == ["a", "b", "c"]
         assert await controllers[now].spread_voters({1, 2, 3, 4}) is None  # spread already
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    finally:
+        for c in controllers.values():
+            c.close()
+        for mesh in meshes.values():
+            await mesh.close()
+
+
+class HeldController(Controller):
+    """A Controller whose next membership proposal waits for the test: a node that judged a
+    join on its view and whose proposal reaches the leader later, the window of a check and
+    the act that follows it."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.held = asyncio.Event()
+        self.release: asyncio.Event | None = None
+
+    async def add_member(self, node_id: int, *args: Any, **kwargs: Any) -> None:
+        if self.release is not None:
+            self.held.set()
+            await self.release.wait()
+            self.release = None
+        await super().add_member(node_id, *args, **kwargs)
+
+
+async def test_two_joins_at_once_admit_one_voter_when_one_place_is_left(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Voters 1 and 2 (controller.quorum.size 3), nodes 3 and 4 joining, on real meshes over
+    loopback. The follower judges node 4's join on its view ({1, 2}: room for one) and its
+    proposal is held; meanwhile the leader admits node 3 and commits it. The held proposal
+    then reaches the leader, which decides on its log as it appends: the set is full and node
+    4 observes. (Before, the leader appended what the follower had judged: four voters.)"""
+    ids = [1, 2, 3, 4]
+    meshes: dict[int, Mesh] = {}
+    controllers: dict[int, HeldController] = {}
+    for n in ids:
+        meshes[n] = Mesh(str(n), ("127.0.0.1", 0), {}, b"secret")
+        ticker = Ticker(ElectionBudget(100.0, 25, time.monotonic))
+        ticker.start()
+        controllers[n] = HeldController(
+            n, [1, 2], tmp_path / str(n), meshes[n], ticker, RaftTimings(), lambda: None, 3
+        )
+    try:
+        for n in ids:
+            await meshes[n].start()
+            for m in ids[: n - 1]:
+                port = meshes[m]._server.sockets[0].getsockname()[1]
+                meshes[n].add_peer(str(m), ("127.0.0.1", port))
+        leader = await _until(
+            "a leader", lambda: next((n for n, c in controllers.items() if c.group.is_leader), 0)
+        )
+        follower = 3 - leader
+        assert all(c.voters() == {1, 2} for c in controllers.values())
+        controllers[follower].release = release = asyncio.Event()
+        judged = asyncio.create_task(controllers[follower].admit(4))
+        await asyncio.wait_for(controllers[follower].held.wait(), 10)
+        await controllers[leader].admit(3)
+        await _until(
+            "every node has voters 1-3",
+            lambda: all(c.voters() == {1, 2, 3} for c in controllers.values()),
+        )
+        release.set()
+        await asyncio.wait_for(judged, 30)  # refused, then node 4 found in no place left
+        assert controllers[leader].voters() == controllers[follower].voters() == {1, 2, 3}
+        await _until(
+            "every node still has voters 1-3",
+            lambda: all(c.voters() == {1, 2, 3} for c in controllers.values()),
+        )
+        assert not controllers[4].group.is_voter
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     finally:
         for c in controllers.values():
