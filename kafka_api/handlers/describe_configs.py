@@ -3,7 +3,10 @@ needs DESCRIBE_CONFIGS on it (a broker's: on the cluster), asked after the reque
 checks: at most MAX_RESOURCES resources (any group name is answered with every setting, so
 an answer would otherwise grow with the request: 20,000 names built 23.5 MB and held the
 node's loop 4.6 s), and each named once (every copy of one named twice is INVALID_REQUEST;
-Kafka answers each copy in full)."""
+Kafka answers each copy in full). v0 (sarama 1.22's ListTopics and DescribeConfig;
+kafka_api/describe_configs_v0.py) has no synonyms and says `is_default` where later versions
+give the source: true where the source is DEFAULT_CONFIG, as Kafka before 2.7 answered (2.7 to
+3.9 send false for every config, so sarama's ListTopics shows every one as set there)."""
 
 from __future__ import annotations
 
@@ -17,9 +20,10 @@ from kafka_api.context import RequestContext
 from raftlog.api.broker import Broker
 from raftlog.api.values import ConfigEntry
 from raftlog.common.errors import ErrorCode
+from raftlog.config.topic_config import DEFAULT
 
 API_KEY = 32
-MIN_VERSION = 1  # Kafka 4's baseline
+MIN_VERSION = 0  # sarama 1.22 sends v0 (Kafka 3.9 and Redpanda serve it; Kafka 4 does not)
 MAX_VERSION = 4
 
 TOPIC = 2
@@ -46,9 +50,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         (resource, refused or _described(ctx, resource.resource_type, resource.resource_name))
         for resource, refused in zip(resources, outcomes, strict=True)
     ]
-    return await encode_off_loop(
-        _response, m, found, request.include_synonyms, include_documentation
-    )
+    include_synonyms = getattr(request, "include_synonyms", False)  # v1+
+    return await encode_off_loop(_response, m, found, include_synonyms, include_documentation)
 
 
 def _response(m: Any, found: list[tuple[Any, Outcome]], synonyms: bool, documentation: bool) -> Any:
@@ -171,6 +174,7 @@ def _config(m: Any, entry: ConfigEntry, synonyms: bool, documentation: bool) -> 
         value=value,
         read_only=entry.read_only,
         config_source=entry.source,
+        is_default=entry.source == DEFAULT,  # v0
         is_sensitive=entry.sensitive,
         synonyms=tuple(
             m.DescribeConfigsSynonym(

@@ -6,14 +6,13 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from kafka_api.codec import Encoded, encode_response
+from kafka_api.codec import Encoded, encode_response, response_schema
 
 
 def client_reads(response: Any, api_key: int, version: int) -> Any:
-    response_type: Any = load_response_schema(api_key, version)
+    response_type: Any = response_schema(api_key, version)  # kio's, or ours where kio has none
     frame = b"".join(encode_response(7, response))
     header_size = 4 + 4 + (1 if response_type.__header_schema__.__flexible__ else 0)
     decoded: Any

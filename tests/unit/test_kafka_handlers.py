@@ -9,11 +9,13 @@ from datetime import timedelta
 import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
+from kio.static.primitive import i8
 from support.answers import client_reads
 from support.broker_stub import BrokerStub
 from support.members import every_member
 from support.wire import make_batch
 
+from kafka_api import describe_configs_v0
 from kafka_api.codec import build, encode_response
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
@@ -1019,6 +1021,43 @@ async def test_describe_configs():
     assert [(s.name, s.value, s.source) for s in only[0].synonyms] == [("retention.ms", "1000", 1)]
     assert [c.name for c in results[1].configs] == ["retention.ms", "cleanup.policy"]
     assert [(c.name, c.value) for c in results[3].configs] == [("broker.id", "1")]
+
+
+async def test_describe_configs_v0_says_is_default_and_has_no_synonyms():
+    """sarama 1.22's ListTopics and DescribeConfig: v0 (our model, Kafka 3.9's) says only
+    whether each config is the default, from its source; a topic's own value is not."""
+    broker = FakeBroker()
+    broker.add_topic("a")
+    m = describe_configs_v0
+    request = m.DescribeConfigsRequest(
+        resources=(
+            m.DescribeConfigsResource(
+                resource_type=i8(2), resource_name="a", configuration_keys=None
+            ),
+            m.DescribeConfigsResource(
+                resource_type=i8(4), resource_name="1", configuration_keys=None
+            ),
+            m.DescribeConfigsResource(
+                resource_type=i8(2), resource_name="b", configuration_keys=None
+            ),
+        )
+    )
+    response = client_reads(
+        await describe_configs.handle(ctx(broker, 0), request), describe_configs.API_KEY, 0
+    )
+    assert [(r.resource_name, r.error_code) for r in response.results] == [
+        ("a", E.none),
+        ("1", E.none),
+        ("b", E.unknown_topic_or_partition),
+    ]
+    topic, node, _ = response.results
+    assert [(c.name, c.value, c.is_default, c.read_only) for c in topic.configs] == [
+        ("retention.ms", "1000", False, False),
+        ("cleanup.policy", "delete", True, False),
+    ]
+    assert [(c.name, c.is_default, c.read_only) for c in node.configs] == [
+        ("broker.id", False, True)
+    ]
 
 
 async def test_describe_configs_answers_no_resource_twice_and_at_most_a_thousand():
