@@ -22,7 +22,14 @@ from kio.serial.readers import Reader, read_unsigned_varint
 from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from kafka_api import describe_configs_v0, list_offsets_v0, offset_commit_v1
+from kafka_api import (
+    create_acls_v0,
+    delete_acls_v0,
+    describe_acls_v0,
+    describe_configs_v0,
+    list_offsets_v0,
+    offset_commit_v1,
+)
 from kafka_api.bounds import TooManyEntries, check_body
 from kafka_api.entry_bounds import max_entries
 from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
@@ -78,6 +85,9 @@ def decode_header(frame: Frame) -> RequestHeader:
 _NOT_IN_KIO: dict[tuple[int, int], ModuleType] = {
     (list_offsets_v0.API_KEY, list_offsets_v0.VERSION): list_offsets_v0,
     (offset_commit_v1.API_KEY, offset_commit_v1.VERSION): offset_commit_v1,
+    (describe_acls_v0.API_KEY, describe_acls_v0.VERSION): describe_acls_v0,
+    (create_acls_v0.API_KEY, create_acls_v0.VERSION): create_acls_v0,
+    (delete_acls_v0.API_KEY, delete_acls_v0.VERSION): delete_acls_v0,
     (describe_configs_v0.API_KEY, describe_configs_v0.VERSION): describe_configs_v0,
 }
 

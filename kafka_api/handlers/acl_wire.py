@@ -15,23 +15,31 @@ from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from raftlog.common.errors import ErrorCode
 from raftlog.common.limits import excessive
-from raftlog.security.acl import MAX_PER_REQUEST, AclBinding, AclBindingFilter, unknown_codes
+from raftlog.security.acl import (
+    MAX_PER_REQUEST,
+    AclBinding,
+    AclBindingFilter,
+    PatternType,
+    unknown_codes,
+)
 
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
 def binding(creation: Any) -> AclBinding:
-    """A CreateAcls entry; one with a code Kafka does not know cannot be parsed."""
+    """A CreateAcls entry; one with a code Kafka does not know cannot be parsed. v0 has no
+    pattern type: Kafka reads it as LITERAL."""
+    pattern_type = getattr(creation, "resource_pattern_type", PatternType.LITERAL)
     _check_codes(
         creation.resource_type,
-        creation.resource_pattern_type,
+        pattern_type,
         creation.operation,
         creation.permission_type,
     )
     return AclBinding(
         int(creation.resource_type),
         creation.resource_name,
-        int(creation.resource_pattern_type),
+        int(pattern_type),
         creation.principal,
         creation.host,
         int(creation.operation),
@@ -40,17 +48,20 @@ def binding(creation: Any) -> AclBinding:
 
 
 def binding_filter(entry: Any) -> AclBindingFilter:
-    """A DescribeAcls request's or a DeleteAcls entry's filter (their fields are named alike)."""
+    """A DescribeAcls request's or a DeleteAcls entry's filter (their fields are named alike).
+    v0 has no pattern type: Kafka reads it as LITERAL, so a v0 filter matches LITERAL ACLs only
+    (and the v0 answer, which cannot say a pattern type, names no other)."""
+    pattern_type = getattr(entry, "pattern_type_filter", PatternType.LITERAL)
     _check_codes(
         entry.resource_type_filter,
-        entry.pattern_type_filter,
+        pattern_type,
         entry.operation,
         entry.permission_type,
     )
     return AclBindingFilter(
         int(entry.resource_type_filter),
         entry.resource_name_filter,
-        int(entry.pattern_type_filter),
+        int(pattern_type),
         entry.principal_filter,
         entry.host_filter,
         int(entry.operation),

@@ -3,7 +3,9 @@ answers SECURITY_DISABLED while no authorizer is configured; each binding Kafka 
 gets INVALID_REQUEST and the others are created. A request of more than MAX_PER_REQUEST
 creations is refused whole (POLICY_VIOLATION) before any is read, and the controller refuses
 the whole command (POLICY_VIOLATION) if the cluster would hold more than MAX_ACLS. Reading,
-checking and answering are proportional to the request: they run in a thread."""
+checking and answering are proportional to the request: they run in a thread. v0 (sarama
+1.22's CreateACL; kafka_api/create_acls_v0.py) has no pattern type: its ACLs are LITERAL, as
+Kafka 3.9 reads it."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclBinding, creation_error
 
 API_KEY = 30
-MIN_VERSION = 1  # Kafka 4's baseline, the first with pattern types
+MIN_VERSION = 0  # sarama 1.22 sends v0 (Kafka 3.9 and Redpanda serve it; Kafka 4 does not)
 MAX_VERSION = 3
 WHAT = "ACL creations"
 

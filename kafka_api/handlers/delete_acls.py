@@ -4,7 +4,10 @@ authorizer is configured. A request of more than MAX_PER_REQUEST filters is refu
 (POLICY_VIOLATION) before any is read; a filter with a string longer than any binding holds
 gets INVALID_REQUEST; the controller deletes nothing, and every filter gets its error, when
 the filters match more than MAX_PER_REQUEST bindings (INVALID_REQUEST, as Kafka) or would
-look at more than MAX_EXAMINED. Reading the filters and answering run in a thread."""
+look at more than MAX_EXAMINED. Reading the filters and answering run in a thread. v0
+(sarama 1.22's DeleteACL; kafka_api/delete_acls_v0.py) has no pattern type: each filter
+matches LITERAL ACLs only, as Kafka 3.9 reads it, so its answer, which cannot say one, names
+no other."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error
 
 API_KEY = 31
-MIN_VERSION = 1  # Kafka 4's baseline, the first with pattern types
+MIN_VERSION = 0  # sarama 1.22 sends v0 (Kafka 3.9 and Redpanda serve it; Kafka 4 does not)
 MAX_VERSION = 3
 WHAT = "DeleteAcls filters"
 

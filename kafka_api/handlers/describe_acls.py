@@ -2,7 +2,10 @@
 DESCRIBE on the cluster; answers SECURITY_DISABLED while no authorizer is configured, and
 INVALID_REQUEST to a filter with a string longer than any binding holds. The bindings are
 copied on the loop (about 1 ms per 100,000: a consistent listing); matching them, building
-the answer and encoding it, all in proportion to what the cluster holds, run in a thread."""
+the answer and encoding it, all in proportion to what the cluster holds, run in a thread.
+v0 (sarama 1.22's ListAcls; kafka_api/describe_acls_v0.py) has no pattern type: its filter
+matches LITERAL ACLs only, as Kafka 3.9 reads it, so its answer, which cannot say one, names
+no other."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclBinding, AclBindingFilter, filter_error, select
 
 API_KEY = 29
-MIN_VERSION = 1  # Kafka 4's baseline, the first with pattern types
+MIN_VERSION = 0  # sarama 1.22 sends v0 (Kafka 3.9 and Redpanda serve it; Kafka 4 does not)
 MAX_VERSION = 3
 
 
@@ -48,11 +51,13 @@ def _described(m: Any, selected: AclBindingFilter, bindings: list[tuple[Any, ...
             found
         )
     description, resource = m.AclDescription, m.DescribeAclsResource
+    # v0 has no pattern type (its filter matched LITERAL ACLs only)
+    patterned = "pattern_type" in resource.__dataclass_fields__
     resources = tuple(
         resource(
             resource_type=resource_type,
             resource_name=name,
-            pattern_type=pattern_type,
+            **({"pattern_type": pattern_type} if patterned else {}),
             acls=tuple(
                 description(
                     principal=b.principal,

@@ -5,15 +5,15 @@ kio and reads back unchanged. The broker keeps its bindings as the controller do
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
 from typing import Any
 
 import pytest
-from kio.index import load_payload_module
-from kio.static.constants import EntityType
 from support.answers import client_reads
 from support.broker_stub import BrokerStub
 
-from kafka_api.codec import build
+from kafka_api.codec import build, request_schema
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
 from kafka_api.handlers import HANDLERS, create_acls, delete_acls, describe_acls
@@ -73,15 +73,21 @@ def ctx(broker: AclBroker, version: int, principal: str = ADMIN) -> RequestConte
     return RequestContext(broker, version, "c", "10.0.0.1", principal=principal)
 
 
+def request_module(api_key: int, version: int) -> ModuleType:
+    """The request models of one version: kio's, or ours in kio's form (v0)."""
+    return sys.modules[request_schema(api_key, version).__module__]
+
+
 def request(api_key: int, version: int, name: str, **values: Any) -> Any:
-    m = load_payload_module(api_key, version, EntityType.request)
-    return build(getattr(m, name), **values)
+    return build(getattr(request_module(api_key, version), name), **values)
 
 
 def creation(version: int, *fields: Any) -> Any:
+    """A CreateAcls entry; v0 has no pattern type (LITERAL)."""
     resource_type, name, pattern, principal, host, operation, permission = fields
-    m = load_payload_module(create_acls.API_KEY, version, EntityType.request)
-    return m.AclCreation(
+    m = request_module(create_acls.API_KEY, version)
+    return build(
+        m.AclCreation,
         resource_type=resource_type,
         resource_name=name,
         resource_pattern_type=pattern,
@@ -130,12 +136,12 @@ async def describe(broker: AclBroker, version: int, *fields: Any, principal: str
 
 
 async def delete(broker: AclBroker, version: int, *filters: tuple, principal: str = ADMIN):
-    m = load_payload_module(delete_acls.API_KEY, version, EntityType.request)
+    m = request_module(delete_acls.API_KEY, version)
     response = await delete_acls.handle(
         ctx(broker, version, principal),
         build(
             m.DeleteAclsRequest,
-            filters=tuple(m.DeleteAclsFilter(**filter_fields(*f)) for f in filters),
+            filters=tuple(build(m.DeleteAclsFilter, **filter_fields(*f)) for f in filters),
         ),
     )
     return client_reads(response, delete_acls.API_KEY, version).filter_results
@@ -150,7 +156,7 @@ GROUP_G = (Res.GROUP, "g", Pat.LITERAL, ALICE, "*", Op.READ, Perm.ALLOW)
 def test_the_acl_apis_are_served_at_kafkas_versions() -> None:
     for module in (describe_acls, create_acls, delete_acls):
         assert HANDLERS[module.API_KEY] is module
-        assert (module.MIN_VERSION, module.MAX_VERSION) == (1, 3)
+        assert (module.MIN_VERSION, module.MAX_VERSION) == (0, 3)  # v0: Kafka 3.9's, not 4's
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
@@ -195,6 +201,35 @@ async def test_round_trip_create_describe_delete(version: int) -> None:
         [],
     ]
     assert list(broker.acls) == [tuple(GROUP_G)]
+
+
+async def test_v0_has_no_pattern_types_so_it_creates_and_matches_literal_acls_only() -> None:
+    """sarama 1.22's ACL calls: Kafka 3.9 reads v0's missing pattern type as LITERAL, so a v0
+    filter of any resource passes over a PREFIXED ACL (which its answer could not name)."""
+    broker = AclBroker()
+    assert await create(broker, 0, READ_T, GROUP_G) == [(E.none, None)] * 2
+    assert list(broker.acls) == [tuple(READ_T), tuple(GROUP_G)]  # stored LITERAL
+    await create(broker, 3, DENY_PREFIX)
+    anything = (Res.ANY, None, Pat.LITERAL, None, None, Op.ANY, Perm.ANY)
+    described = await describe(broker, 0, *anything)
+    assert described.error_code is E.none
+    assert [(r.resource_type, r.resource_name) for r in described.resources] == [
+        (Res.TOPIC, "t"),
+        (Res.GROUP, "g"),
+    ]
+    (result,) = await delete(broker, 0, (Res.TOPIC, "t", *anything[2:]))
+    assert result.error_code is E.none
+    assert [(a.resource_name, a.operation) for a in result.matching_acls] == [("t", Op.READ)]
+    assert list(broker.acls) == [tuple(GROUP_G), tuple(DENY_PREFIX)]
+    # the same authorization as later versions
+    assert await create(broker, 0, READ_T, principal=ALICE) == [
+        (E.cluster_authorization_failed, "Cluster authorization failed.")
+    ]
+    denied = await describe(broker, 0, *anything, principal=ALICE)
+    assert denied.error_code is E.cluster_authorization_failed
+    assert [r.error_code for r in await delete(broker, 0, anything, principal=ALICE)] == [
+        E.cluster_authorization_failed
+    ]
 
 
 async def test_without_an_authorizer_the_apis_answer_security_disabled() -> None:
