@@ -2,7 +2,10 @@
 (1.22.1, golang-github-shopify-sarama-dev), built by `make test` into build/sarama-client
 from tests/clients/sarama/main.go. An idempotent SyncProducer (acks all, snappy) writes;
 a consumer group of two members reads everything once and commits with OffsetCommit v1,
-which sarama before 1.40 sends and Kafka 4 no longer serves (Redpanda and Kafka 3.9 do)."""
+which sarama before 1.40 sends and Kafka 4 no longer serves (Redpanda and Kafka 3.9 do); its
+ClusterAdmin runs an operator's calls, DescribeConfigs and the ACL APIs at v0 (likewise
+dropped by Kafka 4). The cluster has an authorizer (the ACL calls need one) and every
+plaintext client, User:ANONYMOUS, is a super user."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from support import groups as G
 from support import segments as S
 from support import wire as W
 
@@ -24,6 +28,18 @@ TOPIC = "sarama"
 PARTITIONS = 6
 RECORDS = 3000
 SNAPPY = 2
+READ = 3  # Kafka's ACL operation code
+BROKER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+}
+
+
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """conftest's module cluster, with BROKER's authorizer."""
+    with G.running_cluster(tmp_path_factory.mktemp("sarama"), name="sarama", broker=BROKER) as c:
+        yield c
 
 
 def _run(*args: str) -> dict[str, Any]:
@@ -89,3 +105,40 @@ def test_a_group_of_two_reads_every_record_once_and_commits_where_it_stopped(
     finally:
         consumer.close()
     assert {tp.partition: tp.offset for tp in committed} == ends
+
+
+def test_cluster_admin_calls_an_operator_makes_work_and_answer_rightly(module_cluster) -> None:
+    """Every call of the flow (tests/clients/sarama/admin.go) returns no error, and what it
+    finds is what the calls before it did: ListTopics names the topic's one config set on
+    it (a v0 DescribeConfigs says which are defaults), DescribeConfig shows it and then
+    AlterConfig's value, DeleteRecords moves the oldest offset, the group's commit is listed,
+    the ACL is listed, deleted and gone."""
+    topic, group = "sarama-admin", "sarama-admin-group"
+    got = _run("admin", module_cluster.bootstrap, topic, group)
+    assert {call: r["error"] for call, r in got.items()} == dict.fromkeys(got, "")
+    assert {call: r["value"] for call, r in got.items()} == {
+        "CreateTopic": None,
+        "DescribeTopics": [[topic, 0, 2]],
+        "DescribeCluster": [3, -1],  # sarama asks Metadata v0, which has no controller
+        "ListTopics": [2, 3, {"retention.ms": "86400000"}],
+        "CreatePartitions": None,
+        "DescribeConfig": {"retention.ms": ["86400000", False], "cleanup.policy": ["delete", True]},
+        "AlterConfig": None,
+        "DescribeConfigAfterAlter": {
+            "retention.ms": ["3600000", False],
+            "cleanup.policy": ["delete", True],
+        },
+        "LedByController": None,  # the partition DeleteRecords goes to (admin.go)
+        "GetOffsetNewest": 5,
+        "DeleteRecords": None,
+        "GetOffsetOldest": 2,
+        "CommitOffset": None,
+        "ListConsumerGroups": [True, ""],  # listed; offsets only: no protocol
+        "DescribeConsumerGroups": [[group, 0, "Empty", 0]],
+        "ListConsumerGroupOffsets": [[3, 0], [-1, 0]],
+        "CreateACL": None,
+        "ListAcls": [[topic, 0, "User:sarama", READ]],  # v0: no pattern type (LITERAL)
+        "DeleteACL": [[0, topic, "User:sarama", READ]],
+        "ListAclsAfterDelete": [],
+        "DeleteTopic": None,
+    }

@@ -8,6 +8,9 @@
 //	    two members of one consumer group read until EXPECTED records arrived between them,
 //	    marking each, then close (which commits); prints the records and each member's
 //	    partitions: {"records": [[partition, offset, key, value, header], ...], "members": [[...], [...]]}
+//	sarama-client admin BOOTSTRAP TOPIC GROUP
+//	    ClusterAdmin and client calls an operator's tool makes, from creating TOPIC to
+//	    deleting it (admin.go); prints {"<call>": {"error": "", "value": ...}, ...}
 //
 // Everything but what a feature needs (Version, acks, idempotence) keeps sarama's defaults,
 // its timeouts included. The last line of stdout is the JSON answer; errors go to stderr
@@ -199,8 +202,12 @@ func group(bootstrap, topic, groupID string, expected int) {
 }
 
 func main() {
-	if len(os.Args) != 6 {
-		fail("usage: sarama-client produce|group BOOTSTRAP TOPIC COUNT|GROUP CODEC|EXPECTED")
+	args := 6
+	if len(os.Args) > 1 && os.Args[1] == "admin" {
+		args = 5
+	}
+	if len(os.Args) != args {
+		fail("usage: sarama-client produce|group|admin BOOTSTRAP TOPIC COUNT|GROUP [CODEC|EXPECTED]")
 	}
 	switch os.Args[1] {
 	case "produce":
@@ -215,6 +222,8 @@ func main() {
 			fail("expected: %v", err)
 		}
 		group(os.Args[2], os.Args[3], os.Args[4], expected)
+	case "admin":
+		admin(os.Args[2], os.Args[3], os.Args[4])
 	default:
 		fail("unknown flow %q", os.Args[1])
 	}
