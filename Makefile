@@ -74,6 +74,7 @@ sysdeps:
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	command -v go >/dev/null 2>&1 || missing="$$missing golang-go"; \
 	[ -d $(SARAMA_SRC) ] || missing="$$missing golang-github-shopify-sarama-dev"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
