@@ -6,7 +6,7 @@ the authorizer's settings alike."""
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ConfigError", "ErrorCode", "KafkaError"]
+__all__ = ["ConfigError", "ErrorCode", "KafkaError", "RecordErrors"]
 
 
 class KafkaError(Exception):
@@ -16,6 +16,18 @@ class KafkaError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+
+
+class RecordErrors(KafkaError):
+    """A batch refused for some of its records (Kafka's RecordValidationException):
+    `record_errors` names each by its index in the batch, with why (Produce v8+ answers
+    them)."""
+
+    def __init__(
+        self, code: ErrorCode, message: str, record_errors: tuple[tuple[int, str], ...]
+    ) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors
 
 
 class ConfigError(ValueError):

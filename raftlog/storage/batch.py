@@ -1,8 +1,9 @@
 """Kafka RecordBatch (magic 2): header parsing, CRC-32C, offset/epoch rewrite.
 
 Batches are stored exactly as clients produce and fetch them. Produce checks the header and
-walks the record lengths (in a thread when a batch is compressed or long); record fields are
-decoded only for ListOffsets by timestamp and compaction.
+walks the record lengths (and on a compacted topic the key lengths; in a thread when a batch
+is compressed or long); record fields are decoded only for ListOffsets by timestamp and
+compaction.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import NamedTuple
 import cramjam
 from crc32c import crc32c
 
-from raftlog.common.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError, RecordErrors
 from raftlog.storage import codecs
-from raftlog.storage.records import Counter
+from raftlog.storage.records import Counter, keyless
 from raftlog.storage.records import count as count_records
 from raftlog.storage.records import skip as skip_records
 from raftlog.storage.records import walk as walk_records
@@ -60,7 +61,8 @@ _MIN_RECORD_SIZE = 7  # length, attributes, timestamp/offset deltas, key/value l
 _COMPRESSION_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
 # Records validate_produce walks on the event loop (about 1 ms); a batch with more is walked
-# in a thread, like a compressed one.
+# in a thread, like a compressed one. Compiled, 4096 records' lengths and CRC take 0.1-0.22
+# ms, and 0.09-0.13 ms with their keys read (a compacted topic; 3.7-4.2 ms pure Python).
 INLINE_RECORDS = 4096
 
 
@@ -115,11 +117,15 @@ def _corrupt(message: str) -> KafkaError:
 
 
 def validate_produce(
-    records: bytes | bytearray | memoryview | None, max_batch_bytes: int, transactional: bool
+    records: bytes | bytearray | memoryview | None,
+    max_batch_bytes: int,
+    transactional: bool,
+    compacted: str | None = None,
 ) -> list[BatchHeader]:
     """Checks producer data batch by batch without decoding records (the produce hot path).
     `transactional`: the producer's transaction is known to include the partition (only then
-    may its batches be transactional)."""
+    may its batches be transactional). `compacted`: the topic partition, when its topic is
+    compacted (the records this walks must have keys, see _walk)."""
     if not records:
         raise _corrupt("produce request carries no record batch")
     view = memoryview(records)
@@ -170,7 +176,10 @@ def validate_produce(
         if not header.compression and count * _MIN_RECORD_SIZE > batch_length - MIN_BATCH_LENGTH:
             raise _corrupt(f"record count {count} cannot fit in {batch_length} bytes")
         if not needs_record_walk(header):
-            count_records(view[pos + HEADER_SIZE : pos + size], count)
+            if compacted is None:  # the hot path, as it was: no view made
+                count_records(view[pos + HEADER_SIZE : pos + size], count)
+            else:
+                _walk(records, pos + HEADER_SIZE, pos + size, count, compacted)
         headers.append(header)
         pos += size
     return headers
@@ -358,23 +367,29 @@ def needs_record_walk(header: BatchHeader) -> bool:
 
 
 def recompress(
-    records: bytes, codec: int, level: int | None, limit: int, max_batch_bytes: int
+    records: bytes,
+    codec: int,
+    level: int | None,
+    limit: int,
+    max_batch_bytes: int,
+    compacted: str | None = None,
 ) -> bytes:
     """A topic's compression.type applied as Kafka's LogValidator applies it: each batch not
-    in `codec` (0: uncompressed) is opened (within `limit` bytes), its records counted as
-    check_records counts them, and rebuilt in `codec` with its header's fields kept; the
-    others are checked as check_records checks them. MESSAGE_TOO_LARGE for a rebuilt batch
-    past `max_batch_bytes` (the topic's max.message.bytes). For a thread."""
+    in `codec` (0: uncompressed) is opened (within `limit` bytes), its records counted (and
+    on a compacted topic their keys checked) as check_records does, and rebuilt in `codec`
+    with its header's fields kept; the others are checked as check_records checks them.
+    MESSAGE_TOO_LARGE for a rebuilt batch past `max_batch_bytes` (the topic's
+    max.message.bytes). For a thread."""
     out = bytearray()
     for pos, header in iter_batches(records):
         batch = memoryview(records)[pos : pos + header.size]
         if header.compression == codec:
             if needs_record_walk(header):
-                check_records(bytes(batch), limit)
+                check_records(bytes(batch), limit, compacted)
             out += batch
             continue
         plain = records_section(batch, header) if header.compression else bytes(batch[HEADER_SIZE:])
-        count_records(plain, header.record_count)
+        _walk(plain, 0, len(plain), header.record_count, compacted)
         payload = codecs.compress(codec, plain, level) if codec else plain
         attributes = (header.attributes & ~_COMPRESSION_MASK) | codec
         rebuilt = build(header._replace(attributes=attributes), payload)
@@ -418,21 +433,57 @@ def check_bytes(records: bytes, headers: list[BatchHeader]) -> int | None:
     return held
 
 
-def check_records(records: bytes, limit: int) -> None:
+def check_records(records: bytes, limit: int, compacted: str | None = None) -> None:
     """What validate_produce leaves to a thread: every batch that needs_record_walk holds
-    exactly the records its header counts, a compressed one within `limit` bytes once
-    decompressed (Kafka's LogValidator looks inside too). An lz4 batch is counted a piece
-    at a time as it decompresses (what check_bytes admits); the other codecs are opened
-    whole."""
+    exactly the records its header counts (with keys, on a compacted topic: see _walk), a
+    compressed one within `limit` bytes once decompressed (Kafka's LogValidator looks inside
+    too). An lz4 batch is counted a piece at a time as it decompresses (what check_bytes
+    admits); the other codecs are opened whole."""
     for pos, header in iter_batches(records):
         if needs_record_walk(header):
-            payload: bytes | memoryview = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
+            payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
             if header.compression == codecs.LZ4:
-                counter = Counter()
+                counter = Counter(compacted is not None)
                 for piece in codecs.lz4_pieces(payload, limit):
                     counter.feed(piece)
                 counter.check(header.record_count)
+                if counter.missing and compacted is not None:
+                    raise _keyless(counter.keyless, counter.missing, compacted)
                 continue
             if header.compression:
-                payload = codecs.decompress(header.compression, payload, limit)
-            count_records(payload, header.record_count)
+                plain = codecs.decompress(header.compression, payload, limit)
+                _walk(plain, 0, len(plain), header.record_count, compacted)
+            else:
+                _walk(records, pos + HEADER_SIZE, pos + header.size, header.record_count, compacted)
+
+
+def _walk(
+    data: bytes | bytearray | memoryview, start: int, end: int, count: int, compacted: str | None
+) -> None:
+    """Checks that a batch's records section, data[start:end], holds `count` records; on a
+    compacted topic (`compacted`: the topic partition) also that each has a key, as Kafka's
+    LogValidator does: INVALID_RECORD naming the records without one, so nothing of the
+    request is stored (the cleaner could never remove such a record). The keys are read in
+    bytes: a produce request's records are, so validate_produce copies nothing."""
+    if compacted is None:
+        count_records(memoryview(data)[start:end], count)
+        return
+    if isinstance(data, bytes):
+        indexes, missing = keyless(data, count, start, end)
+    else:
+        indexes, missing = keyless(bytes(memoryview(data)[start:end]), count)
+    if missing:
+        raise _keyless(indexes, missing, compacted)
+
+
+def _keyless(indexes: list[int], missing: int, compacted: str) -> RecordErrors:
+    """Kafka's answer to a batch with `missing` records without a key (its record errors,
+    and the error message that shows three of them)."""
+    why = f"Compacted topic cannot accept message without key in topic partition {compacted}"
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in indexes[:3])
+    return RecordErrors(
+        ErrorCode.invalid_record,
+        f"One or more records have been rejected due to {missing} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        tuple((i, why) for i in indexes),
+    )

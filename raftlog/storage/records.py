@@ -11,6 +11,11 @@ from collections.abc import Iterator
 
 from raftlog.common.errors import ErrorCode, KafkaError
 
+# The records without a key a walk names, of one batch (it counts the rest): each becomes a
+# record error in the Produce answer, a line of about 100 bytes, and a compressed batch can
+# hold millions of records of a few bytes.
+MAX_KEYLESS = 100
+
 # (start, end, offset delta, timestamp delta, key, is a tombstone) of one record
 Record = tuple[int, int, int, int, bytes | None, bool]
 
@@ -105,14 +110,31 @@ def count(data: bytes | memoryview, expected: int) -> None:
     _check(pos - len(data), found, expected)
 
 
-class Counter:
-    """count() over a records section that arrives in pieces (a compressed batch checked as
-    it decompresses, so the whole section is never held): between pieces it keeps how far
-    the current record reaches past the piece, or the few bytes of a length prefix the
-    piece cut."""
+def keyless(
+    data: bytes, expected: int, start: int = 0, end: int | None = None
+) -> tuple[list[int], int]:
+    """count() of the section data[start:end] that also reads each record's key length (a
+    compacted topic takes no record without one): the indexes in the batch of the first
+    MAX_KEYLESS records without a key, and how many there are."""
+    end = len(data) if end is None else end
+    indexes: list[int] = []
+    pos, found, missing = _skip_keyed(data, end, end - start, start, indexes, 0)
+    _check(pos - end, found, expected)
+    return indexes, missing
 
-    def __init__(self) -> None:
+
+class Counter:
+    """count() (keyless() when `keys`) over a records section that arrives in pieces (a
+    compressed batch checked as it decompresses, so the whole section is never held):
+    between pieces it keeps how far the current record reaches past the piece, or the few
+    bytes of a length prefix (with `keys`: of the fields up to the key length) the piece
+    cut."""
+
+    def __init__(self, keys: bool = False) -> None:
         self.found = 0
+        self.keys = keys
+        self.keyless: list[int] = []  # as keyless() gives them, with `keys`
+        self.missing = 0
         self._ahead = 0  # bytes of the record in hand that lie in the pieces to come
         self._cut = b""  # the start of a length prefix at the end of the last piece
 
@@ -124,7 +146,13 @@ class Counter:
         if self._ahead >= size:
             self._ahead -= size
             return
-        pos, found = _skip(piece, size, self._ahead)
+        if self.keys:
+            pos, found, missing = _skip_keyed(
+                bytes(piece), size, size, self._ahead, self.keyless, self.found
+            )
+            self.missing += missing
+        else:
+            pos, found = _skip(piece, size, self._ahead)
         self.found += found
         if pos >= size:
             self._ahead = pos - size
@@ -179,6 +207,72 @@ def _skip(data: bytes | memoryview, records: int, pos: int) -> tuple[int, int]:
         pos += step + (zigzag >> 1)
         found += 1
     return pos, found
+
+
+def _skip_keyed(
+    data: bytes, end: int, records: int, pos: int, keyless: list[int], first: int
+) -> tuple[int, int, int]:
+    """_skip over data[:end] that reads each record's fields up to its key length too:
+    (position, records passed, how many of them have no key), the batch indexes of those
+    (`first`: the index of the record at `pos`) added to `keyless` while it holds fewer than
+    MAX_KEYLESS. A record whose fields up to the key length the data cuts short stops the
+    walk at its start. `data` is bytes, not a view: compiled, validate_produce takes
+    0.09-0.13 ms for 4096 records with their keys and CRC, 0.86 ms when this read a view."""
+    found = missing = 0
+    while pos < end and found < records:
+        length, p = _zigzag(data, pos, end)
+        if p < 0:
+            break
+        if length <= 0:
+            raise _corrupt(f"record {first + found} has length {length}")
+        record_end = p + length
+        p = _past(data, p + 1, end)  # the timestamp delta, after the attributes byte
+        if p >= 0:
+            p = _past(data, p, end)  # the offset delta
+        key_length = 0
+        if p >= 0:
+            key_length, p = _zigzag(data, p, end)
+        if p < 0:
+            break
+        if p + max(key_length, 0) > record_end:
+            raise _corrupt(f"the key of record {first + found} runs past the record")
+        if key_length < 0:
+            if len(keyless) < MAX_KEYLESS:
+                keyless.append(first + found)
+            missing += 1
+        pos = record_end
+        found += 1
+    return pos, found, missing
+
+
+def _past(data: bytes, pos: int, end: int) -> int:
+    """The position after the varint at `pos`, unread; -1 when the data ends inside it."""
+    stop = min(end, pos + 10)
+    while pos < stop:
+        if data[pos] < 0x80:
+            return pos + 1
+        pos += 1
+    if pos < end:
+        raise _corrupt("varint longer than 10 bytes")
+    return -1
+
+
+def _zigzag(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """varint() for a walk over pieces: position -1 when the data ends inside the number."""
+    if pos < end and data[pos] < 0x80:  # most lengths in a record
+        byte = data[pos]
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    value = shift = 0
+    while pos < end:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise _corrupt("varint longer than 10 bytes")
+    return 0, -1
 
 
 def _uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:

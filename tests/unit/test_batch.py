@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from raftlog.common.errors import ErrorCode, KafkaError
+from raftlog.common.errors import ErrorCode, KafkaError, RecordErrors
+from raftlog.storage import codecs
 from raftlog.storage.batch import (
     HEADER_SIZE,
     INLINE_RECORDS,
@@ -28,7 +29,7 @@ from raftlog.storage.batch import (
     timestamp_error,
     validate_produce,
 )
-from raftlog.storage.records import fields
+from raftlog.storage.records import MAX_KEYLESS, fields
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 LIMIT = 1 << 20
@@ -455,3 +456,93 @@ def test_recompress_refuses_a_rebuilt_batch_past_max_message_bytes() -> None:
     with pytest.raises(KafkaError) as caught:
         recompress(records, NONE, None, LIMIT, len(records))  # plain, it no longer fits
     assert caught.value.code == ErrorCode.message_too_large
+
+
+WHY = "Compacted topic cannot accept message without key in topic partition t-0"
+
+
+def keyed_batch(keys: list[bytes | None], codec: int = NONE) -> bytes:
+    """A batch of records with these keys, its payload compressed with `codec`."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=NONE,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=LIMIT,
+    )
+    for i, key in enumerate(keys):
+        builder.append(i, timestamp=1, key=key, value=b"value-" * 30, headers=[])
+    plain = builder.build()
+    if not codec:
+        return bytes(plain)
+    batch = plain[:HEADER_SIZE] + codecs.compress(codec, bytes(plain[HEADER_SIZE:]), None)
+    struct.pack_into(">h", batch, 21, codec)
+    return bytes(reseal(batch))
+
+
+def produced(batch: bytes, compacted: str | None) -> None:
+    """What the leader checks of a produce: inline, then (a batch that needs it) in a thread."""
+    (header,) = validate_produce(batch, LIMIT, False, compacted)
+    if needs_record_walk(header):
+        check_records(batch, LIMIT, compacted)
+
+
+@pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
+def test_a_compacted_topic_refuses_a_batch_with_records_without_a_key(codec: int) -> None:
+    """Kafka's LogValidator: INVALID_RECORD, each keyless record named by its index in the
+    batch, and an error message showing the first three; compressed batches are opened for
+    it. An empty key is a key; a topic that is not compacted takes keyless records."""
+    batch = keyed_batch([b"a", None, b"", None, b"e"], codec)
+    assert parse_header(batch).compression == codec
+    with pytest.raises(RecordErrors) as info:
+        produced(batch, "t-0")
+    assert info.value.code == ErrorCode.invalid_record
+    assert info.value.record_errors == ((1, WHY), (3, WHY))
+    assert info.value.message == (
+        "One or more records have been rejected due to 2 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=1, message='{WHY}'), "
+        f"RecordError(batchIndex=3, message='{WHY}')]"
+    )
+    produced(batch, None)
+    produced(keyed_batch([b"a", b"", b"c"], codec), "t-0")
+
+
+def test_a_compacted_topics_long_plain_batch_has_its_keys_read_in_the_thread() -> None:
+    """Past INLINE_RECORDS validate_produce walks nothing on the event loop, key or not;
+    check_records reads the keys. A batch of keyless records names MAX_KEYLESS of them and
+    counts the rest in its message."""
+    count = INLINE_RECORDS + 1
+    keyed = b"".join(bytes([14, 0, 0, (i % 64) * 2, 2, 107, 1, 0]) for i in range(count - 1))
+    last_keyless = plain_batch(keyed + bytes([12, 0, 0, 0, 1, 1, 0]), count)
+    (header,) = validate_produce(last_keyless, LIMIT, False, "t-0")
+    assert needs_record_walk(header)
+    with pytest.raises(RecordErrors) as info:
+        check_records(last_keyless, LIMIT, "t-0")
+    assert info.value.record_errors == ((INLINE_RECORDS, WHY),)
+    check_records(plain_batch(keyed + bytes([14, 0, 0, 0, 2, 107, 1, 0]), count), LIMIT, "t-0")
+    with pytest.raises(RecordErrors) as info:
+        check_records(plain_batch(tiny_records(count), count), LIMIT, "t-0")
+    assert [i for i, _ in info.value.record_errors] == list(range(MAX_KEYLESS))
+    assert info.value.message is not None
+    assert info.value.message.startswith(
+        f"One or more records have been rejected due to {count} record errors in total"
+    )
+
+
+@pytest.mark.parametrize("target", [NONE, LZ4])
+@pytest.mark.parametrize("codec", [NONE, GZIP, LZ4])
+def test_recompress_reads_the_keys_of_a_compacted_topics_batches(codec: int, target: int) -> None:
+    """compression.type: a batch rebuilt in the topic's codec, or one already in it and
+    walked in the thread, has its keys read as check_records reads them."""
+    keyless = keyed_batch([b"a", None], codec)
+    with pytest.raises(RecordErrors) as info:
+        if needs_record_walk(parse_header(keyless)) or codec != target:
+            recompress(keyless, target, None, LIMIT, LIMIT, "t-0")
+        else:  # left as it is: validate_produce read its keys on the loop
+            validate_produce(keyless, LIMIT, False, "t-0")
+    assert info.value.record_errors == ((1, WHY),)
+    keyed = keyed_batch([b"a", b"b"], codec)
+    rebuilt = recompress(keyed, target, None, LIMIT, LIMIT, "t-0")
+    assert [h.compression for _, h in iter_batches(rebuilt)] == [target]

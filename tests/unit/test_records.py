@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from support.wire import zigzag
 
 from raftlog.common.errors import ErrorCode, KafkaError
-from raftlog.storage.records import Counter, count, skip, walk
+from raftlog.storage.records import MAX_KEYLESS, Counter, count, keyless, skip, walk
 
 
 def record(offset_delta: int, key: bytes | None, value: bytes | None) -> bytes:
@@ -131,3 +131,61 @@ def test_a_length_prefix_cut_by_a_piece_is_read_across_it() -> None:
     short.feed(whole[:-1])
     with pytest.raises(KafkaError):
         short.check(3)
+
+
+@given(sections, st.data())
+@settings(max_examples=300, deadline=None)
+def test_records_without_a_key_are_found_whole_or_in_pieces(
+    section: list[tuple[bytes | None, bytes | None]], data: st.DataObject
+) -> None:
+    """A compacted topic's produce reads each record's key length: keyless() names the
+    records walk() reads with no key (an empty key is a key), and fed in pieces cut
+    anywhere (inside the fields before a key too) Counter(keys=True) gives its verdict, on
+    mutated and cut sections as well."""
+    whole = bytearray(b"".join(record(i, k, v) for i, (k, v) in enumerate(section)))
+    if data.draw(st.booleans()):
+        whole[data.draw(st.integers(0, len(whole) - 1))] = data.draw(st.integers(0, 255))
+        whole = whole[: data.draw(st.integers(1, len(whole)))]
+    else:
+        expected = [i for i, (k, _) in enumerate(section) if k is None]
+        assert keyless(bytes(whole), len(section)) == (expected, len(expected))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(whole)), max_size=12)))
+
+    def in_pieces() -> tuple[list[int], int]:
+        counter = Counter(keys=True)
+        for start, end in zip([0, *cuts], [*cuts, len(whole)], strict=True):
+            counter.feed(memoryview(whole)[start:end])
+        counter.check(len(section))
+        return counter.keyless, counter.missing
+
+    try:
+        verdict = keyless(bytes(whole), len(section))
+    except KafkaError as exc:
+        with pytest.raises(KafkaError) as info:
+            in_pieces()
+        assert info.value.code == exc.code == ErrorCode.corrupt_message
+    else:
+        assert in_pieces() == verdict
+
+
+def test_a_walk_names_the_first_max_keyless_records_without_a_key_and_counts_all() -> None:
+    """Each one named is a record error in the answer: a batch of millions of tiny keyless
+    records must not become an answer of hundreds of megabytes."""
+    total = 3 * MAX_KEYLESS
+    data = b"".join(record(i, None if i % 2 else b"", b"v") for i in range(total))
+    assert keyless(data, total) == (list(range(1, 2 * MAX_KEYLESS, 2)), total // 2)
+    counter = Counter(keys=True)
+    for at in range(0, len(data), 5):
+        counter.feed(data[at : at + 5])
+    counter.check(total)
+    assert (counter.keyless, counter.missing) == keyless(data, total)
+
+
+def test_a_key_that_runs_past_its_record_is_corrupt() -> None:
+    """count() reads only lengths and lets it pass; the key walk reads the key's."""
+    bad = bytearray(record(0, b"key", b"") + record(1, b"k", b"v"))
+    bad[4] = 2 * 40  # key length 40 in a record of 9 bytes
+    count(bytes(bad), 2)
+    with pytest.raises(KafkaError) as info:
+        keyless(bytes(bad), 2)
+    assert info.value.code == ErrorCode.corrupt_message
