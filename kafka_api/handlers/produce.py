@@ -125,7 +125,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 values["current_leader"] = m.LeaderIdAndEpoch(
                     leader_id=leader[0], leader_epoch=leader[1]
                 )
-            partitions.append(_partition_response(m, index, result, values))
+            record_errors: tuple[Any, ...] = ()
+            if result.record_errors and version >= 8:  # the records that got it refused
+                record_errors = tuple(
+                    m.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=why)
+                    for i, why in result.record_errors
+                )
+            partitions.append(_partition_response(m, index, result, record_errors, values))
         topics.append(
             build(
                 m.TopicProduceResponse,
@@ -194,7 +200,7 @@ def _propose(
     try:
         return partition.produce(records, request.acks, timeout_ms, verified == ErrorCode.none)
     except KafkaError as exc:  # the facade may refuse at once (e.g. NOT_LEADER_OR_FOLLOWER)
-        return ProduceResult(error=exc.code, message=exc.message)
+        return ProduceResult.refused(exc)
 
 
 async def _verify(
@@ -225,7 +231,9 @@ async def _verify(
     return answers
 
 
-def _partition_response(m: Any, index: int, result: ProduceResult, extra: dict[str, Any]) -> Any:
+def _partition_response(
+    m: Any, index: int, result: ProduceResult, record_errors: tuple[Any, ...], extra: dict[str, Any]
+) -> Any:
     return build(
         m.PartitionProduceResponse,
         index=index,
@@ -238,7 +246,7 @@ def _partition_response(m: Any, index: int, result: ProduceResult, extra: dict[s
             else None
         ),
         log_start_offset=result.log_start_offset,
-        record_errors=(),
+        record_errors=record_errors,
         error_message=result.message,
         **extra,
     )

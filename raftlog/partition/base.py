@@ -76,6 +76,7 @@ class ReplicaBase:
     timestamp_bounds: tuple[int, int]
     log_append_time: bool
     compression: tuple[int, int | None] | None
+    compacted: bool  # cleanup.policy has compact: every record produced needs a key
     _ctx: NodeContext
     _on_change: Callable[[Any], None]
     _producers: ProducerState

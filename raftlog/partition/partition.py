@@ -336,6 +336,7 @@ class Partition(ProduceSide, ReplicationSide):
         self.timestamp_bounds = timestamp_bounds(settings)
         self.log_append_time = settings["message.timestamp.type"].strip() == LOG_APPEND_TIME
         self.compression = compression(settings)
+        self.compacted = "compact" in cleanup_policies(settings["cleanup.policy"])
         self.log.config = LogConfig(
             segment_bytes=int(settings["segment.bytes"]),
             retention_ms=int(settings["retention.ms"]),

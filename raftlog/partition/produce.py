@@ -57,10 +57,13 @@ class ProduceSide(ReplicaBase):
                     message=f"{len(records)} bytes for one partition in one request",
                 )
             )
+        # a compacted topic's records must have keys (Kafka's LogValidator): walked here for
+        # the small plain batches validate_produce walks anyway, in a thread for the others
+        compacted = f"{self.topic}-{self.index}" if self.compacted else None
         try:
-            headers = validate_produce(records, self.max_message_bytes, transactional)
+            headers = validate_produce(records, self.max_message_bytes, transactional, compacted)
         except KafkaError as e:
-            return done(ProduceResult(e.code, message=e.message))
+            return done(ProduceResult.refused(e))
         now = history.now_ms()
         appended_at = -1
         if self.log_append_time:  # Kafka ignores the timestamp bounds then
@@ -90,6 +93,7 @@ class ProduceSide(ReplicaBase):
                     *target,
                     limit,
                     self.max_message_bytes,
+                    compacted,
                 )
             )
             request.checked.add_done_callback(functools.partial(_take_records, request))
@@ -106,6 +110,7 @@ class ProduceSide(ReplicaBase):
                     check_records,
                     records,
                     limit,
+                    compacted,
                 )
             )
         self.produce_queue.submit(request)

@@ -247,7 +247,7 @@ def _refuse(request: ProduceRequest, error: BaseException) -> None:
         _settle(request, None)
         return
     if isinstance(error, KafkaError):
-        result = ProduceResult(error.code, message=error.message)
+        result = ProduceResult.refused(error)
     else:
         result = ProduceResult(ErrorCode.corrupt_message, message=f"cannot check: {error}")
     _settle(request, result)

@@ -6,6 +6,7 @@ record lock, and a 1 s floor under it) plus one topic default (log.retention.ms)
   topic's own DYNAMIC_TOPIC_CONFIG, the node's STATIC_BROKER_CONFIG, the rest DEFAULT_CONFIG;
 - a record stamped outside message.timestamp.before/after.max.ms is refused with
   INVALID_TIMESTAMP, one inside is written;
+- a compacted topic refuses a record without a key with INVALID_RECORD, naming it;
 - broker entries carry Kafka's config types, none UNKNOWN;
 - a ShareConsumer's unacknowledged record comes back to the group after the node's 1 s lock."""
 
@@ -23,6 +24,7 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Producer,
+    TopicPartition,
 )
 from confluent_kafka.admin import (
     AdminClient,
@@ -201,6 +203,59 @@ def test_timestamps_outside_the_topics_bounds_are_refused(cluster) -> None:
     # the deprecated difference bound (Kafka 3.9) where the pair is not set
     lax = create(cluster, {"message.timestamp.difference.max.ms": str(3 * HOUR_MS)})
     assert _produce_at(cluster, lax, now + 2 * HOUR_MS) is None
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(cluster) -> None:
+    """As Kafka's broker: the cleaner could never remove a record without a key, so a
+    compacted topic refuses it (INVALID_RECORD, nothing of its batch stored) and takes a
+    keyed one; Produce v8+ names each refused record by its index in its batch."""
+    name = create(cluster, {"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    reported: list = []
+    for key in (None, b"k"):  # a request each: a batch holding both is refused whole
+        producer.produce(name, b"v", key=key, on_delivery=lambda e, m: reported.append((e, m)))
+        producer.flush(30)
+    (keyless, _), (keyed, delivered) = reported
+    assert keyless is not None and keyless.code() == KafkaError.INVALID_RECORD, keyless
+    assert keyed is None and delivered.offset() == 0
+    leader, _ = cluster.leader(name, 0)
+    records = W.make_batch([(b"a", b"1"), (None, b"2"), (None, b"3")])
+    with W.KafkaWire(cluster.node(leader).kafka_addr) as conn:
+        response = conn.call(
+            W.PRODUCE,
+            9,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout": 30_000,
+                "topic_data": [
+                    {"name": name, "partition_data": [{"index": 0, "records": records}]}
+                ],
+            },
+        )
+        end = conn.list_offsets(name, 0).offset
+    (partition,) = response.responses[0].partition_responses
+    why = f"Compacted topic cannot accept message without key in topic partition {name}-0"
+    assert W.code(partition.error_code) == KafkaError.INVALID_RECORD
+    assert [(e.batch_index, e.batch_index_error_message) for e in partition.record_errors] == [
+        (1, why),
+        (2, why),
+    ]
+    assert partition.error_message.startswith(
+        "One or more records have been rejected due to 2 record errors in total"
+    )
+    assert end == 1  # the log ends after the keyed record: no refused one took an offset
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "compacted-read"})
+    try:
+        consumer.assign([TopicPartition(name, 0, 0)])
+        message = None
+        deadline = time.monotonic() + 30
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+        assert message is not None and message.error() is None
+        assert (message.offset(), message.key(), message.value()) == (0, b"k", b"v")
+    finally:
+        consumer.close()
 
 
 def test_broker_entries_carry_kafkas_config_types(cluster) -> None:

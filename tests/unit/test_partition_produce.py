@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from support.raftnet import Clock
-from support.replicas import IDS, Replicas, values
+from support.replicas import IDS, Replicas, settings, values
 from support.wire import make_batch
 
 import raftlog.partition.produce_queue as produce_queue
@@ -443,6 +443,37 @@ async def test_a_compressed_batch_keeps_its_place_while_it_is_checked(
     assert done(refused)[0].error == ErrorCode.corrupt_message
     assert done(after)[0].base_offset == 4
     assert values(p) == [*zipped, b"p", b"q"]
+
+
+@pytest.mark.parametrize("recompressed", [False, True])
+async def test_a_compacted_topic_refuses_records_without_a_key_and_stores_nothing_of_them(
+    replicas: Replicas, recompressed: bool
+) -> None:
+    """cleanup.policy=compact (with compression.type gzip: each batch rebuilt in a thread):
+    a batch with a keyless record is INVALID_RECORD naming it, whether read on the event
+    loop (small and plain) or in a thread (compressed), and nothing of it is stored; keyed
+    batches are written, and the requests keep their order."""
+    leader, p = await leading(replicas)
+    extra = {"compression.type": "gzip"} if recompressed else {}
+    p.apply_settings({**settings(), "cleanup.policy": "compact,delete", **extra})
+    why = "Compacted topic cannot accept message without key in topic partition t-0"
+    sent = [
+        replicas.send(leader, make_batch([(b"k0", b"a"), (None, b"b")])),
+        replicas.send(leader, gzip_batch(b"z" * 100, b"y" * 100)),  # no keys
+        replicas.send(leader, gzip_batch(b"x" * 100, codec=LZ4)),
+        replicas.send(leader, make_batch([(b"k1", b"kept"), (b"", b"kept too")])),
+    ]
+    await checks_finished(p)
+    await replicas.run(0.2)
+    answers = done(*sent)
+    assert [(a.error, a.record_errors) for a in answers] == [
+        (ErrorCode.invalid_record, ((1, why),)),
+        (ErrorCode.invalid_record, ((0, why), (1, why))),
+        (ErrorCode.invalid_record, ((0, why),)),
+        (ErrorCode.none, ()),
+    ]
+    assert answers[3].base_offset == 0
+    assert values(p) == [b"kept", b"kept too"]
 
 
 def test_a_lone_requests_batches_go_into_the_log_as_the_request_brought_them() -> None:
