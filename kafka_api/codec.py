@@ -50,13 +50,24 @@ class MalformedRequest(Exception):
     """The frame cannot be understood; the connection that sent it is closed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class RequestHeader:
+    """(Frozen, with an __init__ of its own: see docs/architecture.md, "Compiled modules".)"""
+
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     size: int  # bytes of the fixed part; a flexible header's tagged fields follow
+
+    def __init__(
+        self, api_key: int, api_version: int, correlation_id: int, client_id: str | None, size: int
+    ) -> None:
+        object.__setattr__(self, "api_key", api_key)
+        object.__setattr__(self, "api_version", api_version)
+        object.__setattr__(self, "correlation_id", correlation_id)
+        object.__setattr__(self, "client_id", client_id)
+        object.__setattr__(self, "size", size)
 
 
 def decode_header(frame: Frame) -> RequestHeader:

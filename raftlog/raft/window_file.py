@@ -25,17 +25,36 @@ log = logging.getLogger(__name__)
 RECORD_HEAD = struct.Struct(">II")  # payload length, crc32c of payload
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Entry:
-    """One Raft entry as the window keeps it: where its batches are, not the batches."""
+    """One Raft entry as the window keeps it: where its batches are, not the batches. (An
+    __init__ of its own: see docs/architecture.md, "Compiled modules".)"""
 
     idx: int
     term: int
     offset: int  # first Kafka offset of the entry (log end offset for no-ops)
     next_offset: int
-    location: Location | None = None  # None for inline entries
-    inline: bytes | None = None  # the whole command, for entries that are not batches
-    file_pos: int = 0  # where its record starts, counted from the first file's start (_base)
+    location: Location | None  # None for inline entries
+    inline: bytes | None  # the whole command, for entries that are not batches
+    file_pos: int  # where its record starts, counted from the first file's start (_base)
+
+    def __init__(
+        self,
+        idx: int,
+        term: int,
+        offset: int,
+        next_offset: int,
+        location: Location | None = None,
+        inline: bytes | None = None,
+        file_pos: int = 0,
+    ) -> None:
+        self.idx = idx
+        self.term = term
+        self.offset = offset
+        self.next_offset = next_offset
+        self.location = location
+        self.inline = inline
+        self.file_pos = file_pos
 
     def pack(self) -> list[int | bytes | None]:
         if self.location is None:

@@ -56,12 +56,22 @@ class LogConfig:
             raise ValueError(f"segment_bytes must be in 1..{_INT32_MAX}, got {self.segment_bytes}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class AppendResult:
+    """(Frozen, with an __init__ of its own: see docs/architecture.md, "Compiled modules".)"""
+
     base_offset: int
     next_offset: int
     location: Location
     max_timestamp: int
+
+    def __init__(
+        self, base_offset: int, next_offset: int, location: Location, max_timestamp: int
+    ) -> None:
+        object.__setattr__(self, "base_offset", base_offset)
+        object.__setattr__(self, "next_offset", next_offset)
+        object.__setattr__(self, "location", location)
+        object.__setattr__(self, "max_timestamp", max_timestamp)
 
 
 @dataclass(frozen=True, slots=True)

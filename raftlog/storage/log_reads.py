@@ -15,14 +15,21 @@ from raftlog.storage.batch import BatchHeader
 from raftlog.storage.segment import Segment
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Location:
-    """Where one appended entry's bytes live."""
+    """Where one appended entry's bytes live. (Frozen, with an __init__ of its own: see
+    docs/architecture.md, "Compiled modules", for why.)"""
 
     segment_base: int
     term: int
     position: int
     size: int
+
+    def __init__(self, segment_base: int, term: int, position: int, size: int) -> None:
+        object.__setattr__(self, "segment_base", segment_base)
+        object.__setattr__(self, "term", term)
+        object.__setattr__(self, "position", position)
+        object.__setattr__(self, "size", size)
 
 
 def _segment_key(segment: Segment) -> tuple[int, int]:

@@ -172,13 +172,17 @@ class Raft(Liveness):
         )
 
     def ready(self) -> Ready:
-        hs = self.hard_state()
+        prev = self.prev_hs
+        # Fields compared here, as in has_ready: HardState's == is the interpreted one that
+        # dataclasses generates (py-spy, small writes).
+        changed = self.term != prev.term or self.vote != prev.vote or self.commit != prev.commit
+        hs = self.hard_state() if changed else prev
         last = self.last_index()
         hi = min(self.commit, last)
         # Most Readies of an awake group carry a heartbeat or its answer and no entries: the
         # log is not asked for empty ranges.
         rd = Ready(
-            hard_state=hs if hs != self.prev_hs else None,
+            hard_state=hs if changed else None,
             truncate_after=None if self.truncated_to is None else self.unsent_from - 1,
             entries=tuple(self.log.entries(self.unsent_from, last + 1))
             if self.unsent_from <= last

@@ -45,21 +45,31 @@ class Payload(Protocol):
 
 # The values the core hands out (entries, messages, states, Readies) are never changed once
 # made; they are plain slotted dataclasses, not frozen ones, because a frozen dataclass's
-# __init__ costs about six times as much and the per-entry path makes several of them.
+# __init__ costs about six times as much and the per-entry path makes several of them. Each
+# has an __init__ of its own, which mypyc compiles; the one dataclasses would generate stays
+# interpreted (docs/architecture.md, "Compiled modules").
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Entry:
     """`conf`: the group's configuration from this entry on (a configuration entry, issue 44);
     it is used from when it is appended, not committed (Raft thesis 4.1)."""
 
     term: int
     index: int
-    data: Payload = b""
-    conf: Membership | None = None
+    data: Payload
+    conf: Membership | None
+
+    def __init__(
+        self, term: int, index: int, data: Payload = b"", conf: Membership | None = None
+    ) -> None:
+        self.term = term
+        self.index = index
+        self.data = data
+        self.conf = conf
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Message:
     """One message between replicas of a group. Field meanings follow etcd's raftpb.Message:
 
@@ -75,32 +85,71 @@ class Message:
     src: int
     dst: int
     term: int
-    index: int = 0
-    log_term: int = 0
-    entries: tuple[Entry, ...] = ()
-    commit: int = 0
-    reject: bool = False
-    reject_hint: int = 0
-    transfer: bool = False
-    quiesce: bool = False  # APP: the leader's last heartbeat before its group goes quiet
-    conf: Membership | None = None
+    index: int
+    log_term: int
+    entries: tuple[Entry, ...]
+    commit: int
+    reject: bool
+    reject_hint: int
+    transfer: bool
+    quiesce: bool  # APP: the leader's last heartbeat before its group goes quiet
+    conf: Membership | None
+
+    def __init__(
+        self,
+        type: MsgType,
+        src: int,
+        dst: int,
+        term: int,
+        index: int = 0,
+        log_term: int = 0,
+        entries: tuple[Entry, ...] = (),
+        commit: int = 0,
+        reject: bool = False,
+        reject_hint: int = 0,
+        transfer: bool = False,
+        quiesce: bool = False,
+        conf: Membership | None = None,
+    ) -> None:
+        self.type = type
+        self.src = src
+        self.dst = dst
+        self.term = term
+        self.index = index
+        self.log_term = log_term
+        self.entries = entries
+        self.commit = commit
+        self.reject = reject
+        self.reject_hint = reject_hint
+        self.transfer = transfer
+        self.quiesce = quiesce
+        self.conf = conf
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class HardState:
     """What must be durable before any message that depends on it leaves."""
 
-    term: int = 0
-    vote: int = NONE
-    commit: int = 0
+    term: int
+    vote: int
+    commit: int
+
+    def __init__(self, term: int = 0, vote: int = NONE, commit: int = 0) -> None:
+        self.term = term
+        self.vote = vote
+        self.commit = commit
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class SoftState:
     """Volatile, for the caller: who leads (to redirect clients) and this replica's role."""
 
     leader: int
     role: Role
+
+    def __init__(self, leader: int, role: Role) -> None:
+        self.leader = leader
+        self.role = role
 
 
 @dataclass(slots=True)
@@ -115,7 +164,7 @@ class Install:
     membership: Membership | None = None  # the configuration at the snapshot point
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Ready:
     """What the caller does, in order: cut the durable log after `truncate_after` (if not
     None), append `entries`, persist `hard_state` (if not None), sync; then send `messages`,
@@ -127,7 +176,25 @@ class Ready:
     messages: tuple[Message, ...]
     committed: tuple[Entry, ...]
     soft_state: SoftState
-    install: Install | None = None
+    install: Install | None
+
+    def __init__(
+        self,
+        hard_state: HardState | None,
+        truncate_after: int | None,
+        entries: tuple[Entry, ...],
+        messages: tuple[Message, ...],
+        committed: tuple[Entry, ...],
+        soft_state: SoftState,
+        install: Install | None = None,
+    ) -> None:
+        self.hard_state = hard_state
+        self.truncate_after = truncate_after
+        self.entries = entries
+        self.messages = messages
+        self.committed = committed
+        self.soft_state = soft_state
+        self.install = install
 
 
 @dataclass(slots=True)
