@@ -42,15 +42,34 @@ class ConnectionScope:
                 log.exception("%s: the connection's close failed", name)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class RequestContext:
     """Handlers shape their answer by api_version and authorize by principal and client_host
-    (Kafka's ACL host); client_id is for logging only."""
+    (Kafka's ACL host); client_id is for logging only. One per request: frozen, with an
+    __init__ of its own (docs/architecture.md, "Compiled modules")."""
 
     broker: Broker
     api_version: int
     client_id: str | None
     client_host: str
-    principal: str = ANONYMOUS  # "User:<name>", as Kafka's ACLs name it
-    sasl: SaslSession | None = None  # the connection's SASL exchange, on SASL listeners
-    connection: ConnectionScope | None = None  # None: a request on no connection (tests)
+    principal: str  # "User:<name>", as Kafka's ACLs name it
+    sasl: SaslSession | None  # the connection's SASL exchange, on SASL listeners
+    connection: ConnectionScope | None  # None: a request on no connection (tests)
+
+    def __init__(
+        self,
+        broker: Broker,
+        api_version: int,
+        client_id: str | None,
+        client_host: str,
+        principal: str = ANONYMOUS,
+        sasl: SaslSession | None = None,
+        connection: ConnectionScope | None = None,
+    ) -> None:
+        object.__setattr__(self, "broker", broker)
+        object.__setattr__(self, "api_version", api_version)
+        object.__setattr__(self, "client_id", client_id)
+        object.__setattr__(self, "client_host", client_host)
+        object.__setattr__(self, "principal", principal)
+        object.__setattr__(self, "sasl", sasl)
+        object.__setattr__(self, "connection", connection)

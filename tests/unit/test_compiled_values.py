@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 
 from kafka_api.codec import RequestHeader
+from kafka_api.context import ConnectionScope, RequestContext
 from raftlog.raft import window_file
 from raftlog.raft.core.values import (
     NONE,
@@ -28,6 +29,7 @@ from raftlog.storage.log_reads import Location
 OWN_INIT = [
     Location,
     RequestHeader,
+    RequestContext,
     AppendResult,
     window_file.Entry,
     Entry,
@@ -50,6 +52,7 @@ def test_frozen_values_stay_frozen_and_hashable() -> None:
         location,
         RequestHeader(0, 9, 7, "client", 10),
         AppendResult(0, 5, location, 1234),
+        RequestContext(None, 3, "client", "10.0.0.1", "User:alice", None, ConnectionScope()),
     ]
     for value in values:
         field = dataclasses.fields(value)[0].name
@@ -59,6 +62,8 @@ def test_frozen_values_stay_frozen_and_hashable() -> None:
         assert copy == value and hash(copy) == hash(value) and copy is not value
     assert repr(location) == "Location(segment_base=0, term=1, position=2, size=3)"
     assert Location(0, 1, 2, 4) != location
+    context = RequestContext(None, 3, "client", "10.0.0.1")
+    assert (context.principal, context.sasl, context.connection) == ("User:ANONYMOUS", None, None)
 
 
 def test_defaults_equality_and_repr_are_the_dataclasses() -> None:
