@@ -22,17 +22,10 @@ from kio.serial.readers import Reader, read_unsigned_varint
 from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from kafka_api import (
-    create_acls_v0,
-    delete_acls_v0,
-    describe_acls_v0,
-    describe_configs_v0,
-    list_offsets_v0,
-    offset_commit_v1,
-)
 from kafka_api.bounds import TooManyEntries, check_body
 from kafka_api.entry_bounds import max_entries
 from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
+from kafka_api.legacy import MODULES as _NOT_IN_KIO
 from kafka_api.metadata_encoding import METADATA_API_KEY, encode_metadata_response
 from kafka_api.produce_encoding import PRODUCE_API_KEY, encode_produce_response
 from kafka_api.wire_writers import uvarint
@@ -89,18 +82,6 @@ def decode_header(frame: Frame) -> RequestHeader:
             raise MalformedRequest(f"client id is not UTF-8: {exc}") from None
         size = end
     return RequestHeader(api_key, api_version, correlation_id, client_id, size)
-
-
-# API versions Kafka 3.9 still serves that kio (Kafka 4's schemas) does not model: the module
-# of each holds its models in kio's form, REQUEST and RESPONSE the payloads'.
-_NOT_IN_KIO: dict[tuple[int, int], ModuleType] = {
-    (list_offsets_v0.API_KEY, list_offsets_v0.VERSION): list_offsets_v0,
-    (offset_commit_v1.API_KEY, offset_commit_v1.VERSION): offset_commit_v1,
-    (describe_acls_v0.API_KEY, describe_acls_v0.VERSION): describe_acls_v0,
-    (create_acls_v0.API_KEY, create_acls_v0.VERSION): create_acls_v0,
-    (delete_acls_v0.API_KEY, delete_acls_v0.VERSION): delete_acls_v0,
-    (describe_configs_v0.API_KEY, describe_configs_v0.VERSION): describe_configs_v0,
-}
 
 
 def request_schema(api_key: int, api_version: int) -> type[RequestPayload]:

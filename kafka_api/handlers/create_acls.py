@@ -4,7 +4,7 @@ gets INVALID_REQUEST and the others are created. A request of more than MAX_PER_
 creations is refused whole (POLICY_VIOLATION) before any is read, and the controller refuses
 the whole command (POLICY_VIOLATION) if the cluster would hold more than MAX_ACLS. Reading,
 checking and answering are proportional to the request: they run in a thread. v0 (sarama
-1.22's CreateACL; kafka_api/create_acls_v0.py) has no pattern type: its ACLs are LITERAL, as
+1.22's CreateACL; kafka_api/legacy/create_acls_v0.py) has no pattern type: its ACLs are LITERAL, as
 Kafka 3.9 reads it."""
 
 from __future__ import annotations

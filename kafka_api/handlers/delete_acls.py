@@ -5,7 +5,7 @@ authorizer is configured. A request of more than MAX_PER_REQUEST filters is refu
 gets INVALID_REQUEST; the controller deletes nothing, and every filter gets its error, when
 the filters match more than MAX_PER_REQUEST bindings (INVALID_REQUEST, as Kafka) or would
 look at more than MAX_EXAMINED. Reading the filters and answering run in a thread. v0
-(sarama 1.22's DeleteACL; kafka_api/delete_acls_v0.py) has no pattern type: each filter
+(sarama 1.22's DeleteACL; kafka_api/legacy/delete_acls_v0.py) has no pattern type: each filter
 matches LITERAL ACLs only, as Kafka 3.9 reads it, so its answer, which cannot say one, names
 no other."""
 

@@ -3,7 +3,7 @@ DESCRIBE on the cluster; answers SECURITY_DISABLED while no authorizer is config
 INVALID_REQUEST to a filter with a string longer than any binding holds. The bindings are
 copied on the loop (about 1 ms per 100,000: a consistent listing); matching them, building
 the answer and encoding it, all in proportion to what the cluster holds, run in a thread.
-v0 (sarama 1.22's ListAcls; kafka_api/describe_acls_v0.py) has no pattern type: its filter
+v0 (sarama 1.22's ListAcls; kafka_api/legacy/describe_acls_v0.py) has no pattern type: its filter
 matches LITERAL ACLs only, as Kafka 3.9 reads it, so its answer, which cannot say one, names
 no other."""
 

@@ -4,7 +4,7 @@ checks: at most MAX_RESOURCES resources (any group name is answered with every s
 an answer would otherwise grow with the request: 20,000 names built 23.5 MB and held the
 node's loop 4.6 s), and each named once (every copy of one named twice is INVALID_REQUEST;
 Kafka answers each copy in full). v0 (sarama 1.22's ListTopics and DescribeConfig;
-kafka_api/describe_configs_v0.py) has no synonyms and says `is_default` where later versions
+kafka_api/legacy/describe_configs_v0.py) has no synonyms and says `is_default` where later versions
 give the source: true where the source is DEFAULT_CONFIG, as Kafka before 2.7 answered (2.7 to
 3.9 send false for every config, so sarama's ListTopics shows every one as set there)."""
 

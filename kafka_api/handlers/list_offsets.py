@@ -1,6 +1,6 @@
 """ListOffsets (2): offsets by timestamp, including Kafka's special timestamps.
 
-v0 (Kafka 3.9 serves it; kio has no model of it, kafka_api/list_offsets_v0.py) answers each
+v0 (Kafka 3.9 serves it; kio has no model of it, kafka_api/legacy/list_offsets_v0.py) answers each
 partition with a list of up to max_num_offsets offsets, newest first, as Kafka's
 legacyFetchOffsetsBefore does for a log of one segment: LATEST gives the high watermark then
 the log start offset, EARLIEST the log start offset, and a timestamp the first offset whose

@@ -1,7 +1,7 @@
 """OffsetCommit (8): a consumer's committed positions, stored in `__consumer_offsets`.
 
 From v1, as Redpanda serves it: Kafka 4 dropped v0-v1 (KIP-896), but sarama before 1.40
-commits with v1 (kafka_api/offset_commit_v1.py, our model: kio has none). v0 has no
+commits with v1 (kafka_api/legacy/offset_commit_v1.py, our model: kio has none). v0 has no
 generation or member and stored offsets in ZooKeeper; no client of today sends it. v6 adds the
 committed leader epoch, v7 the instance id. v10 names topics by id only and is not served.
 Topics or partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers; v1's

@@ -15,7 +15,6 @@ from support.broker_stub import BrokerStub
 from support.members import every_member
 from support.wire import make_batch
 
-from kafka_api import describe_configs_v0
 from kafka_api.codec import build, encode_response
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
@@ -36,6 +35,7 @@ from kafka_api.handlers import (
     produce,
     share_fetch,
 )
+from kafka_api.legacy import describe_configs_v0
 from raftlog.api.broker import Broker
 from raftlog.api.values import (
     BrokerInfo,

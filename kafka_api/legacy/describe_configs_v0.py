@@ -7,26 +7,19 @@ synonyms. Fields as in Kafka's DescribeConfigsRequest.json / DescribeConfigsResp
 version 0; kafka_api.codec answers from this module where kio has none."""
 
 # No `from __future__ import annotations`: kio reads these fields' types at run time.
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import field
 
 from kio.schema.errors import ErrorCode
-from kio.schema.request_header.v1.header import RequestHeader
-from kio.schema.response_header.v0.header import ResponseHeader
-from kio.static.constants import EntityType
-from kio.static.primitive import i8, i16, i32Timedelta
+from kio.static.primitive import i8, i32Timedelta
+
+from kafka_api.legacy.entity import Part, entity
 
 API_KEY = 32
 VERSION = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.REQUEST_PART)
 class DescribeConfigsResource:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     resource_type: i8 = field(metadata={"kafka_type": "int8"})
     resource_name: str = field(metadata={"kafka_type": "string"})
     configuration_keys: tuple[str, ...] | None = field(
@@ -34,23 +27,13 @@ class DescribeConfigsResource:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.REQUEST)
 class DescribeConfigsRequest:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     resources: tuple[DescribeConfigsResource, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.RESPONSE_PART)
 class DescribeConfigsResourceResult:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     name: str = field(metadata={"kafka_type": "string"})
     value: str | None = field(metadata={"kafka_type": "string"})
     read_only: bool = field(metadata={"kafka_type": "bool"})
@@ -58,13 +41,8 @@ class DescribeConfigsResourceResult:
     is_sensitive: bool = field(metadata={"kafka_type": "bool"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.RESPONSE_PART)
 class DescribeConfigsResult:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
     error_message: str | None = field(metadata={"kafka_type": "string"})
     resource_type: i8 = field(metadata={"kafka_type": "int8"})
@@ -72,13 +50,8 @@ class DescribeConfigsResult:
     configs: tuple[DescribeConfigsResourceResult, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.RESPONSE)
 class DescribeConfigsResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
     results: tuple[DescribeConfigsResult, ...]
 

@@ -8,86 +8,54 @@ Kafka's OffsetCommitRequest.json / OffsetCommitResponse.json at version 1;
 kafka_api.codec answers from this module where kio has none."""
 
 # No `from __future__ import annotations`: kio reads these fields' types at run time.
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import field
 
 from kio.schema.errors import ErrorCode
-from kio.schema.request_header.v1.header import RequestHeader
-from kio.schema.response_header.v0.header import ResponseHeader
 from kio.schema.types import GroupId, TopicName
-from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import i32, i64
+
+from kafka_api.legacy.entity import Part, entity
 
 API_KEY = 8
 VERSION = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.REQUEST_PART)
 class OffsetCommitRequestPartition:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     committed_offset: i64 = field(metadata={"kafka_type": "int64"})
     commit_timestamp: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
     committed_metadata: str | None = field(metadata={"kafka_type": "string"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.REQUEST_PART)
 class OffsetCommitRequestTopic:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     name: TopicName = field(metadata={"kafka_type": "string"})
     partitions: tuple[OffsetCommitRequestPartition, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.REQUEST)
 class OffsetCommitRequest:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     group_id: GroupId = field(metadata={"kafka_type": "string"})
     generation_id_or_member_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
     member_id: str = field(metadata={"kafka_type": "string"})
     topics: tuple[OffsetCommitRequestTopic, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.RESPONSE_PART)
 class OffsetCommitResponsePartition:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.RESPONSE_PART)
 class OffsetCommitResponseTopic:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     name: TopicName = field(metadata={"kafka_type": "string"})
     partitions: tuple[OffsetCommitResponsePartition, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@entity(API_KEY, VERSION, Part.RESPONSE)
 class OffsetCommitResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(VERSION)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = i16(API_KEY)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     topics: tuple[OffsetCommitResponseTopic, ...]
 
 
