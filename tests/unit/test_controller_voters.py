@@ -13,9 +13,10 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pysyncobj import SyncObjConf
@@ -464,22 +465,25 @@ async def _until(what: str, check: Callable[[], Any], seconds: float = 20.0) -> 
     raise AssertionError(f"not within {seconds}s: {what}")
 
 
-async def test_controllers_on_a_loopback_mesh_replace_their_leader_by_an_observer(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Four Controllers (ControllerMachine, RaftGroup, the mesh's GroupTransport, the ticker)
-    on real meshes over loopback, as four nodes run them: voters 1-3, node 4 observes, gets
-    the log and forwards a command; the controller's leader is retired (observer 4 added, it
-    removed after handing over), and it then forwards its own commands as an observer."""
+C = TypeVar("C", bound=Controller)
+
+
+@asynccontextmanager
+async def _on_meshes(
+    tmp_path: Path, make: Callable[..., C], node_ids: list[int]
+) -> AsyncIterator[dict[int, C]]:
+    """Four Controllers (`make`: the class) on real meshes over loopback, as four nodes run
+    them, with `node_ids` as the config's nodes (the first voters are drawn from them, at
+    most 3); each node dials the ones before it."""
     ids = [1, 2, 3, 4]
     meshes: dict[int, Mesh] = {}
-    controllers: dict[int, Controller] = {}
+    controllers: dict[int, C] = {}
     for n in ids:
         meshes[n] = Mesh(str(n), ("127.0.0.1", 0), {}, b"secret")
         ticker = Ticker(ElectionBudget(100.0, 25, time.monotonic))
         ticker.start()
-        controllers[n] = Controller(
-            n, ids, tmp_path / str(n), meshes[n], ticker, RaftTimings(), lambda: None, 3
+        controllers[n] = make(
+            n, node_ids, tmp_path / str(n), meshes[n], ticker, RaftTimings(), lambda: None, 3
         )
     try:
         for n in ids:
@@ -487,6 +491,22 @@ async def test_controllers_on_a_loopback_mesh_replace_their_leader_by_an_observe
             for m in ids[: n - 1]:
                 port = meshes[m]._server.sockets[0].getsockname()[1]
                 meshes[n].add_peer(str(m), ("127.0.0.1", port))
+        yield controllers
+    finally:
+        for c in controllers.values():
+            c.close()
+        for mesh in meshes.values():
+            await mesh.close()
+
+
+async def test_controllers_on_a_loopback_mesh_replace_their_leader_by_an_observer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Four Controllers (ControllerMachine, RaftGroup, the mesh's GroupTransport, the ticker)
+    on real meshes over loopback, as four nodes run them: voters 1-3, node 4 observes, gets
+    the log and forwards a command; the controller's leader is retired (observer 4 added, it
+    removed after handing over), and it then forwards its own commands as an observer."""
+    async with _on_meshes(tmp_path, Controller, [1, 2, 3, 4]) as controllers:
         leader = await _until(
             "a leader", lambda: next((n for n, c in controllers.items() if c.group.is_leader), 0)
         )
@@ -528,11 +548,6 @@ async def test_controllers_on_a_loopback_mesh_replace_their_leader_by_an_observe
         assert sorted(racks[v] for v in after) == ["a", "b", "c"]
         assert await controllers[now].spread_voters({1, 2, 3, 4}) is None  # spread already
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-    finally:
-        for c in controllers.values():
-            c.close()
-        for mesh in meshes.values():
-            await mesh.close()
 
 
 class HeldController(Controller):
@@ -561,22 +576,7 @@ async def test_two_joins_at_once_admit_one_voter_when_one_place_is_left(
     proposal is held; meanwhile the leader admits node 3 and commits it. The held proposal
     then reaches the leader, which decides on its log as it appends: the set is full and node
     4 observes. (Before, the leader appended what the follower had judged: four voters.)"""
-    ids = [1, 2, 3, 4]
-    meshes: dict[int, Mesh] = {}
-    controllers: dict[int, HeldController] = {}
-    for n in ids:
-        meshes[n] = Mesh(str(n), ("127.0.0.1", 0), {}, b"secret")
-        ticker = Ticker(ElectionBudget(100.0, 25, time.monotonic))
-        ticker.start()
-        controllers[n] = HeldController(
-            n, [1, 2], tmp_path / str(n), meshes[n], ticker, RaftTimings(), lambda: None, 3
-        )
-    try:
-        for n in ids:
-            await meshes[n].start()
-            for m in ids[: n - 1]:
-                port = meshes[m]._server.sockets[0].getsockname()[1]
-                meshes[n].add_peer(str(m), ("127.0.0.1", port))
+    async with _on_meshes(tmp_path, HeldController, [1, 2]) as controllers:
         leader = await _until(
             "a leader", lambda: next((n for n, c in controllers.items() if c.group.is_leader), 0)
         )
@@ -599,8 +599,3 @@ async def test_two_joins_at_once_admit_one_voter_when_one_place_is_left(
         )
         assert not controllers[4].group.is_voter
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-    finally:
-        for c in controllers.values():
-            c.close()
-        for mesh in meshes.values():
-            await mesh.close()
