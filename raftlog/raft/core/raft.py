@@ -157,26 +157,27 @@ class Raft(Liveness):
 
     def has_ready(self) -> bool:
         """Asked for every awake group every tick: compares fields, builds nothing."""
-        hs, soft, last = self.prev_hs, self.prev_soft, self.last_index()
+        soft, last = self.prev_soft, self.last_index()
         return bool(
             self.outbox
             or self.unsent_from <= last
             or self.truncated_to is not None
-            or self.term != hs.term
-            or self.vote != hs.vote
-            or self.commit != hs.commit
+            or self._hard_state_moved()
             or self.leader != soft.leader
             or self.role != soft.role
             or min(self.commit, last) > self.applied
             or self.install_wanted is not None
         )
 
+    def _hard_state_moved(self) -> bool:
+        """Term, vote or commit moved since the last Ready: fields compared, as HardState's
+        == is the interpreted one that dataclasses generates (py-spy, small writes)."""
+        hs = self.prev_hs
+        return self.term != hs.term or self.vote != hs.vote or self.commit != hs.commit
+
     def ready(self) -> Ready:
-        prev = self.prev_hs
-        # Fields compared here, as in has_ready: HardState's == is the interpreted one that
-        # dataclasses generates (py-spy, small writes).
-        changed = self.term != prev.term or self.vote != prev.vote or self.commit != prev.commit
-        hs = self.hard_state() if changed else prev
+        changed = self._hard_state_moved()
+        hs = self.hard_state() if changed else self.prev_hs
         last = self.last_index()
         hi = min(self.commit, last)
         # Most Readies of an awake group carry a heartbeat or its answer and no entries: the
