@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from raftlog.config.node_config import NodeConfig, toml_value
+from raftlog_app.cluster_state import changing_state, read_state, write_state
 from raftlog_app.local_nodes import (
     HOST,
     RAFT_OFFSET,
@@ -43,15 +44,6 @@ SUPER_USER = "admin"
 TOOLS_CONFIG = "admin.properties"
 
 
-def read_state(data: Path) -> dict:
-    path = data / "cluster.json"
-    if not path.exists():
-        raise ClusterError(
-            f"no cluster in {data} (no cluster.json); start one with `raftlog cluster up`"
-        )
-    return json.loads(path.read_text())
-
-
 def up(
     data: Path,
     nodes: int,
@@ -72,31 +64,27 @@ def up(
     if secure:
         broker = {**SECURE_BROKER, **(broker or {})}
     data = data.resolve()
-    state_path = data / "cluster.json"
-    _refuse_running(data)
-    specs = node_specs(data, nodes, kafka_port, listeners)
-    busy = busy_ports(
-        [
-            p
-            for s in specs
-            for p in (*s.listener_ports().values(), s.raft_port, s.admin_port, s.proxy_port)
-        ]
-    )
-    if busy:
-        raise ClusterError(f"ports in use: {busy}; pick another --kafka-port")
-    secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
-    for spec in specs:
-        if not spec.config_path.exists():
-            rack = racks[(spec.node_id - 1) % len(racks)] if racks else None
-            write_config(spec, specs, secret, broker or {}, admin_token, rack)
-    pids = {spec.node_id: start_node(spec.config_path, spec.data_dir) for spec in specs}
-    bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
-    data.mkdir(parents=True, exist_ok=True)
-    state_path.write_text(
-        json.dumps(
-            {"bootstrap": bootstrap, "nodes": [s.as_json(pids[s.node_id]) for s in specs]}, indent=2
+    with changing_state(data, timeout, progress, create=True):
+        _refuse_running(data)
+        specs = node_specs(data, nodes, kafka_port, listeners)
+        busy = busy_ports(
+            [
+                p
+                for s in specs
+                for p in (*s.listener_ports().values(), s.raft_port, s.admin_port, s.proxy_port)
+            ]
         )
-    )
+        if busy:
+            raise ClusterError(f"ports in use: {busy}; pick another --kafka-port")
+        secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
+        for spec in specs:
+            if not spec.config_path.exists():
+                rack = racks[(spec.node_id - 1) % len(racks)] if racks else None
+                write_config(spec, specs, secret, broker or {}, admin_token, rack)
+        pids = {spec.node_id: start_node(spec.config_path, spec.data_dir) for spec in specs}
+        bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
+        nodes_json = [s.as_json(pids[s.node_id]) for s in specs]
+        write_state(data, {"bootstrap": bootstrap, "nodes": nodes_json})
     wait_ready(specs, pids, timeout, progress)
     if secure:
         secure_tools(data, specs, admin_token, timeout)
@@ -132,28 +120,26 @@ def up_hosts(
     the ports of `cluster up`'s node i, host h is `host-h`, the rack of its brokers, and its
     files are in DATA/host-h (host.toml, its log, a broker-<i> directory per broker)."""
     data = data.resolve()
-    _refuse_running(data)
     specs = _host_brokers(data, 1, hosts * per_host, per_host, kafka_port)
     by_host = [specs[(h - 1) * per_host : h * per_host] for h in range(1, hosts + 1)]
-    busy = busy_ports(
-        [p for h, mine in enumerate(by_host, 1) for p in _host_ports(kafka_port, h, mine)]
-    )
-    if busy:
-        raise ClusterError(f"ports in use: {busy}; pick another --kafka-port")
-    secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
-    state_hosts = [
-        _start_host(data, h, mine, specs, kafka_port, secret, admin_token, broker)
-        for h, mine in enumerate(by_host, 1)
-    ]
-    nodes = [
-        {**s.as_json(host["pid"]), "host": host["name"]}
-        for host, mine in zip(state_hosts, by_host, strict=True)
-        for s in mine
-    ]
-    bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
-    (data / "cluster.json").write_text(
-        json.dumps({"bootstrap": bootstrap, "hosts": state_hosts, "nodes": nodes}, indent=2)
-    )
+    ports = [p for h, mine in enumerate(by_host, 1) for p in _host_ports(kafka_port, h, mine)]
+    with changing_state(data, timeout, progress, create=True):
+        _refuse_running(data)
+        busy = busy_ports(ports)
+        if busy:
+            raise ClusterError(f"ports in use: {busy}; pick another --kafka-port")
+        secret, admin_token = secrets.token_hex(16), secrets.token_hex(16)
+        state_hosts = [
+            _start_host(data, h, mine, specs, kafka_port, secret, admin_token, broker)
+            for h, mine in enumerate(by_host, 1)
+        ]
+        nodes = [
+            {**s.as_json(host["pid"]), "host": host["name"]}
+            for host, mine in zip(state_hosts, by_host, strict=True)
+            for s in mine
+        ]
+        bootstrap = ",".join(f"{HOST}:{s.kafka_port}" for s in specs)
+        write_state(data, {"bootstrap": bootstrap, "hosts": state_hosts, "nodes": nodes})
     _wait_hosts(specs, state_hosts, nodes, timeout, progress)
     return bootstrap
 
@@ -167,6 +153,15 @@ def add_host(data: Path, timeout: float, progress: bool = True) -> tuple[str, li
     the first host's secret, admin token and [broker] settings. Returns once its brokers
     are registered and answer Kafka clients: the host's name and its brokers."""
     data = data.resolve()
+    with changing_state(data, timeout, progress):
+        host, specs, nodes = _start_added_host(data)
+    _wait_hosts(specs, [host], nodes, timeout, progress)
+    return host["name"], specs
+
+
+def _start_added_host(data: Path) -> tuple[dict[str, Any], list[NodeSpec], list[dict]]:
+    """add_host's part under changing_state: its host started, written to cluster.json;
+    the host's entry there, its brokers and every node's entry."""
     state = read_state(data)
     if "hosts" not in state:
         raise ClusterError(
@@ -199,9 +194,8 @@ def add_host(data: Path, timeout: float, progress: bool = True) -> tuple[str, li
     state["hosts"].append(host)
     state["nodes"] += [{**s.as_json(host["pid"]), "host": host["name"]} for s in specs]
     state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])
-    (data / "cluster.json").write_text(json.dumps(state, indent=2))
-    _wait_hosts(specs, [host], state["nodes"], timeout, progress)
-    return host["name"], specs
+    write_state(data, state)
+    return host, specs, state["nodes"]
 
 
 def _host_brokers(
@@ -357,13 +351,13 @@ def secure_tools(data: Path, specs: list[NodeSpec], admin_token: str, timeout: f
             f"sasl.username={SUPER_USER}\n"
             f"sasl.password={password}\n"
         )
-    state_path = data / "cluster.json"
-    state = json.loads(state_path.read_text())
-    state["tools"] = {
-        "bootstrap": ",".join(f"{HOST}:{s.listener_ports()['SASL_PLAINTEXT']}" for s in specs),
-        "command_config": str(path),
-    }
-    state_path.write_text(json.dumps(state, indent=2))
+    with changing_state(data, timeout):  # an add-node may have written it meanwhile
+        state = read_state(data)
+        state["tools"] = {
+            "bootstrap": ",".join(f"{HOST}:{s.listener_ports()['SASL_PLAINTEXT']}" for s in specs),
+            "command_config": str(path),
+        }
+        write_state(data, state)
 
 
 def tools(data: Path) -> tuple[str, Path | None] | None:
@@ -387,6 +381,17 @@ def add_node(
     proves the cluster secret, and the cluster adds it to its controller group. It takes the
     first node's [broker] settings, but not its rack: `rack` is its own."""
     data = data.resolve()
+    with changing_state(data, timeout, progress):
+        spec, specs, pids = _start_added_node(data, rack)
+    wait_ready([s for s in specs if alive(pids[s.node_id])], pids, timeout, progress)
+    return spec
+
+
+def _start_added_node(
+    data: Path, rack: str | None
+) -> tuple[NodeSpec, list[NodeSpec], dict[int, int]]:
+    """add_node's part under changing_state: its node started, written to cluster.json;
+    the node, every node and their pids."""
     state = read_state(data)
     if "hosts" in state:
         raise ClusterError(
@@ -408,11 +413,8 @@ def add_node(
     pid = start_node(spec.config_path, spec.data_dir)
     state["nodes"].append(spec.as_json(pid))
     state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])
-    (data / "cluster.json").write_text(json.dumps(state, indent=2))
-    specs = [*existing, spec]
-    pids = {n["node_id"]: n["pid"] for n in state["nodes"]}
-    wait_ready([s for s in specs if alive(pids[s.node_id])], pids, timeout, progress)
-    return spec
+    write_state(data, state)
+    return spec, [*existing, spec], {n["node_id"]: n["pid"] for n in state["nodes"]}
 
 
 def _state_specs(state: dict, listeners: tuple[str, ...]) -> list[NodeSpec]:

@@ -2,15 +2,17 @@
 --brokers-per-host 2` on loopback, a supervisor (`raftlog serve --config host.toml`) of two
 brokers. Kafka clients see two brokers, racked by the host, and produce and consume through
 them; a broker killed with -9 is started again by the supervisor (its /v1/host and /metrics
-count the restart) and serves again. `raftlog cluster add-host` then starts a second host of
-two brokers that join: Metadata lists them in its rack, a topic created afterwards has a
-replica of every partition on it, the controller keeps three voters, `cluster status` shows
-it, and `cluster down` stops both supervisors and their brokers cleanly (exit 0, no ERROR in
-any log, no process left)."""
+count the restart) and serves again. `raftlog cluster add-host`, once another command
+changing cluster.json lets go of its lock, then starts a second host of two brokers that
+join: Metadata lists them in its rack, a topic created afterwards has a replica of every
+partition on it, the controller keeps three voters, `cluster status` shows it, and `cluster
+down` stops both supervisors and their brokers cleanly (exit 0, no ERROR in any log, no
+process left)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -139,8 +141,27 @@ def test_a_host_of_two_brokers_then_a_second_host(tmp_path: Path) -> None:
         _produce(bootstrap, "t", after)
         assert sorted(_consume(bootstrap, "t", 40)) == sorted(first + after)
 
-        # a second host: brokers 3 and 4, the next ports, rack host-2, its supervisor next
-        out = _cli("cluster", "add-host", "--data", str(data)).splitlines()
+        # a second host: brokers 3 and 4, the next ports, rack host-2, its supervisor next;
+        # while another command changes cluster.json (its lock held here) add-host waits,
+        # then reads what that one wrote: it neither takes the same host number and ports
+        # nor writes over it
+        before = (data / "cluster.json").read_text()
+        with open(data / "cluster.json.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            adding = subprocess.Popen(
+                [*raftlog_argv(), "cluster", "add-host", "--data", str(data)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            assert adding.stderr is not None
+            waits = adding.stderr.readline()
+            assert waits.startswith("waiting for another `raftlog cluster` command"), waits
+            assert (data / "cluster.json").read_text() == before
+            assert port_is_free(second_port) and not (data / "host-2").exists()
+        stdout, stderr = adding.communicate(timeout=120)
+        assert adding.returncode == 0, stdout + stderr
+        out = stdout.splitlines()
         assert out[-1] == ",".join(f"{HOST}:{base + i}" for i in range(4)), out
         state = json.loads((data / "cluster.json").read_text())
         supervisors = [h["pid"] for h in state["hosts"]]

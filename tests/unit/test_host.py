@@ -5,9 +5,11 @@ change; the restart backoff on an injected clock."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 import tomllib
@@ -15,10 +17,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.cluster import raftlog_argv
 
 from raftlog.common.errors import ConfigError
 from raftlog.config.node_config import NodeConfig
-from raftlog_app import cluster, host, local_nodes
+from raftlog_app import cluster, cluster_state, host, local_nodes
 from raftlog_app.host import Backoff
 
 GOOD = """
@@ -431,6 +434,42 @@ def test_add_host_refuses_in_one_line_and_starts_nothing(tmp_path: Path) -> None
     (nodes / "cluster.json").write_text(json.dumps({"bootstrap": "", "nodes": []}))
     with pytest.raises(local_nodes.ClusterError, match="`raftlog cluster add-node`$"):
         cluster.add_host(nodes, timeout=1)
+
+
+def test_a_change_of_cluster_json_waits_for_the_one_under_way_then_gives_up_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """Two `cluster add-host` at once would read one cluster.json, both start host-2 on the
+    same ports and each write cluster.json over the other's: the CLI takes cluster.json.lock
+    (held here, as a running add-host holds it) before it reads, says it waits and for whom,
+    and past --timeout gives up in one line, having started and written nothing. (Host-2's
+    first port is taken too, so a CLI that ignored the lock would be refused for that.)"""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        state = _hosts_state(tmp_path, port - 2, os.getpid())
+        with open(tmp_path / cluster_state.LOCK, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            lock.write(f"{os.getpid()}\n")
+            lock.flush()
+            done = subprocess.run(
+                [*raftlog_argv(), "cluster", "add-host", "--data", str(tmp_path)]
+                + ["--timeout", "1"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+    changing = f"`raftlog cluster` command (pid {os.getpid()})"
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr.splitlines() == [
+        f"waiting for another {changing} changing {tmp_path / 'cluster.json'}",
+        f"raftlog: another {changing} is still changing {tmp_path / 'cluster.json'} after 1s; "
+        "try again once it ends",
+    ]
+    assert json.loads((tmp_path / "cluster.json").read_text()) == state
+    assert not (tmp_path / "host-2").exists()
 
 
 def test_host_clusters_past_the_port_scheme_are_refused_before_any_start(
