@@ -5,7 +5,6 @@ for Raft in the partition's ProduceQueue; transaction markers go the same way.""
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -80,23 +79,10 @@ class ProduceSide(ReplicaBase):
         target = self.compression
         limit = codecs.MAX_DECOMPRESSED_BYTES
         if target is not None and any(h.compression != target[0] for h in headers):
-            # compression.type: Kafka's broker-side recompression, in a thread; the
-            # rebuilt batches replace the request's before its queue can propose it
+            # compression.type: Kafka's broker-side recompression, in a thread
             request.checked = asyncio.ensure_future(
-                self._opened(
-                    headers,
-                    None,
-                    records,
-                    timeout_ms,
-                    recompress,
-                    records,
-                    *target,
-                    limit,
-                    self.max_message_bytes,
-                    compacted,
-                )
+                self._recompressed(request, headers, timeout_ms, *target, compacted)
             )
-            request.checked.add_done_callback(functools.partial(_take_records, request))
         elif any(needs_record_walk(h) for h in headers):
             # Off the event loop: a bomb stops at MAX_DECOMPRESSED_BYTES, and a real batch
             # does not hold up every other partition while it is opened. The queue keeps
@@ -117,6 +103,34 @@ class ProduceSide(ReplicaBase):
         if future is None:
             return done(ProduceResult(base_offset=-1, log_start_offset=self.log_start_offset))
         return answer_within(request, timeout_ms)
+
+    async def _recompressed(
+        self,
+        request: ProduceRequest,
+        headers: list[BatchHeader],
+        timeout_ms: int,
+        codec: int,
+        level: int | None,
+        compacted: str | None,
+    ) -> None:
+        """The request's batches rebuilt in `codec`, which replace its own before this ends:
+        the queue proposes a request once its check is done, and a done callback that set
+        them ran too late when another request's callback, run first in the same turn,
+        proposed this one (its batches went into the log as the producer sent them). A
+        failure (MESSAGE_TOO_LARGE, a corrupt batch) is the queue's to answer."""
+        request.records = await self._opened(
+            headers,
+            None,
+            request.records,
+            timeout_ms,
+            recompress,
+            request.records,
+            codec,
+            level,
+            codecs.MAX_DECOMPRESSED_BYTES,
+            self.max_message_bytes,
+            compacted,
+        )
 
     async def _opened(
         self,
@@ -177,10 +191,3 @@ class ProduceSide(ReplicaBase):
                     message="not the leader, but this batch is in the log: it may be committed",
                 )
         return refused
-
-
-def _take_records(request: ProduceRequest, rebuilt: asyncio.Future[bytes]) -> None:
-    """A recompressed request carries the rebuilt batches (a failure is the queue's to
-    answer, from the same future)."""
-    if not rebuilt.cancelled() and rebuilt.exception() is None:
-        request.records = rebuilt.result()

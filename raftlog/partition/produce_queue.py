@@ -46,7 +46,7 @@ class ProduceRequest:
     verdict: Verdict | None = None  # set when the leader left its batches out of the log
     # compressed or long batches are walked (or recompressed: the rebuilt batches) in a
     # thread; the request is proposed once they pass
-    checked: asyncio.Future[None] | asyncio.Future[bytes] | None = None
+    checked: asyncio.Future[None] | None = None
     log_append_time: int = -1  # the leader's stamp on a LogAppendTime topic's batches
     timer: asyncio.TimerHandle | None = None  # answers REQUEST_TIMED_OUT (answer_within)
 
@@ -101,7 +101,7 @@ class ProduceQueue:
         self._queue.append(request)
         self.propose()
 
-    def _checked(self, checked: asyncio.Future[None] | asyncio.Future[bytes]) -> None:
+    def _checked(self, checked: asyncio.Future[None]) -> None:
         """A request's batches were opened, or failed to be (its exception is read here: a
         request dropped with the leadership before then is not answered from it, and asyncio
         logs an error for an exception nobody read)."""

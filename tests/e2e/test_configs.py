@@ -381,5 +381,8 @@ def test_compression_type_recompresses_what_producers_send(cluster, codec: str) 
     leader, _ = cluster.leader(name, 0)
     with W.KafkaWire(cluster.node(leader).kafka_addr) as conn:
         fetched = conn.fetch(name, 0, 0, max_bytes=16 * 1024 * 1024)
-    stored = {header.compression for _, header in iter_batches(fetched.records)}
-    assert stored == {CODECS[codec]}  # every batch the lz4 producer sent, rebuilt
+    assert fetched.error == W.NONE, fetched.error
+    stored = [header.compression for _, header in iter_batches(fetched.records)]
+    # every batch the lz4 producer sent, rebuilt (one request's rebuilt batches were once
+    # dropped when another's rebuild ended in the same loop turn: raftlog/partition/produce.py)
+    assert stored and set(stored) == {CODECS[codec]}, stored

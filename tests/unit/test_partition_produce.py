@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 from support.raftnet import Clock
 from support.replicas import IDS, Replicas, settings, values
 from support.wire import make_batch
@@ -443,6 +445,33 @@ async def test_a_compressed_batch_keeps_its_place_while_it_is_checked(
     assert done(refused)[0].error == ErrorCode.corrupt_message
     assert done(after)[0].base_offset == 4
     assert values(p) == [*zipped, b"p", b"q"]
+
+
+async def test_compression_type_stores_every_batch_rebuilt_when_rebuilds_end_together(
+    replicas: Replicas,
+) -> None:
+    """compression.type: each request's batches are rebuilt in a thread (here lz4 ones, on
+    an uncompressed topic) and the rebuilt ones proposed. The rebuilds of several requests
+    may end in one turn of the loop (the loop busy meanwhile, as here): the first one's end
+    proposes the others that are done too, which once went into the log as the producer
+    sent them, still lz4."""
+    leader, p = await leading(replicas)
+    p.apply_settings({**settings(), "compression.type": "uncompressed"})
+    sent = [replicas.send(leader, gzip_batch(b"v%d" % i * 100, codec=LZ4)) for i in range(4)]
+    checks = [r.checked for r in p.produce_queue._queue if r.checked is not None]
+    assert len(checks) == 4
+    while not all(c.done() for c in checks):
+        time.sleep(0.05)  # the loop busy: every thread that ends meanwhile is seen in one turn
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)  # their done callbacks propose
+    await replicas.run(0.2)
+    assert [r.error for r in done(*sent)] == [ErrorCode.none] * 4
+    assert values(p) == [b"v%d" % i * 100 for i in range(4)]
+    stored = MemoryRecords(bytes(p.log.read(0, 1 << 22, p.high_watermark, True)))
+    codecs = []
+    while (stored_batch := stored.next_batch()) is not None:
+        codecs.append(stored_batch.compression_type)
+    assert codecs == [0] * 4
 
 
 @pytest.mark.parametrize("recompressed", [False, True])
