@@ -90,7 +90,7 @@ class ProduceSide(ReplicaBase):
             request.checked = asyncio.ensure_future(
                 self._opened(
                     headers,
-                    check_bytes(records, headers),
+                    check_bytes(records, headers, limit),
                     records,
                     timeout_ms,
                     check_records,
@@ -142,9 +142,9 @@ class ProduceSide(ReplicaBase):
         *args: object,
     ) -> _T:
         """`fn(*args)` in a thread once the node's request memory admits what it holds of
-        `records` opened: `held` bytes, or (None) what they decompress to, counted in a
-        thread first, holding a chunk (check_bytes knows it of lz4 batches, which the
-        check walks a piece at a time without that second pass). Past the budget a produce
+        `records` opened: `held` bytes (check_bytes reads it from the codecs' headers for
+        the check, which walks each batch a piece at a time), or (None: recompression,
+        which holds each batch whole) what they decompress to, counted in a thread first. Past the budget a produce
         waits up to its timeout (REQUEST_TIMED_OUT), as Kafka's and Redpanda's stop reading
         requests while their memory is taken; a request larger than the whole budget is
         MESSAGE_TOO_LARGE. Either way nothing is stored."""

@@ -415,20 +415,16 @@ def decompressed_bytes(records: bytes, limit: int) -> int:
     return total
 
 
-def check_bytes(records: bytes, headers: list[BatchHeader]) -> int | None:
-    """What check_records holds of these batches (validate_produce's `headers`) opened, when
-    no batch needs measuring: an lz4 batch is walked as it decompresses (what its frame
-    header says that holds, codecs.lz4_check_bytes; one batch after the other), a plain one
-    in place. None when a batch of another codec is among them (opened whole:
-    decompressed_bytes measures it, in a thread)."""
+def check_bytes(records: bytes, headers: list[BatchHeader], limit: int) -> int:
+    """What check_records holds of these batches (validate_produce's `headers`) opened: a
+    compressed batch is walked as it decompresses (what its headers say that walk holds,
+    codecs.check_bytes; one batch after the other), a plain one in place. Read from the
+    codecs' headers, not decoded, so the check is the batch's one pass."""
     held, pos = 0, 0
     for header in headers:
-        if needs_record_walk(header):
-            if header.compression == codecs.LZ4:
-                payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
-                held = max(held, codecs.lz4_check_bytes(payload))
-            elif header.compression:
-                return None
+        if header.compression and needs_record_walk(header):
+            payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
+            held = max(held, codecs.check_bytes(header.compression, payload, limit))
         pos += header.size
     return held
 
@@ -437,24 +433,21 @@ def check_records(records: bytes, limit: int, compacted: str | None = None) -> N
     """What validate_produce leaves to a thread: every batch that needs_record_walk holds
     exactly the records its header counts (with keys, on a compacted topic: see _walk), a
     compressed one within `limit` bytes once decompressed (Kafka's LogValidator looks inside
-    too). An lz4 batch is counted a piece at a time as it decompresses (what check_bytes
-    admits); the other codecs are opened whole."""
+    too). A compressed batch is counted a piece at a time as it decompresses (what
+    check_bytes admits), never held whole."""
     for pos, header in iter_batches(records):
-        if needs_record_walk(header):
-            payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
-            if header.compression == codecs.LZ4:
-                counter = Counter(compacted is not None)
-                for piece in codecs.lz4_pieces(payload, limit):
-                    counter.feed(piece)
-                counter.check(header.record_count)
-                if counter.missing and compacted is not None:
-                    raise _keyless(counter.keyless, counter.missing, compacted)
-                continue
-            if header.compression:
-                plain = codecs.decompress(header.compression, payload, limit)
-                _walk(plain, 0, len(plain), header.record_count, compacted)
-            else:
-                _walk(records, pos + HEADER_SIZE, pos + header.size, header.record_count, compacted)
+        if not needs_record_walk(header):
+            continue
+        if not header.compression:
+            _walk(records, pos + HEADER_SIZE, pos + header.size, header.record_count, compacted)
+            continue
+        payload = memoryview(records)[pos + HEADER_SIZE : pos + header.size]
+        counter = Counter(compacted is not None)
+        for piece in codecs.pieces(header.compression, payload, limit):
+            counter.feed(piece)
+        counter.check(header.record_count)
+        if counter.missing and compacted is not None:
+            raise _keyless(counter.keyless, counter.missing, compacted)
 
 
 def _walk(

@@ -165,14 +165,18 @@ def test_corrupt_crc_produce_is_rejected(module_cluster, topic):
 def test_a_compressed_bomb_or_garbage_is_refused_unopened(module_cluster, topic):
     """A 32 KB zstd batch holding 1 GiB froze a node for 6 s when ListOffsets by timestamp
     opened it; garbage under a valid CRC was stored and consumers looped on it. Produce now
-    opens compressed batches under a bound, in a thread, and refuses both."""
+    opens compressed batches under a bound, in a thread, and refuses both. The bomb is of
+    whole records, so the bound stops it (zeros are refused as corrupt at the first piece)."""
     node, _ = leader_of(module_cluster)
     plain = W.make_batch([(b"k", b"v"), (b"k", b"w")])
-    bomb = W.zstd_bomb(1 << 30)
+    bomb = W.zstd_record_bomb(1 << 30)
+    assert len(bomb) < 128 * 1024
     with W.KafkaWire(module_cluster.node(node).kafka) as w:
         before = w.list_offsets(TOPIC, 0)
         r = w.produce(TOPIC, 0, W.with_payload(plain, 4, bomb), acks=-1)
         assert r.error == W.MESSAGE_TOO_LARGE, r
+        r = w.produce(TOPIC, 0, W.with_payload(plain, 4, W.zstd_bomb(1 << 30)), acks=-1)
+        assert r.error == W.CORRUPT_MESSAGE, r
         r = w.produce(TOPIC, 0, W.with_payload(plain, 3, b"not lz4 at all" * 8), acks=-1)
         assert r.error == W.CORRUPT_MESSAGE, r
         assert w.list_offsets(TOPIC, 0).offset == before.offset

@@ -242,6 +242,18 @@ def zstd_bomb(size: int) -> bytes:
     return b"".join(compressor.compress(chunk) for _ in range(size >> 20)) + compressor.flush()
 
 
+def zstd_record_bomb(size: int) -> bytes:
+    """zstd of `size` bytes (a multiple of 1 MiB, roughly) of whole records, each a null key
+    and a value of zeros: a walk of their lengths passes them all, so only the bound stops
+    it. Made without holding them; 1 GiB comes out at about 100 KB."""
+    value = bytes(65_000)
+    body = b"\x00" + zigzag(0) + zigzag(0) + zigzag(-1) + zigzag(len(value)) + value + zigzag(0)
+    record = zigzag(len(body)) + body
+    chunk = record * ((1 << 20) // len(record))
+    compressor = zstandard.ZstdCompressor(level=3).compressobj()
+    return b"".join(compressor.compress(chunk) for _ in range(size >> 20)) + compressor.flush()
+
+
 def corrupt_crc(batch: bytes) -> bytes:
     """The same batch with every bit of its CRC-32C field (bytes 17..20) flipped."""
     (crc,) = struct.unpack_from(">I", batch, 17)
