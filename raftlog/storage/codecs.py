@@ -311,11 +311,11 @@ def lz4_check_bytes(payload: bytes | memoryview) -> int:
 
 
 def _zstd_pieces(payload: bytes | memoryview, limit: int) -> Iterator[bytes]:
-    """The stream reader bounds the output but says nothing of a frame cut short (it ends
-    where the input does): _zstd_frames first walks the frames' block headers, which a cut
-    or trailing bytes break, then the reader decodes them across frames, refusing a frame
-    whose window is larger than the first's (what check_bytes admitted)."""
-    _zstd_frames(payload)
+    """The stream reader decodes across frames, refusing a frame whose window is larger
+    than the first's (what check_bytes admitted), and bounds the output, but says nothing of
+    a frame cut short (it ends where the input does): _zstd_frames then walks the frames'
+    block headers, which a cut or trailing bytes break. After, not before: a bomb of a
+    million tiny blocks stops at the bound, a few hundred blocks in."""
     window = min(max(_zstd_window(payload), _ZSTD_MIN_WINDOW), _ZSTD_MAX_WINDOW)
     decoder = zstandard.ZstdDecompressor(max_window_size=window)
     size = 0
@@ -325,6 +325,7 @@ def _zstd_pieces(payload: bytes | memoryview, limit: int) -> Iterator[bytes]:
             if size > limit:
                 raise _too_large(limit)
             yield piece
+    _zstd_frames(payload)
 
 
 def _zstd_window(payload: bytes | memoryview) -> int:

@@ -301,3 +301,14 @@ def test_a_batch_opened_whole_is_held_about_once(writer: str) -> None:
         tracemalloc.stop()
     assert opened == records
     assert peak < 1.25 * len(records) + (1 << 20), peak / len(records)
+
+
+def test_a_zstd_bomb_of_tiny_blocks_stops_at_the_bound_before_its_blocks_are_walked() -> None:
+    """A frame of 4-byte RLE blocks of 128 KiB each, cut short: decoded first, it stops at
+    the bound after a few hundred blocks (MESSAGE_TOO_LARGE); walked first, all of a
+    megabyte's 250,000 block headers were read in Python before (CORRUPT_MESSAGE)."""
+    header = (0xFD2FB528).to_bytes(4, "little") + b"\x00\x38"  # no content size, 128 KiB window
+    rle = ((128 << 10) << 3 | 1 << 1).to_bytes(3, "little") + b"\x00"  # not the last block
+    bomb = header + rle * 250_000
+    assert decoded(ZSTD, bomb, 64 << 20) == ErrorCode.message_too_large
+    assert decoded(ZSTD, header + rle * 3, 64 << 20) == ErrorCode.corrupt_message
