@@ -122,6 +122,47 @@ def _entry(term: int, index: int, data: bytes) -> Entry:
     return Entry(term, index, data)
 
 
+def in_ticks(silences: dict[str, float]) -> dict[int, int]:
+    """The mesh's silences (seconds since each connected peer's node was last heard, pings
+    included) in whole ticks, by node id."""
+    return {int(p): int(s / TICK_SECONDS) for p, s in silences.items()}
+
+
+def tick_group(
+    raft: Raft, heard: list[tuple[int, int]], connected: frozenset[int], stand: bool
+) -> bool:
+    """One tick of an awake group (the driver's, and the Raft simulation's): a leader whose
+    lease ends next counts its followers' nodes as heard when they were (FORK 10: a busy
+    node's answers may lag behind its pings); `connected`, the nodes the mesh holds a
+    connection to, are those a leader waits for before it goes quiet. True: a Ready may be
+    waiting."""
+    if heard and raft.lease_ending():
+        for peer, ago in heard:
+            raft.heard_from(peer, ago)
+    return raft.tick(stand, connected)
+
+
+def peer_changed(raft: Raft, peer: int, up: bool, silences: dict[int, int], longest: int) -> bool:
+    """A peer's node came, went or fell silent (the mesh's connection, or its keepalive): the
+    quiet groups it is in wake (FORK.md 9), so that one whose leader it was elects another
+    and one it followed checks its quorum; the followers of a node whose connection closed
+    stand sooner (`leader_gone`). A follower's election timer runs from when the leader's
+    node was last heard, a leader's lease from when a majority of its followers' nodes was
+    (`silences`, in ticks, of the connected peers; `longest` for one not connected). The
+    Raft simulation decides by this too. True: the group is awake now (to be ticked)."""
+    silent_ticks = 0 if up else silences.get(peer, 0)
+    if not up and peer not in silences and raft.role == Role.FOLLOWER and raft.leader == peer:
+        raft.leader_gone()  # the connection closed
+        return True
+    if raft.quiet and raft.concerns(peer):
+        if raft.role == Role.LEADER:
+            raft.wake(raft.quorum_silence(silences, longest))
+        else:
+            raft.wake(silent_ticks if raft.leader == peer else 0)
+        return True
+    return False
+
+
 class Driven(Protocol):
     """A group as the driver sees it (raft/replica.py's CoreGroup)."""
 
@@ -329,42 +370,24 @@ class Driver:
                 self._failures.exception("timer", "raft driver timer failed")
 
     def _tick_groups(self, silences: dict[str, float]) -> None:
-        heard = [(int(p), int(s / TICK_SECONDS)) for p, s in silences.items()]
+        heard = list(in_ticks(silences).items())
         connected = frozenset(int(p) for p in silences)
         for name, group in list(self._awake.items()):
             raft = group.raft
             try:
-                if heard and raft.lease_ending():
-                    for peer, ago in heard:
-                        raft.heard_from(peer, ago)  # FORK 10: a busy node's answers may lag
-                if raft.tick(group.may_stand() if raft.wants_election() else True, connected):
+                stand = group.may_stand() if raft.wants_election() else True
+                if tick_group(raft, heard, connected, stand):
                     self.wake(group)
             except Exception:
                 self._fail(name, group, "tick")
 
     def _peer_changed(self, peer_id: str, up: bool) -> None:
-        """A peer's node came, went or fell silent: the quiet groups it is in wake (FORK.md 9),
-        so that one whose leader it was elects another and one it followed checks its quorum;
-        the followers of a node whose connection closed stand sooner (`leader_gone`).
-        A follower's election timer runs from when the leader's node was last heard, a
-        leader's lease from when a majority of its followers' nodes was."""
+        """A peer's node came, went or fell silent: each group's answer is `peer_changed`'s."""
         peer = int(peer_id)
-        silences = {int(p): int(s / TICK_SECONDS) for p, s in self._link.silences().items()}
-        silent_ticks = 0 if up else silences.get(peer, 0)
-        gone = not up and peer not in silences  # the connection closed
+        silences = in_ticks(self._link.silences())
         for name, group in list(self._groups.items()):
-            raft = group.raft
             try:
-                if gone and raft.role == Role.FOLLOWER and raft.leader == peer:
-                    raft.leader_gone()
-                    self._awake[name] = group
-                    self._keep_ticking()
-                elif raft.quiet and raft.concerns(peer):
-                    if raft.role == Role.LEADER:
-                        silence = raft.quorum_silence(silences, self._longest_timeout)
-                        raft.wake(silence)
-                    else:
-                        raft.wake(silent_ticks if raft.leader == peer else 0)
+                if peer_changed(group.raft, peer, up, silences, self._longest_timeout):
                     self._awake[name] = group
                     self._keep_ticking()
             except Exception:

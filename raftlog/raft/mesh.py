@@ -21,16 +21,12 @@ from typing import Any, Protocol
 
 from raftlog.raft.durability import Durability
 from raftlog.raft.failure_log import FailureLog
+from raftlog.raft.keepalive import DEAD_AFTER, PING_INTERVAL, find, judges
 from raftlog.raft.mesh_connection import HANDSHAKE_TIMEOUT, Connection
 from raftlog.raft.mesh_frames import CONTROL, PING, RAFT, Beat, Message
 
 log = logging.getLogger(__name__)
 
-PING_INTERVAL = 0.25  # a silent link shows within a second, idle or not
-DEAD_AFTER = 6.0  # seconds without a byte from a connected peer
-# A peer not heard from for this long wakes the quiet Raft groups it shares (FORK.md, 9): the
-# groups' own timers take over from the node-level pings, as if they had never stopped.
-SILENT_AFTER = 0.5
 RECONNECT_DELAY = 0.3
 # Bytes queued towards a peer before appends wait. Each group also has its own window (see
 # controller/transport.py); this bounds the sum, so that at the tens of MB/s a Python follower
@@ -190,7 +186,7 @@ class Mesh:
 
     def heard_from(self, within: float) -> set[str]:
         """Peers that sent something in the last `within` seconds (pings come every
-        PING_INTERVAL): a link can be silent long before DEAD_AFTER drops it."""
+        PING_INTERVAL, raft/keepalive.py): a link can be silent long before DEAD_AFTER drops it."""
         since = self.clock() - within
         return {p for p, conn in self._connections.items() if conn.last_received >= since}
 
@@ -336,30 +332,25 @@ class Mesh:
         while True:
             await asyncio.sleep(PING_INTERVAL)
             now = self.clock()
-            # A round that comes late found this node's own loop busy: what its peers sent
-            # meanwhile may still be unread, so no peer is judged silent by it. Judged
-            # anyway, a node back from a long turn woke every quiet group it holds, and that
-            # work made its next turns long too (issue 12, spread produce).
-            self._keepalive_round(now, now - last_round < PING_INTERVAL + SILENT_AFTER / 2)
+            self._keepalive_round(now, judges(now, last_round))  # a late round judges nobody
             last_round = now
 
     def _keepalive_round(self, now: float, judge: bool) -> None:
         """Pings every peer, tells the groups of one newly silent, and drops one silent for
         DEAD_AFTER: once, with one log line (a close could take minutes with the peer cut
-        off, and each round logged it again, four lines a second). A round that is not to
-        judge (it came late: this node's own loop was held) drops nobody either: a node back
-        from a pause of over 6 s dropped every peer at once, their frames still unread."""
+        off, and each round logged it again, four lines a second). What a round finds is
+        raft/keepalive.py's `find`, which the Raft simulation runs too."""
         for conn in list(self._connections.values()):
             if conn.dropped_silent:
                 continue
-            silent = judge and now - conn.last_received > SILENT_AFTER
-            if silent and not conn.silent and conn.peer_id is not None:
+            found = find(now, conn.last_received, conn.silent, judge)
+            if found.newly_silent and conn.peer_id is not None:
                 for endpoint in list(self._endpoints.values()):
                     endpoint.peer_silent(conn.peer_id)
                 for callback in self.on_peer_silent:
                     callback(conn.peer_id)
-            conn.silent = silent
-            if judge and now - conn.last_received > DEAD_AFTER:
+            conn.silent = found.silent
+            if found.dead:
                 log.warning("peer %s silent for %.1fs; dropping", conn.peer_id, DEAD_AFTER)
                 conn.dropped_silent = True
                 if conn.peer_id is not None:

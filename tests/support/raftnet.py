@@ -18,7 +18,7 @@ from pysyncobj.transport import Transport
 
 from raftlog.raft.driver import decode
 from raftlog.raft.durability import Durability
-from raftlog.raft.mesh import SILENT_AFTER
+from raftlog.raft.keepalive import find
 from raftlog.raft.mesh_frames import encode_default
 
 Filter = Callable[[str, str, dict], bool]  # (source, destination, message) -> drop it
@@ -128,7 +128,8 @@ class NetTransport(Transport):
 class NetMesh:
     """What a node's Raft driver and snapshot installs use of raftlog.raft.mesh.Mesh, on the
     Net: every peer is connected (faults are the Net's). keepalive() is the mesh's ping
-    round: it pings every peer and tells the driver of a peer that fell silent. Raft state
+    round: it pings every peer and tells the driver of a peer that fell silent, as the
+    mesh's keepalive finds it (raft/keepalive.py). Raft state
     saves are written in the loop's thread (Durability(inline=True)) unless a test brings its
     own `durability`."""
 
@@ -149,12 +150,12 @@ class NetMesh:
     def keepalive(self) -> None:
         now = self._net.clock()
         for peer in self._peers:
-            silent = now - self._net.heard[peer, self._self_id] > SILENT_AFTER
-            if silent and peer not in self._silent:
+            found = find(now, self._net.heard[peer, self._self_id], peer in self._silent, True)
+            if found.newly_silent:
                 for notify in self.on_peer_silent:
                     notify(peer)
             self._silent.discard(peer)
-            if silent:
+            if found.silent:
                 self._silent.add(peer)
             self._net.send(self._self_id, peer, {"ping": True})
 

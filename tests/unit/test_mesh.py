@@ -14,8 +14,8 @@ from support.aio import until
 from support.compiled import pure_only
 
 from raftlog.controller.transport import GroupTransport
+from raftlog.raft import keepalive, mesh_connection, mesh_frames
 from raftlog.raft import mesh as mesh_module
-from raftlog.raft import mesh_connection, mesh_frames
 from raftlog.raft.mesh import Mesh
 
 
@@ -225,9 +225,9 @@ async def test_a_node_back_from_a_long_loop_turn_does_not_take_its_peers_for_sil
     await b.start()
     try:
         await until(lambda: a.connected("2"), "the connection")
-        await asyncio.sleep(2 * mesh_module.PING_INTERVAL)
-        time.sleep(2 * mesh_module.SILENT_AFTER)  # one long turn of the shared loop
-        await asyncio.sleep(4 * mesh_module.PING_INTERVAL)
+        await asyncio.sleep(2 * keepalive.PING_INTERVAL)
+        time.sleep(2 * keepalive.SILENT_AFTER)  # one long turn of the shared loop
+        await asyncio.sleep(4 * keepalive.PING_INTERVAL)
         assert silences == []
         for task in b._tasks:  # now b really falls silent: no more pings
             if task.get_name() == "mesh keepalive":
@@ -311,7 +311,7 @@ async def test_a_peer_silent_past_dead_after_is_logged_once_and_its_return_with_
         await asyncio.sleep(0.05)
         assert a.queued("2") > 0
         with caplog.at_level(logging.INFO, logger=mesh_module.__name__):
-            clock.now += mesh_module.DEAD_AFTER + 1  # nothing heard from node 2 since
+            clock.now += keepalive.DEAD_AFTER + 1  # nothing heard from node 2 since
             # A late round (node 1's own loop was held) judges nobody: node 2's frames may be
             # waiting unread.
             a._keepalive_round(clock.now, judge=False)
