@@ -157,15 +157,18 @@ fuzz: venv
 # (torn files, crashes inside a Ready's writes and a cleaner's pass; two processes), this
 # runs STORAGE_SEEDS; membership change (tests/unit/test_raft_membership.py) 1,000 and 100 on
 # the storage, this runs MEMBERSHIP_SEEDS and MEMBERSHIP_STORAGE_SEEDS. A failure prints its
-# seed and the command that replays it.
+# seed and the command that replays it. The failure-detection schedules (a quiet group's
+# leader killed or cut off, led again within 5 s): 500 in the suite, this runs DETECT_SEEDS.
 SEEDS ?= 100000
 STORAGE_SEEDS ?= 5000
 MEMBERSHIP_SEEDS ?= 20000
 MEMBERSHIP_STORAGE_SEEDS ?= 3000
+DETECT_SEEDS ?= 50000
 sim: venv
 	RAFTLOG_SIM_SEEDS=$(SEEDS) RAFTLOG_SIM_STORAGE_SEEDS=$(STORAGE_SEEDS) \
 	RAFTLOG_SIM_MEMBERSHIP_SEEDS=$(MEMBERSHIP_SEEDS) \
 	RAFTLOG_SIM_MEMBERSHIP_STORAGE_SEEDS=$(MEMBERSHIP_STORAGE_SEEDS) \
+	RAFTLOG_SIM_DETECT_SEEDS=$(DETECT_SEEDS) \
 	$(BIN)/pytest -q tests/unit/test_raft_sim.py tests/unit/test_raft_membership.py
 
 # raftlog side by side with Tansu (bench/run.py): table on stdout, bench/results/.

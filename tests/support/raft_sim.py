@@ -11,6 +11,13 @@ sometimes fail, and restore the state machine to the snapshot point. After every
 Ready and every sync it checks Raft's safety properties, and after each heal that a leader is
 elected and a proposal commits everywhere within a bound of ticks.
 
+Node-level liveness runs as the mesh and the driver run it (`mesh_turn`): each node holds a
+connection to each peer it can reach, its keepalive rounds ping them and find the silent or
+dead ones by raft/keepalive.py's own functions, and each group answers a change by the
+driver's `peer_changed` (FORK 9: a quiet group runs no timers; only this wakes it when its
+leader's node dies or is cut off). `detect` runs the failure-detection schedules (issue 45):
+a quiet group whose leader is lost must be led again within 5 s.
+
 With `SimConfig.storage` (STORAGE) each replica runs on its real partition storage instead of
 a MemoryLog (tests/support/sim_disk.py): its Readies' messages go through the driver's wire
 encoding when taken (lazy payloads read from their segments then), a crash tears the file it
@@ -49,7 +56,8 @@ from raftlog.raft.core.values import (
     Ready,
     Role,
 )
-from raftlog.raft.driver import TICK_SECONDS, decode, encode
+from raftlog.raft.driver import TICK_SECONDS, decode, encode, in_ticks, peer_changed, tick_group
+from raftlog.raft.keepalive import PING_INTERVAL, find, judges
 from raftlog.raft.membership import Membership
 from raftlog.raft.replica import NO_OP, recovered_membership
 from support.sim_disk import GROUP, DiskSim, batch
@@ -90,10 +98,15 @@ class SimConfig:
     rules: Rules = field(default_factory=Rules)
     send_before_sync: bool = False  # only to show why a Ready's messages wait for its sync
     quiesce_ticks: int = 4  # FORK 9; 0: groups never go quiet
-    # The driver's view of a peer's node (its pings): a replica that has heard nothing from
-    # a node for this many ticks, or hears it again, wakes its quiet group.
-    silent_ticks: int = 10
-    watch: bool = True  # False: no node-level liveness at all (its rule test)
+    # Node-level liveness, as the mesh and the driver run it (`mesh_turn`): each node's
+    # keepalive round pings every peer it holds a connection to, this often (seconds), and
+    # finds the peers it has heard nothing from (pings or Raft messages) for two intervals
+    # (raft/keepalive.py); a connection closes when its peer's process dies or the keepalive
+    # finds it dead, and opens again once both ways work. The driver wakes the quiet groups
+    # a change concerns (driver.peer_changed).
+    ping_interval: float = PING_INTERVAL
+    watch: bool = True  # False: the driver is told nothing of peers' nodes (its rule test)
+    silence: bool = True  # False: a silent peer is not told, only a closed connection
     # Each replica on the real partition storage (tests/support/sim_disk.py) instead of a
     # MemoryLog: segment journal, per-term segments, truncation, compaction, snapshot
     # installs by raft/install.py, crashes that tear a file being written and restarts
@@ -154,6 +167,14 @@ class Replica:
         self.durable_base: Membership | None = None  # the configuration at durable_first
 
 
+@dataclass
+class Link:
+    """A node's end of its connection to a peer (raft/mesh_connection.py's fields)."""
+
+    last_received: float  # seconds, on the simulation's clock
+    silent: bool = False
+
+
 class Sim:
     def __init__(self, seed: int, cfg: SimConfig | None = None) -> None:
         self.seed = seed
@@ -183,8 +204,14 @@ class Sim:
         self.trace: list[str] = []
         self.heal_ticks: list[int] = []  # how long each heal took to commit everywhere
         self.sent: list[Message] = []  # every message a replica sent (the rule tests count them)
-        self.heard: dict[tuple[int, int], int] = {}  # (node, peer) -> when node last heard peer
-        self.linked: dict[tuple[int, int], bool] = {}  # (node, peer) -> connected, as last seen
+        # The mesh: (node, peer) -> the node's connection to the peer, while it has one.
+        self.links: dict[tuple[int, int], Link] = {}
+        self.told: dict[tuple[int, int], bool] = {}  # (node, peer) -> up, as its driver was told
+        self.notices: dict[int, list[tuple[int, bool]]] = {i: [] for i in self.ids}
+        self.pings_rng = random.Random(f"pings {seed}")  # the other draws stay as they were
+        self.pings: list[tuple[int, int, int, int]] = []  # (due, seq, from, to)
+        self.rounds = {i: self.pings_rng.random() * self.cfg.ping_interval for i in self.ids}
+        self.last_round = {i: 0.0 for i in self.ids}
         self.storage: DiskSim | None = None
         # A finished install, as its installer reported it: (index, term), or None if failed.
         self.installed: dict[int, tuple[int, int] | None] = {}
@@ -306,6 +333,12 @@ class Sim:
         r.pending = None  # whatever was not synced is lost
         r.install = None
         r.held = None
+        for j in self.ids:  # its connections close; a peer cut from it misses the close
+            self.links.pop((i, j), None)
+            self.told.pop((i, j), None)
+            if (i, j) not in self.cut:
+                self.links.pop((j, i), None)
+        self.notices[i].clear()
         self.note(f"crash {i}")
 
     def live(self) -> list[int]:
@@ -602,6 +635,13 @@ class Sim:
         """Deliver what is due, in random order; a replica steps all its due messages, then
         makes one Ready (as a driver does each loop turn). One whose Ready is not yet synced
         takes none of them, nor does one whose node is held: they wait a turn."""
+        while self.pings and self.pings[0][0] <= self.time:
+            _, _, src, dst = heapq.heappop(self.pings)
+            if self.replicas[dst].held is not None:  # read when it runs again
+                self.seq += 1
+                heapq.heappush(self.pings, (self.time + 1, self.seq, src, dst))
+            elif self.replicas[dst].core is not None:
+                self.hear(dst, src)
         due: list[Message] = []
         while self.net and self.net[0][0] <= self.time:
             due.append(heapq.heappop(self.net)[2])
@@ -613,6 +653,9 @@ class Sim:
             r = self.replicas[dst]
             if r.core is None:
                 continue
+            if r.held is None:
+                for m in msgs:
+                    self.hear(dst, m.src)
             if r.pending is not None or r.held is not None:
                 for m in msgs:
                     self.seq += 1
@@ -664,7 +707,7 @@ class Sim:
                     self.process(i)
         for i in self.ids:
             self.resume(i)
-        self.watch_nodes()
+        self.mesh_turn()
         for i in self.ids:
             if self.replicas[i].held is not None:
                 continue
@@ -676,7 +719,8 @@ class Sim:
             self.finish_install(i)
             core = self.idle(i)
             if core is not None:
-                core.tick(connected=self.connected(i))
+                silences = in_ticks(self.silences(i))
+                tick_group(core, list(silences.items()), frozenset(silences), True)
                 self.process(i)
         self.deliver_due()
         for i in self.ids:
@@ -718,61 +762,101 @@ class Sim:
         self.note(f"{i} asked for {target}: {result}")
         self.process(i)
 
-    def watch_nodes(self) -> None:
-        """The driver's node-level liveness (raft/driver.py): a replica whose peer's node fell
-        silent (a cut, a stall) or is heard again, or whose connection to it closed or opened
-        again (a crash, a restart), wakes its quiet group, its election timer running from
-        when that node was last heard if it led. A replica with a Ready in flight takes a
-        connection's change on a later turn."""
-        if not self.cfg.watch:
-            return
-        for i in self.ids:
-            if self.replicas[i].held is not None:
-                continue  # a held node hears nothing
-            core = self.idle(i)
-            for j in self.ids:
-                if j == i:
-                    continue
-                last = self.heard.get((i, j), self.time)
-                up = self.up(j, i)
-                silent_for = self.time - last
-                if up:
-                    self.heard[(i, j)] = self.time
-                changed = (up and silent_for > self.cfg.silent_ticks) or (
-                    not up and silent_for == self.cfg.silent_ticks
-                )
-                if core is None:
-                    continue
-                alive = self.replicas[j].core is not None
-                if self.linked.get((i, j), True) != alive:
-                    self.linked[(i, j)] = alive
-                    changed = True
-                    if not alive and core.role == Role.FOLLOWER and core.leader == j:
-                        core.leader_gone()
-                        self.note(f"{i}: leader {j} gone")
-                        self.process(i)
-                        continue
-                if changed and core.quiet and core.concerns(j):
-                    if core.role == Role.LEADER:
-                        core.wake(core.quorum_silence(self.silences(i), 0))
-                    else:
-                        core.wake(silent_for if core.leader == j and not up else 0)
-                    self.note(f"{i} wakes: node {j} {'back' if up else 'silent'}")
-                    self.process(i)
+    def now(self) -> float:
+        """The simulation's clock in seconds, as the mesh's."""
+        return self.time * TICK_SECONDS
 
-    def connected(self, i: int) -> set[int]:
-        """The nodes node i holds a connection to: those running (a cut or a stall leaves the
-        connection open). A leader goes quiet without the others."""
-        return {j for j in self.ids if j != i and self.replicas[j].core is not None}
+    def mesh_turn(self) -> None:
+        """Each node's mesh (raft/mesh.py) and what its driver is told of it: connections
+        that open, keepalive rounds that ping and judge, and the groups woken."""
+        self.connect()
+        for i in self.ids:
+            self.keepalive(i)
+        for i in self.ids:
+            self.notify(i)
+
+    def connect(self) -> None:
+        """A pair of running nodes, neither held, with both ways open, holds a connection
+        (the dialler's handshake needs both); one that was dropped or closed opens again."""
+        for i in self.ids:
+            for j in self.ids:
+                if j <= i or ((i, j) in self.links and (j, i) in self.links):
+                    continue
+                ri, rj = self.replicas[i], self.replicas[j]
+                if ri.core is None or rj.core is None or ri.held or rj.held:
+                    continue
+                if (i, j) in self.cut or (j, i) in self.cut:
+                    continue
+                self.links[(i, j)] = Link(self.now())
+                self.links[(j, i)] = Link(self.now())
+
+    def keepalive(self, i: int) -> None:
+        """Node i's keepalive round, when one is due (a held node's comes late, when it
+        runs again): raft/keepalive.py's findings, as the mesh acts on them."""
+        r = self.replicas[i]
+        now, interval = self.now(), self.cfg.ping_interval
+        if r.core is None or r.held is not None or now < self.rounds[i] - 1e-9:
+            return
+        judge = judges(now, self.last_round[i], interval)
+        self.last_round[i], self.rounds[i] = now, now + interval
+        for j in self.ids:
+            link = self.links.get((i, j))
+            if link is None:
+                continue
+            found = find(now, link.last_received, link.silent, judge, interval)
+            if found.newly_silent and self.cfg.silence:
+                self.notices[i].append((j, False))
+            link.silent = found.silent
+            if found.dead:
+                self.note(f"{i} drops its connection to {j}: silent")
+                del self.links[(i, j)]
+                if (i, j) not in self.cut:
+                    self.links.pop((j, i), None)
+            elif (i, j) not in self.cut and self.pings_rng.random() >= self.drop:
+                self.seq += 1
+                at = self.time + 1 + self.pings_rng.randrange(self.cfg.max_delay)
+                heapq.heappush(self.pings, (at, self.seq, i, j))
+
+    def hear(self, i: int, j: int) -> None:
+        """Node i read something from node j (a ping, a Raft message)."""
+        link = self.links.get((i, j))
+        if link is not None:
+            link.last_received = self.now()
+
+    def notify(self, i: int) -> None:
+        """Node i's driver is told of its connections that opened or closed and of peers its
+        keepalive found silent, in order, and each group decides by driver.peer_changed. A
+        replica with a Ready in flight (or a held node) is told on a later turn."""
+        if not self.cfg.watch:
+            self.notices[i].clear()
+            return
+        for j in self.ids:
+            up = (i, j) in self.links
+            if j != i and self.told.get((i, j), False) != up:
+                self.told[(i, j)] = up
+                self.notices[i].append((j, up))
+        notices = self.notices[i]
+        while notices:
+            core = self.idle(i)
+            if core is None:
+                return
+            j, up = notices.pop(0)
+            was = (core.quiet, core.role, core.election_elapsed)
+            silences = in_ticks(self.silences(i))
+            if peer_changed(core, j, up, silences, 2 * self.cfg.election_tick):
+                if was != (core.quiet, core.role, core.election_elapsed):
+                    self.note(f"{i} wakes: node {j} {'up' if up else 'silent or gone'}")
+                self.process(i)
 
     def up(self, j: int, i: int) -> bool:
         """Node i hears node j: j runs and the link from j is not cut."""
         peer = self.replicas[j]
         return peer.core is not None and peer.held is None and (j, i) not in self.cut
 
-    def silences(self, i: int) -> dict[int, int]:
-        """Ticks since node `i` last heard each other node."""
-        return {j: self.time - self.heard.get((i, j), self.time) for j in self.ids if j != i}
+    def silences(self, i: int) -> dict[str, float]:
+        """Seconds since node i last heard each node it holds a connection to (Mesh.silences)."""
+        now = self.now()
+        return {str(j): now - link.last_received for (n, j), link in self.links.items() if n == i}
 
     def propose(self, i: int) -> int | None:
         core = self.idle(i)
@@ -968,12 +1052,65 @@ MEMBERSHIP = SimConfig(nodes=(5, 6), voters=3, conf_change=0.1, learner_bytes_pe
 MEMBERSHIP_STORAGE = replace(STORAGE, nodes=(5, 6), voters=3, conf_change=0.1)
 
 
+# A quiet group's leader lost (issue 45): its process killed (the connections close), its node
+# cut off both ways (only the pings' silence tells), its host lost (cut off and killed: no
+# close arrives), or its outbound link cut (it still hears the others).
+FAULTS = ("kill", "isolate", "host", "mute")
+# The issue's bound: every partition led again within 5 s of its leader's host lost.
+DETECT_BOUND = round(5.0 / TICK_SECONDS)
+# Lossless, each message delivered at the next tick (under 50 ms, a LAN: the chaos schedules'
+# delays of up to 150 ms each way made two followers woken together split their votes again and
+# again).
+DETECTION = SimConfig(
+    drop=0.0, dup=0.0, max_delay=1, propose=0.0, sparse=0.0, sync=1.0, compact=0.0
+)
+
+
+def detect(seed: int, cfg: SimConfig = DETECTION, lease: bool = False) -> tuple[str, int]:
+    """A failure-detection schedule: a group that went quiet (no heartbeats, no timers, only
+    its nodes' pings) loses its leader to one of FAULTS at a point of the ping rounds drawn
+    from the seed. Returns the fault and the ticks until another replica leads a later term;
+    SimFailure past DETECT_BOUND, and with `lease` if the old leader, cut off, still leads once
+    another was elected (FORK 5: its lease must end first)."""
+    sim = Sim(seed, cfg)
+    try:
+        for _ in range(cfg.heal_bound):
+            sim.turn(chaos=False)
+            old = sim.leader()
+            if old and all(sim.core(i).quiet for i in sim.ids):
+                break
+        else:
+            sim.fail("the group did not go quiet")
+        for _ in range(sim.rng.randrange(1 + round(2 * cfg.ping_interval / TICK_SECONDS))):
+            sim.turn(chaos=False)
+        fault, term = sim.rng.choice(FAULTS), sim.core(old).term
+        sim.note(f"{fault} {old}")
+        if fault in ("isolate", "host", "mute"):
+            sim.isolate(old, inbound=fault != "mute")
+        if fault in ("kill", "host"):
+            sim.crash(old)
+        start = sim.time
+        while sim.time - start < DETECT_BOUND:
+            sim.turn(chaos=False)
+            new = [i for i in sim.live() if i != old and sim.core(i).role == Role.LEADER]
+            if new and sim.core(new[0]).term > term:
+                if lease and fault == "isolate" and sim.core(old).role == Role.LEADER:
+                    sim.fail(f"{old}, cut off, still leads term {term}; {new[0]} was elected")
+                return fault, sim.time - start
+        sim.fail(f"{fault} {old}: nobody else led within {DETECT_BOUND} ticks")
+    except SimFailure:
+        raise
+    except Exception as e:
+        sim.fail(f"{type(e).__name__}: {e}")
+    finally:
+        sim.close()
+
+
 def scripted(
     nodes: int,
     rules: Rules | None = None,
     max_append: int = 64,
     quiesce_ticks: int = 4,
-    silent_ticks: int = 10,
     watch: bool = True,
     seed: int = 0,
     voters: int = 0,
@@ -982,7 +1119,6 @@ def scripted(
     no chaos, no client proposals; `hop()` delivers, `act()` calls the core, `ticks()` ticks."""
     cfg = SimConfig(
         quiesce_ticks=quiesce_ticks,
-        silent_ticks=silent_ticks,
         watch=watch,
         nodes=(nodes,),
         drop=0.0,

@@ -19,10 +19,14 @@ from dataclasses import replace
 import pytest
 from support.compiled import pure_only
 from support.raft_sim import (
+    DETECT_BOUND,
+    DETECTION,
+    FAULTS,
     STORAGE,
     Sim,
     SimConfig,
     SimFailure,
+    detect,
     run_seed,
     run_spread,
     scripted,
@@ -40,6 +44,8 @@ CHUNK = 250
 # thread), in two processes: 2,000 take about 45 s on two idle cores.
 STORAGE_SEEDS = int(os.environ.get("RAFTLOG_SIM_STORAGE_SEEDS", "1000"))
 STORAGE_CHUNK = 100
+# A few ms each: a quiet group, one fault, an election.
+DETECT_SEEDS = int(os.environ.get("RAFTLOG_SIM_DETECT_SEEDS", "500"))
 
 
 @pytest.mark.parametrize("chunk", range((SEEDS + CHUNK - 1) // CHUNK))
@@ -471,6 +477,38 @@ def test_a_cut_off_leader_stops_before_another_can_be_elected(quiet: bool) -> No
                 elected = t
         assert stopped is not None and elected is not None, seed
         assert stopped <= elected, (seed, stopped, elected)
+
+
+def test_a_quiet_group_whose_leader_is_lost_is_led_again_within_the_issues_bound() -> None:
+    """Issue 45: a quiet group runs no timers; its nodes' pings (the mesh's keepalive,
+    raft/keepalive.py, in the simulation as the mesh runs it) are all that tells its followers
+    their leader's node was cut off or lost with its host, at any point of the ping rounds
+    (a killed process's connections close). Every schedule elects another leader within 5 s.
+    RAFTLOG_SIM_DETECT_SEEDS=N runs more; detect(seed) replays one."""
+    faults = {detect(seed)[0] for seed in range(DETECT_SEEDS)}
+    assert faults == set(FAULTS)
+
+
+def test_the_detection_schedules_catch_a_keepalive_that_never_reports_a_silent_peer() -> None:
+    """Only a closed connection wakes the quiet group: a leader killed is replaced, one cut
+    off or lost with its host (no close arrives) never is."""
+    silence_off = replace(DETECTION, silence=False)
+    with pytest.raises(SimFailure, match=rf"^isolate 1: nobody else led within {DETECT_BOUND} "):
+        detect(2, silence_off)
+    assert detect(2)[0] == "isolate"
+    assert detect(7, silence_off)[0] == "kill"
+
+
+def test_the_detection_schedules_catch_pings_too_rare_for_a_cut_off_leaders_lease() -> None:
+    """Pings once a second (silence after two): the followers' keepalive rounds find the
+    leader silent up to a second before the leader's own round finds them so, they elect
+    another at once (the silence is longer than their election timeout), and the cut-off
+    leader, quiet, still leads (and takes writes that go nowhere, FORK 5)."""
+    with pytest.raises(
+        SimFailure, match=r"^3, cut off, still leads term 1; 1 was elected .*seed=14"
+    ):
+        detect(14, replace(DETECTION, ping_interval=1.0), lease=True)
+    assert detect(14, lease=True)[0] == "isolate"
 
 
 def test_a_follower_never_heard_counts_as_never_heard_however_young_the_leader() -> None:
