@@ -107,6 +107,9 @@ class SimConfig:
     ping_interval: float = PING_INTERVAL
     watch: bool = True  # False: the driver is told nothing of peers' nodes (its rule test)
     silence: bool = True  # False: a silent peer is not told, only a closed connection
+    # False: a follower woken by its leader's silence counts all of it, not two keepalive
+    # rounds less (driver.peer_changed's leader_lag), as the driver once did (seed 309).
+    leader_lag: bool = True
     # Each replica on the real partition storage (tests/support/sim_disk.py) instead of a
     # MemoryLog: segment journal, per-term segments, truncation, compaction, snapshot
     # installs by raft/install.py, crashes that tear a file being written and restarts
@@ -843,7 +846,8 @@ class Sim:
             j, up = notices.pop(0)
             was = (core.quiet, core.role, core.election_elapsed)
             silences = in_ticks(self.silences(i))
-            if peer_changed(core, j, up, silences, 2 * self.cfg.election_tick):
+            lag = 2 * round(self.cfg.ping_interval / TICK_SECONDS) if self.cfg.leader_lag else 0
+            if peer_changed(core, j, up, silences, 2 * self.cfg.election_tick, lag):
                 if was != (core.quiet, core.role, core.election_elapsed):
                     self.note(f"{i} wakes: node {j} {'up' if up else 'silent or gone'}")
                 self.process(i)
