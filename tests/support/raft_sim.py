@@ -208,8 +208,8 @@ class Sim:
         self.heal_ticks: list[int] = []  # how long each heal took to commit everywhere
         self.sent: list[Message] = []  # every message a replica sent (the rule tests count them)
         # The mesh: (node, peer) -> the node's connection to the peer, while it has one.
-        self.links: dict[tuple[int, int], Link] = {}
-        self.told: dict[tuple[int, int], bool] = {}  # (node, peer) -> up, as its driver was told
+        self.links: dict[int, dict[int, Link]] = {i: {} for i in self.ids}
+        self.told: dict[int, set[int]] = {i: set() for i in self.ids}  # peers its driver knows up
         self.notices: dict[int, list[tuple[int, bool]]] = {i: [] for i in self.ids}
         self.pings_rng = random.Random(f"pings {seed}")  # the other draws stay as they were
         self.pings: list[tuple[int, int, int, int]] = []  # (due, seq, from, to)
@@ -336,11 +336,11 @@ class Sim:
         r.pending = None  # whatever was not synced is lost
         r.install = None
         r.held = None
-        for j in self.ids:  # its connections close; a peer cut from it misses the close
-            self.links.pop((i, j), None)
-            self.told.pop((i, j), None)
+        self.links[i].clear()  # its connections close; a peer cut from it misses the close
+        self.told[i].clear()
+        for j in self.ids:
             if (i, j) not in self.cut:
-                self.links.pop((j, i), None)
+                self.links[j].pop(i, None)
         self.notices[i].clear()
         self.note(f"crash {i}")
 
@@ -722,8 +722,9 @@ class Sim:
             self.finish_install(i)
             core = self.idle(i)
             if core is not None:
-                silences = in_ticks(self.silences(i))
-                tick_group(core, list(silences.items()), frozenset(silences), True)
+                # tick_group reads the nodes heard only for a leader whose lease ends next
+                heard = list(in_ticks(self.silences(i)).items()) if core.lease_ending() else []
+                tick_group(core, heard, frozenset(self.links[i]), True)
                 self.process(i)
         self.deliver_due()
         for i in self.ids:
@@ -781,17 +782,20 @@ class Sim:
     def connect(self) -> None:
         """A pair of running nodes, neither held, with both ways open, holds a connection
         (the dialler's handshake needs both); one that was dropped or closed opens again."""
+        n = len(self.ids)
+        if sum(map(len, self.links.values())) == n * (n - 1):
+            return  # every connection open
         for i in self.ids:
             for j in self.ids:
-                if j <= i or ((i, j) in self.links and (j, i) in self.links):
+                if j <= i or (j in self.links[i] and i in self.links[j]):
                     continue
                 ri, rj = self.replicas[i], self.replicas[j]
                 if ri.core is None or rj.core is None or ri.held or rj.held:
                     continue
                 if (i, j) in self.cut or (j, i) in self.cut:
                     continue
-                self.links[(i, j)] = Link(self.now())
-                self.links[(j, i)] = Link(self.now())
+                self.links[i][j] = Link(self.now())
+                self.links[j][i] = Link(self.now())
 
     def keepalive(self, i: int) -> None:
         """Node i's keepalive round, when one is due (a held node's comes late, when it
@@ -802,8 +806,9 @@ class Sim:
             return
         judge = judges(now, self.last_round[i], interval)
         self.last_round[i], self.rounds[i] = now, now + interval
+        links = self.links[i]
         for j in self.ids:
-            link = self.links.get((i, j))
+            link = links.get(j)
             if link is None:
                 continue
             found = find(now, link.last_received, link.silent, judge, interval)
@@ -812,9 +817,9 @@ class Sim:
             link.silent = found.silent
             if found.dead:
                 self.note(f"{i} drops its connection to {j}: silent")
-                del self.links[(i, j)]
+                del links[j]
                 if (i, j) not in self.cut:
-                    self.links.pop((j, i), None)
+                    self.links[j].pop(i, None)
             elif (i, j) not in self.cut and self.pings_rng.random() >= self.drop:
                 self.seq += 1
                 at = self.time + 1 + self.pings_rng.randrange(self.cfg.max_delay)
@@ -822,7 +827,7 @@ class Sim:
 
     def hear(self, i: int, j: int) -> None:
         """Node i read something from node j (a ping, a Raft message)."""
-        link = self.links.get((i, j))
+        link = self.links[i].get(j)
         if link is not None:
             link.last_received = self.now()
 
@@ -833,12 +838,12 @@ class Sim:
         if not self.cfg.watch:
             self.notices[i].clear()
             return
-        for j in self.ids:
-            up = (i, j) in self.links
-            if j != i and self.told.get((i, j), False) != up:
-                self.told[(i, j)] = up
-                self.notices[i].append((j, up))
-        notices = self.notices[i]
+        links, told, notices = self.links[i], self.told[i], self.notices[i]
+        if len(links) != len(told) or not told.issuperset(links):
+            for j in sorted(told.symmetric_difference(links)):
+                notices.append((j, j in links))
+            told.clear()
+            told.update(links)
         while notices:
             core = self.idle(i)
             if core is None:
@@ -860,7 +865,7 @@ class Sim:
     def silences(self, i: int) -> dict[str, float]:
         """Seconds since node i last heard each node it holds a connection to (Mesh.silences)."""
         now = self.now()
-        return {str(j): now - link.last_received for (n, j), link in self.links.items() if n == i}
+        return {str(j): now - link.last_received for j, link in self.links[i].items()}
 
     def propose(self, i: int) -> int | None:
         core = self.idle(i)
