@@ -6,9 +6,11 @@
 #   WHEELS      a folder in that image holding a wheel for every dependency (pip wheel);
 #               pip then installs from it alone, with no index
 #   COMPILED    1 (default): the build stage compiles the hot modules with mypyc (it installs
-#               gcc, and python3-dev where the base has no Python.h, from the base's apt, and
-#               mypy from the index or WHEELS); if that fails the image runs pure Python.
-#               0: pure Python, no compiler needed (make compose-test: no apt offline).
+#               gcc and libc6-dev where the base has no gcc, and python3-dev where it has no
+#               Python.h, from the base's apt: a base that has both needs no apt, as the one
+#               make compose-test builds offline; and mypy from the index or WHEELS); if that
+#               fails the image runs pure Python ("mypyc: compile failed" in the build).
+#               0: pure Python, no compiler needed.
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS build
@@ -24,11 +26,12 @@ COPY raftlog_app ./raftlog_app
 COPY consume_proxy ./consume_proxy
 # mypyc type-checks what it compiles, so the dependencies go in too (this stage only).
 RUN if [ "$COMPILED" = 1 ]; then \
-        pkgs=gcc; \
+        pkgs=; \
+        command -v gcc >/dev/null || pkgs="gcc libc6-dev"; \
         python -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
             || pkgs="$pkgs python3-dev"; \
-        { apt-get update -qq \
-          && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs \
+        { { [ -z "$pkgs" ] || { apt-get update -qq \
+              && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs; }; } \
           && pip install --no-cache-dir ${WHEELS:+--no-index --find-links "$WHEELS"} . mypy==2.4.1 \
           && sha256sum $(cat compiled_modules.txt) > compiled.sha256.new \
           && mypyc --no-warn-unused-configs $(cat compiled_modules.txt) > mypyc.log 2>&1 \

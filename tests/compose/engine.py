@@ -10,10 +10,12 @@ the daemon changed is set back. Storage drivers are tried in turn (the daemon's 
 fuse-overlayfs, vfs) until one runs a container.
 
 The base image: python:3.11-slim when it can be pulled; else one made from Debian 12's
-packages (debootstrap: python3 3.11, pip, a Java runtime for the audit), shaped like the
-slim image (python, pip, no EXTERNALLY-MANAGED marker). Either way the dependencies' wheels,
-built on the host by `pip wheel`, go into a layer at /wheels, and the Dockerfiles' WHEELS
-build argument installs from there with no index: a container here reaches no package index.
+packages (debootstrap: python3 3.11, pip, a Java runtime for the audit, and gcc with the
+Python headers for the node image's mypyc stage, which can reach no apt mirror here), shaped
+like the slim image (python, pip, no EXTERNALLY-MANAGED marker). Either way the dependencies'
+wheels (mypy's among them, at the pin of the test extra), built on the host by `pip wheel`,
+go into a layer at /wheels, and the Dockerfiles' WHEELS build argument installs from there
+with no index: a container here reaches no package index.
 """
 
 from __future__ import annotations
@@ -31,9 +33,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "build" / "compose"
-DEBIAN_BASE = "raftlog-test-base:bookworm"
 PULLED_BASE = "python:3.11-slim"
-DEBIAN_PACKAGES = "python3,python3-pip,openjdk-17-jre-headless"
+# gcc, libc6-dev and python3-dev: the C build of the node image's mypyc stage (Dockerfile)
+DEBIAN_PACKAGES = "python3,python3-pip,openjdk-17-jre-headless,gcc,libc6-dev,python3-dev"
+# named by its package list, so a base made from an older list is not taken for this one
+DEBIAN_BASE = (
+    f"raftlog-test-base:bookworm-{hashlib.sha256(DEBIAN_PACKAGES.encode()).hexdigest()[:8]}"
+)
 WHEELS_IN_IMAGE = "/wheels"
 SYSCTLS = (
     "net.ipv4.ip_forward",
@@ -280,7 +286,8 @@ class Engine:
 def debian_rootfs() -> Path:
     """A Debian 12 root filesystem under build/compose/ (made once; debootstrap, root)."""
     rootfs = BUILD / "rootfs"
-    if (rootfs / ".complete").exists():
+    complete = rootfs / ".complete"
+    if complete.exists() and complete.read_text() == DEBIAN_PACKAGES:
         return rootfs
     if not shutil.which("debootstrap"):
         raise EngineError("no debootstrap to build a base image: apt-get install debootstrap")
@@ -305,24 +312,38 @@ def debian_rootfs() -> Path:
             if entry.is_file():
                 entry.unlink()
     tmp.rename(rootfs)
-    (rootfs / ".complete").touch()
+    complete.write_text(DEBIAN_PACKAGES)
     return rootfs
 
 
+def wheel_requirements() -> list[str]:
+    """What host_wheels builds beside raftlog[audit]: the build backend, and mypy at the
+    test extra's pin, which the node image's mypyc stage installs (with its dependencies)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    mypy = [
+        r for r in project["project"]["optional-dependencies"]["test"] if r.startswith("mypy==")
+    ]
+    if len(mypy) != 1:
+        raise EngineError("pyproject.toml's test extra pins no single mypy==<version>")
+    return [*project["build-system"]["requires"], *mypy]
+
+
 def host_wheels() -> Path:
-    """build/compose/wheels: a wheel for every dependency of raftlog and its audit extra,
-    plus the build backend, made by the host's pip (again only when pyproject.toml changed)."""
+    """build/compose/wheels: a wheel for every dependency of raftlog and its audit extra and
+    of wheel_requirements(), made by the host's pip (again only when those change)."""
     wheels = BUILD / "wheels"
-    stamp = wheels / ".pyproject-sha256"
-    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+    stamp = wheels / ".requirements-sha256"
+    requirements = wheel_requirements()
+    digest = hashlib.sha256(
+        (REPO / "pyproject.toml").read_bytes() + "\n".join(requirements).encode()
+    ).hexdigest()
     if stamp.exists() and stamp.read_text() == digest:
         return wheels
     shutil.rmtree(wheels, ignore_errors=True)
     wheels.mkdir(parents=True)
     log(f"pip wheel: the dependencies' wheels into {wheels}")
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())
     run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "-q", "-w",
-         str(wheels), f"{REPO}[audit]", *project["build-system"]["requires"]], 1800)  # fmt: skip
+         str(wheels), f"{REPO}[audit]", *requirements], 1800)  # fmt: skip
     for own in wheels.glob("raftlog-*.whl"):
         own.unlink()  # the images install raftlog from its source
     stamp.write_text(digest)

@@ -68,11 +68,10 @@ class Compose:
         self.exe = shutil.which("docker-compose") or "docker-compose"
         self.override = BUILD / "build-args.yml"
         args = {"BASE_IMAGE": base, "WHEELS": WHEELS_IN_IMAGE}
-        # images of their own, so that a user's raftlog:local is left as it was
-        # the node image's mypyc stage needs apt and mypy's wheel, neither here (Dockerfile)
-        node_args = {**args, "COMPILED": "0"}
+        # images of their own, so that a user's raftlog:local is left as it was; the node
+        # image is built as a user's is, compiled (COMPILED=1, the Dockerfile's default)
         services: dict[str, Any] = {
-            name: {"build": {"args": node_args}, "image": f"{PROJECT}/node:local"}
+            name: {"build": {"args": args}, "image": f"{PROJECT}/node:local"}
             for name in NODES.values()
         }
         services["audit"] = {"build": {"args": args}, "image": f"{PROJECT}/audit:local"}
@@ -187,6 +186,37 @@ def _read_all() -> list[int]:
         consumer.close()
 
 
+# Run in a node's container: which modules of compiled_modules.txt import from a .py rather
+# than an extension, and whether the running node (PID 1) has mapped mypyc's shared library
+# (the compiled code itself: a compiled module imported by another one of the build is set
+# up from that library without loading its own small extension).
+_COMPILED_PROBE = """
+import importlib, importlib.machinery, json, pathlib
+sources = pathlib.Path("compiled_modules.txt").read_text().split()
+pure = [
+    source
+    for source in sources
+    if not importlib.import_module(source[:-3].replace("/", ".")).__file__.endswith(
+        tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    )
+]
+maps = pathlib.Path("/proc/1/maps").read_text()
+shared = [str(lib) for lib in pathlib.Path.cwd().glob("*__mypyc.*.so")]
+print(json.dumps({
+    "modules": len(sources),
+    "pure": pure,
+    "shared": len(shared),
+    "node_maps_shared": bool(shared) and all(lib in maps for lib in shared),
+}))
+"""
+
+
+def _compiled_build(compose: Compose, service: str) -> dict[str, Any]:
+    """The probe's answer in `service`'s container (in its working directory, /opt/raftlog)."""
+    out = compose("exec", "-T", service, "python", "-c", _COMPILED_PROBE, timeout=60).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def _container_state(compose: Compose, docker: str, service: str) -> str:
     cid = compose("ps", "-q", service).stdout.strip()
     if not cid:
@@ -213,6 +243,19 @@ def scenario(engine: Engine, compose: Compose, checks: Checks) -> None:
     compose("up", "-d", *NODES.values(), timeout=300)
     wait_for(lambda: _ready(list(NODES)), 120, 0.5, "three nodes registered with a controller")
     checks.check("three containers start and elect a controller", True)
+
+    # the Dockerfile falls back to pure Python when mypyc fails: that must not pass unseen
+    probes = {service: _compiled_build(compose, service) for service in NODES.values()}
+    checks.check(
+        "each node runs the compiled modules (compiled_modules.txt)",
+        all(p["modules"] > 0 and not p["pure"] and p["node_maps_shared"] for p in probes.values()),
+        "; ".join(
+            f"{service}: {p['modules'] - len(p['pure'])}/{p['modules']} from extensions "
+            f"(pure: {p['pure'][:3] or 'none'}), the node has mapped mypyc's shared library: "
+            f"{p['node_maps_shared']} ({p['shared']} found)"
+            for service, p in probes.items()
+        ),
+    )
 
     _create_topic()
     leaders = wait_for(
