@@ -176,8 +176,8 @@ def validate_produce(
         if not header.compression and count * _MIN_RECORD_SIZE > batch_length - MIN_BATCH_LENGTH:
             raise _corrupt(f"record count {count} cannot fit in {batch_length} bytes")
         if not needs_record_walk(header):
-            if compacted is None:  # the hot path, as it was: no view made
-                count_records(view[pos + HEADER_SIZE : pos + size], count)
+            if compacted is None:  # the hot path: walked in place in bytes, no view made
+                _count(records, pos + HEADER_SIZE, pos + size, count)
             else:
                 _walk(records, pos + HEADER_SIZE, pos + size, count, compacted)
         headers.append(header)
@@ -450,6 +450,15 @@ def check_records(records: bytes, limit: int, compacted: str | None = None) -> N
             raise _keyless(counter.keyless, counter.missing, compacted)
 
 
+def _count(data: bytes | bytearray | memoryview, start: int, end: int, count: int) -> None:
+    """count_records of data[start:end], read in place when `data` is bytes (a produce
+    request's records are), else from a copy of the section."""
+    if isinstance(data, bytes):
+        count_records(data, count, start, end)
+    else:
+        count_records(bytes(memoryview(data)[start:end]), count)
+
+
 def _walk(
     data: bytes | bytearray | memoryview, start: int, end: int, count: int, compacted: str | None
 ) -> None:
@@ -459,7 +468,7 @@ def _walk(
     request is stored (the cleaner could never remove such a record). The keys are read in
     bytes: a produce request's records are, so validate_produce copies nothing."""
     if compacted is None:
-        count_records(memoryview(data)[start:end], count)
+        _count(data, start, end, count)
         return
     if isinstance(data, bytes):
         indexes, missing = keyless(data, count, start, end)

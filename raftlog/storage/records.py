@@ -103,11 +103,12 @@ def _bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
     return data[pos : pos + length], pos + length
 
 
-def count(data: bytes | memoryview, expected: int) -> None:
-    """Walks only the length prefixes (the produce path's check): exactly `expected` records,
-    filling the bytes."""
-    pos, found = _skip(data, len(data), 0)
-    _check(pos - len(data), found, expected)
+def count(data: bytes, expected: int, start: int = 0, end: int | None = None) -> None:
+    """Walks only the length prefixes of the section data[start:end] (the produce path's
+    check): exactly `expected` records, filling the bytes."""
+    end = len(data) if end is None else end
+    pos, found = _skip(data, end, end - start, start)
+    _check(pos - end, found, expected)
 
 
 def keyless(
@@ -152,7 +153,7 @@ class Counter:
             )
             self.missing += missing
         else:
-            pos, found = _skip(piece, size, self._ahead)
+            pos, found = _skip(bytes(piece), size, size, self._ahead)
         self.found += found
         if pos >= size:
             self._ahead = pos - size
@@ -176,20 +177,21 @@ def _check(over: int, found: int, expected: int) -> None:
         raise _corrupt(f"batch holds {found} records, its header says {expected}")
 
 
-def skip(data: bytes | memoryview, records: int) -> int:
+def skip(data: bytes, records: int) -> int:
     """The position of the record after the first `records` ones, reading only lengths."""
-    pos, found = _skip(data, records, 0)
+    pos, found = _skip(data, len(data), records, 0)
     if found < records:
         raise _corrupt(f"batch holds {found} records, not {records}")
     return pos
 
 
-def _skip(data: bytes | memoryview, records: int, pos: int) -> tuple[int, int]:
-    """(position, records passed) after up to `records` records from `pos`: past the end
-    of the data when the last record runs beyond it, or the start of a length prefix the
-    data cuts short. About 0.25 us a record (one- and two-byte lengths, records under
-    8 KiB, are taken without the general loop)."""
-    found, end = 0, len(data)
+def _skip(data: bytes, end: int, records: int, pos: int) -> tuple[int, int]:
+    """(position, records passed) after up to `records` records from `pos` in data[:end]:
+    past `end` when the last record runs beyond it, or the start of a length prefix the
+    data cuts short. About 0.25 us a record pure (one- and two-byte lengths, records under
+    8 KiB, are taken without the general loop). `data` is bytes, not a view, as in
+    _skip_keyed: compiled, a one-record batch's count() takes 75 ns, 245 through a view."""
+    found = 0
     while pos < end and found < records:
         byte = data[pos]
         if byte < 0x80:
@@ -199,7 +201,7 @@ def _skip(data: bytes | memoryview, records: int, pos: int) -> tuple[int, int]:
             zigzag = (byte & 0x7F) | (second << 7)
             step = 2
         else:
-            zigzag, step = _uvarint(data, pos)
+            zigzag, step = _uvarint(data, pos, end)
             if not step:
                 return pos, found
         if zigzag & 1 or not zigzag:  # a negative or zero length
@@ -275,11 +277,10 @@ def _zigzag(data: bytes, pos: int, end: int) -> tuple[int, int]:
     return 0, -1
 
 
-def _uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+def _uvarint(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes (a record length) and its length in bytes; 0
-    bytes when the data ends inside it."""
+    bytes when data[:end] ends inside it."""
     value = shift = 0
-    end = len(data)
     start = pos
     while pos < end:
         byte = data[pos]

@@ -295,6 +295,17 @@ def test_validate_produce_walks_the_record_lengths_of_a_plain_batch(records: byt
     assert code_of(plain_batch(records, 3)) == ErrorCode.corrupt_message
 
 
+def test_each_batch_of_a_request_is_walked_within_its_own_bounds() -> None:
+    """The walk reads the request's bytes in place, batch by batch: a batch whose last record
+    or count reaches into the next batch is corrupt, though the bytes are there."""
+    good = plain_batch(tiny_records(3), 3)
+    assert len(validate_produce(good + good, LIMIT, False)) == 2
+    runs_on = plain_batch(tiny_records(2) + bytes([40, 0, 0, 0, 1, 1, 0]), 3)
+    assert code_of(runs_on + good) == ErrorCode.corrupt_message
+    short = plain_batch(tiny_records(3), 4)  # the fourth record would be the next batch's
+    assert code_of(short + good) == ErrorCode.corrupt_message
+
+
 def test_long_plain_batches_are_walked_in_the_thread_not_inline() -> None:
     """Past INLINE_RECORDS the walk (0.3 us a record) leaves the event loop: validate_produce
     passes it on, check_records does it."""
