@@ -83,7 +83,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         first = cursor.partition_index if cursor is not None and name == after else 0
         count = len(topic.partitions)
         end = min(count, first + remaining)
-        partitions = [topic.partitions[i] for i in range(first, end)]
+        partitions = list(topic.partitions[first:end])  # one look-up of who is up for all
         answered.append(
             (E.none, name, topic.topic_id, topic.internal, partitions, _operations(ctx, name))
         )

@@ -5,7 +5,7 @@ itself is raftlog/api/broker.py's `Broker`."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, overload
 
@@ -41,19 +41,24 @@ class PartitionInfo:
 
 
 class LazyPartitions(Sequence[PartitionInfo]):
-    """A topic's partitions, each looked up when first read. A produce to one partition of a
-    thousand-partition topic resolves the topic; building all thousand views per request
-    took 40 % of a node's loop under spread produce."""
+    """A topic's partitions, each looked up when read, and again at every read: a TopicInfo
+    is kept from one request to the next (ClusterView), who leads its partitions is not. A
+    produce to one partition of a thousand-partition topic resolves the topic; building all
+    thousand views per request took 40 % of a node's loop under spread produce. `look_up`
+    gives the partitions of a range of indexes, in order, asking once for the whole range
+    which nodes are up (an iteration or a slice is one range)."""
 
-    __slots__ = ("_look_up", "_count", "_seen")
+    __slots__ = ("_look_up", "_count")
 
-    def __init__(self, look_up: Callable[[int], PartitionInfo], count: int) -> None:
+    def __init__(self, look_up: Callable[[range], Iterator[PartitionInfo]], count: int) -> None:
         self._look_up = look_up
         self._count = count
-        self._seen: dict[int, PartitionInfo] = {}
 
     def __len__(self) -> int:
         return self._count
+
+    def __iter__(self) -> Iterator[PartitionInfo]:
+        return self._look_up(range(self._count))
 
     @overload
     def __getitem__(self, index: int) -> PartitionInfo: ...
@@ -63,15 +68,12 @@ class LazyPartitions(Sequence[PartitionInfo]):
 
     def __getitem__(self, index: int | slice) -> PartitionInfo | Sequence[PartitionInfo]:
         if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(self._count)))
+            return tuple(self._look_up(range(*index.indices(self._count))))
         if index < 0:
             index += self._count
         if not 0 <= index < self._count:
             raise IndexError(index)
-        info = self._seen.get(index)
-        if info is None:
-            info = self._seen[index] = self._look_up(index)
-        return info
+        return next(self._look_up(range(index, index + 1)))
 
 
 @dataclass(frozen=True, slots=True)

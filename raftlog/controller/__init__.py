@@ -54,6 +54,10 @@ class ControllerMachine(SyncObj):
         self, self_node: Any, other_nodes: Any, *, on_apply: Callable[[], None], **kwargs: Any
     ) -> None:
         self._on_apply = on_apply
+        # Not state either: how many applied commands changed `topics`, in place or by adding
+        # or removing one (ClusterView keeps each topic's TopicInfo until this moves; a
+        # snapshot's topics are new dicts, which it tells by their identity).
+        self.topics_version = 0
         # Not state (set before SyncObj.__init__): the ACLs by resource, kept with `acls`.
         self._acl_index = AclIndex(lambda: self.acls)
         super().__init__(self_node, other_nodes, **kwargs)
@@ -74,6 +78,12 @@ class ControllerMachine(SyncObj):
         # The ACL bindings (raftlog.security.acl.AclBinding as plain tuples), in creation order,
         # changed in place through _acl_index. A dump from before ACLs lacks the key: none.
         self.acls: Acls = {}
+
+    def _topics_changed(self) -> None:
+        """Every command that changes `topics` ends here: the views see topics_version move,
+        and the node reconciles its replicas."""
+        self.topics_version += 1
+        self._on_apply()
 
     @replicated
     def init_cluster(self, cluster_id: str) -> str:
@@ -127,14 +137,14 @@ class ControllerMachine(SyncObj):
             "configs": dict(configs),
             "internal": internal,
         }
-        self._on_apply()
+        self._topics_changed()
         return None
 
     @replicated
     def delete_topic(self, name: str) -> str | None:
         if self.topics.pop(name, None) is None:
             return UNKNOWN
-        self._on_apply()
+        self._topics_changed()
         return None
 
     @replicated
@@ -145,7 +155,7 @@ class ControllerMachine(SyncObj):
         if len(topic["partitions"]) + len(new_assignments) != count:
             return "stale"  # someone else changed the partition count first
         topic["partitions"] = topic["partitions"] + new_assignments
-        self._on_apply()
+        self._topics_changed()
         return None
 
     @replicated
@@ -154,7 +164,7 @@ class ControllerMachine(SyncObj):
         if topic is None:
             return UNKNOWN
         topic["configs"] = dict(configs)
-        self._on_apply()
+        self._topics_changed()
         return None
 
     # pysyncobj numbers replicated methods in name order and journals a command by its number,
@@ -269,7 +279,7 @@ class ControllerMachine(SyncObj):
             }
             outcomes.append(None)
         if any(outcome is None for outcome in outcomes):
-            self._on_apply()
+            self._topics_changed()
         return outcomes
 
     # Partition reassignments (raftlog/controller/moves.py). Their public names are
@@ -302,7 +312,7 @@ class ControllerMachine(SyncObj):
                 changed |= moved
             outcomes.append(answers)
         if changed:
-            self._on_apply()
+            self._topics_changed()
         return outcomes
 
     @replicated
@@ -313,7 +323,7 @@ class ControllerMachine(SyncObj):
             return moves.UNKNOWN
         outcome = moves.finish(topic, index, target)
         if outcome is None:
-            self._on_apply()
+            self._topics_changed()
         return outcome
 
     def alter_reassignments(

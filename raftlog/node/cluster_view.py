@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from raftlog.api.values import BrokerInfo, LazyPartitions, PartitionInfo, TopicInfo
@@ -24,6 +24,11 @@ class ClusterView:
     def __init__(self, node: Node, listener: str | None = None) -> None:
         self._node = node
         self._listener = listener
+        # Each topic's TopicInfo, built once (a frozen dataclass's construction was most of
+        # resolving a produce request's topic) and kept while the controller's topics are the
+        # same dict at the same topics_version. Who leads is read afresh (LazyPartitions).
+        self._infos: dict[str, TopicInfo] = {}
+        self._infos_of: tuple[dict[str, dict[str, Any]], int] | None = None
 
     @property
     def listener(self) -> str:
@@ -74,14 +79,19 @@ class ClusterView:
         return (address[0], address[1]) if address is not None else None
 
     def topics(self) -> dict[str, TopicInfo]:
+        infos = self._current_infos()
         return {
-            name: self._topic_info(name, t)
+            name: self._info(infos, name, t)
             for name, t in self._node.controller.state.topics.items()
         }
 
     def topic(self, name: str) -> TopicInfo | None:
+        infos = self._current_infos()
+        info = infos.get(name)
+        if info is not None:
+            return info
         topic = self._node.controller.state.topics.get(name)
-        return self._topic_info(name, topic) if topic is not None else None
+        return self._info(infos, name, topic) if topic is not None else None
 
     def reassigning(self) -> dict[str, list[int]]:
         """The topics with partitions moving, and those partitions."""
@@ -93,25 +103,44 @@ class ClusterView:
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         wanted = str(topic_id)
+        infos = self._current_infos()
         for name, topic in self._node.controller.state.topics.items():
             if topic["id"] == wanted:
-                return self._topic_info(name, topic)
+                return self._info(infos, name, topic)
         return None
+
+    def _current_infos(self) -> dict[str, TopicInfo]:
+        """The kept TopicInfos, emptied first if the controller's topics changed since they
+        were built: a command changed them (topics_version), or a snapshot replaced them."""
+        state = self._node.controller.state
+        topics = state.topics
+        if (
+            self._infos_of is None
+            or self._infos_of[0] is not topics
+            or self._infos_of[1] != state.topics_version
+        ):
+            self._infos.clear()
+            self._infos_of = (topics, state.topics_version)
+        return self._infos
+
+    def _info(self, infos: dict[str, TopicInfo], name: str, topic: dict[str, Any]) -> TopicInfo:
+        info = infos.get(name)
+        if info is None:
+            info = infos[name] = self._topic_info(name, topic)
+        return info
 
     def _topic_info(self, name: str, topic: dict[str, Any]) -> TopicInfo:
         assigned = tuple(topic["partitions"])
         topic_id = topic["id"]
-        alive: Callable[[int], bool] | None = None
 
-        def look_up(i: int) -> PartitionInfo:
-            nonlocal alive
-            if alive is None:  # a produce resolves the topic and reads no partition of it
-                alive = self._alive_now()
-            info = self.partition_info(name, topic_id, i, tuple(assigned[i]), alive)
-            if i in moves_of(topic):
-                adding, removing = adding_replicas(topic, i), removing_replicas(topic, i)
-                info = dataclasses.replace(info, adding=adding, removing=removing)
-            return info
+        def look_up(indexes: range) -> Iterator[PartitionInfo]:
+            alive = self._alive_now()  # (a produce resolves the topic, reads no partition)
+            for i in indexes:
+                info = self.partition_info(name, topic_id, i, tuple(assigned[i]), alive)
+                if i in moves_of(topic):
+                    adding, removing = adding_replicas(topic, i), removing_replicas(topic, i)
+                    info = dataclasses.replace(info, adding=adding, removing=removing)
+                yield info
 
         partitions = LazyPartitions(look_up, len(assigned))
         return TopicInfo(
@@ -152,6 +181,6 @@ class ClusterView:
 
 @functools.lru_cache(maxsize=4096)
 def _topic_uuid(topic_id: str) -> uuid.UUID:
-    """Parsed once: every produce request resolves its topic, and the parse was
-    half of that (py-spy, small writes)."""
+    """Parsed once: every topic's TopicInfo is built again after any change to the topics
+    (the parse was half of resolving a produce request's topic before they were kept)."""
     return uuid.UUID(topic_id)
