@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, overload
 
 from epoch import NO_EPOCH
-from raftlog.common.errors import ErrorCode, KafkaError, RecordErrors
+from raftlog.api.produce_result import ProduceResult as ProduceResult
+from raftlog.common.errors import ErrorCode
 from raftlog.security.acl import AclBinding
 from raftlog.share.store import ShareUpdate, StoredShare
 
@@ -118,23 +119,6 @@ class ConfigEntry:
     # DescribeConfigs' synonyms, (name, value, source) in Kafka's order of precedence, the
     # entry's own first; empty: the entry is its only synonym.
     synonyms: tuple[tuple[str, str | None, int], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
-    error: ErrorCode = ErrorCode.none
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    message: str | None = None
-    # (index in its batch, why) of each record that got the batch refused (RecordErrors)
-    record_errors: tuple[tuple[int, str], ...] = ()
-
-    @classmethod
-    def refused(cls, error: KafkaError) -> ProduceResult:
-        """The answer to records the leader refused with `error`."""
-        errors = error.record_errors if isinstance(error, RecordErrors) else ()
-        return cls(error.code, message=error.message, record_errors=errors)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ import pytest
 
 from kafka_api.codec import RequestHeader
 from kafka_api.context import ConnectionScope, RequestContext
+from raftlog.api.values import ProduceResult
+from raftlog.common.errors import ErrorCode, RecordErrors
 from raftlog.raft import window_file
 from raftlog.raft.core.values import (
     NONE,
@@ -37,6 +39,7 @@ OWN_INIT = [
     HardState,
     SoftState,
     Ready,
+    ProduceResult,
 ]
 
 
@@ -53,6 +56,7 @@ def test_frozen_values_stay_frozen_and_hashable() -> None:
         RequestHeader(0, 9, 7, "client", 10),
         AppendResult(0, 5, location, 1234),
         RequestContext(None, 3, "client", "10.0.0.1", "User:alice", None, ConnectionScope()),
+        ProduceResult(ErrorCode.none, 7, -1, 0, None, ()),
     ]
     for value in values:
         field = dataclasses.fields(value)[0].name
@@ -67,6 +71,18 @@ def test_frozen_values_stay_frozen_and_hashable() -> None:
 
 
 def test_defaults_equality_and_repr_are_the_dataclasses() -> None:
+    assert ProduceResult() == ProduceResult(ErrorCode.none, -1, -1, -1, None, ())
+    assert ProduceResult(base_offset=5) != ProduceResult(base_offset=6)
+    refused = ProduceResult.refused(RecordErrors(ErrorCode.invalid_record, "no", ((0, "key"),)))
+    assert (refused.error, refused.message, refused.record_errors) == (
+        ErrorCode.invalid_record,
+        "no",
+        ((0, "key"),),
+    )
+    assert repr(ProduceResult(base_offset=3)) == (
+        "ProduceResult(error=<ErrorCode.none: 0>, base_offset=3, log_append_time=-1, "
+        "log_start_offset=-1, message=None, record_errors=())"
+    )
     assert HardState() == HardState(0, NONE, 0)
     assert Entry(2, 5) == Entry(term=2, index=5, data=b"", conf=None)
     assert Entry(2, 5) != Entry(2, 6)
