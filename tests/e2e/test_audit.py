@@ -22,6 +22,8 @@ import matplotlib.image
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 from support import history as H
 from support import records as R
 from support import segments as S
@@ -37,6 +39,7 @@ PARTITIONS = 3
 KILLED = 0  # partition whose leader is killed with kill -9
 MOVED = 1  # partition whose leadership is transferred
 BATCH = 1500  # records produced between the steps
+DELETED = "audited-deleted"  # a topic whose start DeleteRecords moves before the failovers
 
 
 def produce(cluster, run: str) -> None:
@@ -74,6 +77,15 @@ def test_audit_of_a_cluster_through_failovers_and_restart(cluster_factory, artif
     for p, (leader, term) in cluster.wait_topic_leaders(TOPIC, PARTITIONS).items():
         seen[p][term] = leader
     produce(cluster, "first")
+
+    # DeleteRecords moves another topic's start, which each replica records: the audit must
+    # take that prefix for deleted, not lost
+    cluster.create_topic(DELETED, partitions=1, replication_factor=3)
+    outcome = R.produce_confluent(cluster.bootstrap, DELETED, R.make_records(DELETED, 300, 1))
+    assert len(outcome.acked) == 300, outcome.failed[:3]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    deleted = admin.delete_records([TopicPartition(DELETED, 0, 150)], request_timeout=30)
+    assert deleted[TopicPartition(DELETED, 0)].result(timeout=60).low_watermark == 150
 
     # kill -9 the leader of one partition; a new leader takes over; the node comes back
     victim, victim_term = cluster.leader(TOPIC, KILLED)
@@ -134,6 +146,14 @@ def test_audit_of_a_cluster_through_failovers_and_restart(cluster_factory, artif
     summary = json.loads((out / "summary.json").read_text())
     broken = {k: v for k, v in summary["invariants"].items() if not v["held"]}
     assert not broken, json.dumps(broken, indent=2)
+    assert summary["invariants"]["prefix_deleted_not_lost"]["held"]
+    for n in cluster.node_ids:
+        starts = [
+            r["log_start_offset"]
+            for r in H.records(cluster, topic=DELETED)
+            if r["kind"] == "log_start" and r["node"] == n
+        ]
+        assert starts and starts[-1] == 150, (n, starts)
     assert summary["unreadable_lines"] == 0
     assert summary["nodes"] == cluster.node_ids
 

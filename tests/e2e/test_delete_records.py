@@ -9,7 +9,6 @@ the cluster takes the deleted prefix for deleted, not lost."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -200,7 +199,7 @@ def test_every_version_and_kafkas_errors(cluster: Any) -> None:
     assert W.code(answer.topics[0].partitions[0].error_code) == 6
 
 
-def test_the_start_survives_a_leader_kill_and_a_full_restart(cluster: Any, tmp_path: Path) -> None:
+def test_the_start_survives_a_leader_kill_and_a_full_restart(cluster: Any) -> None:
     topic = _topic(cluster, "dr-failover")
     assert _delete(cluster.bootstrap, topic, 150).low_watermark == 150
     leader, term = cluster.leader(topic, 0)
@@ -235,10 +234,4 @@ def test_the_start_survives_a_leader_kill_and_a_full_restart(cluster: Any, tmp_p
             if r["kind"] == "log_start" and r["topic"] == topic
         ]
         assert starts and starts[-1] == 200
-    # and the epoch audit of the cluster takes the prefix for deleted, not lost
-    out = tmp_path / "audit"
-    cluster.cli("audit", "--data", str(cluster.data_root), "--out", str(out), timeout=600)
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["invariants"]["prefix_deleted_not_lost"]["held"]
-    broken = {k: v for k, v in summary["invariants"].items() if not v["held"]}
-    assert not broken, json.dumps(broken, indent=2)
+    # (the epoch audit of a cluster whose start DeleteRecords moved: e2e test_audit)
