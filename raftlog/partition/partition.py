@@ -298,18 +298,14 @@ class Partition(ProduceSide, ReplicationSide):
         hw = self.high_watermark
         end = self.last_stable_offset if committed else hw
         if timestamp == LATEST_TIMESTAMP:
-            start = self.epochs.start_offset(self.leader_epoch)
-            if start is not None and hw < start:
-                raise KafkaError(
-                    ErrorCode.offset_not_available,
-                    "the high watermark has not reached the start of the current epoch",
-                )
+            self._require_caught_up(hw)
             return TimestampOffset(-1, end, self.leader_epoch)
         if timestamp == EARLIEST_TIMESTAMP:
             start = self.log_start_offset
             return TimestampOffset(-1, start, self.epoch_for_offset(start))
         batch: bytes | None
         if timestamp == MAX_TIMESTAMP:
+            self._require_caught_up(hw)  # the newest record may lie above it
             newest = self.log.newest_batch(end)
             if newest is None:
                 return None
@@ -325,7 +321,19 @@ class Partition(ProduceSide, ReplicationSide):
                 offset, ts = found
                 return TimestampOffset(ts, offset, self.epoch_for_offset(offset))
             start = parse_header(batch).next_offset  # its max timestamp promised a record
+        self._require_caught_up(hw)  # the record may lie above it
         return None
+
+    def _require_caught_up(self, hw: int) -> None:
+        """Kafka's OFFSET_NOT_AVAILABLE, which clients retry: a new leader's high watermark
+        below the start of its epoch hides records its predecessor committed, so an answer
+        that may lie among them waits until the leader's first entry commits."""
+        start = self.epochs.start_offset(self.leader_epoch)
+        if start is not None and hw < start:
+            raise KafkaError(
+                ErrorCode.offset_not_available,
+                "the high watermark has not reached the start of the current epoch",
+            )
 
     # --- housekeeping ------------------------------------------------------------------------------
 
