@@ -30,6 +30,7 @@ from bench.procs import (
     tail,
     wait_until,
 )
+from raftlog_app.cluster_state import read_state, updating_state
 from raftlog_app.dev_certs import make_dev_certs
 from raftlog_app.local_nodes import start_node
 
@@ -252,7 +253,7 @@ class Raftlog(System):
             # A port was taken meanwhile: `cluster up` keeps existing configs, so drop them.
             shutil.rmtree(workdir)
             workdir.mkdir()
-        state = json.loads((workdir / "cluster.json").read_text())
+        state = read_state(workdir)
         self.bootstrap = state["bootstrap"]
         self.node_info = {int(n["node_id"]): n for n in state["nodes"]}
         self.hosts = state.get("hosts", [])
@@ -332,9 +333,8 @@ class Raftlog(System):
         so `raftlog cluster down` stops it and `close` reaps it with the others."""
         info = self.node_info[node_id]
         info["pid"] = start_node(Path(info["config"]), Path(info["data_dir"]))
-        state = json.loads((self.workdir / "cluster.json").read_text())
-        state["nodes"] = [self.node_info[int(n["node_id"])] for n in state["nodes"]]
-        (self.workdir / "cluster.json").write_text(json.dumps(state, indent=2))
+        with updating_state(self.workdir, timeout=60, progress=False) as state:
+            state["nodes"] = [self.node_info[int(n["node_id"])] for n in state["nodes"]]
 
     def close(self) -> None:
         """`cluster down` (graceful), then SIGKILL whatever still runs from this data dir."""

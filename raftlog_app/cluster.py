@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from raftlog.config.node_config import NodeConfig, toml_value
-from raftlog_app.cluster_state import changing_state, read_state, write_state
+from raftlog_app.cluster_state import changing_state, read_state, updating_state, write_state
 from raftlog_app.local_nodes import (
     HOST,
     RAFT_OFFSET,
@@ -153,16 +153,15 @@ def add_host(data: Path, timeout: float, progress: bool = True) -> tuple[str, li
     the first host's secret, admin token and [broker] settings. Returns once its brokers
     are registered and answer Kafka clients: the host's name and its brokers."""
     data = data.resolve()
-    with changing_state(data, timeout, progress):
-        host, specs, nodes = _start_added_host(data)
-    _wait_hosts(specs, [host], nodes, timeout, progress)
+    with updating_state(data, timeout, progress) as state:
+        host, specs = _start_added_host(data, state)
+    _wait_hosts(specs, [host], state["nodes"], timeout, progress)
     return host["name"], specs
 
 
-def _start_added_host(data: Path) -> tuple[dict[str, Any], list[NodeSpec], list[dict]]:
-    """add_host's part under changing_state: its host started, written to cluster.json;
-    the host's entry there, its brokers and every node's entry."""
-    state = read_state(data)
+def _start_added_host(data: Path, state: dict) -> tuple[dict[str, Any], list[NodeSpec]]:
+    """add_host's part under updating_state: its host started, added to `state`; the host's
+    entry there and its brokers."""
     if "hosts" not in state:
         raise ClusterError(
             "a cluster of nodes (cluster up without --hosts) has no hosts to add to: "
@@ -194,8 +193,7 @@ def _start_added_host(data: Path) -> tuple[dict[str, Any], list[NodeSpec], list[
     state["hosts"].append(host)
     state["nodes"] += [{**s.as_json(host["pid"]), "host": host["name"]} for s in specs]
     state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])
-    write_state(data, state)
-    return host, specs, state["nodes"]
+    return host, specs
 
 
 def _host_brokers(
@@ -351,13 +349,12 @@ def secure_tools(data: Path, specs: list[NodeSpec], admin_token: str, timeout: f
             f"sasl.username={SUPER_USER}\n"
             f"sasl.password={password}\n"
         )
-    with changing_state(data, timeout):  # an add-node may have written it meanwhile
-        state = read_state(data)
+    # cluster.json read again here: an add-node may have written it meanwhile
+    with updating_state(data, timeout) as state:
         state["tools"] = {
             "bootstrap": ",".join(f"{HOST}:{s.listener_ports()['SASL_PLAINTEXT']}" for s in specs),
             "command_config": str(path),
         }
-        write_state(data, state)
 
 
 def tools(data: Path) -> tuple[str, Path | None] | None:
@@ -381,18 +378,16 @@ def add_node(
     proves the cluster secret, and the cluster adds it to its controller group. It takes the
     first node's [broker] settings, but not its rack: `rack` is its own."""
     data = data.resolve()
-    with changing_state(data, timeout, progress):
-        spec, specs, pids = _start_added_node(data, rack)
+    with updating_state(data, timeout, progress) as state:
+        spec, specs = _start_added_node(data, state, rack)
+    pids = {n["node_id"]: n["pid"] for n in state["nodes"]}
     wait_ready([s for s in specs if alive(pids[s.node_id])], pids, timeout, progress)
     return spec
 
 
-def _start_added_node(
-    data: Path, rack: str | None
-) -> tuple[NodeSpec, list[NodeSpec], dict[int, int]]:
-    """add_node's part under changing_state: its node started, written to cluster.json;
-    the node, every node and their pids."""
-    state = read_state(data)
+def _start_added_node(data: Path, state: dict, rack: str | None) -> tuple[NodeSpec, list[NodeSpec]]:
+    """add_node's part under updating_state: its node started, added to `state`; the node
+    and every node."""
     if "hosts" in state:
         raise ClusterError(
             "a cluster of hosts (cluster up --hosts) grows by a host of its brokers: "
@@ -413,8 +408,7 @@ def _start_added_node(
     pid = start_node(spec.config_path, spec.data_dir)
     state["nodes"].append(spec.as_json(pid))
     state["bootstrap"] = ",".join(n["kafka"] for n in state["nodes"])
-    write_state(data, state)
-    return spec, [*existing, spec], {n["node_id"]: n["pid"] for n in state["nodes"]}
+    return spec, [*existing, spec]
 
 
 def _state_specs(state: dict, listeners: tuple[str, ...]) -> list[NodeSpec]:

@@ -1,5 +1,6 @@
 """cluster.json, the state of a local cluster (`raftlog cluster`): read, written whole, and
-changed by one command at a time."""
+changed by one command at a time. Every writer of it goes through here: the CLI, and
+bench/'s and the tests' clusters when they restart a node and write its new pid."""
 
 from __future__ import annotations
 
@@ -84,6 +85,18 @@ def changing_state(
         lock.write(f"{os.getpid()}\n")  # whom a waiting command names
         lock.flush()
         yield  # closing the file lets go of the lock
+
+
+@contextlib.contextmanager
+def updating_state(data: Path, timeout: float, progress: bool = True) -> Iterator[dict]:
+    """cluster.json read under changing_state, changed in place by the block and written back
+    whole: for a change of a few fields (a restarted node's pid, the tools entry) that must
+    not lose a `cluster add-node` written meanwhile, nor be lost to it. A block that raises
+    writes nothing."""
+    with changing_state(data, timeout, progress):
+        state = read_state(data)
+        yield state
+        write_state(data, state)
 
 
 def _holder(lock: IO[str]) -> str:

@@ -9,7 +9,6 @@ own: kill -9 and SIGSTOP hit the node, not a wrapper (checked at every start).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import signal
@@ -30,6 +29,8 @@ from support.cluster import (
     wait_for,
     wait_pid_gone,
 )
+
+from raftlog_app.cluster_state import changing_state, write_state
 
 from .netns import Net
 
@@ -137,7 +138,8 @@ class Nodes:
                 for n in self.nodes.values()
             ],
         }
-        (self.root / "cluster.json").write_text(json.dumps(doc, indent=2) + "\n")
+        with changing_state(self.root, timeout=60, progress=False):
+            write_state(self.root, doc)
 
     # ----------------------------------------------------------------- processes
 

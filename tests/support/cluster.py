@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from raftlog.config.node_config import toml_value
+from raftlog_app import local_nodes
+from raftlog_app.cluster_state import updating_state
 from support import node_logs
 
 T = TypeVar("T")
@@ -438,14 +440,14 @@ class Cluster:
         return all(have.get(k) == v for k, v in self.broker.items())
 
     def _write_json_pids(self) -> None:
-        path = self.data_root / "cluster.json"
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            doc = json.loads(path.read_text())
+        with (
+            contextlib.suppress(OSError, ValueError, KeyError, local_nodes.ClusterError),
+            updating_state(self.data_root, timeout=60, progress=False) as doc,
+        ):
             for n in doc["nodes"]:
                 node = self.nodes.get(int(n["node_id"]))
                 if node is not None:
                     n["pid"] = node.pid
-            path.write_text(json.dumps(doc, indent=2))
 
     # ----------------------------------------------------------------- growth
 

@@ -14,6 +14,7 @@ import sys
 import time
 import tomllib
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -470,6 +471,40 @@ def test_a_change_of_cluster_json_waits_for_the_one_under_way_then_gives_up_in_o
     ]
     assert json.loads((tmp_path / "cluster.json").read_text()) == state
     assert not (tmp_path / "host-2").exists()
+
+
+def test_a_change_of_a_few_fields_of_cluster_json_keeps_the_one_written_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """A restarted node's new pid written into cluster.json (bench/, the tests' Cluster)
+    while an add-node is under way: updating_state waits for the add-node's lock, then reads
+    the cluster.json it wrote, so neither change is lost; a change that raises writes
+    nothing."""
+    (tmp_path / "cluster.json").write_text(json.dumps({"bootstrap": "a", "nodes": [{"pid": 1}]}))
+    with open(tmp_path / cluster_state.LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the add-node under way
+
+        def restarted() -> None:
+            with cluster_state.updating_state(tmp_path, timeout=30, progress=False) as state:
+                state["nodes"][0]["pid"] = 2
+
+        with ThreadPoolExecutor(1) as pool:
+            change = pool.submit(restarted)
+            time.sleep(0.3)
+            assert not change.done()
+            cluster_state.write_state(tmp_path, {"bootstrap": "a,b", "nodes": [{"pid": 1}, {}]})
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            change.result(timeout=30)
+    written = {"bootstrap": "a,b", "nodes": [{"pid": 2}, {}]}
+    assert cluster_state.read_state(tmp_path) == written
+
+    with (
+        pytest.raises(KeyError),
+        cluster_state.updating_state(tmp_path, timeout=1) as state,
+    ):
+        state["bootstrap"] = "lost"
+        state["no such key"]  # noqa: B018 - the change fails half-way
+    assert cluster_state.read_state(tmp_path) == written
 
 
 def test_host_clusters_past_the_port_scheme_are_refused_before_any_start(
