@@ -8,8 +8,9 @@
 #   COMPILED    1 (default): the build stage compiles the hot modules with mypyc (it installs
 #               gcc and libc6-dev where the base has no gcc, and python3-dev where it has no
 #               Python.h, from the base's apt: a base that has both needs no apt, as the one
-#               make compose-test builds offline; and mypy from the index or WHEELS); if that
-#               fails the image runs pure Python ("mypyc: compile failed" in the build).
+#               make compose-test builds offline; and mypy, at pyproject.toml's pin as
+#               the venv's (its mypyc extra), from the index or WHEELS); if that fails the
+#               image runs pure Python ("mypyc: compile failed" in the build).
 #               0: pure Python, no compiler needed.
 ARG BASE_IMAGE=python:3.11-slim
 
@@ -32,7 +33,7 @@ RUN if [ "$COMPILED" = 1 ]; then \
             || pkgs="$pkgs python3-dev"; \
         { { [ -z "$pkgs" ] || { apt-get update -qq \
               && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs; }; } \
-          && pip install --no-cache-dir ${WHEELS:+--no-index --find-links "$WHEELS"} . mypy==2.4.1 \
+          && pip install --no-cache-dir ${WHEELS:+--no-index --find-links "$WHEELS"} '.[mypyc]' \
           && sha256sum $(cat compiled_modules.txt) > compiled.sha256.new \
           && mypyc --no-warn-unused-configs $(cat compiled_modules.txt) > mypyc.log 2>&1 \
           && mv compiled.sha256.new compiled.sha256; } \

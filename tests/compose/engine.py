@@ -13,7 +13,7 @@ The base image: python:3.11-slim when it can be pulled; else one made from Debia
 packages (debootstrap: python3 3.11, pip, a Java runtime for the audit, and gcc with the
 Python headers for the node image's mypyc stage, which can reach no apt mirror here), shaped
 like the slim image (python, pip, no EXTERNALLY-MANAGED marker). Either way the dependencies'
-wheels (mypy's among them, at the pin of the test extra), built on the host by `pip wheel`,
+wheels (mypy's among them, at the pin of the mypyc extra), built on the host by `pip wheel`,
 go into a layer at /wheels, and the Dockerfiles' WHEELS build argument installs from there
 with no index: a container here reaches no package index.
 """
@@ -317,20 +317,15 @@ def debian_rootfs() -> Path:
 
 
 def wheel_requirements() -> list[str]:
-    """What host_wheels builds beside raftlog[audit]: the build backend, and mypy at the
-    test extra's pin, which the node image's mypyc stage installs (with its dependencies)."""
+    """What host_wheels builds beside raftlog and its extras: the build backend."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    mypy = [
-        r for r in project["project"]["optional-dependencies"]["test"] if r.startswith("mypy==")
-    ]
-    if len(mypy) != 1:
-        raise EngineError("pyproject.toml's test extra pins no single mypy==<version>")
-    return [*project["build-system"]["requires"], *mypy]
+    return list(project["build-system"]["requires"])
 
 
 def host_wheels() -> Path:
-    """build/compose/wheels: a wheel for every dependency of raftlog and its audit extra and
-    of wheel_requirements(), made by the host's pip (again only when those change)."""
+    """build/compose/wheels: a wheel for every dependency of raftlog, of its audit extra, of
+    its mypyc extra (mypy, which the node image's mypyc stage installs) and of
+    wheel_requirements(), made by the host's pip (again only when those change)."""
     wheels = BUILD / "wheels"
     stamp = wheels / ".requirements-sha256"
     requirements = wheel_requirements()
@@ -343,7 +338,7 @@ def host_wheels() -> Path:
     wheels.mkdir(parents=True)
     log(f"pip wheel: the dependencies' wheels into {wheels}")
     run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "-q", "-w",
-         str(wheels), f"{REPO}[audit]", *requirements], 1800)  # fmt: skip
+         str(wheels), f"{REPO}[audit,mypyc]", *requirements], 1800)  # fmt: skip
     for own in wheels.glob("raftlog-*.whl"):
         own.unlink()  # the images install raftlog from its source
     stamp.write_text(digest)
