@@ -165,18 +165,18 @@ class BrokerFacade:
         return bool(self._node.config.broker_setting("auto.create.topics.enable"))
 
     async def create_acls(self, bindings: list[AclBinding]) -> AclChange:
-        try:
-            change: AclChange = await self._node.controller.call(
-                "update_acls_create", [_plain(b) for b in bindings]
-            )
-        except ControllerUnavailable as e:
-            return AclChange(ErrorCode.request_timed_out, str(e))
-        return change
+        return await self._change_acls("update_acls_create", bindings)
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> AclChange:
+        return await self._change_acls("update_acls_delete", filters)
+
+    async def _change_acls(
+        self, command: str, items: list[AclBinding] | list[AclBindingFilter]
+    ) -> AclChange:
+        """The controller's `command` over `items`; REQUEST_TIMED_OUT while it cannot commit."""
         try:
             change: AclChange = await self._node.controller.call(
-                "update_acls_delete", [_plain(f) for f in filters]
+                command, [_plain(x) for x in items]
             )
         except ControllerUnavailable as e:
             return AclChange(ErrorCode.request_timed_out, str(e))
