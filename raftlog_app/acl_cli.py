@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from raftlog.security.acl import CLUSTER_NAME, WILDCARD
 from raftlog_app import client_config
+from raftlog_app.kafka_command import admin_call, table
 
 CLIENT_ID = "raftlog-acl"
 # kafka-acls.sh's names of operations (any case is taken, as it does)
@@ -159,8 +160,6 @@ class _Usage(Exception):
 
 
 def acl_add(bootstrap: str, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    from kafka.errors import KafkaError
-
     try:
         acls = _acls(args)
         if not acls:
@@ -168,14 +167,10 @@ def acl_add(bootstrap: str, args: argparse.Namespace, out: TextIO = sys.stdout) 
     except _Usage as e:
         print(f"raftlog: {e}", file=sys.stderr)
         return 2
-    try:
-        admin = admin_client(bootstrap)
-        try:
-            result = admin.create_acls(acls)
-        finally:
-            admin.close()
-    except KafkaError as e:
-        print(f"raftlog: cannot add ACLs: {e!r}", file=sys.stderr)
+    result = admin_call(
+        lambda: admin_client(bootstrap), lambda a: a.create_acls(acls), "cannot add ACLs"
+    )
+    if result is None:
         return 1
     for acl in result["succeeded"]:
         print(f"added {_describe(acl)}", file=out)
@@ -185,30 +180,24 @@ def acl_add(bootstrap: str, args: argparse.Namespace, out: TextIO = sys.stdout) 
 
 
 def acl_list(bootstrap: str, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    from kafka.errors import KafkaError
+    def described(admin: Any) -> list[Any]:
+        acls: list[Any] = []
+        for acl_filter in _filters(args, args.principal, listing=True):
+            found, _ = admin.describe_acls(acl_filter)
+            acls.extend(a for a in found if a not in acls)
+        return acls
 
-    acls: list[Any] = []
-    try:
-        admin = admin_client(bootstrap)
-        try:
-            for acl_filter in _filters(args, args.principal, listing=True):
-                found, _ = admin.describe_acls(acl_filter)
-                acls.extend(a for a in found if a not in acls)
-        finally:
-            admin.close()
-    except KafkaError as e:
-        print(f"raftlog: cannot list ACLs: {e!r}", file=sys.stderr)
+    acls = admin_call(lambda: admin_client(bootstrap), described, "cannot list ACLs")
+    if acls is None:
         return 1
     rows = [["PRINCIPAL", "HOST", "OPERATION", "PERMISSION", "RESOURCE", "NAME", "PATTERN"]]
     for acl in sorted(acls, key=_row):
         rows.append(_row(acl))
-    _table(rows, out)
+    table(rows, out)
     return 0
 
 
 def acl_remove(bootstrap: str, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    from kafka.errors import KafkaError
-
     try:
         if args.allow_principal or args.deny_principal:
             filters = _acls(args)  # an ACL is a filter that matches itself
@@ -219,14 +208,10 @@ def acl_remove(bootstrap: str, args: argparse.Namespace, out: TextIO = sys.stdou
     except _Usage as e:
         print(f"raftlog: {e}", file=sys.stderr)
         return 2
-    try:
-        admin = admin_client(bootstrap)
-        try:
-            results = admin.delete_acls(filters)
-        finally:
-            admin.close()
-    except KafkaError as e:
-        print(f"raftlog: cannot remove ACLs: {e!r}", file=sys.stderr)
+    results = admin_call(
+        lambda: admin_client(bootstrap), lambda a: a.delete_acls(filters), "cannot remove ACLs"
+    )
+    if results is None:
         return 1
     failed = False
     for _, removed, error in results:
@@ -283,10 +268,3 @@ def _row(acl: Any) -> list[str]:
 def _describe(acl: Any) -> str:
     principal, host, operation, permission, kind, name, pattern = _row(acl)
     return f"{permission} {principal} {operation} on {kind} {name} ({pattern}) from {host}"
-
-
-def _table(rows: list[list[str]], out: TextIO) -> None:
-    """Left-aligned columns, two spaces apart (the first row is the header)."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), file=out)

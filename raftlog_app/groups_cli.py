@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from raftlog.groups import records
 from raftlog.groups.offsets_log import TOPIC as OFFSETS_TOPIC
 from raftlog_app import client_config
+from raftlog_app.kafka_command import admin_call, table
 
 CLIENT_ID = "raftlog-cli"
 DUMP_TIMEOUT_S = 60.0
@@ -47,28 +48,13 @@ def _consumer(bootstrap: str) -> Any:
     )
 
 
-def _table(rows: list[list[str]], out: TextIO) -> None:
-    """Left-aligned columns, two spaces apart (the first row is the header)."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), file=out)
-
-
 # --------------------------------------------------------------------------- groups list
 
 
 def groups_list(bootstrap: str, out: TextIO = sys.stdout) -> int:
     """Every group the brokers know: id, state and protocol type (ListGroups on each)."""
-    from kafka.errors import KafkaError
-
-    try:
-        admin = _admin(bootstrap)
-        try:
-            groups = admin.list_groups()
-        finally:
-            admin.close()
-    except KafkaError as exc:
-        print(f"raftlog: cannot list groups: {exc!r}", file=sys.stderr)
+    groups = admin_call(lambda: _admin(bootstrap), lambda a: a.list_groups(), "cannot list groups")
+    if groups is None:
         return 1
     seen: dict[str, dict[str, Any]] = {}
     for g in groups:
@@ -77,7 +63,7 @@ def groups_list(bootstrap: str, out: TextIO = sys.stdout) -> int:
     for gid in sorted(seen):
         g = seen[gid]
         rows.append([gid, str(g.get("group_state") or "-"), str(g.get("protocol_type") or "-")])
-    _table(rows, out)
+    table(rows, out)
     return 0
 
 
@@ -138,16 +124,17 @@ def groups_describe(bootstrap: str, group: str, out: TextIO = sys.stdout) -> int
     kafka-consumer-groups.sh --describe). Returns 1 if the group does not exist."""
     from kafka.errors import KafkaError
 
-    try:
-        admin = _admin(bootstrap)
-        try:
-            described = admin.describe_groups([group]).get(group) or {}
-            offsets = admin.list_group_offsets(group).get(group) or {}
-        finally:
-            admin.close()
-    except KafkaError as exc:
-        print(f"raftlog: cannot describe group {group}: {exc!r}", file=sys.stderr)
+    asked = admin_call(
+        lambda: _admin(bootstrap),
+        lambda a: (
+            a.describe_groups([group]).get(group) or {},
+            a.list_group_offsets(group).get(group) or {},
+        ),
+        f"cannot describe group {group}",
+    )
+    if asked is None:
         return 1
+    described, offsets = asked
     if described.get("error"):
         print(f"raftlog: group {group}: {described['error']}", file=sys.stderr)
         return 1
@@ -187,7 +174,7 @@ def groups_describe(bootstrap: str, group: str, out: TextIO = sys.stdout) -> int
                 assigned,
             ]
         )
-    _table(rows, out)
+    table(rows, out)
     print(file=out)
     rows = [["TOPIC", "PARTITION", "COMMITTED-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID"]]
     for tp in partitions:
@@ -206,7 +193,7 @@ def groups_describe(bootstrap: str, group: str, out: TextIO = sys.stdout) -> int
                 str(m.get("member_id")) if m is not None else "-",
             ]
         )
-    _table(rows, out)
+    table(rows, out)
     return 0
 
 

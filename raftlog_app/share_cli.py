@@ -22,7 +22,7 @@ from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 
 from consume_proxy.client import ClusterClient, KafkaUnavailable, make
 from raftlog.config.node_config import parse_address
-from raftlog_app.groups_cli import _table
+from raftlog_app.kafka_command import table
 from raftlog_app.local_nodes import ADMIN_OFFSET
 
 ADMIN_TIMEOUT_S = 10.0
@@ -95,7 +95,7 @@ def share_list(bootstrap: str, out: TextIO = sys.stdout) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     rows = [["GROUP", "STATE"], *([g, s] for g, s in groups)]
-    _table(rows, out)
+    table(rows, out)
     return 0
 
 
@@ -144,7 +144,7 @@ def share_describe(
         rows.append(
             [m["member_id"], m["client_id"], m["client_host"], str(m["member_epoch"]), assigned]
         )
-    _table(rows, out)
+    table(rows, out)
     print(file=out)
     rows = [
         [
@@ -172,5 +172,5 @@ def share_describe(
                 str(p["lag"]),
             ]
         )
-    _table(rows, out)
+    table(rows, out)
     return 0

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from raftlog_app import client_config
+from raftlog_app.kafka_command import admin_call, table
 
 CLIENT_ID = "raftlog-transactions"
 STATES = (
@@ -70,13 +71,6 @@ def add_parsers(sub: Any) -> list[argparse.ArgumentParser]:
     return [listing, describe]
 
 
-def _table(rows: list[list[str]], out: TextIO) -> None:
-    """Left-aligned columns, two spaces apart (the first row is the header)."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), file=out)
-
-
 def _state(value: Any) -> str:
     """kafka-python's TransactionState enum, or a plain string, as Kafka names it."""
     return str(getattr(value, "value", value))
@@ -85,23 +79,19 @@ def _state(value: Any) -> str:
 def transactions_list(bootstrap: str, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """One row per transactional id: its state, producer id and coordinator (ListTransactions
     on every broker, as kafka-transactions.sh list)."""
-    from kafka.errors import KafkaError
-
     if args.duration_ms is not None and args.duration_ms < 0:
         print("raftlog: --duration-ms must be 0 or more", file=sys.stderr)
         return 2
-    try:
-        admin = admin_client(bootstrap)
-        try:
-            by_broker = admin.list_transactions(
-                state_filters=args.state or None,
-                producer_id_filters=args.producer_id or None,
-                duration_filter_ms=args.duration_ms,
-            )
-        finally:
-            admin.close()
-    except KafkaError as exc:
-        print(f"raftlog: cannot list transactions: {exc!r}", file=sys.stderr)
+    by_broker = admin_call(
+        lambda: admin_client(bootstrap),
+        lambda admin: admin.list_transactions(
+            state_filters=args.state or None,
+            producer_id_filters=args.producer_id or None,
+            duration_filter_ms=args.duration_ms,
+        ),
+        "cannot list transactions",
+    )
+    if by_broker is None:
         return 1
     rows = [["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "COORDINATOR"]]
     listed = sorted(
@@ -111,7 +101,7 @@ def transactions_list(bootstrap: str, args: argparse.Namespace, out: TextIO = sy
     )
     for txn_id, state, producer_id, broker in listed:
         rows.append([txn_id, state, str(producer_id), str(broker)])
-    _table(rows, out)
+    table(rows, out)
     return 0
 
 
@@ -162,7 +152,7 @@ def transactions_describe(bootstrap: str, transactional_id: str, out: TextIO = s
             ",".join(f"{topic}-{index}" for topic, index in partitions) or "-",
         ],
     ]
-    _table(rows, out)
+    table(rows, out)
     return 0
 
 
