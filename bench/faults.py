@@ -22,10 +22,10 @@ from confluent_kafka.admin import (
 from bench.procs import BenchError, alive, cpu_seconds, wait_until
 from bench.systems import Raftlog
 from bench.workloads import (
-    BATCHING,
     MB,
     VALUE_POOL,
     Settings,
+    batching_producer,
     client_config,
     produce,
     records_for,
@@ -133,14 +133,7 @@ def move(system: Raftlog, settings: Settings, values: list[bytes]) -> dict:
     system.create_topic(MOVE_LOAD_TOPIC, settings.partitions)
     kafka_admin = KafkaAdminClient(bootstrap_servers=system.bootstrap, request_timeout_ms=30000)
     errors: list[KafkaError] = []
-    producer = Producer(
-        client_config(
-            system,
-            **BATCHING,
-            **{"compression.type": "none", "delivery.report.only.error": True},
-            on_delivery=lambda err, _msg: errors.append(err),
-        )
-    )
+    producer = batching_producer(system, "none", errors)
     pids = system.pids()
     sent = [0]
 

@@ -10,17 +10,15 @@ import uuid
 from confluent_kafka import (
     KafkaError,
     KafkaException,
-    Producer,
     TopicPartition,
 )
 
 from bench.procs import BenchError, wait_until
 from bench.systems import System
 from bench.workloads import (
-    BATCHING,
     VALUE_POOL,
     Settings,
-    client_config,
+    batching_producer,
     new_consumer,
     percentiles_ms,
     produce,
@@ -61,15 +59,8 @@ def transactions(system: System, settings: Settings, values: list[bytes], peer: 
         "idempotent": plain,
     }
     errors: list[KafkaError] = []
-    producer = Producer(
-        client_config(
-            system,
-            **BATCHING,
-            **{"compression.type": "none", "delivery.report.only.error": True},
-            **{"transactional.id": f"bench-txn-{uuid.uuid4().hex[:8]}"},
-            on_delivery=lambda err, _msg: errors.append(err),
-        )
-    )
+    txn_id = f"bench-txn-{uuid.uuid4().hex[:8]}"
+    producer = batching_producer(system, "none", errors, {"transactional.id": txn_id})
     start = time.perf_counter()
     try:
         producer.init_transactions(TXN_INIT_TIMEOUT_S)

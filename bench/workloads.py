@@ -117,6 +117,26 @@ def percentiles_ms(samples_ns: list[int]) -> dict:
 BATCHING = {"acks": "all", "linger.ms": 5, "batch.size": 1 << 20}
 
 
+def batching_producer(
+    system: System,
+    compression: str,
+    errors: list[KafkaError],
+    settings: dict[str, object] | None = None,
+) -> Producer:
+    """Workload 1's producer (BATCHING, `compression`, and `settings` over them): a failed
+    delivery is appended to `errors`, and only failures are reported (a callback per record
+    was the client's bottleneck)."""
+    return Producer(
+        client_config(
+            system,
+            **BATCHING,
+            **{"compression.type": compression, "delivery.report.only.error": True},
+            **(settings or {}),
+            on_delivery=lambda err, _msg: errors.append(err),
+        )
+    )
+
+
 def produce(
     system: System,
     topic: str,
@@ -129,15 +149,7 @@ def produce(
     1 MiB, round-robin over the topic's partitions; timed until every record is acked.
     `overrides`: more producer settings (txn's baseline turns on enable.idempotence)."""
     errors: list[KafkaError] = []
-    producer = Producer(
-        client_config(
-            system,
-            **BATCHING,
-            **{"compression.type": compression, "delivery.report.only.error": True},
-            **(overrides or {}),
-            on_delivery=lambda err, _msg: errors.append(err),
-        )
-    )
+    producer = batching_producer(system, compression, errors, overrides)
     partitions = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
     send, mask = producer.produce, VALUE_POOL - 1
     nbytes = 0
