@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from bench.procs import BenchError, alive, cpu_seconds, wait_until
+from bench.procs import BenchError, cpu_seconds, wait_until
 from bench.systems import Raftlog
 from bench.workloads import (
     MB,
@@ -30,6 +30,7 @@ from bench.workloads import (
     produce,
     records_for,
 )
+from raftlog_app.local_nodes import alive
 
 # The restart probe's client: tight backoffs, so it sees the node serving within ~50 ms.
 PROBE = {

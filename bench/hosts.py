@@ -41,8 +41,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.procs import BenchError, alive, cpu_seconds, kill9, processes_under, wait_until
+from bench.procs import BenchError, cpu_seconds, kill9, processes_under, wait_until
 from bench.systems import Raftlog
+from raftlog_app.local_nodes import alive
 
 REPO = Path(__file__).resolve().parent.parent
 TOPIC = "hosts"

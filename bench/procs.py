@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from raftlog_app.local_nodes import alive
+
 HOST = "127.0.0.1"
 
 
@@ -64,23 +66,6 @@ def accepts(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex((HOST, port)) == 0
-
-
-def alive(pid: int) -> bool:
-    """Running and not a zombie (a zombie is reaped on the way)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    if stat[stat.rfind(")") + 2] in "ZX":
-        reap(pid)
-        return False
-    return True
-
-
-def reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 def kill9(pid: int, timeout: float = 15.0) -> None:

@@ -22,17 +22,15 @@ from bench.procs import (
     HOST,
     BenchError,
     accepts,
-    alive,
     free_base_port,
     kill9,
     processes_under,
-    reap,
     tail,
     wait_until,
 )
 from raftlog_app.cluster_state import read_state, updating_state
 from raftlog_app.dev_certs import make_dev_certs
-from raftlog_app.local_nodes import start_node
+from raftlog_app.local_nodes import alive, reap, start_node
 
 # raftlog3-tls: raftlog3 with its clients on an SSL listener, for the cost of TLS.
 # raftlog<H>x<B>: H hosts of B brokers each (`cluster up --hosts H --brokers-per-host B`,

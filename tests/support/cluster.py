@@ -31,6 +31,8 @@ from typing import Any, TypeVar
 from raftlog.config.node_config import toml_value
 from raftlog_app import local_nodes
 from raftlog_app.cluster_state import updating_state
+from raftlog_app.local_nodes import alive as pid_alive  # the tests call it so
+from raftlog_app.local_nodes import reap
 from support import node_logs
 
 T = TypeVar("T")
@@ -145,34 +147,6 @@ def pick_base_port(
         if all(is_free(p) for p in cluster_ports(base, nodes, listeners)):
             return base
     raise ClusterError(f"no free port range for {nodes} nodes after {attempts} attempts")
-
-
-def proc_state(pid: int) -> str | None:
-    """The state letter from /proc/<pid>/stat, or None if the process is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    except OSError:
-        return None
-    # comm may contain spaces and parentheses: the state follows the last ')'.
-    return stat[stat.rfind(")") + 2 :].split(" ", 1)[0]
-
-
-def reap(pid: int) -> None:
-    """waitpid() a child (or an orphan re-parented to us as subreaper); ignore others."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def pid_alive(pid: int) -> bool:
-    state = proc_state(pid)
-    if state is None:
-        return False
-    if state in ("Z", "X"):
-        reap(pid)
-        return False
-    return True
 
 
 def wait_pid_gone(pid: int, timeout: float) -> bool:

@@ -4,12 +4,17 @@ client reset) or answers with an error does not count as up."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from raftlog_app import local_nodes
 
@@ -88,3 +93,32 @@ def test_a_port_held_by_time_wait_only_is_named_so() -> None:
     assert local_nodes.busy_ports([taken]) == str(taken)
     listening.close()
     assert local_nodes.busy_ports([taken]) is None
+
+
+def test_a_node_is_alive_until_killed_and_then_reaped_not_left_a_zombie() -> None:
+    """alive(), the one check of a node's process for the CLI, the tests and the benchmark: a
+    running process whose name holds ") Z" is alive (the state is read after the last ')');
+    one killed with -9 is not, and, a child of ours, is reaped on the way rather than left
+    in the process table."""
+    name = "node) Z x"
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"open('/proc/self/comm', 'w').write({name!r})\n"
+         "import time; time.sleep(60)"],
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        comm = Path(f"/proc/{child.pid}/comm")
+        while comm.read_text().strip() != name and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert local_nodes.alive(child.pid)
+        child.send_signal(signal.SIGKILL)
+        while local_nodes.alive(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not local_nodes.alive(child.pid)
+        assert not Path(f"/proc/{child.pid}").exists()  # reaped, no zombie left
+    finally:
+        child.kill()
+        with contextlib.suppress(ChildProcessError):
+            child.wait(5)
+    assert not local_nodes.alive(None) and not local_nodes.alive(0)
