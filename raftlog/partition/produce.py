@@ -22,6 +22,7 @@ from raftlog.storage import codecs
 from raftlog.storage.batch import (
     BatchHeader,
     check_bytes,
+    check_inline,
     check_records,
     decompressed_bytes,
     iter_batches,
@@ -34,6 +35,12 @@ from raftlog.storage.batch import (
 from raftlog.storage.control import marker_batch
 
 _T = TypeVar("_T")
+
+# What a produce's check on the event loop (check_inline) may hold, check_bytes of its
+# batches: lz4 and snappy batches of small blocks (librdkafka's lz4: 64 KiB blocks, 320 KiB).
+# It is held for one synchronous call, one at a time, so it is not admitted against the
+# node's request memory as a thread's walk is; a batch that holds more is checked in one.
+INLINE_HELD = 1024 * 1024
 
 # Produce opens compressed batches (to check or recompress them) here, each admitted against
 # the node's request memory by its decompressed size first (raftlog.common.memory_budget); a pool of
@@ -72,31 +79,32 @@ class ProduceSide(ReplicaBase):
             refused = timestamp_error(headers, now, *self.timestamp_bounds)
             if refused is not None:
                 return done(ProduceResult(refused.code, message=refused.message))
+        target = self.compression
+        limit = codecs.MAX_DECOMPRESSED_BYTES
+        recompressed = target is not None and any(h.compression != target[0] for h in headers)
+        walked = not recompressed and any(needs_record_walk(h) for h in headers)
+        held = check_bytes(records, headers, limit) if walked else 0
+        try:
+            if walked and held <= INLINE_HELD and check_inline(records, headers, limit, compacted):
+                walked = False  # checked here: a short check costs less than a thread's hand-off
+        except KafkaError as e:
+            return done(ProduceResult.refused(e))
         future = self.group.loop.create_future() if acks != 0 else None
         offsets = sum(h.last_offset_delta + 1 for h in headers)
         request = ProduceRequest(records, len(headers), offsets, acks, future)
         request.log_append_time = appended_at
-        target = self.compression
-        limit = codecs.MAX_DECOMPRESSED_BYTES
-        if target is not None and any(h.compression != target[0] for h in headers):
+        if target is not None and recompressed:
             # compression.type: Kafka's broker-side recompression, in a thread
             request.checked = asyncio.ensure_future(
                 self._recompressed(request, headers, timeout_ms, *target, compacted)
             )
-        elif any(needs_record_walk(h) for h in headers):
+        elif walked:
             # Off the event loop: a bomb stops at MAX_DECOMPRESSED_BYTES, and a real batch
             # does not hold up every other partition while it is opened. The queue keeps
             # the request's place, so a connection's writes still land in order.
             request.checked = asyncio.ensure_future(
                 self._opened(
-                    headers,
-                    check_bytes(records, headers, limit),
-                    records,
-                    timeout_ms,
-                    check_records,
-                    records,
-                    limit,
-                    compacted,
+                    headers, held, records, timeout_ms, check_records, records, limit, compacted
                 )
             )
         self.produce_queue.submit(request)

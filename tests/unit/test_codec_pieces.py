@@ -21,7 +21,15 @@ from hypothesis import strategies as st
 
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.storage import codecs
-from raftlog.storage.batch import check_bytes, check_records, validate_produce
+from raftlog.storage.batch import (
+    INLINE_DECOMPRESSED,
+    INLINE_RATIO,
+    INLINE_RECORDS,
+    check_bytes,
+    check_inline,
+    check_records,
+    validate_produce,
+)
 from raftlog.storage.records import count as count_records
 
 from .test_batch import GZIP, HEADER_SIZE, LZ4, SNAPPY, ZSTD, make_batch, reseal
@@ -167,7 +175,9 @@ def test_a_cut_or_mutated_payload_decodes_to_no_more_than_the_library_takes(
             count_records(ours, count)
         except KafkaError as exc:
             expected = exc.code
-    assert check_code(batch_of(codec, bytes(payload), count)) == expected
+    batch = batch_of(codec, bytes(payload), count)
+    assert check_code(batch) == expected
+    assert inline_code(batch) in (expected, THREAD)
 
 
 def batch_of(codec: int, payload: bytes, count: int) -> bytes:
@@ -187,6 +197,43 @@ def check_code(
     except KafkaError as exc:
         return exc.code
     return None
+
+
+THREAD = "thread"
+
+
+def inline_code(batch: bytes) -> ErrorCode | str | None:
+    """check_inline's verdict: its error, None, or THREAD when it leaves the check to one."""
+    headers = validate_produce(batch, 64 << 20, False)
+    try:
+        return None if check_inline(batch, headers, 1 << 24) else THREAD
+    except KafkaError as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_the_check_runs_on_the_event_loop_only_while_it_is_short(writer: str) -> None:
+    """check_inline decides a batch that decompresses to little (as check_records does), and
+    leaves to a thread, undecided, gzip (2 ms a MB), more than INLINE_RECORDS records, more
+    than INLINE_DECOMPRESSED bytes, or more than INLINE_RATIO times the batch's size."""
+    codec, compress = WRITERS[writer]
+    rng = random.Random(13)
+    short = b"".join(plain_record(i, rng.randbytes(500) + bytes(500)) for i in range(200))
+    assert len(short) < INLINE_RATIO * len(compress(short))
+    assert inline_code(batch_of(codec, compress(short), 200)) == (THREAD if codec == GZIP else None)
+    assert inline_code(batch_of(codec, compress(short), 201)) == (
+        THREAD if codec == GZIP else ErrorCode.corrupt_message
+    )
+    many = section(17, INLINE_RECORDS + 1, 16)
+    assert inline_code(batch_of(codec, compress(many), INLINE_RECORDS + 1)) == THREAD
+    assert inline_code(batch_of(codec, compress(many), 100)) == THREAD  # its header lies
+    large = section(7, 1000, 8000)
+    assert len(large) > INLINE_DECOMPRESSED
+    assert inline_code(batch_of(codec, compress(large), 1000)) == THREAD
+    alike = plain_record(0, bytes(1000)) * 100
+    assert len(alike) > INLINE_RATIO * len(compress(alike))
+    assert inline_code(batch_of(codec, compress(alike), 100)) == THREAD
+    assert check_code(batch_of(codec, compress(alike), 100)) is None
 
 
 def checked(

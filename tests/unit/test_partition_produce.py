@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -425,10 +426,10 @@ async def checks_finished(p: Partition) -> None:
 async def test_a_compressed_batch_keeps_its_place_while_it_is_checked(
     replicas: Replicas, codec: int
 ) -> None:
-    """A compressed batch is opened in a thread before it is proposed (an lz4 one walked as
-    it decompresses, admitted by what its frame says that holds); the requests after it
-    wait for it rather than overtake it (a connection's writes land in order), and a batch
-    that does not open is refused alone."""
+    """A compressed batch is opened before it is proposed (gzip in a thread, a short lz4
+    one on the event loop: check_inline); the requests after it wait for it rather than
+    overtake it (a connection's writes land in order), and a batch that does not open is
+    refused alone."""
     leader, p = await leading(replicas)
     zipped = [b"z%d" % i * 100 for i in range(3)]
     packed = replicas.send(leader, gzip_batch(*zipped, codec=codec))
@@ -445,6 +446,33 @@ async def test_a_compressed_batch_keeps_its_place_while_it_is_checked(
     assert done(refused)[0].error == ErrorCode.corrupt_message
     assert done(after)[0].base_offset == 4
     assert values(p) == [*zipped, b"p", b"q"]
+
+
+async def test_a_short_lz4_batch_is_checked_on_the_event_loop_and_a_long_one_in_a_thread(
+    replicas: Replicas,
+) -> None:
+    """A batch as the bench's producer sends it (1,000 records of 1 KiB, half random, so 2:1
+    in lz4) is checked as it arrives, with no thread for the queue to wait on, and one a
+    record short is refused at once; a batch decompressing to more than INLINE_RATIO times
+    its size (a bomb's shape) is checked in a thread, and written once it passes."""
+    leader, p = await leading(replicas)
+    rng = random.Random(45)
+    vals = [rng.randbytes(512) + b"x" * 512 for _ in range(1000)]
+    sent = replicas.send(leader, gzip_batch(*vals, codec=LZ4))
+    assert [r for r in p.produce_queue._queue if r.checked is not None] == []
+    short = bytearray(gzip_batch(*vals[:10], codec=LZ4))
+    short[57:61] = (11).to_bytes(4, "big")  # eleven records claimed, ten inside
+    refused = replicas.send(leader, bytes(reseal(short)))
+    await asyncio.sleep(0)
+    assert done(refused)[0].error == ErrorCode.corrupt_message
+    await replicas.run(0.2)
+    assert done(sent)[0].base_offset == 0
+    alike = replicas.send(leader, gzip_batch(*[b"a" * 1000] * 100, codec=LZ4))
+    assert [r.checked is not None for r in p.produce_queue._queue] == [True]
+    await checks_finished(p)
+    await replicas.run(0.2)
+    assert done(alike)[0].base_offset == 1000
+    assert values(p) == [*vals, *[b"a" * 1000] * 100]
 
 
 async def test_compression_type_stores_every_batch_rebuilt_when_rebuilds_end_together(
