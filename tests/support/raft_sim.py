@@ -834,16 +834,24 @@ class Sim:
     def notify(self, i: int) -> None:
         """Node i's driver is told of its connections that opened or closed and of peers its
         keepalive found silent, in order, and each group decides by driver.peer_changed. A
-        replica with a Ready in flight (or a held node) is told on a later turn."""
+        replica with a Ready in flight (or a held node) is told on a later turn. A connection
+        that closed is told once what its peer sent before is read, as TCP delivers it: told
+        first, followers woken by their killed leader's close read its last heartbeat after,
+        the quiesce one, went quiet again with no close left to come, and never elected
+        (the detection schedules with clients, which make a group quiesce as it is killed)."""
         if not self.cfg.watch:
             self.notices[i].clear()
             return
         links, told, notices = self.links[i], self.told[i], self.notices[i]
         if len(links) != len(told) or not told.issuperset(links):
             for j in sorted(told.symmetric_difference(links)):
+                if j in links:
+                    told.add(j)
+                elif any(m.src == j and m.dst == i for _, _, m in self.net):
+                    continue  # what j sent before its connection closed is read first (TCP)
+                else:
+                    told.discard(j)
                 notices.append((j, j in links))
-            told.clear()
-            told.update(links)
         while notices:
             core = self.idle(i)
             if core is None:
