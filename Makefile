@@ -158,7 +158,8 @@ fuzz: venv
 # runs STORAGE_SEEDS; membership change (tests/unit/test_raft_membership.py) 1,000 and 100 on
 # the storage, this runs MEMBERSHIP_SEEDS and MEMBERSHIP_STORAGE_SEEDS. A failure prints its
 # seed and the command that replays it. The failure-detection schedules (a quiet group's
-# leader killed or cut off, led again within 5 s): 500 in the suite, this runs DETECT_SEEDS.
+# leader killed or cut off, half of them with clients writing to it around the fault, led
+# again within 5 s, the old leader stopped first): 500 in the suite, this runs DETECT_SEEDS.
 SEEDS ?= 100000
 STORAGE_SEEDS ?= 5000
 MEMBERSHIP_SEEDS ?= 20000

@@ -180,6 +180,18 @@ def peer_changed(
     return False
 
 
+def wake_to_lead(raft: Raft, silences: dict[int, int], longest: int) -> None:
+    """A quiet leader about to take a client's proposal (or a transfer, a change of members)
+    wakes as its followers' silence wakes it (`peer_changed`): its lease runs from when a
+    majority of their nodes was last heard (`silences`, in ticks, of the connected peers;
+    `longest` for one not connected), not from now. Woken from now (`Raft.propose`'s own
+    wake), a cut-off quiet leader that a proposal reached before its keepalive round found
+    its followers silent led on for a whole election timeout more, and took writes while
+    they elected another (FORK 5: the simulation's detection schedules with clients)."""
+    if raft.quiet and raft.role == Role.LEADER:
+        raft.wake(raft.quorum_silence(silences, longest))
+
+
 class Driven(Protocol):
     """A group as the driver sees it (raft/replica.py's CoreGroup)."""
 
@@ -397,6 +409,14 @@ class Driver:
                     self.wake(group)
             except Exception:
                 self._fail(name, group, "tick")
+
+    def wake_to_lead(self, group: Driven) -> None:
+        """The group, quiet, leads and is asked to act as leader: `wake_to_lead`, and it is
+        ticked from now on whether or not what it was asked for is taken."""
+        raft = group.raft
+        if raft.quiet and raft.role == Role.LEADER and self.holds(group):
+            wake_to_lead(raft, in_ticks(self._link.silences()), self._longest_timeout)
+            self.wake(group)
 
     def _peer_changed(self, peer_id: str, up: bool) -> None:
         """A peer's node came, went or fell silent: each group's answer is `peer_changed`'s."""

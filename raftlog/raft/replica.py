@@ -226,6 +226,8 @@ class CoreGroup:
         """Appends a command if this replica leads; the callback gets its Outcome once the entry
         commits in its term, or fails (FORK 6: never forwarded). A group the driver stopped
         (it raised; its restart is due) takes nothing."""
+        if self.raft.quiet:
+            self._driver.wake_to_lead(self)
         result = self.raft.propose(command) if self._driver.holds(self) else None
         if isinstance(result, int):
             self._pending[result] = (self.raft.term, callback)
@@ -252,6 +254,8 @@ class CoreGroup:
             if to is not None
             else max((p for p in matches if p in heard), key=lambda p: matches[p], default=None)
         )
+        if self.raft.quiet:
+            self._driver.wake_to_lead(self)
         if target is None or not self.raft.transfer_leadership(int(target)):
             return False
         self._driver.wake(self)
@@ -279,6 +283,8 @@ class CoreGroup:
         entry appended, or why not now."""
         if not self._driver.holds(self):
             return "the group is stopped"
+        if self.raft.quiet:
+            self._driver.wake_to_lead(self)
         result = self.raft.propose_conf(target)
         if isinstance(result, int):
             self._driver.wake(self)

@@ -56,7 +56,15 @@ from raftlog.raft.core.values import (
     Ready,
     Role,
 )
-from raftlog.raft.driver import TICK_SECONDS, decode, encode, in_ticks, peer_changed, tick_group
+from raftlog.raft.driver import (
+    TICK_SECONDS,
+    decode,
+    encode,
+    in_ticks,
+    peer_changed,
+    tick_group,
+    wake_to_lead,
+)
 from raftlog.raft.keepalive import PING_INTERVAL, find, judges
 from raftlog.raft.membership import Membership
 from raftlog.raft.replica import NO_OP, recovered_membership
@@ -110,6 +118,9 @@ class SimConfig:
     # False: a follower woken by its leader's silence counts all of it, not two keepalive
     # rounds less (driver.peer_changed's leader_lag), as the driver once did (seed 309).
     leader_lag: bool = True
+    # False: a client's proposal (a transfer, a change of members) wakes a quiet leader with
+    # its lease from now, not from when its followers' nodes were heard (driver.wake_to_lead).
+    wake_to_lead: bool = True
     # Each replica on the real partition storage (tests/support/sim_disk.py) instead of a
     # MemoryLog: segment journal, per-term segments, truncation, compaction, snapshot
     # installs by raft/install.py, crashes that tear a file being written and restarts
@@ -136,6 +147,9 @@ class SimConfig:
     # lands at this rate (drawn from a generator of its own, so the other draws of a seed
     # stay as they were): crashes and Readies fall between, before and after them.
     file_step: float = 0.3
+    # Detection schedules (`detect`): the share whose clients send proposals to the old leader
+    # around the fault (`Clients`).
+    clients: float = 0.5
 
 
 KEYS = 5  # distinct record keys with key_compaction: most records are superseded
@@ -706,6 +720,7 @@ class Sim:
             for i in self.live():
                 core = self.idle(i)
                 if core is not None and core.role == Role.LEADER:
+                    self.wake_to_lead(i, core)
                     core.transfer_leadership(rng.choice(self.ids))
                     self.process(i)
         for i in self.ids:
@@ -762,6 +777,7 @@ class Sim:
             voters = set(rng.sample(self.ids, rng.choice((1, 2, 3, 3, 4, 5))))
             learners = {n for n in self.ids if n not in voters and rng.random() < 0.3}
         target = Membership.of(voters, learners)
+        self.wake_to_lead(i, core)
         result = core.propose_conf(target)
         self.note(f"{i} asked for {target}: {result}")
         self.process(i)
@@ -880,9 +896,15 @@ class Sim:
         if core is None:
             return None
         self.proposed += 1
+        self.wake_to_lead(i, core)
         result = core.propose(self.command(f"{self.seed}:{self.proposed}".encode()))
         self.process(i)
         return result if isinstance(result, int) else None
+
+    def wake_to_lead(self, i: int, core: Raft) -> None:
+        """What node i's driver does before a quiet leader acts as one (driver.wake_to_lead)."""
+        if self.cfg.wake_to_lead and core.quiet:
+            wake_to_lead(core, in_ticks(self.silences(i)), 2 * self.cfg.election_tick)
 
     def command(self, value: bytes) -> bytes:
         """A client's proposal: on the real storage, a record batch holding `value` (with
@@ -991,6 +1013,7 @@ class Sim:
                     if core is not None and core.role == Role.LEADER:
                         self.proposed += 1
                         data = f"{self.seed}:{self.proposed}:heal".encode()
+                        self.wake_to_lead(i, core)
                         if isinstance(core.propose(self.command(data)), int):
                             target, proposer = data, (i, core.term)
                             self.process(i)
@@ -1083,12 +1106,46 @@ DETECTION = SimConfig(
 )
 
 
+class Clients:
+    """Producers of a detection schedule (cfg.clients of them have any): each sends to the
+    leader it knows, the old one, at ticks drawn around the fault (from a generator of its
+    own, so a schedule without clients is the one it was). A proposal the old leader takes
+    while another leads a later term is an acks=1 write answered by a deposed leader."""
+
+    def __init__(self, seed: int, cfg: SimConfig) -> None:
+        rng = random.Random(f"clients {seed}")
+        lead = round(2 * cfg.ping_interval / TICK_SECONDS)
+        at: list[int] = []
+        if rng.random() < cfg.clients:
+            span = lead + 4 * cfg.election_tick
+            at = sorted(rng.randrange(span) - lead for _ in range(1 + rng.randrange(3)))
+        self.before = max(0, -min(at, default=0))  # ticks before the fault
+        self.at = [t + self.before for t in at]  # ticks from the first
+        self.tick = 0
+
+    def propose(self, sim: Sim, old: int, term: int, lease: bool = False) -> None:
+        """This tick's proposals, to the old leader (a follower refuses: NotLeader)."""
+        while self.at and self.at[0] == self.tick:
+            self.at.pop(0)
+            if sim.replicas[old].core is None or sim.idle(old) is None:
+                continue
+            sim.note(f"a client proposes to {old}")
+            took = sim.propose(old)
+            if lease and took is not None:
+                new = [i for i in sim.live() if i != old and sim.core(i).role == Role.LEADER]
+                if new and sim.core(new[0]).term > term:
+                    sim.fail(f"{old}, cut off, took a proposal in term {term}; {new[0]} leads")
+        self.tick += 1
+        self.before = max(0, self.before - 1)
+
+
 def detect(seed: int, cfg: SimConfig = DETECTION, lease: bool = False) -> tuple[str, int]:
     """A failure-detection schedule: a group that went quiet (no heartbeats, no timers, only
     its nodes' pings) loses its leader to one of FAULTS at a point of the ping rounds drawn
     from the seed. Returns the fault and the ticks until another replica leads a later term;
     SimFailure past DETECT_BOUND, and with `lease` if the old leader, cut off, still leads once
-    another was elected (FORK 5: its lease must end first)."""
+    another was elected (FORK 5: its lease must end first), or takes a client's write then
+    (`Clients`: cfg.clients of the schedules write to it around the fault)."""
     sim = Sim(seed, cfg)
     try:
         for _ in range(cfg.heal_bound):
@@ -1101,6 +1158,10 @@ def detect(seed: int, cfg: SimConfig = DETECTION, lease: bool = False) -> tuple[
         for _ in range(sim.rng.randrange(1 + round(2 * cfg.ping_interval / TICK_SECONDS))):
             sim.turn(chaos=False)
         fault, term = sim.rng.choice(FAULTS), sim.core(old).term
+        clients = Clients(seed, cfg)
+        while clients.before:
+            clients.propose(sim, old, term)
+            sim.turn(chaos=False)
         sim.note(f"{fault} {old}")
         if fault in ("isolate", "host", "mute"):
             sim.isolate(old, inbound=fault != "mute")
@@ -1108,6 +1169,7 @@ def detect(seed: int, cfg: SimConfig = DETECTION, lease: bool = False) -> tuple[
             sim.crash(old)
         start = sim.time
         while sim.time - start < DETECT_BOUND:
+            clients.propose(sim, old, term, lease and fault == "isolate")
             sim.turn(chaos=False)
             new = [i for i in sim.live() if i != old and sim.core(i).role == Role.LEADER]
             if new and sim.core(new[0]).term > term:

@@ -450,6 +450,34 @@ async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
     link.durability.close()
 
 
+async def test_a_quiet_leader_woken_by_a_write_leads_on_only_while_its_followers_were_heard(
+    tmp_path: Path,
+) -> None:
+    """FORK 5: a quiet leader cut off from its followers, woken by a write before its
+    keepalive round found them silent, keeps the lease their nodes' last words gave it, not
+    a fresh one: they have been silent for more than an election timeout, so it stops at its
+    next tick and the write is answered "possibly persisted". With a fresh lease it led (and
+    took writes) for another election timeout while they elected another (driver.wake_to_lead)."""
+    link = Link()
+    clock = Clocked(link)
+    group = await elected(tmp_path, link, clock.driver)
+    for _ in range(40):
+        answer_appends(link)
+        clock.tick()
+        await asyncio.sleep(0.005)
+        if group.quiet:
+            break
+    assert group.quiet
+    link.silent_for = 0.6  # nothing from nodes 2 and 3 since the cut, 0.6 s ago
+    answers: list[Outcome] = []
+    group.propose(b"S" + b"x", answers.append)
+    await asyncio.sleep(0.05)
+    clock.tick()
+    await asyncio.sleep(0.05)
+    assert not group.is_leader and answers == [Outcome.LEADER_CHANGED]
+    link.durability.close()
+
+
 def sent_to(link: Link, peer: str) -> list[tuple[str, Message]]:
     """(group, message) of every frame sent to `peer` so far."""
     return [

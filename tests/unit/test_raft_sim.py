@@ -486,9 +486,10 @@ def test_a_quiet_group_whose_leader_is_lost_is_led_again_within_the_issues_bound
     """Issue 45: a quiet group runs no timers; its nodes' pings (the mesh's keepalive,
     raft/keepalive.py, in the simulation as the mesh runs it) are all that tells its followers
     their leader's node was cut off or lost with its host, at any point of the ping rounds
-    (a killed process's connections close). Every schedule elects another leader within 5 s,
-    and a cut-off leader has stopped by then (FORK 5). RAFTLOG_SIM_DETECT_SEEDS=N runs more;
-    detect(seed, lease=True) replays one."""
+    (a killed process's connections close). In half of them clients send writes to the old
+    leader around the fault. Every schedule elects another leader within 5 s, and a cut-off
+    leader has stopped by then and took no write meanwhile (FORK 5).
+    RAFTLOG_SIM_DETECT_SEEDS=N runs more; detect(seed, lease=True) replays one."""
     faults = {detect(seed, lease=True)[0] for seed in range(DETECT_SEEDS)}
     assert faults == set(FAULTS)
 
@@ -509,12 +510,12 @@ def test_a_follower_woken_by_its_leaders_silence_counts_it_two_keepalive_rounds_
     after they found it so, and leads on, quiet, till then. Followers that counted the
     whole silence stood at once (it is as long as an election timeout) and elected another
     first (driver.peer_changed's leader_lag)."""
-    whole = replace(DETECTION, leader_lag=False)
+    quiet = replace(DETECTION, clients=0.0)  # no write wakes the group
     with pytest.raises(
         SimFailure, match=r"^3, cut off, still leads term 1; 1 was elected .*seed=309"
     ):
-        detect(309, whole, lease=True)
-    assert detect(309, lease=True)[0] == "isolate"
+        detect(309, replace(quiet, leader_lag=False), lease=True)
+    assert detect(309, quiet, lease=True)[0] == "isolate"
 
 
 def test_the_detection_schedules_catch_pings_too_rare_for_a_cut_off_leaders_lease() -> None:
@@ -522,11 +523,25 @@ def test_the_detection_schedules_catch_pings_too_rare_for_a_cut_off_leaders_leas
     leader silent up to a second before the leader's own round finds them so, they elect
     another at once (the silence is longer than their election timeout), and the cut-off
     leader, quiet, still leads (and takes writes that go nowhere, FORK 5)."""
+    quiet = replace(DETECTION, clients=0.0)  # no write wakes the group
     with pytest.raises(
         SimFailure, match=r"^3, cut off, still leads term 1; 1 was elected .*seed=14"
     ):
-        detect(14, replace(DETECTION, ping_interval=1.0), lease=True)
-    assert detect(14, lease=True)[0] == "isolate"
+        detect(14, replace(quiet, ping_interval=1.0), lease=True)
+    assert detect(14, quiet, lease=True)[0] == "isolate"
+
+
+def test_a_write_wakes_a_quiet_leader_with_the_lease_its_followers_last_words_gave_it() -> None:
+    """A client's write reaches a cut-off quiet leader before its keepalive round has found
+    its followers silent. Woken with a fresh lease (Raft.propose's own wake), it led for
+    another election timeout while they, woken by its silence, elected another (seed 178:
+    written to 11 ticks after the cut, another elected 6 ticks later); woken by
+    driver.wake_to_lead, its lease runs from when their nodes were last heard, and ends first."""
+    with pytest.raises(
+        SimFailure, match=r"^2, cut off, still leads term 1; 3 was elected .*seed=178"
+    ):
+        detect(178, replace(DETECTION, wake_to_lead=False), lease=True)
+    assert detect(178, lease=True)[0] == "isolate"
 
 
 def test_a_follower_never_heard_counts_as_never_heard_however_young_the_leader() -> None:
