@@ -110,7 +110,8 @@ async def elected(tmp_path: Path, link: Link, driver: Driver) -> CoreGroup:
 
 
 def answer_appends(link: Link, peers: tuple[str, ...] = ("2", "3")) -> None:
-    """The followers answer the last frames' appends (heartbeats included) with success."""
+    """The followers answer the last frames' appends (heartbeats included) with success, and
+    a quiesce heartbeat quiet, as a follower that went quiet on it does."""
     answers = []
     for peer, items, _ in link.frames[-10:]:
         if peer not in peers:
@@ -119,7 +120,9 @@ def answer_appends(link: Link, peers: tuple[str, ...] = ("2", "3")) -> None:
             name, m = decode(item, 1, int(peer))
             if m.type == MsgType.APP:
                 last = m.index + len(m.entries)
-                answer = Message(MsgType.APP_RESP, int(peer), 1, m.term, last, commit=m.commit)
+                answer = Message(
+                    MsgType.APP_RESP, int(peer), 1, m.term, last, commit=m.commit, quiesce=m.quiesce
+                )
                 answers.append((peer, encode(name, answer)))
     for peer, item in answers:
         link.handler(peer, [item])

@@ -65,12 +65,14 @@ def _off(rule: str) -> Rules:
 # Seeds of MEMBERSHIP that break when one rule is off (found by sweeping seeds 0-1,499 with
 # the rule off; with every rule on they pass like all the others). Two were found again once
 # the simulation ran the mesh's pings (issue 45): the schedules of seeds 50 and 1157 changed;
-# two more (638, 969) once a closed connection's last frames were read before its close.
+# two more (638, 969) once a closed connection's last frames were read before its close, and
+# one (150, then 695) as a write woke a quiet leader with the lease its followers' nodes
+# gave it and as leaders went quiet only once a majority of their voters did.
 BROKEN_WITHOUT = [
     ("one_conf_change_at_a_time", 138, r"two leaders in term 2"),
     ("joint_consensus", 49, r"leader 1 of term 2 lacks committed entry"),
     ("joint_majorities", 1200, r"two leaders in term 2"),
-    ("leave_joint_after_commit", 695, r"two leaders in term 3"),
+    ("leave_joint_after_commit", 243, r"two leaders in term 2"),
     ("removed_leader_steps_down", 6, r"2 leads \{1,3\}, which removed it"),
     ("stand_until_removal_commits", 42, r"no proposal committed everywhere"),
 ]

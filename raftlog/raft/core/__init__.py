@@ -12,7 +12,8 @@ FORK 1 `follower_commit`, 2 `append_matching`, 3 `campaign` (PreVote) and `in_le
 (stickiness; a transfer's requests pass it), 4 `stale_term_answer`, 5 `check_quorum` (and the
 Ready's soft state, by which the caller fails a deposed leader's waiters), 6 `propose`
 (refuses on a follower), 8 `reject_hint` / `handle_reject` / `find_conflict_by_term`,
-9 `caught_up`, `quiesce`, `wake`, `concerns` (quiet groups; off with Config.quiesce_ticks=0),
+9 `caught_up`, `quiesce`, `quiet_acked`, `wake`, `concerns` (quiet groups; off with
+Config.quiesce_ticks=0),
 10 `heard_from`, TimeoutNow `transfer_leadership`; Raft 5.4.2 `leader_commit`. FORK 7 is
 `send_snapshot` / `handle_snapshot` / `install_done`: a follower that needs entries its leader
 compacted installs the leader's snapshot point, which the caller fetches (for a partition, the

@@ -120,6 +120,18 @@ class Raft(Liveness):
             self.handle_append(m)
             if m.quiesce and self.commit == m.commit == self.last_index() == m.index:
                 self.quiet = True  # FORK 9: this log is exactly the quiet leader's
+                if self.rules.quiet_after_majority:  # and says so: its leader goes quiet then
+                    self._send(
+                        Message(
+                            MsgType.APP_RESP,
+                            self.id,
+                            m.src,
+                            self.term,
+                            index=m.index,
+                            commit=self.commit,
+                            quiesce=True,
+                        )
+                    )
         elif m.type == MsgType.TIMEOUT_NOW and self.installing is None:
             self.campaign(pre=False, transfer=True)
 
@@ -137,6 +149,8 @@ class Raft(Liveness):
         if m.reject:
             self.handle_reject(pr, m)
             return
+        if m.quiesce:
+            self.quiet_acked(m)
         pr.paused = False
         pr.commit = max(pr.commit, min(m.commit, m.index))
         if m.index > pr.match:

@@ -27,6 +27,7 @@ class Rules:
     leader_may_stand_again: bool = True  # 3: so does the request of the leader followed
     snapshot_keeps_log: bool = True  # 7: a log holding the snapshot's last entry keeps its tail
     drop_stale_appends: bool = True  # an append whose entries a cut removed is not sent
+    quiet_after_majority: bool = True  # 9: a leader goes quiet once a majority of voters did
     # Membership change (issue 44; Raft thesis 4.1-4.3, etcd's confchange):
     conf_change_own_term: bool = True  # a leader changes members only once its term committed
     one_conf_change_at_a_time: bool = True  # and only with no other change uncommitted

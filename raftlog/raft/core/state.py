@@ -62,6 +62,9 @@ class State:
         # FORK 9: a quiet group has no timers and sends nothing until something happens to it.
         self.quiet = False
         self.idle_ticks = 0  # a leader's ticks with its whole group caught up
+        # A leader that sent its quiesce heartbeat: the voters that answered it quiet (None:
+        # not going quiet); it goes quiet once they and it are a majority (`quiet_acked`).
+        self.quiet_acks: set[int] | None = None
         self.outbox: list[Message] = []
         # Persistence bookkeeping: entries from `unsent_from` on were not yet handed out in a
         # Ready; `truncated_to` is a cut not yet handed out; `stable` is the durable prefix.
@@ -206,6 +209,7 @@ class State:
         self.heartbeat_elapsed = 0
         self.lead_transferee = NONE
         self.quiet = False
+        self.quiet_acks = None
         self.progress = {}
         self.votes = {}
         self._reset_timeout()
@@ -215,7 +219,9 @@ class State:
         was last heard (a follower) or since a majority of its followers was (a leader). The
         driver calls this when a peer's node falls silent, goes or comes back (the group may
         have lost its leader or a follower), with those ticks as its nodes were heard; any
-        message that is not the quiet exchange itself, and a proposal, wake it too."""
+        message that is not the quiet exchange itself, and a proposal, wake it too. A leader
+        going quiet goes no further."""
+        self.quiet_acks = None
         if self.quiet:
             self.quiet = False
             self.election_elapsed = elapsed
