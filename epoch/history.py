@@ -1,15 +1,18 @@
 """Each node's history journal: what happened to the terms and logs of its Raft groups.
 
 One JSON object per line in `<data_dir>/history.jsonl`, appended as it happens and flushed to
-the OS at once (so `kill -9` loses nothing written). The record types below are the schema:
+the OS at once (so `kill -9` loses nothing written; a node's acknowledgements of one loop turn
+go in one write, before their answers leave). The record types below are the schema:
 the writer builds these dataclasses and the epoch audit (analytics/) reads them back through
 `parse()`, so both sides share one definition. epoch/README.md documents them for people.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from functools import cache, lru_cache
 from pathlib import Path
@@ -315,10 +318,25 @@ class HistoryJournal:
         self.path = data_dir / self.FILE_NAME
         self.node_id = node_id
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the node
+        self._holding = 0
 
     def write(self, record: Record) -> None:
+        """In the file (the OS's page cache: a kill -9 keeps it) on return, or, within
+        held(), when its block ends."""
         self._file.write(to_json(record) + "\n")
-        self._file.flush()
+        if not self._holding:
+            self._file.flush()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The records written within go to the file in one write at the end."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding:
+                self._file.flush()
 
     def close(self) -> None:
         self._file.close()

@@ -18,6 +18,7 @@ from raftlog.common.counters import PartitionCounters, RaftMetrics
 from raftlog.common.errors import ErrorCode, KafkaError
 from raftlog.common.heap import HeapFreezer
 from raftlog.common.memory_budget import MemoryBudget
+from raftlog.partition.ack_batch import AckBatch
 from raftlog.partition.produce_queue import ProduceQueue
 from raftlog.partition.producer_state import ProducerState, StateWriter
 from raftlog.raft.driver import Driver
@@ -57,6 +58,11 @@ class NodeContext:
     # Keeps the replicas' objects out of full GC passes (the node freezes each opened batch;
     # None: a process that freezes nothing, as tests' replicas).
     heap: HeapFreezer | None = None
+    # Every replica's acknowledgements of a loop turn, into the history in one write.
+    acks: AckBatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.acks = AckBatch(self.history)
 
 
 class ReplicaBase:

@@ -160,6 +160,7 @@ class Partition(ProduceSide, ReplicationSide):
             ),
             ctx.metrics.commit_latency,
             self._refusal,
+            ctx.acks,
         )
         self._share_writer = ShareWriter(self.group.propose, lambda: self.is_leader)
         self._rescan_starts()

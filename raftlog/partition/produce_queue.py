@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from raftlog.api.values import ProduceResult
 from raftlog.common.counters import Histogram
 from raftlog.common.errors import ErrorCode, KafkaError
+from raftlog.partition.ack_batch import AckBatch
 from raftlog.partition.producer_state import Verdict
 from raftlog.raft.replica import CoreGroup, Outcome
 from raftlog.raft.window_entries import Batches
@@ -77,17 +78,20 @@ class ProduceQueue:
         record_ack: Callable[[int, int, int], None],
         commit_latency: Histogram,
         refusal: Callable[[bytes], ProduceResult],
+        batch: AckBatch,
     ) -> None:
         """max_entry_bytes: what one Raft entry may not reach (the node's max_message_bytes);
         record_ack(term, acks, end offset) puts acknowledgements into the node's history;
         commit_latency gets each committed entry's time from proposal to commit; refusal(records)
-        is what a request not proposed is answered when leadership is lost (Partition's)."""
+        is what a request not proposed is answered when leadership is lost (Partition's); batch:
+        the node's, which writes every replica's acknowledgements of a loop turn at once."""
         self._group = group
         self._max_entry_bytes = max_entry_bytes
         self._log_start_offset = log_start_offset
         self._record_ack = record_ack
         self._commit_latency = commit_latency
         self._refusal = refusal
+        self._batch = batch
         self._queue: deque[ProduceRequest] = deque()
         self._acks_pending: dict[tuple[int, int], int] = {}
         self._uncommitted = 0
@@ -184,13 +188,14 @@ class ProduceQueue:
     def _note_ack(self, request: ProduceRequest) -> None:
         """Acknowledgements go into the history before the answers can leave this node: the
         write is queued on the event loop ahead of the producer's task (call_soon is FIFO),
-        and all acks of one loop turn share a record."""
+        all acks of one loop turn share a record, and every replica's records of the turn a
+        write (AckBatch)."""
         if request.verdict is not None or request.base_offset < 0:
             return
         key = (request.term, request.acks)
         end = request.base_offset + request.offsets
         if not self._acks_pending:
-            self._group.loop.call_soon(self._record_acks)
+            self._batch.add(self._group.loop, self._record_acks)
         self._acks_pending[key] = max(end, self._acks_pending.get(key, 0))
 
     def _record_acks(self) -> None:

@@ -109,3 +109,28 @@ async def test_configuration_entries_are_recorded_appended_committed_and_truncat
             assert ("conf_committed", index, target) in conf_records(tmp_path, node)
     finally:
         replicas.close()
+
+
+def ack_ends(root: Path, node_id: str) -> list[int]:
+    lines = (root / node_id / "history.jsonl").read_text().splitlines()
+    return [r["end_offset"] for r in map(json.loads, lines) if r["kind"] == "ack"]
+
+
+async def test_an_acknowledgement_is_in_the_history_before_its_answer_leaves(
+    tmp_path: Path,
+) -> None:
+    """The epoch audit holds every answered write to the history's ack records: the leader's
+    record of an acknowledgement is in its file (a kill -9 keeps it) before the producer's
+    task, woken by the answer, can send it."""
+    replicas = Replicas(tmp_path, Clock())
+    try:
+        leader = await replicas.leader()
+        seen: list[list[int]] = []
+        answer = replicas.produce(leader, 0, 3)
+        # runs where the producer's task would: on the loop, once the answer is set
+        answer.add_done_callback(lambda _f: seen.append(ack_ends(tmp_path, leader)))
+        result = await replicas.until(answer)
+        assert result.base_offset == 0
+        assert seen and max(seen[0], default=0) >= 3
+    finally:
+        replicas.close()
