@@ -1207,7 +1207,7 @@ DETECT_BOUND = round(5.0 / TICK_SECONDS)
 # with each message read a tick later (a whole tick of 50 ms): 2 of 40,000 schedules were not
 # led again within 5 s (seeds 19867, 28568: five split votes in a row, three of them between
 # timers a tick apart), 13.7 % split at least once; ticking at phases of their own, none of
-# 40,000 (the slowest 3.6 s), 2.6 % split at least once (8 % of those whose leader was
+# 40,000 (the slowest 4.1 s), 2.8 % split at least once (8 % of those whose leader was
 # killed: its followers read the close at once, and tick together from then).
 DETECTION = SimConfig(
     drop=0.0, dup=0.0, max_delay=1, propose=0.0, sparse=0.0, sync=1.0, compact=0.0, latency=0.001

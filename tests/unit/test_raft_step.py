@@ -255,20 +255,43 @@ def test_check_quorum_steps_a_leader_down_without_answers() -> None:
     assert leader.role == Role.FOLLOWER
 
 
-def test_check_quorum_steps_down_a_whole_election_timeout_after_the_majority_was_last_heard() -> (
+def test_check_quorum_steps_down_a_tick_short_of_an_election_timeout_after_the_majority_was_heard() -> (
     None
 ):
-    leader = replica(node=1)
-    elect(leader)
-    timeout = leader.cfg.election_tick
-    for _ in range(5):
+    """A follower counts its first tick after it heard the leader whole, so its timer may run
+    out a tick early: the lease ends a tick short of the timeout (Rules.lease_inside_timers;
+    a whole timeout without it)."""
+    for rules, short in ((Rules(), 1), (Rules(lease_inside_timers=False), 0)):
+        leader = replica(node=1, rules=rules)
+        elect(leader)
+        lease = leader.cfg.election_tick - short
+        for _ in range(5):
+            leader.tick()
+        leader.step(Message(MsgType.APP_RESP, 3, 1, 1, index=1))  # heard at tick 5
+        for _ in range(lease - 1):
+            leader.tick()
+        assert role(leader) == Role.LEADER
+        leader.tick()  # tick 5 + lease: no follower can have elected another before this
+        assert role(leader) == Role.FOLLOWER
+
+
+def test_check_quorum_counts_a_followers_node_heard_as_of_a_heartbeat_before() -> None:
+    """The driver heard a follower's node (FORK 10), but its replica may have last heard this
+    leader a heartbeat before (the heartbeats cut, a ping a moment later): the lease runs
+    from then (Rules.lease_inside_timers)."""
+    for rules, early in ((Rules(), 1), (Rules(lease_inside_timers=False), 0)):
+        leader = replica(node=1, rules=rules)
+        elect(leader)
+        for _ in range(5):
+            leader.tick()
+        leader.heard_from(2)
+        leader.heard_from(3)
+        lease = leader.lease_ticks() - early * leader.cfg.heartbeat_tick
+        for _ in range(lease - 1):
+            leader.tick()
+        assert role(leader) == Role.LEADER
         leader.tick()
-    leader.step(Message(MsgType.APP_RESP, 3, 1, 1, index=1))  # heard at tick 5
-    for _ in range(timeout - 1):
-        leader.tick()
-    assert role(leader) == Role.LEADER
-    leader.tick()  # tick 5 + timeout: no follower can have elected another before this
-    assert role(leader) == Role.FOLLOWER
+        assert role(leader) == Role.FOLLOWER
 
 
 def test_check_quorum_counts_a_followers_node_heard_by_the_driver() -> None:

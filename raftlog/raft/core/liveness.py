@@ -78,17 +78,26 @@ class Liveness(Votes):
         skipped sequence numbers and bumped its producer epoch). No follower grants a vote, or
         starts an election, before a whole election timeout without the leader (stickiness),
         so by the time another can win, this one has stopped."""
-        if self.ticks - self.lease_from < self.cfg.election_tick:
+        lease = self.lease_ticks()
+        if self.ticks - self.lease_from < lease:
             return True
         self._renew_lease()
-        return self.ticks - self.lease_from < self.cfg.election_tick
+        return self.ticks - self.lease_from < lease
+
+    def lease_ticks(self) -> int:
+        """FORK 5: a leader's lease, a tick short of the minimum election timeout. A follower
+        counts ticks, not time: the first after it heard the leader counts whole however soon
+        it came, so its timer may run out up to a tick early, and on a LAN its election takes
+        a few milliseconds. A whole timeout long, a cut-off leader whose node ticked at
+        another phase than its followers' still led when one of them was elected (the
+        simulation's detection schedules once their nodes ticked at phases of their own)."""
+        shorter = self.rules.lease_inside_timers and self.cfg.election_tick > 1
+        return self.cfg.election_tick - 1 if shorter else self.cfg.election_tick
 
     def lease_ending(self) -> bool:
         """The next tick checks the lease against the followers heard: the driver gives their
         nodes' last words first (`heard_from`)."""
-        return (
-            self.role == Role.LEADER and self.ticks + 1 - self.lease_from >= self.cfg.election_tick
-        )
+        return self.role == Role.LEADER and self.ticks + 1 - self.lease_from >= self.lease_ticks()
 
     def resume(self, missed: int) -> None:
         """FORK 5 after a stall: the leader's node was held for `missed` ticks (SIGSTOP, a long
@@ -102,9 +111,10 @@ class Liveness(Votes):
         that grace."""
         if self.role != Role.LEADER or self.quiet or missed <= 0:
             return
-        left = max(0, self.cfg.election_tick - (self.ticks - self.lease_from))
+        lease = self.lease_ticks()
+        left = max(0, lease - (self.ticks - self.lease_from))
         self.ticks += missed
-        floor = self.ticks - self.cfg.election_tick + min(left, self.cfg.election_tick // 2)
+        floor = self.ticks - lease + min(left, self.cfg.election_tick // 2)
         self.lease_from = max(self.lease_from, floor)
         self.heartbeat_elapsed = max(self.heartbeat_elapsed, self.cfg.heartbeat_tick - 1)
         if self.cfg.learner_bytes_per_tick and self.conf.learners:
@@ -130,7 +140,10 @@ class Liveness(Votes):
         groups a group's own answers can wait behind the others'; its node being heard counts
         for CheckQuorum so the leader is not deposed for that."""
         if self.role == Role.LEADER and peer in self.progress:
-            self._heard(peer, self.ticks - ago)
+            # Its replica may have last heard this leader a heartbeat before its node spoke
+            # (the heartbeats cut, the pings a moment later): its timer runs from then.
+            late = self.cfg.heartbeat_tick if self.rules.lease_inside_timers else 0
+            self._heard(peer, self.ticks - ago - late)
 
     def _heard(self, peer: int, at: int) -> None:
         if at > self.heard_at.get(peer, -1):
