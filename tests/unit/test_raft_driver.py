@@ -424,6 +424,19 @@ async def test_a_follower_whose_leaders_node_disconnects_stands_within_an_electi
     link.durability.close()
 
 
+async def quiet_leader(tmp_path: Path, link: Link, clock: Clocked) -> CoreGroup:
+    """A group elected on `clock`'s driver whose followers answer until it has gone quiet."""
+    group = await elected(tmp_path, link, clock.driver)
+    for _ in range(40):
+        answer_appends(link)
+        clock.tick()
+        await asyncio.sleep(0.005)
+        if group.quiet:
+            break
+    assert group.quiet
+    return group
+
+
 async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
     tmp_path: Path,
 ) -> None:
@@ -432,15 +445,7 @@ async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
     a time it was quiet, it stepped down with nothing heard since its wake."""
     link = Link()
     clock = Clocked(link)
-    driver = clock.driver
-    group = await elected(tmp_path, link, driver)
-    for _ in range(40):
-        answer_appends(link)
-        clock.tick()
-        await asyncio.sleep(0.005)
-        if group.quiet:
-            break
-    assert group.quiet
+    group = await quiet_leader(tmp_path, link, clock)
     link.silent_for = 0.8
     clock.tick(0.8)
     answers: list[Outcome] = []
@@ -463,14 +468,7 @@ async def test_a_quiet_leader_woken_by_a_write_leads_on_only_while_its_followers
     took writes) for another election timeout while they elected another (driver.wake_to_lead)."""
     link = Link()
     clock = Clocked(link)
-    group = await elected(tmp_path, link, clock.driver)
-    for _ in range(40):
-        answer_appends(link)
-        clock.tick()
-        await asyncio.sleep(0.005)
-        if group.quiet:
-            break
-    assert group.quiet
+    group = await quiet_leader(tmp_path, link, clock)
     link.silent_for = 0.6  # nothing from nodes 2 and 3 since the cut, 0.6 s ago
     answers: list[Outcome] = []
     group.propose(b"S" + b"x", answers.append)
