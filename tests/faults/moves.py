@@ -5,8 +5,9 @@ calls (kafka-python's KafkaAdminClient: confluent-kafka's AdminClient has no rea
 call) block nobody. Every partition of its topic (replication factor 2 on three nodes) moves
 to another pair of nodes every `--interval` seconds or so; about one move in `--cancel-every`
 is cancelled a moment after it starts. One JSON line per event: `start` (partition, from,
-to), `finish` (the move is no longer listed by ListPartitionReassignments; seconds since its
-start), `cancel` (accepted), `error` (a call that failed: a fault). On SIGTERM it starts no
+to), `finish` (the move is no longer listed by ListPartitionReassignments and Metadata shows
+its target; seconds since its start), `gone` (unlisted, but Metadata has shown other
+replicas for METADATA_LAG seconds), `cancel` (accepted), `error` (a call that failed: a fault). On SIGTERM it starts no
 more moves and waits, up to `--settle` seconds, for those running to finish, then writes a
 `done` line with the moves still listed: a move that never finishes once the faults healed
 is an anomaly (the runner's `move_stuck`).
@@ -29,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 POLL = 0.5  # seconds between listings
+# A move no longer listed whose replicas are not yet its target's may be read from a broker
+# whose metadata lags the controller's (Kafka's brokers lag the same way): it counts as
+# gone elsewhere only once the two have disagreed this long.
+METADATA_LAG = 5.0
 
 
 @dataclass
@@ -39,6 +44,7 @@ class Move:
     target: list[int]
     started: float
     cancel_at: float | None = None
+    unlisted_at: float | None = None  # first seen unlisted with replicas not its target's
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,9 +98,15 @@ def run(args: argparse.Namespace) -> int:
             continue
         now = time.time()
         for p, m in list(moving.items()):
-            if p not in listed and p in replicas:
+            if p in listed:
+                m.unlisted_at = None
+            elif p in replicas:
                 sorted_now = sorted(replicas.get(p) or [])
                 outcome = "finish" if sorted_now == sorted(m.target) else "gone"
+                if outcome == "gone":
+                    m.unlisted_at = m.unlisted_at or now
+                    if now - m.unlisted_at < METADATA_LAG:
+                        continue
                 write(
                     kind=outcome,
                     partition=p,
