@@ -261,6 +261,55 @@ async def test_a_quiet_partition_whose_leader_falls_silent_elects_another(
     assert all(p.group.quiet for p in replicas.partitions.values())
 
 
+async def test_a_quiet_leader_held_past_its_lease_and_woken_by_a_write_leads_on(
+    replicas: Replicas,
+) -> None:
+    """A quiet partition's leader node is held 0.8 s (SIGSTOP, a GC pause): its loop runs
+    nothing, and its followers' pings wait unread. The first thing it runs after is a
+    client's write, which wakes the group with its lease dated from when the mesh last read
+    its followers' nodes, 0.8 s ago (driver.wake_to_lead). It reads the pings before its next
+    tick judges the lease (a woken group is ticked from the driver's turn on, after the
+    loop's next read of its sockets; e2e/test_stalled_leader.py holds a real node), and leads
+    on: no election, no NOT_LEADER to its producers. The followers, woken by its silence, had
+    not stood yet: they stand a whole election timeout after it fell silent, less two
+    keepalive rounds."""
+    leader = await replicas.leader()
+    first = replicas.produce(leader, 0, 5)
+    await replicas.run(0.2)
+    assert first.done() and first.result().error == ErrorCode.none
+    await replicas.run(0.5)
+    assert all(p.group.quiet for p in replicas.partitions.values())
+    term = replicas.partitions[leader].group.term
+    others = tuple(i for i in IDS if i != leader)
+    unread: list[tuple[str, str, dict]] = []
+
+    def hold(src: str, dst: str, frame: dict) -> bool:
+        if dst == leader:
+            unread.append((src, dst, frame))
+            return True
+        return False
+
+    replicas.net.drop = hold
+    for _ in range(16):  # 0.8 s: the others tick and ping, the held node runs nothing
+        replicas.clock.now += TICK_SECONDS
+        for node_id in others:
+            replicas.meshes[node_id].keepalive()
+            replicas.driver(node_id).tick()
+        await replicas.settle()
+    assert not any(replicas.partitions[i].group.quiet for i in others)  # woken by the silence
+    replicas.net.drop = None
+    ack = replicas.produce(leader, 5, 5)  # before it reads a byte of what waited
+    for _ in range(3):
+        await asyncio.sleep(0)  # the write is proposed, its turn sends the appends
+    assert not replicas.partitions[leader].group.quiet
+    replicas.net.queue.extendleft(reversed(unread))  # its sockets are read
+    await replicas.settle()
+    await replicas.run(2.0)  # four lease lengths
+    assert ack.done() and ack.result().error == ErrorCode.none
+    assert replicas.partitions[leader].is_leader
+    assert all(p.group.term == term for p in replicas.partitions.values())
+
+
 async def test_a_leader_whose_followers_nodes_are_heard_keeps_leading(
     replicas: Replicas,
 ) -> None:
