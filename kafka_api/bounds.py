@@ -258,22 +258,31 @@ def _uvarint(view: memoryview, offset: int, name: str) -> tuple[int, int]:
             raise OutOfBounds(f"{name}: varint longer than 10 bytes")
 
 
+def _length(
+    view: memoryview, offset: int, flexible: bool, size: int, name: str, what: str, nullable: bool
+) -> tuple[int, int]:
+    """An array's count or a string's, bytes' or records' length: compact (an unsigned
+    varint, one more than it) in a flexible version, else a signed int of `size` bytes.
+    -1 is null, refused where the field is not nullable."""
+    if flexible:
+        raw, offset = _uvarint(view, offset, name)
+        length = raw - 1
+    else:
+        length, offset = _int(view, offset, size, name)
+    if length < -1:
+        raise OutOfBounds(f"{name}: {what} length {length}")
+    if length == -1 and not nullable:
+        raise NullNotAllowed(f"{name}: null {what}, not nullable in this version")
+    return length, offset
+
+
 def _array_length(
     view: memoryview, offset: int, flexible: bool, name: str, walk: _Walk, nullable: bool
 ) -> tuple[int, int]:
     """Elements claimed (0 for null, where null is allowed); each takes at least one byte of
     what is left, and one of the entries the request may hold."""
-    if flexible:
-        raw, offset = _uvarint(view, offset, name)
-        count = raw - 1
-    else:
-        count, offset = _int(view, offset, 4, name)
-    if count < -1:
-        raise OutOfBounds(f"{name}: array length {count}")
-    if count == -1:
-        if not nullable:
-            raise NullNotAllowed(f"{name}: null array, not nullable in this version")
-        count = 0
+    count, offset = _length(view, offset, flexible, 4, name, "array", nullable)
+    count = max(count, 0)
     if count > len(view) - offset:
         raise OutOfBounds(f"{name}: {count} elements claimed, {len(view) - offset} bytes left")
     walk.entries(count, name)
@@ -283,20 +292,9 @@ def _array_length(
 def _variable(
     view: memoryview, offset: int, flexible: bool, kafka_type: str, name: str, nullable: bool
 ) -> int:
-    if flexible:
-        raw, offset = _uvarint(view, offset, name)
-        length = raw - 1
-    elif kafka_type == "string":
-        length, offset = _int(view, offset, 2, name)
-    else:
-        length, offset = _int(view, offset, 4, name)
-    if length < -1:
-        raise OutOfBounds(f"{name}: length {length}")
-    if length == -1:
-        if not nullable:
-            raise NullNotAllowed(f"{name}: null {kafka_type}, not nullable in this version")
-        return offset
-    return _need(view, offset, length, name)
+    size = 2 if kafka_type == "string" else 4
+    length, offset = _length(view, offset, flexible, size, name, kafka_type, nullable)
+    return offset if length == -1 else _need(view, offset, length, name)
 
 
 def _tagged_section(view: memoryview, offset: int, known: dict[int, Step], walk: _Walk) -> int:
