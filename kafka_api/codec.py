@@ -27,7 +27,6 @@ from kafka_api.entry_bounds import max_entries
 from kafka_api.fetch_encoding import FETCH_API_KEY, encode_fetch_response
 from kafka_api.legacy import MODULES as _NOT_IN_KIO
 from kafka_api.metadata_encoding import METADATA_API_KEY, encode_metadata_response
-from kafka_api.produce_encoding import PRODUCE_API_KEY, encode_produce_response
 from kafka_api.wire_writers import uvarint
 from raftlog.common.heap import collection_paused
 from raftlog.node.listener_metrics import response_error
@@ -174,10 +173,11 @@ def _writer(entity_type: type) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
-    """A response a handler encoded itself, off the loop (`encode_off_loop`), because building
-    and encoding it costs in proportion to what the cluster holds; encode_response only puts
-    the header before it. error_code: the response's (raftlog.node.listener_metrics.response_error), for
-    the request metrics."""
+    """A response a handler encoded itself: off the loop (`encode_off_loop`), because building
+    and encoding it costs in proportion to what the cluster holds, or straight from its
+    results (Produce: produce_encoding.py); encode_response only puts the header before it.
+    error_code: the response's (raftlog.node.listener_metrics.response_error), for the
+    request metrics."""
 
     body: bytes
     flexible_header: bool
@@ -251,11 +251,14 @@ def leading_count(header: RequestHeader, frame: Frame) -> int | None:
     return None if count > len(view) - start else int(count)
 
 
-# Responses written by hand, each byte for byte what kio's writer writes: the hot ones.
+# Responses written by hand, each byte for byte what kio's writer writes: the hot ones
+# (Produce's handler writes its answer's body itself: produce_encoding.py).
 _HAND_ENCODED: dict[int, Callable[[Any, bytearray], bytearray]] = {
-    PRODUCE_API_KEY: encode_produce_response,
     METADATA_API_KEY: encode_metadata_response,
 }
+# An encoded body up to this size goes out in one buffer with its size and header (one
+# small copy); a larger one after them, uncopied.
+_JOIN_BODY_BYTES = 4096
 
 
 def encode_response(
@@ -265,8 +268,10 @@ def encode_response(
     comes from the kio model: flexible responses carry an empty tagged-field section, except
     ApiVersions, which always uses header v0 so any client can read it."""
     if isinstance(response, Encoded):
+        body = response.body
         head = _INT32.pack(correlation_id) + (b"\x00" if response.flexible_header else b"")
-        return [_INT32.pack(len(head) + len(response.body)) + head, response.body]
+        head = _INT32.pack(len(head) + len(body)) + head
+        return [head + body] if len(body) <= _JOIN_BODY_BYTES else [head, body]
     response_type = type(response)
     head = _SIZE_PLACEHOLDER + _INT32.pack(correlation_id)
     if response_type.__header_schema__.__flexible__:

@@ -4,18 +4,15 @@ in the order they were sent even though their commits are awaited concurrently."
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable
-from typing import Any, cast
-
-from kio.serial.readers import tz_aware_from_i64
-from kio.static.primitive import i64
+from typing import Any
 
 from epoch import NO_EPOCH
 from kafka_api.authz import Op, Resource, authorize
-from kafka_api.codec import build, response_module
+from kafka_api.codec import Encoded
 from kafka_api.common import (
     LEADER_MOVED,
-    NO_THROTTLE,
     current_leader,
     endpoints,
     leader_partition,
@@ -24,6 +21,7 @@ from kafka_api.common import (
 )
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
+from kafka_api.produce_encoding import PartitionAnswer, TopicAnswer, encode_produce_response
 from raftlog.api.broker import Broker
 from raftlog.api.values import ProduceResult, TopicInfo
 from raftlog.common.errors import ErrorCode, KafkaError
@@ -32,6 +30,7 @@ from raftlog.storage.batch import HEADER_SIZE, parse_header
 API_KEY = 0
 MIN_VERSION = 3  # v3 is the first with magic-2 batches only; Kafka 4 serves no older one
 MAX_VERSION = 13  # v13 addresses topics by id (KIP-516)
+FIRST_FLEXIBLE = 9
 
 _VALID_ACKS = (0, 1, -1)
 # What a transactional batch is answered when its coordinator's verification fails (Kafka's
@@ -64,28 +63,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         and not authorize(ctx, Op.WRITE, Resource.TRANSACTIONAL_ID, request.transactional_id)
     )
     resolved = [
-        (
-            topic_data,
-            *resolve_topic(
-                broker,
-                getattr(topic_data, "name", None),
-                getattr(topic_data, "topic_id", None),
-                version >= 13,
-            ),
-        )
-        for topic_data in request.topic_data
+        (topic_data, *_resolve(broker, topic_data, version)) for topic_data in request.topic_data
     ]
     verified: dict[tuple[str, int], ErrorCode] = {}
     if request.transactional_id is not None and not txn_denied:
         verified = await _verify(broker, request.transactional_id, resolved)
-    for topic_data, topic, topic_error in resolved:
-        name = getattr(topic_data, "name", None)
+    for topic_data, key, topic, topic_error in resolved:
         if txn_denied:
             topic, topic_error = None, ErrorCode.transactional_id_authorization_failed
         elif (
             checking
             and topic_error is not ErrorCode.unknown_topic_id
-            and not authorize(ctx, Op.WRITE, Resource.TOPIC, topic.name if topic else name or "")
+            and not authorize(ctx, Op.WRITE, Resource.TOPIC, topic.name if topic else str(key))
         ):
             topic, topic_error = None, ErrorCode.topic_authorization_failed
         outcomes = [
@@ -104,56 +93,44 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
             for data in topic_data.partition_data
         ]
-        proposed.append((topic_data, topic, outcomes))
+        proposed.append((key, topic, outcomes))
 
-    m = response_module(API_KEY, version)
-    topics = []
+    topics: list[TopicAnswer] = []
     failed = []
     leaders = set()
-    for topic_data, topic, outcomes in proposed:
-        partitions = []
+    error_code = 0  # the first partition's error that is one, for the request metrics
+    for key, topic, outcomes in proposed:
+        partitions: list[PartitionAnswer] = []
         for index, outcome in outcomes:
             result = outcome if isinstance(outcome, ProduceResult) else await outcome
-            values = {}
+            leader = None
             if result.error is not ErrorCode.none:
                 failed.append(f"{index}: {result.error.name}")
-            leader = None
-            if version >= 10 and result.error in LEADER_MOVED:
-                leader = current_leader(broker, topic, index)
-            if leader is not None:
-                leaders.add(leader[0])
-                values["current_leader"] = m.LeaderIdAndEpoch(
-                    leader_id=leader[0], leader_epoch=leader[1]
-                )
-            record_errors: tuple[Any, ...] = ()
-            if result.record_errors and version >= 8:  # the records that got it refused
-                record_errors = tuple(
-                    m.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=why)
-                    for i, why in result.record_errors
-                )
-            partitions.append(_partition_response(m, index, result, record_errors, values))
-        topics.append(
-            build(
-                m.TopicProduceResponse,
-                name=getattr(topic_data, "name", None),
-                topic_id=getattr(topic_data, "topic_id", None),
-                partition_responses=tuple(partitions),
-            )
-        )
+                error_code = error_code or int(result.error)
+                if version >= 10 and result.error in LEADER_MOVED:
+                    leader = current_leader(broker, topic, index)
+                    if leader is not None:
+                        leaders.add(leader[0])
+            partitions.append((index, result, leader))
+        topics.append((key, partitions))
     if acks == 0:
         if failed:
             # Kafka's only way to tell an acks=0 producer that it is writing to the wrong place.
             raise CloseConnection(f"acks=0 produce failed for partitions {', '.join(failed)}")
         return None
-    return build(
-        m.ProduceResponse,
-        responses=tuple(topics),
-        throttle_time=NO_THROTTLE,
-        node_endpoints=tuple(
-            m.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-            for b in endpoints(broker, leaders)
-        ),
-    )
+    body = encode_produce_response(version, topics, endpoints(broker, leaders))
+    return Encoded(body, version >= FIRST_FLEXIBLE, error_code)
+
+
+def _resolve(
+    broker: Broker, topic_data: Any, version: int
+) -> tuple[str | uuid.UUID | None, TopicInfo | None, ErrorCode]:
+    """A topic's name (below v13) or id (v13), whichever its version has, and the topic."""
+    if version >= 13:
+        topic_id = topic_data.topic_id
+        return (topic_id, *resolve_topic(broker, None, topic_id, True))
+    name = topic_data.name
+    return (name, *resolve_topic(broker, name, None, False))
 
 
 def _propose(
@@ -206,13 +183,13 @@ def _propose(
 async def _verify(
     broker: Broker,
     transactional_id: str,
-    resolved: list[tuple[Any, TopicInfo | None, ErrorCode]],
+    resolved: list[tuple[Any, str | uuid.UUID | None, TopicInfo | None, ErrorCode]],
 ) -> dict[tuple[str, int], ErrorCode]:
     """KIP-890: each partition a transactional batch is for, checked with its coordinator
     before anything is proposed. One at a time: asked here, the answer comes without
     yielding, so this request's proposals keep their place among the connection's."""
     answers: dict[tuple[str, int], ErrorCode] = {}
-    for topic_data, topic, _ in resolved:
+    for topic_data, _, topic, _ in resolved:
         if topic is None:
             continue
         for data in topic_data.partition_data:
@@ -229,24 +206,3 @@ async def _verify(
                     data.index,
                 )
     return answers
-
-
-def _partition_response(
-    m: Any, index: int, result: ProduceResult, record_errors: tuple[Any, ...], extra: dict[str, Any]
-) -> Any:
-    return build(
-        m.PartitionProduceResponse,
-        index=index,
-        error_code=result.error,
-        base_offset=result.base_offset,
-        log_append_time=(
-            # a ms timestamp fits int64; i64() would check it again, at ~0.7 us a call
-            tz_aware_from_i64(cast(i64, result.log_append_time))
-            if result.log_append_time >= 0
-            else None
-        ),
-        log_start_offset=result.log_start_offset,
-        record_errors=record_errors,
-        error_message=result.message,
-        **extra,
-    )

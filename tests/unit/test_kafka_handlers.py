@@ -293,10 +293,10 @@ def produce_request(version, partitions, acks=-1, transactional_id=None, by_id=N
     )
 
 
-def partition_results(response):
+def partition_results(response, version=9):
     return [
         (p.index, p.error_code, p.base_offset)
-        for topic in response.responses
+        for topic in client_reads(response, produce.API_KEY, version).responses
         for p in topic.partition_responses
     ]
 
@@ -372,7 +372,7 @@ async def test_produce_to_a_follower_names_the_leader_from_v10():
     broker.add_topic("a", leader=2)
     broker.partitions["a", 0].is_leader = False
     request = produce_request(10, [("a", 0, b"x")])
-    response = await produce.handle(ctx(broker, 10), request)
+    response = client_reads(await produce.handle(ctx(broker, 10), request), produce.API_KEY, 10)
     partition = response.responses[0].partition_responses[0]
     assert partition.error_code == E.not_leader_or_follower
     assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (2, 5)
@@ -392,8 +392,9 @@ async def test_produce_v13_by_topic_id():
     await asyncio.sleep(0)
     broker.partitions["a", 0].results[0].set_result(ProduceResult(base_offset=4))
     response = await task
-    assert [t.topic_id for t in response.responses] == [topic_id, unknown]
-    assert partition_results(response) == [(0, E.none, 4), (0, E.unknown_topic_id, -1)]
+    answer = client_reads(response, produce.API_KEY, 13)
+    assert [t.topic_id for t in answer.responses] == [topic_id, unknown]
+    assert partition_results(response, 13) == [(0, E.none, 4), (0, E.unknown_topic_id, -1)]
 
 
 async def test_produce_acks0_is_silent_unless_it_fails():
@@ -1440,7 +1441,7 @@ async def test_produce_transactional_and_by_id():
         13, [("a", 0, b"x"), ("b", 0, b"y")], by_id={"a": topic_id, "b": unknown}
     )
     response = await produce.handle(ctx(broker, 13), request)
-    assert partition_results(response) == [
+    assert partition_results(response, 13) == [
         (0, E.topic_authorization_failed, -1),
         (0, E.unknown_topic_id, -1),
     ]
