@@ -171,17 +171,23 @@ def _writer(entity_type: type) -> Any:
     return entity_writer(entity_type)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Encoded:
     """A response a handler encoded itself: off the loop (`encode_off_loop`), because building
     and encoding it costs in proportion to what the cluster holds, or straight from its
-    results (Produce: produce_encoding.py); encode_response only puts the header before it.
-    error_code: the response's (raftlog.node.listener_metrics.response_error), for the
+    results (Produce: produce_encoding.py, one per answer, hence the __init__ of its own:
+    docs/architecture.md, "Compiled modules"); encode_response only puts the header before
+    it. error_code: the response's (raftlog.node.listener_metrics.response_error), for the
     request metrics."""
 
     body: bytes
     flexible_header: bool
     error_code: int
+
+    def __init__(self, body: bytes, flexible_header: bool, error_code: int) -> None:
+        object.__setattr__(self, "body", body)
+        object.__setattr__(self, "flexible_header", flexible_header)
+        object.__setattr__(self, "error_code", error_code)
 
 
 P = ParamSpec("P")

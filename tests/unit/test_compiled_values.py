@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from kafka_api.codec import RequestHeader
+from kafka_api.codec import Encoded, RequestHeader
 from kafka_api.context import ConnectionScope, RequestContext
 from raftlog.api.values import ProduceResult
 from raftlog.common.errors import ErrorCode, RecordErrors
@@ -31,6 +31,7 @@ from raftlog.storage.log_reads import Location
 OWN_INIT = [
     Location,
     RequestHeader,
+    Encoded,
     RequestContext,
     AppendResult,
     window_file.Entry,
@@ -54,6 +55,7 @@ def test_frozen_values_stay_frozen_and_hashable() -> None:
     values = [
         location,
         RequestHeader(0, 9, 7, "client", 10),
+        Encoded(b"body", True, 0),
         AppendResult(0, 5, location, 1234),
         RequestContext(None, 3, "client", "10.0.0.1", "User:alice", None, ConnectionScope()),
         ProduceResult(ErrorCode.none, 7, -1, 0, None, ()),
