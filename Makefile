@@ -159,7 +159,8 @@ fuzz: venv
 # the storage, this runs MEMBERSHIP_SEEDS and MEMBERSHIP_STORAGE_SEEDS. A failure prints its
 # seed and the command that replays it. The failure-detection schedules (a quiet group's
 # leader killed or cut off, half of them with clients writing to it around the fault, led
-# again within 5 s, the old leader stopped first): 500 in the suite, this runs DETECT_SEEDS.
+# again within 5 s, the old leader stopped first), and as many with the old leader's node held
+# through the fault (HELD): 500 each in the suite, this runs DETECT_SEEDS each.
 SEEDS ?= 100000
 STORAGE_SEEDS ?= 5000
 MEMBERSHIP_SEEDS ?= 20000

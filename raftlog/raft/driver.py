@@ -174,22 +174,36 @@ def peer_changed(
     if raft.quiet and raft.concerns(peer):
         if raft.role == Role.LEADER:
             raft.wake(raft.quorum_silence(silences, longest))
+            raft.check_woken_lease()
         else:
             raft.wake(max(0, silent_ticks - leader_lag) if raft.leader == peer else 0)
         return True
     return False
 
 
-def wake_to_lead(raft: Raft, silences: dict[int, int], longest: int) -> None:
+def wake_to_lead(
+    raft: Raft, silences: dict[int, int], longest: int, hold: tuple[int, int] = (0, 0)
+) -> None:
     """A quiet leader about to take a client's proposal (or a transfer, a change of members)
     wakes as its followers' silence wakes it (`peer_changed`): its lease runs from when a
     majority of their nodes was last heard (`silences`, in ticks, of the connected peers;
     `longest` for one not connected), not from now. Woken from now (`Raft.propose`'s own
     wake), a cut-off quiet leader that a proposal reached before its keepalive round found
     its followers silent led on for a whole election timeout more, and took writes while
-    they elected another (FORK 5: the simulation's detection schedules with clients)."""
+    they elected another (FORK 5: the simulation's detection schedules with clients).
+    `hold`: this node's loop's last hold, how long and how long ago it ended, in ticks (the
+    mesh's `hold_ago`; the silences count what was read right after it from its start): a
+    leader whose majority was last heard before it is charged it as one awake through it is
+    (`Raft.held_silence`, as `Raft.resume`). A peer's message that wakes it wakes it so too
+    (`Driver.receive`). Woken with its lease spent, it steps down before it answers
+    (`Raft.check_woken_lease`)."""
     if raft.quiet and raft.role == Role.LEADER:
-        raft.wake(raft.quorum_silence(silences, longest))
+        silence = raft.quorum_silence(silences, longest)
+        held, since = hold
+        if held and silence >= held + since:  # its majority was last heard before the hold
+            silence = raft.held_silence(silence - held - since, since)
+        raft.wake(silence)
+        raft.check_woken_lease()
 
 
 class Driven(Protocol):
@@ -225,6 +239,8 @@ class Link(Protocol):
     def heard_from(self, within: float) -> set[str]: ...
 
     def silences(self) -> dict[str, float]: ...
+
+    def hold_ago(self) -> tuple[float, float]: ...
 
     @property
     def on_peer_change(self) -> list[Callable[[str, bool], None]]: ...
@@ -356,6 +372,9 @@ class Driver:
             if group is None:
                 continue
             try:
+                if group.raft.wakes_leader(message):
+                    silences = in_ticks(self._link.silences())
+                    wake_to_lead(group.raft, silences, self._longest_timeout, self._loop_hold())
                 group.raft.step(message)
             except Exception:
                 self._fail(name, group, "step")
@@ -415,8 +434,15 @@ class Driver:
         ticked from now on whether or not what it was asked for is taken."""
         raft = group.raft
         if raft.quiet and raft.role == Role.LEADER and self.holds(group):
-            wake_to_lead(raft, in_ticks(self._link.silences()), self._longest_timeout)
+            silences = in_ticks(self._link.silences())
+            wake_to_lead(raft, silences, self._longest_timeout, self._loop_hold())
             self.wake(group)
+
+    def _loop_hold(self) -> tuple[int, int]:
+        """The node's loop's last hold (the mesh's `hold_ago`) in ticks: how long, at most the
+        longest election timeout as `tick` counts one, and how long ago it ended."""
+        held, since = self._link.hold_ago()
+        return min(int(held / TICK_SECONDS), self._longest_timeout), int(since / TICK_SECONDS)
 
     def _peer_changed(self, peer_id: str, up: bool) -> None:
         """A peer's node came, went or fell silent: each group's answer is `peer_changed`'s."""
@@ -427,6 +453,8 @@ class Driver:
                 if peer_changed(group.raft, peer, up, silences, self._longest_timeout):
                     self._awake[name] = group
                     self._keep_ticking()
+                    if group.raft.role != Role.LEADER and group.raft.has_ready():
+                        self.wake(group)  # a leader woken with its lease spent stepped down
             except Exception:
                 self._fail(name, group, "wake")
 

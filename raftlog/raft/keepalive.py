@@ -12,6 +12,9 @@ from typing import NamedTuple
 
 PING_INTERVAL = 0.25  # a silent link shows within a second, idle or not
 DEAD_AFTER = 6.0  # seconds without a byte from a connected peer
+# After this node's hold, how soon its peers' frames show they heard it again (`heard_at`):
+# a round trip on a LAN, with room.
+HOLD_ECHO = 0.05
 
 
 class Finding(NamedTuple):
@@ -39,6 +42,36 @@ def judges(now: float, last_round: float, interval: float = PING_INTERVAL) -> bo
     and that work made its next turns long too (issue 12, spread produce); a node back from
     a pause of over 6 s dropped every peer at once, their frames still unread."""
     return now - last_round < interval + silent_after(interval) / 2
+
+
+def last_hold(
+    now: float, last_round: float, hold: tuple[float, float], interval: float = PING_INTERVAL
+) -> tuple[float, float]:
+    """This node's own loop's last hold (SIGSTOP, a long turn), as (from, until): `hold`, the
+    one the last late round found, or, while a round is overdue now (`judges`), the one under
+    way (the requests read with the frames that waited run before the round does)."""
+    return hold if judges(now, last_round, interval) else (last_round, now)
+
+
+def hold_ago(now: float, hold: tuple[float, float]) -> tuple[float, float]:
+    """This node's loop's last hold (as `last_hold` gives it): how long it was held, and how
+    long ago that ended. A quiet leader woken now is charged it (driver.wake_to_lead) as one
+    awake through it is (Raft.resume)."""
+    start, until = hold
+    return until - start, now - until
+
+
+def heard_at(last_received: float, hold: tuple[float, float]) -> float:
+    """When a peer counts as heard for a leader's lease (FORK 5). What was read right after
+    this node's loop was held may have waited in the socket through the hold, and what its
+    peers sent until its first ping after the hold reached them (HOLD_ECHO) was sent with
+    this node silent since the hold began, their timers on it running: either counts as
+    heard when the hold began. Read at once as heard, the frames that waited gave a leader cut
+    off during its hold a whole lease more (the Raft simulation's held detection schedules,
+    seed 11); a ping sent a millisecond before the leader's first one after its hold arrived,
+    a lease from then (seed 624)."""
+    start, until = hold
+    return start if start < last_received <= until + HOLD_ECHO else last_received
 
 
 def find(

@@ -21,7 +21,15 @@ from typing import Any, Protocol
 
 from raftlog.raft.durability import Durability
 from raftlog.raft.failure_log import FailureLog
-from raftlog.raft.keepalive import DEAD_AFTER, PING_INTERVAL, find, judges
+from raftlog.raft.keepalive import (
+    DEAD_AFTER,
+    PING_INTERVAL,
+    find,
+    heard_at,
+    hold_ago,
+    judges,
+    last_hold,
+)
 from raftlog.raft.mesh_connection import HANDSHAKE_TIMEOUT, Connection
 from raftlog.raft.mesh_frames import CONTROL, PING, RAFT, Beat, Message
 
@@ -81,6 +89,8 @@ class Mesh:
         self._closing = False
         self._failures = FailureLog(log)
         self._dialing: set[str] = set()
+        self._last_round = clock()  # the keepalive's last round
+        self._hold = (0.0, 0.0)  # the loop's last hold a round found (keepalive.last_hold)
         self._peer_lost: dict[str, asyncio.Event] = {}  # set when the peer's connection goes
         # Peers dropped for silence: (when last heard, messages to them dropped since). Their
         # loss is logged once, and their return once, with the count.
@@ -180,9 +190,18 @@ class Mesh:
         return conn.last_received if conn is not None else None
 
     def silences(self) -> dict[str, float]:
-        """Seconds since each connected peer last sent anything."""
+        """Seconds since each connected peer last sent anything, what was read right after
+        this node's own loop was held counted from the hold's start (keepalive.heard_at): the
+        Raft driver's leases run from these."""
         now = self.clock()
-        return {p: now - conn.last_received for p, conn in self._connections.items()}
+        hold = last_hold(now, self._last_round, self._hold)
+        return {p: now - heard_at(c.last_received, hold) for p, c in self._connections.items()}
+
+    def hold_ago(self) -> tuple[float, float]:
+        """How long this node's loop was last held and how long ago that ended, in seconds
+        (keepalive.hold_ago)."""
+        now = self.clock()
+        return hold_ago(now, last_hold(now, self._last_round, self._hold))
 
     def heard_from(self, within: float) -> set[str]:
         """Peers that sent something in the last `within` seconds (pings come every
@@ -328,12 +347,13 @@ class Mesh:
             await asyncio.sleep(RECONNECT_DELAY)
 
     async def _keepalive(self) -> None:
-        last_round = self.clock()
+        self._last_round = self.clock()
         while True:
             await asyncio.sleep(PING_INTERVAL)
             now = self.clock()
-            self._keepalive_round(now, judges(now, last_round))  # a late round judges nobody
-            last_round = now
+            self._hold = last_hold(now, self._last_round, self._hold)
+            self._keepalive_round(now, judges(now, self._last_round))  # a late one judges nobody
+            self._last_round = now
 
     def _keepalive_round(self, now: float, judge: bool) -> None:
         """Pings every peer, tells the groups of one newly silent, and drops one silent for

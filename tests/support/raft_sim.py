@@ -68,7 +68,7 @@ from raftlog.raft.driver import (
     tick_group,
     wake_to_lead,
 )
-from raftlog.raft.keepalive import PING_INTERVAL, find, judges
+from raftlog.raft.keepalive import PING_INTERVAL, find, heard_at, hold_ago, judges, last_hold
 from raftlog.raft.membership import Membership
 from raftlog.raft.replica import NO_OP, recovered_membership
 from support.sim_disk import GROUP, DiskSim, batch
@@ -153,6 +153,19 @@ class SimConfig:
     # Detection schedules (`detect`): the share whose clients send proposals to the old leader
     # around the fault (`Clients`).
     clients: float = 0.5
+    # Detection schedules: the share whose old leader's node is held (SIGSTOP, a long turn)
+    # for 1..2 election timeouts, the fault falling inside the hold, if its group is quiet
+    # then (one awake through the hold resumes with Raft.resume's grace) (`detect`). Its clients'
+    # writes sent meanwhile wait; when it runs again it reads what its peers sent before the
+    # fault, then answers them, then its timers run: uvloop's pass after a SIGCONT (the poll
+    # returns, its timers run after it, the requests' tasks in the next pass's callbacks).
+    hold: float = 0.0
+    # False: what a node reads right after its own hold counts as heard when read, not when
+    # the hold began (keepalive.heard_at, in Mesh.silences).
+    hold_ages_heard: bool = True
+    # False: a peer's message wakes a quiet leader with a lease from now (Raft.step's own
+    # wake), not from its followers' nodes' silences (Driver.receive's wake_to_lead).
+    wake_to_step: bool = True
     # Sub-tick timing (seconds; 0: lockstep, every node ticking at once and each message read
     # a whole tick after it was sent). Otherwise each node ticks at its own phase within the
     # tick, as its driver's loop does: from its start, or from the wake that restarted a loop
@@ -244,6 +257,7 @@ class Sim:
         self.pings: list[tuple[float, int, int, int]] = []  # (due, seq, from, to)
         self.rounds = {i: self.pings_rng.random() * self.cfg.ping_interval for i in self.ids}
         self.last_round = {i: 0.0 for i in self.ids}
+        self.holds = {i: (0.0, 0.0) for i in self.ids}  # each node's last hold (keepalive.held)
         # cfg.latency: the time now in ticks, within a turn, and each node's tick phase
         self.clock = 0.0
         self.phases_rng = random.Random(f"phases {seed}")
@@ -253,6 +267,8 @@ class Sim:
         self.installed: dict[int, tuple[int, int] | None] = {}
         self.votes: dict[tuple[int, int], int] = {}  # (voter, term) -> whom it granted
         self.chaos = False  # in a chaos turn (not healing)
+        # (cfg.hold) called with a held node's id once it runs again and read what waited
+        self.on_resume: Callable[[int], None] | None = None
         if self.cfg.storage:
             self.storage = DiskSim(self.ids, lambda: self.time * TICK_SECONDS)
             for disk in self.storage.disks.values():
@@ -402,6 +418,12 @@ class Sim:
             r.core.resume(self.time - since)
             self.note(f"resume {i}")
             self.process(i)
+            if self.cfg.hold:
+                # the poll: what waited for it is read (others' due items with it, as they
+                # would be read at this instant anyway), then the requests that waited
+                self.deliver_until(self.time + 1e-9)
+                if self.on_resume is not None:
+                    self.on_resume(i)
 
     def process(self, i: int) -> None:
         """Take a Ready if there is one; sync it now or leave it pending for a later turn."""
@@ -706,6 +728,7 @@ class Sim:
                     heapq.heappush(self.net, (self.time + 1, self.seq, m))
                 continue
             for m in msgs:
+                self.wake_to_step(dst, r.core, m)
                 r.core.step(m)
             self.process(dst)
 
@@ -734,6 +757,7 @@ class Sim:
                 self.seq += 1
                 heapq.heappush(self.net, (self.time + 1, self.seq, m))
                 continue
+            self.wake_to_step(m.dst, r.core, m)
             r.core.step(m)
             self.process(m.dst)
 
@@ -918,6 +942,7 @@ class Sim:
         if r.core is None or r.held is not None or now < self.rounds[i] - 1e-9:
             return
         judge = judges(now, self.last_round[i], interval)
+        self.holds[i] = last_hold(now, self.last_round[i], self.holds[i], interval)
         self.last_round[i], self.rounds[i] = now, now + interval
         links = self.links[i]
         for j in self.ids:
@@ -990,9 +1015,25 @@ class Sim:
         return peer.core is not None and peer.held is None and (j, i) not in self.cut
 
     def silences(self, i: int) -> dict[str, float]:
-        """Seconds since node i last heard each node it holds a connection to (Mesh.silences)."""
+        """Seconds since node i last heard each node it holds a connection to, what it read
+        right after its own hold counted from the hold's start (Mesh.silences)."""
         now = self.now()
-        return {str(j): now - link.last_received for j, link in self.links[i].items()}
+        if not self.cfg.hold_ages_heard:
+            return {str(j): now - link.last_received for j, link in self.links[i].items()}
+        hold = last_hold(now, self.last_round[i], self.holds[i], self.cfg.ping_interval)
+        return {
+            str(j): now - heard_at(link.last_received, hold) for j, link in self.links[i].items()
+        }
+
+    def hold(self, i: int) -> tuple[int, int]:
+        """Node i's last hold, how long and how long ago it ended, in ticks (Driver._hold);
+        none without hold_ages_heard."""
+        if not self.cfg.hold_ages_heard:
+            return 0, 0
+        now = self.now()
+        interval = self.cfg.ping_interval
+        held, since = hold_ago(now, last_hold(now, self.last_round[i], self.holds[i], interval))
+        return min(int(held / TICK_SECONDS), 2 * self.cfg.election_tick), int(since / TICK_SECONDS)
 
     def propose(self, i: int) -> int | None:
         core = self.idle(i)
@@ -1007,7 +1048,15 @@ class Sim:
     def wake_to_lead(self, i: int, core: Raft) -> None:
         """What node i's driver does before a quiet leader acts as one (driver.wake_to_lead)."""
         if self.cfg.wake_to_lead and core.quiet:
-            wake_to_lead(core, in_ticks(self.silences(i)), 2 * self.cfg.election_tick)
+            silences = in_ticks(self.silences(i))
+            wake_to_lead(core, silences, 2 * self.cfg.election_tick, self.hold(i))
+
+    def wake_to_step(self, i: int, core: Raft, m: Message) -> None:
+        """What node i's driver does before a peer's message reaches a quiet leader
+        (Driver.receive): it wakes as to lead, its lease from its followers' nodes' silences."""
+        if self.cfg.wake_to_step and core.wakes_leader(m):
+            silences = in_ticks(self.silences(i))
+            wake_to_lead(core, silences, 2 * self.cfg.election_tick, self.hold(i))
 
     def command(self, value: bytes) -> bytes:
         """A client's proposal: on the real storage, a record batch holding `value` (with
@@ -1170,6 +1219,19 @@ class Sim:
         confs = [e.conf for _, e in sorted(self.committed.items()) if e.conf is not None]
         return tuple(sorted(confs[-1].members())) if confs else self.initial
 
+    def leads(self, i: int, held: bool = False) -> bool:
+        """Whether replica i leads. One `held` (its node was, in a detection schedule) and
+        quiet leads only if a wake now would leave it a lease: woken by a write or a peer's
+        message, it would step down first (driver.wake_to_lead). Its node may have run again
+        after its followers found it silent: until its own keepalive finds them silent, a
+        round or two later, nothing wakes it (waking every quiet leader of a node after each
+        of its holds is the wake storm raft/keepalive.py's `judges` keeps off)."""
+        core = self.core(i)
+        if core.role != Role.LEADER or not (held and core.quiet):
+            return core.role == Role.LEADER
+        silence = core.quorum_silence(in_ticks(self.silences(i)), 2 * self.cfg.election_tick)
+        return silence < core.lease_ticks()
+
     def leader(self) -> int:
         """The live leader of the highest term, NONE if there is none."""
         best = (0, NONE)
@@ -1213,6 +1275,10 @@ DETECTION = SimConfig(
     drop=0.0, dup=0.0, max_delay=1, propose=0.0, sparse=0.0, sync=1.0, compact=0.0, latency=0.001
 )
 
+# The same with the old leader's node held (SIGSTOP, a long turn) through the fault, its group
+# quiet then (`SimConfig.hold`): frames and writes wait, and it runs again in uvloop's order.
+HELD = replace(DETECTION, hold=1.0)
+
 
 class Clients:
     """Producers of a detection schedule (cfg.clients of them have any): each sends to the
@@ -1230,21 +1296,38 @@ class Clients:
         self.before = max(0, -min(at, default=0))  # ticks before the fault
         self.at = [t + self.before for t in at]  # ticks from the first
         self.tick = 0
+        self.waiting = 0  # writes sent while the old leader's node was held
+        self.grace_until = -1  # (cfg.hold) the tick Raft.resume's grace after the hold ends
+        self.lease = False
 
     def propose(self, sim: Sim, old: int, term: int, lease: bool = False) -> None:
-        """This tick's proposals, to the old leader (a follower refuses: NotLeader)."""
+        """This tick's proposals, to the old leader (a follower refuses: NotLeader). One sent
+        while its node is held waits for it (cfg.hold: `answer_waiting`)."""
+        self.lease = lease
         while self.at and self.at[0] == self.tick:
             self.at.pop(0)
-            if sim.replicas[old].core is None or sim.idle(old) is None:
+            if sim.replicas[old].core is not None and sim.replicas[old].held is not None:
+                self.waiting += 1
                 continue
-            sim.note(f"a client proposes to {old}")
-            took = sim.propose(old)
-            if lease and took is not None:
-                new = [i for i in sim.live() if i != old and sim.core(i).role == Role.LEADER]
-                if new and sim.core(new[0]).term > term:
-                    sim.fail(f"{old}, cut off, took a proposal in term {term}; {new[0]} leads")
+            self.take(sim, old, term, lease)
         self.tick += 1
         self.before = max(0, self.before - 1)
+
+    def take(self, sim: Sim, old: int, term: int, lease: bool) -> None:
+        if sim.replicas[old].core is None or sim.idle(old) is None:
+            return
+        sim.note(f"a client proposes to {old}")
+        took = sim.propose(old)
+        if lease and took is not None and sim.time > self.grace_until:
+            new = [i for i in sim.live() if i != old and sim.core(i).role == Role.LEADER]
+            if new and sim.core(new[0]).term > term:
+                sim.fail(f"{old}, cut off, took a proposal in term {term}; {new[0]} leads")
+
+    def answer_waiting(self, sim: Sim, old: int, term: int) -> None:
+        """The old leader's node runs again: the writes sent to it meanwhile are answered."""
+        waiting, self.waiting = self.waiting, 0
+        for _ in range(waiting):
+            self.take(sim, old, term, self.lease)
 
 
 def detect(seed: int, cfg: SimConfig = DETECTION, lease: bool = False) -> tuple[str, int]:
@@ -1270,18 +1353,36 @@ def detect(seed: int, cfg: SimConfig = DETECTION, lease: bool = False) -> tuple[
         while clients.before:
             clients.propose(sim, old, term)
             sim.turn(chaos=False)
+        hold = random.Random(f"hold {seed}")
+        ticks = into = 0  # the hold's length, and how far into it the fault falls
+        if cfg.hold and hold.random() < cfg.hold and sim.core(old).quiet:
+            ticks = 1 + hold.randrange(2 * cfg.election_tick)
+            into = hold.randrange(ticks)
+            sim.replicas[old].held = (sim.time, sim.time + ticks)
+            sim.note(f"hold {old} for {ticks}")
+            sim.on_resume = lambda i: clients.answer_waiting(sim, old, term) if i == old else None
+            clients.grace_until = sim.time + ticks + cfg.election_tick // 2
+
+        def grace() -> bool:
+            """Within Raft.resume's grace after the old leader's node ran again: FORK 5's
+            allowance for a leader held through its lease (at most half an election timeout)."""
+            return sim.time <= clients.grace_until
+
+        start = sim.time
+        for _ in range(into):
+            clients.propose(sim, old, term, lease and fault == "isolate")
+            sim.turn(chaos=False)
         sim.note(f"{fault} {old}")
         if fault in ("isolate", "host", "mute"):
             sim.isolate(old, inbound=fault != "mute")
         if fault in ("kill", "host"):
             sim.crash(old)
-        start = sim.time
         while sim.time - start < DETECT_BOUND:
             clients.propose(sim, old, term, lease and fault == "isolate")
             sim.turn(chaos=False)
             new = [i for i in sim.live() if i != old and sim.core(i).role == Role.LEADER]
             if new and sim.core(new[0]).term > term:
-                if lease and fault == "isolate" and sim.core(old).role == Role.LEADER:
+                if lease and fault == "isolate" and sim.leads(old, ticks > 0) and not grace():
                     sim.fail(f"{old}, cut off, still leads term {term}; {new[0]} was elected")
                 return fault, sim.time - start
         sim.fail(f"{fault} {old}: nobody else led within {DETECT_BOUND} ticks")

@@ -18,7 +18,7 @@ from pysyncobj.transport import Transport
 
 from raftlog.raft.driver import decode
 from raftlog.raft.durability import Durability
-from raftlog.raft.keepalive import find
+from raftlog.raft.keepalive import PING_INTERVAL, find, heard_at, hold_ago, judges, last_hold
 from raftlog.raft.mesh_frames import encode_default
 
 Filter = Callable[[str, str, dict], bool]  # (source, destination, message) -> drop it
@@ -129,7 +129,8 @@ class NetMesh:
     """What a node's Raft driver and snapshot installs use of raftlog.raft.mesh.Mesh, on the
     Net: every peer is connected (faults are the Net's). keepalive() is the mesh's ping
     round: it pings every peer and tells the driver of a peer that fell silent, as the
-    mesh's keepalive finds it (raft/keepalive.py). Raft state
+    mesh's keepalive finds it (raft/keepalive.py); a node whose rounds stop for over two
+    ping intervals is held, and its silences and `hold_ago` say so as the mesh's do. Raft state
     saves are written in the loop's thread (Durability(inline=True)) unless a test brings its
     own `durability`."""
 
@@ -146,11 +147,16 @@ class NetMesh:
         for peer in self._peers:
             net.heard[peer, self_id] = net.clock()
         net.attach(self_id, self._receive)
+        self._last_round = net.clock()
+        self._hold = (0.0, 0.0)
 
     def keepalive(self) -> None:
         now = self._net.clock()
+        judge = judges(now, self._last_round, PING_INTERVAL)
+        self._hold = last_hold(now, self._last_round, self._hold)
+        self._last_round = now
         for peer in self._peers:
-            found = find(now, self._net.heard[peer, self._self_id], peer in self._silent, True)
+            found = find(now, self._net.heard[peer, self._self_id], peer in self._silent, judge)
             if found.newly_silent:
                 for notify in self.on_peer_silent:
                     notify(peer)
@@ -161,10 +167,15 @@ class NetMesh:
 
     def silences(self) -> dict[str, float]:
         now = self._net.clock()
-        return {p: now - self._net.heard[p, self._self_id] for p in self._peers}
+        hold = last_hold(now, self._last_round, self._hold)
+        return {p: now - heard_at(self._net.heard[p, self._self_id], hold) for p in self._peers}
 
     def heard_from(self, within: float) -> set[str]:
         return {p for p, silent in self.silences().items() if silent <= within}
+
+    def hold_ago(self) -> tuple[float, float]:
+        now = self._net.clock()
+        return hold_ago(now, last_hold(now, self._last_round, self._hold))
 
     def send_core(self, peer_id: str, items: list[Any]) -> bool:
         self._net.send(self._self_id, peer_id, {"core": items})

@@ -237,6 +237,31 @@ async def test_a_node_back_from_a_long_loop_turn_does_not_take_its_peers_for_sil
         await b.close()
 
 
+async def test_what_a_node_reads_right_after_its_loop_was_held_counts_from_the_hold(
+    listener,
+) -> None:
+    """A peer's pings that waited in the socket while this node's loop was held are read the
+    moment it runs again: they say nothing of when the peer last heard this node (not since
+    the hold began). The silences a Raft leader's lease runs from count them from the hold's
+    start (keepalive.heard_at), and `hold_ago` says how long it was; the peer's next ping,
+    sent once it could hear this node again, counts from its reading."""
+    a, port = listener
+    b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
+    await b.start()
+    try:
+        await until(lambda: a.connected("2"), "the connection")
+        await asyncio.sleep(2 * keepalive.PING_INTERVAL)
+        time.sleep(0.8)  # one long turn of the shared loop: b's pings wait
+        await asyncio.sleep(0.01)
+        last = a.last_heard("2")
+        assert last is not None and time.monotonic() - last < 0.1  # read after the hold
+        held, since = a.hold_ago()
+        assert a.silences()["2"] >= 0.8 and held >= 0.8 and since < 0.1
+        await until(lambda: a.silences()["2"] < keepalive.PING_INTERVAL + 0.1, "a fresh ping")
+    finally:
+        await b.close()
+
+
 def _tls(directory, authority=None, name="node"):
     from raftlog.security.tls import TlsSettings
     from raftlog_app.dev_certs import Authority

@@ -266,10 +266,11 @@ async def test_a_quiet_leader_held_past_its_lease_and_woken_by_a_write_leads_on(
     """A quiet partition's leader node is held 0.8 s (SIGSTOP, a GC pause): its loop runs
     nothing, and its followers' pings wait unread. The first thing it runs after is a
     client's write, which wakes the group with its lease dated from when the mesh last read
-    its followers' nodes, 0.8 s ago (driver.wake_to_lead). It reads the pings before its next
-    tick judges the lease (a woken group is ticked from the driver's turn on, after the
-    loop's next read of its sockets; e2e/test_stalled_leader.py holds a real node), and leads
-    on: no election, no NOT_LEADER to its producers. The followers, woken by its silence, had
+    its followers' nodes, 0.8 s ago, and charged the hold as a leader awake through it is
+    (its mesh's rounds stopped: Mesh.hold_ago, driver.wake_to_lead): Raft.resume's grace,
+    in which its appends' answers keep it (e2e/test_stalled_leader.py holds a real node).
+    It leads on: no election, no NOT_LEADER to its producers (stepped down at once, as a
+    leader woken with its lease spent is, the write was refused). The followers, woken by its silence, had
     not stood yet: they stand a whole election timeout after it fell silent, less two
     keepalive rounds."""
     leader = await replicas.leader()

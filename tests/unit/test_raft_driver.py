@@ -50,6 +50,11 @@ class Link:
     def silences(self) -> dict[str, float]:
         return {p: self.silent_for for p in self.heard}
 
+    held = 0.0  # the node's loop's last hold, ended just now (Mesh.hold_ago)
+
+    def hold_ago(self) -> tuple[float, float]:
+        return self.held, 0.0
+
 
 class Clocked:
     """The driver on a clock the test moves: `tick` moves it on and ticks once, as the loop's
@@ -441,12 +446,15 @@ async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
     tmp_path: Path,
 ) -> None:
     """An idle partition's leader is quiet: no ticks, no lease to keep. Held for 0.8 s and
-    woken just after by a write, it leads on and takes the write; charged the missed ticks of
-    a time it was quiet, it stepped down with nothing heard since its wake."""
+    woken just after by a write, its followers' nodes heard only in the reading right after
+    the hold (counted from its start, Mesh.silences), it is charged the hold as a leader awake
+    through it is (Raft.resume's grace), takes the write, and leads on once they answer;
+    charged the missed ticks of a time it was quiet, or left with the lease the silences
+    alone give, it stepped down with nothing heard since its wake."""
     link = Link()
     clock = Clocked(link)
     group = await quiet_leader(tmp_path, link, clock)
-    link.silent_for = 0.8
+    link.silent_for = link.held = 0.8
     clock.tick(0.8)
     answers: list[Outcome] = []
     group.propose(b"S" + b"x", answers.append)  # before the catch-up runs
@@ -463,9 +471,11 @@ async def test_a_quiet_leader_woken_by_a_write_leads_on_only_while_its_followers
 ) -> None:
     """FORK 5: a quiet leader cut off from its followers, woken by a write before its
     keepalive round found them silent, keeps the lease their nodes' last words gave it, not
-    a fresh one: they have been silent for more than an election timeout, so it stops at its
-    next tick and the write is answered "possibly persisted". With a fresh lease it led (and
-    took writes) for another election timeout while they elected another (driver.wake_to_lead)."""
+    a fresh one: they have been silent for more than an election timeout, so it steps down
+    before it takes the write (Raft.check_woken_lease), which is answered "not leader" (not
+    written). With a fresh lease it led (and took writes) for another election timeout while
+    they elected another (driver.wake_to_lead); stepping down at its next tick, it took the
+    write first."""
     link = Link()
     clock = Clocked(link)
     group = await quiet_leader(tmp_path, link, clock)
@@ -473,9 +483,31 @@ async def test_a_quiet_leader_woken_by_a_write_leads_on_only_while_its_followers
     answers: list[Outcome] = []
     group.propose(b"S" + b"x", answers.append)
     await asyncio.sleep(0.05)
-    clock.tick()
+    assert not group.is_leader and answers == [Outcome.NOT_LEADER]
+    link.durability.close()
+
+
+async def test_a_quiet_leader_held_and_cut_off_stops_after_the_holds_grace(
+    tmp_path: Path,
+) -> None:
+    """FORK 5's allowance: held 0.8 s and cut off meanwhile, the quiet leader woken by a
+    write just after takes it within Raft.resume's grace (half an election timeout) and,
+    with no answer, stops once that is over; the write is answered "possibly persisted"."""
+    link = Link()
+    clock = Clocked(link)
+    group = await quiet_leader(tmp_path, link, clock)
+    link.silent_for = link.held = 0.8
+    clock.tick(0.8)
+    answers: list[Outcome] = []
+    group.propose(b"S" + b"x", answers.append)
     await asyncio.sleep(0.05)
-    assert not group.is_leader and answers == [Outcome.LEADER_CHANGED]
+    ticks = 0
+    while group.is_leader:
+        clock.tick()
+        await asyncio.sleep(0.005)
+        ticks += 1
+    assert ticks == round(0.25 / TICK_SECONDS)  # Raft.resume's grace, no more
+    assert answers == [Outcome.LEADER_CHANGED]
     link.durability.close()
 
 

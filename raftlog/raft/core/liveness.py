@@ -84,6 +84,26 @@ class Liveness(Votes):
         self._renew_lease()
         return self.ticks - self.lease_from < lease
 
+    def check_woken_lease(self) -> None:
+        """FORK 5: a quiet leader woken (a client's write, a peer's message: driver.wake_to_lead;
+        its keepalive finding a follower silent: driver.peer_changed) whose lease its
+        followers' silences have already ended steps down at once, before it answers, as its
+        next tick would. Left to that tick, it took a write meanwhile; and woken by its
+        keepalive after its node's hold, a cut-off leader still led when, in that tick,
+        another was elected (the simulation's held detection schedules, seed 58)."""
+        if self.role == Role.LEADER and self.rules.woken_lease_checked and not self.check_quorum():
+            self.become_follower(self.term, NONE)
+
+    def held_silence(self, before: int, since: int) -> int:
+        """FORK 5: the silence a quiet leader woken `since` ticks after its node's hold is
+        woken with, its majority last heard `before` ticks before the hold began: its lease
+        as `resume` leaves an awake leader's, from the hold's end (what was left when the hold
+        began, at most half an election timeout). Its followers' timers on it ran through the
+        hold; its own lease did not, as it was quiet."""
+        lease = self.lease_ticks()
+        left = max(0, lease - before)
+        return lease - min(left, self.cfg.election_tick // 2) + since
+
     def lease_ticks(self) -> int:
         """FORK 5: a leader's lease, a tick short of the minimum election timeout. A follower
         counts ticks, not time: the first after it heard the leader counts whole however soon
@@ -228,6 +248,11 @@ class Liveness(Votes):
             and node in self.conf.members()
             and (self.role == Role.LEADER or self.leader in (node, NONE))
         )
+
+    def wakes_leader(self, m: Message) -> bool:
+        """The message would wake this quiet leader (`step`): the driver wakes it first, its
+        lease from its followers' nodes' silences (driver.wake_to_lead)."""
+        return self.quiet and self.role == Role.LEADER and not self._keeps_quiet(m)
 
     def _keeps_quiet(self, m: Message) -> bool:
         """The two messages of the quiet exchange (the leader's quiesce heartbeat, a follower's

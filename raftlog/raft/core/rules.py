@@ -21,6 +21,7 @@ class Rules:
     stale_term_answer: bool = True  # 4
     check_quorum: bool = True  # 5: a leader without a majority's answers steps down
     lease_inside_timers: bool = True  # 5: its lease ends before a follower's timer can
+    woken_lease_checked: bool = True  # 5: a leader woken with its lease spent steps down at once
     no_forwarding: bool = True  # 6
     conflict_hint: bool = True  # 8: a refused append names and cuts what is divergent
     leader_commit_own_term: bool = True  # Raft 5.4.2: count replicas only in own term
