@@ -205,15 +205,21 @@ def raft_messages(replicas: Replicas) -> list[tuple[str, str, str]]:
     return seen
 
 
-async def test_an_idle_partition_goes_quiet_and_wakes_for_a_produce(replicas: Replicas) -> None:
-    """Idle groups cost nothing (issue 12): once every replica holds the leader's log, no
-    group sends or ticks anything; a produce wakes the group and is acknowledged at once."""
+async def quiet_after_a_write(replicas: Replicas) -> str:
+    """The leader, once a write it took is acknowledged at once and every replica went quiet."""
     leader = await replicas.leader()
     first = replicas.produce(leader, 0, 5)
     await replicas.run(0.2)
     assert first.done() and first.result().error == ErrorCode.none
     await replicas.run(0.5)
     assert all(p.group.quiet for p in replicas.partitions.values())
+    return leader
+
+
+async def test_an_idle_partition_goes_quiet_and_wakes_for_a_produce(replicas: Replicas) -> None:
+    """Idle groups cost nothing (issue 12): once every replica holds the leader's log, no
+    group sends or ticks anything; a produce wakes the group and is acknowledged at once."""
+    leader = await quiet_after_a_write(replicas)
     seen = raft_messages(replicas)
     await replicas.run(5.0)
     assert seen == []
@@ -238,13 +244,8 @@ async def test_a_quiet_partition_whose_leader_falls_silent_elects_another(
     elected as fast as without quiet (an election timeout after the leader was last heard).
     The harness's nodes tick at phases of their own: 400 runs took 0.95-1.4 s (ticked in
     step, followers woken together split about one election in ten, and took up to 3.1 s)."""
-    leader = await replicas.leader()
-    first = replicas.produce(leader, 0, 5)
-    await replicas.run(0.2)
-    assert first.done() and first.result().error == ErrorCode.none
-    await replicas.run(0.5)
+    leader = await quiet_after_a_write(replicas)
     term = replicas.partitions[leader].group.term
-    assert all(p.group.quiet for p in replicas.partitions.values())
     replicas.net.isolate(leader, incoming=fault == "isolated")
     others = tuple(i for i in IDS if i != leader)
     new = await replicas.leader(among=others, seconds=2.5, above_term=term)
@@ -273,12 +274,7 @@ async def test_a_quiet_leader_held_past_its_lease_and_woken_by_a_write_leads_on(
     leader woken with its lease spent is, the write was refused). The followers, woken by its silence, had
     not stood yet: they stand a whole election timeout after it fell silent, less two
     keepalive rounds."""
-    leader = await replicas.leader()
-    first = replicas.produce(leader, 0, 5)
-    await replicas.run(0.2)
-    assert first.done() and first.result().error == ErrorCode.none
-    await replicas.run(0.5)
-    assert all(p.group.quiet for p in replicas.partitions.values())
+    leader = await quiet_after_a_write(replicas)
     term = replicas.partitions[leader].group.term
     others = tuple(i for i in IDS if i != leader)
     unread: list[tuple[str, str, dict]] = []
