@@ -442,6 +442,21 @@ async def quiet_leader(tmp_path: Path, link: Link, clock: Clocked) -> CoreGroup:
     return group
 
 
+async def held_quiet_leader_written_to(
+    tmp_path: Path, link: Link
+) -> tuple[Clocked, CoreGroup, list[Outcome]]:
+    """A quiet leader held 0.8 s (its followers' nodes last heard then too) and written to
+    just after, before its catch-up runs: its clock, the group, the write's answers."""
+    clock = Clocked(link)
+    group = await quiet_leader(tmp_path, link, clock)
+    link.silent_for = link.held = 0.8
+    clock.tick(0.8)
+    answers: list[Outcome] = []
+    group.propose(b"S" + b"x", answers.append)
+    await asyncio.sleep(0.05)
+    return clock, group, answers
+
+
 async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
     tmp_path: Path,
 ) -> None:
@@ -452,13 +467,7 @@ async def test_a_quiet_leader_woken_after_a_stall_is_not_charged_the_stall(
     charged the missed ticks of a time it was quiet, or left with the lease the silences
     alone give, it stepped down with nothing heard since its wake."""
     link = Link()
-    clock = Clocked(link)
-    group = await quiet_leader(tmp_path, link, clock)
-    link.silent_for = link.held = 0.8
-    clock.tick(0.8)
-    answers: list[Outcome] = []
-    group.propose(b"S" + b"x", answers.append)  # before the catch-up runs
-    await asyncio.sleep(0.05)
+    _, group, answers = await held_quiet_leader_written_to(tmp_path, link)
     assert group.is_leader
     answer_appends(link)
     await asyncio.sleep(0.05)
@@ -494,13 +503,7 @@ async def test_a_quiet_leader_held_and_cut_off_stops_after_the_holds_grace(
     write just after takes it within Raft.resume's grace (half an election timeout) and,
     with no answer, stops once that is over; the write is answered "possibly persisted"."""
     link = Link()
-    clock = Clocked(link)
-    group = await quiet_leader(tmp_path, link, clock)
-    link.silent_for = link.held = 0.8
-    clock.tick(0.8)
-    answers: list[Outcome] = []
-    group.propose(b"S" + b"x", answers.append)
-    await asyncio.sleep(0.05)
+    clock, group, answers = await held_quiet_leader_written_to(tmp_path, link)
     ticks = 0
     while group.is_leader:
         clock.tick()
