@@ -31,6 +31,7 @@ from raftlog.api.values import BrokerInfo
 
 _PARTITION = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _NO_THROTTLE = I32.pack(0)
+FIRST_FLEXIBLE = 9  # the first version with compact fields and tagged sections
 
 # One partition's answer: its index, its result, and (KIP-951) the leader id and epoch a
 # client told NOT_LEADER_OR_FOLLOWER should go to, None when there is none to name.
@@ -44,7 +45,7 @@ def encode_produce_response(
 ) -> bytes:
     """The body of a Produce response of `version` (no throttling), with `leaders` as
     KIP-951's node endpoints (v10 on)."""
-    flexible = version >= 9
+    flexible = version >= FIRST_FLEXIBLE
     out = bytearray()
     array_length(out, len(topics), flexible)
     for topic, partitions in topics:

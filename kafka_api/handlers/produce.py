@@ -21,7 +21,12 @@ from kafka_api.common import (
 )
 from kafka_api.context import RequestContext
 from kafka_api.errors import CloseConnection
-from kafka_api.produce_encoding import PartitionAnswer, TopicAnswer, encode_produce_response
+from kafka_api.produce_encoding import (
+    FIRST_FLEXIBLE,
+    PartitionAnswer,
+    TopicAnswer,
+    encode_produce_response,
+)
 from raftlog.api.broker import Broker
 from raftlog.api.values import ProduceResult, TopicInfo
 from raftlog.common.errors import ErrorCode, KafkaError
@@ -30,7 +35,6 @@ from raftlog.storage.batch import HEADER_SIZE, parse_header
 API_KEY = 0
 MIN_VERSION = 3  # v3 is the first with magic-2 batches only; Kafka 4 serves no older one
 MAX_VERSION = 13  # v13 addresses topics by id (KIP-516)
-FIRST_FLEXIBLE = 9
 
 _VALID_ACKS = (0, 1, -1)
 # What a transactional batch is answered when its coordinator's verification fails (Kafka's

@@ -373,8 +373,7 @@ class Driver:
                 continue
             try:
                 if group.raft.wakes_leader(message):
-                    silences = in_ticks(self._link.silences())
-                    wake_to_lead(group.raft, silences, self._longest_timeout, self._loop_hold())
+                    self._wake_leader(group.raft)
                 group.raft.step(message)
             except Exception:
                 self._fail(name, group, "step")
@@ -434,15 +433,16 @@ class Driver:
         ticked from now on whether or not what it was asked for is taken."""
         raft = group.raft
         if raft.quiet and raft.role == Role.LEADER and self.holds(group):
-            silences = in_ticks(self._link.silences())
-            wake_to_lead(raft, silences, self._longest_timeout, self._loop_hold())
+            self._wake_leader(raft)
             self.wake(group)
 
-    def _loop_hold(self) -> tuple[int, int]:
-        """The node's loop's last hold (the mesh's `hold_ago`) in ticks: how long, at most the
-        longest election timeout as `tick` counts one, and how long ago it ended."""
+    def _wake_leader(self, raft: Raft) -> None:
+        """`wake_to_lead` with the mesh's silences and the node's loop's last hold (the mesh's
+        `hold_ago`) in ticks: how long, at most the longest election timeout as `tick` counts
+        one, and how long ago it ended."""
         held, since = self._link.hold_ago()
-        return min(int(held / TICK_SECONDS), self._longest_timeout), int(since / TICK_SECONDS)
+        hold = min(int(held / TICK_SECONDS), self._longest_timeout), int(since / TICK_SECONDS)
+        wake_to_lead(raft, in_ticks(self._link.silences()), self._longest_timeout, hold)
 
     def _peer_changed(self, peer_id: str, up: bool) -> None:
         """A peer's node came, went or fell silent: each group's answer is `peer_changed`'s."""

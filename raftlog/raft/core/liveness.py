@@ -100,9 +100,13 @@ class Liveness(Votes):
         as `resume` leaves an awake leader's, from the hold's end (what was left when the hold
         began, at most half an election timeout). Its followers' timers on it ran through the
         hold; its own lease did not, as it was quiet."""
-        lease = self.lease_ticks()
-        left = max(0, lease - before)
-        return lease - min(left, self.cfg.election_tick // 2) + since
+        return self.lease_ticks() - self._hold_grace(before) + since
+
+    def _hold_grace(self, spent: int) -> int:
+        """FORK 5: what a leader whose node was held keeps of its lease from the hold's end:
+        what was left when the hold began (`spent` ticks of it gone), at most half an election
+        timeout (`resume` for one awake through the hold, `held_silence` for a quiet one)."""
+        return min(max(0, self.lease_ticks() - spent), self.cfg.election_tick // 2)
 
     def lease_ticks(self) -> int:
         """FORK 5: a leader's lease, a tick short of the minimum election timeout. A follower
@@ -131,10 +135,9 @@ class Liveness(Votes):
         that grace."""
         if self.role != Role.LEADER or self.quiet or missed <= 0:
             return
-        lease = self.lease_ticks()
-        left = max(0, lease - (self.ticks - self.lease_from))
+        grace = self._hold_grace(self.ticks - self.lease_from)
         self.ticks += missed
-        floor = self.ticks - lease + min(left, self.cfg.election_tick // 2)
+        floor = self.ticks - self.lease_ticks() + grace
         self.lease_from = max(self.lease_from, floor)
         self.heartbeat_elapsed = max(self.heartbeat_elapsed, self.cfg.heartbeat_tick - 1)
         if self.cfg.learner_bytes_per_tick and self.conf.learners:
