@@ -99,7 +99,7 @@ def _answer(m: ModuleType, described: Described) -> Any:
                                 producer_epoch=p.producer_epoch,
                                 last_sequence=p.last_sequence,
                                 last_timestamp=-1,
-                                coordinator_epoch=-1,
+                                coordinator_epoch=p.coordinator_epoch,
                                 current_txn_start_offset=p.txn_start_offset,
                             )
                             for p in producers

@@ -198,6 +198,9 @@ class ActiveProducer(Protocol):
     @property
     def txn_start_offset(self) -> int: ...
 
+    @property
+    def coordinator_epoch(self) -> int: ...
+
 
 class Partition(Protocol):
     """A replica hosted on this node. Every method that serves clients must be called on the

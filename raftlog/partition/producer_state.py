@@ -11,6 +11,11 @@ A transactional batch opens its producer's transaction here (its first offset ho
 stable offset back) until the coordinator's marker closes it; an abort marker adds the
 transaction to the aborted list a read_committed Fetch returns (aborted_txns.py). Both are part of the state, so every replica computes the same last
 stable offset from the same log.
+
+Each producer also keeps the coordinator epoch of its last marker (Kafka's
+ProducerStateEntry.coordinatorEpoch): a marker from an older coordinator (one that lost the
+`__transaction_state` partition but still retries a decision already carried out) is refused
+TRANSACTION_COORDINATOR_FENCED, else it would end the producer's next transaction here.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ class _Producer:
     # the producer's newest batch; None if it was copied from another leader's log, rebuilt
     # or loaded: see ProducerState.check on a sequence gap
     judged_in: int | None = None
+    # the coordinator epoch of the producer's last marker here, -1 before any
+    coordinator_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +69,14 @@ class Verdict:
 
 
 class ActiveProducer(NamedTuple):
-    """A producer as DescribeProducers reports it (Kafka keeps its last timestamp and its
-    coordinator's epoch too; this state has neither)."""
+    """A producer as DescribeProducers reports it (Kafka keeps its last timestamp too; this
+    state has not)."""
 
     producer_id: int
     producer_epoch: int  # -1: its sequences were forgotten while its transaction stays open
     last_sequence: int  # -1 before its first batch with a sequence in this epoch
     txn_start_offset: int  # first offset of its open transaction here, -1 with none
+    coordinator_epoch: int = -1  # of its last marker here (an admin's abort must carry it)
 
 
 class ProducerState:
@@ -98,8 +106,9 @@ class ProducerState:
     def __len__(self) -> int:
         return len(self._producers)
 
-    def check(self, header: BatchHeader) -> Verdict | None:
-        """None if the batch may be appended, else why not (a duplicate is not an error)."""
+    def check(self, header: BatchHeader, marker: Marker | None = None) -> Verdict | None:
+        """None if the batch may be appended, else why not (a duplicate is not an error);
+        `marker` is what a control batch holds."""
         pid = header.producer_id
         if pid < 0:
             return None
@@ -110,6 +119,16 @@ class ProducerState:
                     ErrorCode.invalid_producer_epoch,
                     message=f"marker of producer {pid} epoch {header.producer_epoch} is older "
                     f"than {known.epoch}",
+                )
+            if (
+                known is not None
+                and marker is not None
+                and marker.coordinator_epoch < known.coordinator_epoch
+            ):
+                return Verdict(
+                    ErrorCode.transaction_coordinator_fenced,
+                    message=f"marker of producer {pid} from coordinator epoch "
+                    f"{marker.coordinator_epoch}, older than {known.coordinator_epoch}",
                 )
             return None
         if pid in self._open and not header.is_transactional:
@@ -175,8 +194,10 @@ class ProducerState:
         if header.is_transactional and pid not in self._open:
             self._open[pid] = base_offset
         entry = self._producers.pop(pid, None)
-        if entry is None or header.producer_epoch != entry.epoch:
+        if entry is None:
             entry = _Producer(header.producer_epoch)
+        elif header.producer_epoch != entry.epoch:  # a new epoch: only the sequences restart
+            entry = _Producer(header.producer_epoch, coordinator_epoch=entry.coordinator_epoch)
         entry.judged_in = self.leadership if header is self._accepted else None
         self._accepted = None
         if header.base_sequence < 0:  # nothing to judge its retries by
@@ -185,13 +206,18 @@ class ProducerState:
         last = (header.base_sequence + header.last_offset_delta) % SEQUENCE_WRAP
         entry.batches.append((header.base_sequence, last, base_offset))
         self._producers[pid] = entry
+        self._bound()
+
+    def _bound(self) -> None:
         while len(self._producers) > MAX_PRODUCERS:
             self._producers.popitem(last=False)
 
     def _end(self, header: BatchHeader, offset: int, marker: Marker | None) -> None:
         """A marker closes the producer's open transaction here (one it did not write to is
         closed by doing nothing); a marker's epoch can be newer than the producer's batches
-        (the coordinator bumped it to fence), and its sequences then start again."""
+        (the coordinator bumped it to fence), and its sequences then start again. The marker's
+        coordinator epoch is kept, to fence an older coordinator's (check), so a producer not
+        known here becomes known."""
         pid = header.producer_id
         first = self._open.pop(pid, None)
         if first is not None:
@@ -200,8 +226,15 @@ class ProducerState:
             stable = min(self._open.values(), default=offset + 1)
             self._aborted.append(AbortedTxn(pid, first, offset), stable)
         entry = self._producers.get(pid)
-        if entry is not None and header.producer_epoch > entry.epoch:
-            self._producers[pid] = _Producer(header.producer_epoch)
+        if entry is None:
+            entry = self._producers[pid] = _Producer(header.producer_epoch)
+            self._bound()
+        elif header.producer_epoch > entry.epoch:
+            entry = self._producers[pid] = _Producer(
+                header.producer_epoch, coordinator_epoch=entry.coordinator_epoch
+            )
+        if marker is not None:
+            entry.coordinator_epoch = marker.coordinator_epoch
 
     def transaction_open(self, producer_id: int, epoch: int) -> bool:
         entry = self._producers.get(producer_id)
@@ -264,6 +297,13 @@ class ProducerState:
             list(self._open.items()),
             self._aborted.dump(),
             [list(e) for e in self._ending],
+            # added later, last, so files without it load (every epoch unknown, -1), and a
+            # reader that predates it ignores it; only the producers a marker ended
+            [
+                [pid, p.coordinator_epoch]
+                for pid, p in self._producers.items()
+                if p.coordinator_epoch >= 0
+            ],
         ]
         return StateImage(fields, self._aborted.take_forgotten())
 
@@ -290,6 +330,9 @@ class ProducerState:
                 return cls(path.parent), 0
             state._aborted = aborted
             state._ending.extend((marker, first) for marker, first in txns[2])
+        for pid, coordinator_epoch in txns[3] if len(txns) > 3 else ():
+            if (known := state._producers.get(pid)) is not None:
+                known.coordinator_epoch = coordinator_epoch
         return state, offset
 
 
@@ -411,4 +454,4 @@ def _active(pid: int, entry: _Producer | None, txn_start: int) -> ActiveProducer
     if entry is None:  # evicted from the sequences, kept for its open transaction
         return ActiveProducer(pid, -1, -1, txn_start)
     last = entry.batches[-1][1] if entry.batches else -1
-    return ActiveProducer(pid, entry.epoch, last, txn_start)
+    return ActiveProducer(pid, entry.epoch, last, txn_start, entry.coordinator_epoch)

@@ -105,13 +105,14 @@ class ReplicationSide(ReplicaBase):
         for request in command.requests:
             for i in range(request.batches):
                 pos, header = next(found)
-                verdict = self._producers.check(header)
+                marker = _marker(batches, pos, header)
+                verdict = self._producers.check(header, marker)
                 if verdict is not None:
                     request.verdict = request.verdict or verdict
                     continue
                 if i == 0:
                     request.base_offset = offset
-                self._producers.record(header, offset, _marker(batches, pos, header))
+                self._producers.record(header, offset, marker)
                 kept.append(batches[pos : pos + header.size])
                 offset += header.last_offset_delta + 1
         if all(r.verdict is None for r in command.requests):

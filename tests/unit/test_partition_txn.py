@@ -126,6 +126,57 @@ async def test_a_stale_epochs_marker_is_refused_and_ends_nothing(replicas: Repli
     assert p.last_stable_offset == 0
 
 
+async def test_an_older_coordinators_marker_is_refused_and_leaves_the_next_transaction_open(
+    replicas: Replicas,
+) -> None:
+    """The fault suite's seed 2123: the epoch-14 coordinator committed a transaction; the
+    producer opened its next one; the epoch-13 coordinator, cut off, retried its marker of the
+    same commit. Accepted, it closed the new transaction as committed and a read_committed
+    consumer read records the epoch-14 coordinator then aborted. Refused, nothing stored, the
+    abort hides them; every replica, restarted from the log, goes on refusing it."""
+    _, p = await leading(replicas)
+    await committed(replicas, p.produce(txn_batch(b"a"), -1, 30_000, transactional=True))
+    await committed(replicas, p.write_marker(PID, 0, True, 14))
+    await committed(replicas, p.produce(txn_batch(b"b", seq=1), -1, 30_000, transactional=True))
+    end = p.high_watermark
+    stale = await replicas.until(asyncio.ensure_future(p.write_marker(PID, 0, True, 13)))
+    assert stale.error == ErrorCode.transaction_coordinator_fenced
+    await replicas.run(0.2)
+    assert p.high_watermark == end == 3  # nothing stored
+    assert p.last_stable_offset == 2  # the transaction from offset 2 is still open
+    assert p.read(2, 1 << 20, True, committed=True) == b""
+    await committed(replicas, p.write_marker(PID, 0, False, 14))
+    for replica in replicas.partitions.values():
+        assert replica.last_stable_offset == replica.high_watermark == 4
+        assert replica.aborted_transactions(0, 4) == [AbortedTxn(PID, 2, 3)]
+
+    for node_id in IDS:
+        replicas.crash_and_restart(node_id)
+    q = replicas.partitions[await replicas.leader(above_term=p.group.term)]
+    await replicas.run(0.3)
+    await committed(replicas, q.produce(txn_batch(b"c", seq=2), -1, 30_000, transactional=True))
+    stale = await replicas.until(asyncio.ensure_future(q.write_marker(PID, 0, True, 13)))
+    assert stale.error == ErrorCode.transaction_coordinator_fenced
+    assert q.last_stable_offset == 4
+
+
+async def test_two_coordinators_markers_racing_through_the_queue_only_the_newer_lands(
+    replicas: Replicas,
+) -> None:
+    """Both submitted before either is appended: the judgement is at append, in log order, so
+    the older coordinator's marker behind the newer's is refused."""
+    _, p = await leading(replicas)
+    await committed(replicas, p.produce(txn_batch(b"a"), -1, 30_000, transactional=True))
+    newer = p.write_marker(PID, 0, False, 14)
+    older = p.write_marker(PID, 0, True, 13)
+    assert (await replicas.until(asyncio.ensure_future(newer))).error == ErrorCode.none
+    assert (await replicas.until(asyncio.ensure_future(older))).error == (
+        ErrorCode.transaction_coordinator_fenced
+    )
+    await replicas.run(0.2)
+    assert p.high_watermark == 2 and p.aborted_transactions(0, 2) == [AbortedTxn(PID, 0, 1)]
+
+
 async def test_the_leader_describes_its_producers_and_their_open_transactions(
     replicas: Replicas,
 ) -> None:
@@ -136,7 +187,7 @@ async def test_the_leader_describes_its_producers_and_their_open_transactions(
     await committed(replicas, p.produce(txn_batch(b"a", b"b"), -1, 30_000, transactional=True))
     assert p.active_producers() == [ActiveProducer(PID, 0, 1, 1)]
     await committed(replicas, p.write_marker(PID, 0, True, 0))
-    assert p.active_producers() == [ActiveProducer(PID, 0, 1, -1)]
+    assert p.active_producers() == [ActiveProducer(PID, 0, 1, -1, 0)]
     follower = next(r for node, r in replicas.partitions.items() if node != leader)
     with pytest.raises(KafkaError) as refused:
         follower.active_producers()

@@ -28,10 +28,11 @@ def marker(pid=7, epoch=0):
 COMMIT, ABORT = Marker(True, 0), Marker(False, 0)
 
 
-def lead(s, header, offset):
-    """As the leader appends a batch: judged, then recorded (a follower only records)."""
-    assert s.check(header) is None
-    s.record(header, offset)
+def lead(s, header, offset, held=None):
+    """As the leader appends a batch: judged, then recorded (a follower only records);
+    `held`: the marker a control batch holds."""
+    assert s.check(header, held) is None
+    s.record(header, offset, held)
 
 
 def test_in_order_batches_are_accepted():
@@ -238,6 +239,67 @@ def test_a_fencing_marker_moves_the_epoch_and_stale_batches_and_markers_are_refu
     assert s.check(batch(pid=1, epoch=4, seq=0, transactional=True)) is None
 
 
+def test_a_marker_from_an_older_coordinator_is_refused_and_ends_nothing():
+    """A coordinator that lost its `__transaction_state` partition may still retry a marker
+    of a decision its successor carried out; accepted, it would end the producer's next
+    transaction (as committed, in the fault suite's seed 2123). Kafka's checkCoordinatorEpoch:
+    refused, TRANSACTION_COORDINATOR_FENCED; an equal or newer epoch is accepted."""
+    s = ProducerState()
+    lead(s, batch(pid=1, transactional=True), 0)
+    lead(s, marker(pid=1), 10, Marker(True, 14))
+    lead(s, batch(pid=1, seq=10, transactional=True), 11)  # the next transaction
+    stale = s.check(marker(pid=1), Marker(True, 13))
+    assert stale is not None and stale.error == ErrorCode.transaction_coordinator_fenced
+    assert s.transaction_start(1) == 11 and s.first_unstable(100) == 11
+    assert s.check(marker(pid=1), Marker(False, 14)) is None
+    assert s.check(marker(pid=1), Marker(False, 15)) is None
+    lead(s, marker(pid=1), 21, Marker(False, 14))
+    assert s.aborted(0, 100) == [AbortedTxn(1, 11, 21)]
+    assert s.active()[0].coordinator_epoch == 14
+
+
+def test_the_coordinator_epoch_outlives_a_new_producer_epoch():
+    """The epoch is the coordinator's, not the producer's: a bump (a batch or a fencing
+    marker of a newer producer epoch) keeps it."""
+    s = ProducerState()
+    lead(s, batch(pid=1, transactional=True), 0)
+    lead(s, marker(pid=1), 10, Marker(False, 14))
+    lead(s, batch(pid=1, epoch=1, transactional=True), 11)
+    assert s.check(marker(pid=1, epoch=1), Marker(True, 13)).error == (
+        ErrorCode.transaction_coordinator_fenced
+    )
+    lead(s, marker(pid=1, epoch=2), 21, Marker(False, 15))  # a fencing abort
+    assert s.check(marker(pid=1, epoch=2), Marker(False, 14)).error == (
+        ErrorCode.transaction_coordinator_fenced
+    )
+
+
+def test_a_marker_makes_its_producer_known_with_its_coordinator_epoch():
+    """A partition the producer added but never wrote still fences an older coordinator."""
+    s = ProducerState()
+    lead(s, marker(pid=1), 0, Marker(True, 14))
+    assert s.check(marker(pid=1), Marker(True, 13)).error == (
+        ErrorCode.transaction_coordinator_fenced
+    )
+
+
+def test_the_coordinator_epoch_survives_a_snapshot_and_an_older_file_loads_without(tmp_path):
+    path = tmp_path / "producer-state"
+    s = ProducerState()
+    s.record(batch(pid=1, transactional=True), 0)
+    s.record(marker(pid=1), 10, Marker(True, 14))
+    s.save(path, offset=11)
+    loaded, _ = ProducerState.load(path)
+    assert loaded.check(marker(pid=1), Marker(True, 13)).error == (
+        ErrorCode.transaction_coordinator_fenced
+    )
+    # the same file as written before the coordinator epochs: every one unknown (-1)
+    path.write_bytes(msgpack.packb(msgpack.unpackb(path.read_bytes())[:5]))
+    loaded, offset = ProducerState.load(path)
+    assert offset == 11 and loaded.check(marker(pid=1), Marker(True, 13)) is None
+    assert loaded.active()[0].coordinator_epoch == -1
+
+
 def test_open_and_aborted_transactions_survive_a_snapshot(tmp_path):
     s = ProducerState()
     s.record(batch(pid=1, transactional=True), 10)
@@ -271,7 +333,7 @@ def test_active_producers_list_open_transactions_first_then_the_latest_written()
     assert s.active() == [
         ActiveProducer(2, 0, 19, 5),
         ActiveProducer(4, 0, -1, -1),
-        ActiveProducer(3, 0, 9, -1),
+        ActiveProducer(3, 0, 9, -1, 0),  # its marker's coordinator epoch: 0
         ActiveProducer(1, 2, 4, -1),
     ]
     for pid in range(100, 100 + MAX_PRODUCERS):  # pid 2's sequences are evicted

@@ -369,7 +369,7 @@ async def test_describe_producers_lists_the_leaders_producers():
     broker = Broker()
     broker.add_topic("t", 2)
     broker.partitions["t", 0].producers = [
-        ActiveProducer(1000, 3, 41, 120),
+        ActiveProducer(1000, 3, 41, 120, 14),
         ActiveProducer(1001, 0, -1, -1),
     ]
     r = await call(describe_producers, broker, 0, **producers_request(("t", (0, 1))))
@@ -377,7 +377,8 @@ async def test_describe_producers_lists_the_leaders_producers():
     first, second = r.topics[0].partitions[0].active_producers
     assert (first.producer_id, first.producer_epoch, first.last_sequence) == (1000, 3, 41)
     assert first.current_txn_start_offset == 120
-    assert (first.last_timestamp, first.coordinator_epoch) == (-1, -1)  # not kept here
+    assert first.last_timestamp == -1  # not kept here
+    assert first.coordinator_epoch == 14  # what an admin's abort must carry
     assert (second.producer_id, second.current_txn_start_offset) == (1001, -1)
     assert r.topics[0].partitions[1].active_producers == ()
 
