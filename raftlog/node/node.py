@@ -47,6 +47,7 @@ from raftlog.security.authorizer import authorizer_for
 from raftlog.share.manager import ShareManager
 from raftlog.share.members import NO_GROUPS, ShareMembers
 from raftlog.share.membership import ShareGroupSettings
+from raftlog.txn.coordinator import TOPIC as TXN_TOPIC
 from raftlog.txn.coordinator import TxnCoordinator, TxnSettings
 from raftlog.txn.markers import Markers
 
@@ -187,6 +188,7 @@ class Node(TransactionCalls, LocalReplicas):
             self._leader_of,
             self._partition_exists,
             self._marker_written,
+            self._coordinates_in,
         )
         self.transactions = TxnCoordinator(
             int(cfg.broker_setting("transaction.state.log.num.partitions")),
@@ -252,6 +254,12 @@ class Node(TransactionCalls, LocalReplicas):
         if known is None or not self.leadership.alive(known.leader):
             return None
         return known.leader
+
+    def _coordinates_in(self, index: int, epoch: int) -> bool:
+        """This node leads `__transaction_state` partition `index` in term `epoch` (a marker of
+        a decision taken then is still its to write: markers.py)."""
+        partition = self.partitions.get((TXN_TOPIC, index))
+        return partition is not None and partition.is_leader and partition.leader_epoch == epoch
 
     def _leader_of(self, topic: str, index: int) -> int | None:
         """The live node leading the partition, if this node knows one."""

@@ -432,8 +432,9 @@ class TxnCoordinator:
 
     async def _finish(self, shard: _Shard, txn: TxnMetadata) -> None:
         """Markers on every partition of the transaction, then CompleteCommit/CompleteAbort.
-        A marker that cannot be written (its topic deleted, the producer fenced since) is
-        given up, as Kafka does."""
+        A marker that cannot be written (its topic deleted, the producer fenced since, a
+        newer coordinator's marker there) is given up, as Kafka does; once this node no longer
+        leads the partition in this epoch, all of it is (markers.py)."""
         commit = txn.state == TxnState.PREPARE_COMMIT
         epoch = shard.log.leader_epoch
         decided_at = shard.offsets.get(txn.transactional_id, -1)
@@ -457,6 +458,8 @@ class TxnCoordinator:
             for t, i in partitions
         ]
         outcomes = await asyncio.gather(*(self._write_marker(m) for m in markers))
+        if E.not_coordinator in outcomes:
+            return  # no longer this node's: the next leader loads the decision and ends it
         for marker, outcome in zip(markers, outcomes, strict=True):
             if outcome != E.none:  # given up: the audit counts it as accounted for
                 self._record(

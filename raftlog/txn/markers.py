@@ -5,7 +5,12 @@ A marker is retried, with a pause, while the partition has no leader, its leader
 node that cannot be reached, or the write fails for a reason that passes (a leader change, a
 timeout): a decided transaction must reach every partition. It is given up only when it
 cannot be written at all: the topic is gone, or the producer was fenced by a newer epoch
-there (Kafka's TransactionMarkerRequestCompletionHandler).
+there (Kafka's TransactionMarkerRequestCompletionHandler), or the partition holds a marker of
+a newer coordinator epoch (TRANSACTION_COORDINATOR_FENCED: this coordinator's decision was
+carried out by its successor, producer_state.py). It also stops once this node no longer
+leads the decision's `__transaction_state` partition in the epoch it decided in, as Kafka's
+coordinator drops its pending markers when it unloads the partition: the next leader loads
+the decision and writes the markers itself.
 """
 
 from __future__ import annotations
@@ -27,7 +32,14 @@ CALL = "txn-marker"  # a MarkerWrite's fields -> error code
 CALL_TIMEOUT_S = 15.0
 RETRY_S = 0.1
 MAX_RETRY_S = 2.0
-GIVE_UP = (E.unknown_topic_or_partition, E.invalid_producer_epoch, E.invalid_record)
+GIVE_UP = (
+    E.unknown_topic_or_partition,
+    E.invalid_producer_epoch,
+    E.invalid_record,
+    E.transaction_coordinator_fenced,
+)
+# given up as expected after a coordinator change: not worth a warning
+SUPERSEDED = (E.transaction_coordinator_fenced, E.not_coordinator)
 
 
 class MarkerPartition(Protocol):
@@ -75,24 +87,33 @@ class Markers:
         leader_of: Callable[[str, int], int | None],
         exists: Callable[[str, int], bool],
         written: Callable[[MarkerWrite, int, int], None],
+        coordinating: Callable[[int, int], bool] = lambda _index, _epoch: True,
         clock: Clock = LOOP_CLOCK,
     ) -> None:
         """local(topic, index): this node's replica; leader_of: the node leading it, if known;
         exists: the controller still lists the partition; written(marker, offset, term): a
         marker this node led the partition for is committed at `offset` in `term` (the group
-        coordinator applies a transaction's offsets then, and the history records it)."""
+        coordinator applies a transaction's offsets then, and the history records it);
+        coordinating(index, epoch): this node still leads `__transaction_state` partition
+        `index` in term `epoch`, where the decision being carried out was taken."""
         self._node = node_id
         self._calls = calls
         self._local = local
         self._leader_of = leader_of
         self._exists = exists
         self._written = written
+        self._coordinating = coordinating
         self._clock = clock
         calls.serve(CALL, self._serve)
 
     async def write(self, marker: MarkerWrite) -> ErrorCode:
+        """NONE once written; else why it was given up (NOT_COORDINATOR: no longer this
+        node's to write)."""
         pause = RETRY_S
         while True:
+            if not self._coordinating(marker.decision_partition, marker.coordinator_epoch):
+                log.info("%s given up: this node no longer coordinates its decision", marker)
+                return E.not_coordinator
             if not self._exists(marker.topic, marker.partition):
                 return E.unknown_topic_or_partition
             leader = self._leader_of(marker.topic, marker.partition)
@@ -103,7 +124,9 @@ class Markers:
                 answer = await self._calls.call(str(leader), CALL, list(marker), CALL_TIMEOUT_S)
                 code = _code(answer)
             if code == E.none or code in GIVE_UP:
-                if code != E.none:
+                if code in SUPERSEDED:
+                    log.info("%s given up: %s", marker, code.name)
+                elif code != E.none:
                     log.warning("%s given up: %s", marker, code.name)
                 return code
             await self._clock.sleep(pause)
