@@ -257,9 +257,16 @@ class Node(TransactionCalls, LocalReplicas):
 
     def _coordinates_in(self, index: int, epoch: int) -> bool:
         """This node leads `__transaction_state` partition `index` in term `epoch` (a marker of
-        a decision taken then is still its to write: markers.py)."""
+        a decision taken then is still its to write: markers.py), and no newer term of it was
+        announced: a leader cut off keeps its role until a newer leader reaches it, which a
+        quiet partition's may not do for a while, but the newer leader's gossip comes as soon
+        as the mesh reconnects (fault suite seed 2123: markers retried 3 s after the heal)."""
         partition = self.partitions.get((TXN_TOPIC, index))
-        return partition is not None and partition.is_leader and partition.leader_epoch == epoch
+        if partition is None or not partition.is_leader or partition.leader_epoch != epoch:
+            return False
+        known = self.controller.state.topics.get(TXN_TOPIC)
+        seen = None if known is None else self.leadership.lookup(f"{known['id']}/{index}")
+        return seen is None or seen.term <= epoch
 
     def _leader_of(self, topic: str, index: int) -> int | None:
         """The live node leading the partition, if this node knows one."""
