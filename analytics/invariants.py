@@ -387,6 +387,85 @@ def transactions_whole(i: Inputs, d: Derived) -> DataFrame:
     )
 
 
+def stale_markers_fenced(i: Inputs, d: Derived) -> DataFrame:
+    """A partition takes no marker from a transaction coordinator older than one whose marker
+    it already holds for the producer (Kafka's checkCoordinatorEpoch). Along a partition's
+    log, a producer's markers carry out its decisions in the order they were taken (their
+    offsets in its `__transaction_state` partition), so a marker of an earlier decision after
+    a later one's is a deposed coordinator's retry: it ends whatever transaction the producer
+    has open there by then (seed 2123: an aborted one read as committed). A decision's marker
+    written again (its coordinator's retry, or a new coordinator finishing its predecessor's
+    decision) holds; markers are recorded once committed, so one cut by Raft is not compared;
+    an admin's abort writes no record."""
+    key = ["decision_partition", "decision_offset"]
+    decisions = (
+        i.events.filter(F.col("kind") == "txn_decision")
+        .groupBy(F.col("partition").alias("decision_partition"), "decision_offset")
+        .agg(
+            F.first("transactional_id").alias("transactional_id"),
+            F.sort_array(F.collect_set("term")).alias("epochs"),
+        )
+    )
+    earlier = (
+        Window.partitionBy(*TP, "producer_id", "decision_partition")
+        .orderBy("marker_offset")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    stale = (
+        i.events.filter((F.col("kind") == "txn_marker") & (F.col("marker_offset") >= 0))
+        .select(
+            *TP,
+            "node",
+            "term",
+            "time_ms",
+            "producer_id",
+            "producer_epoch",
+            "commit",
+            "marker_offset",
+            *key,
+        )
+        .withColumn("latest", F.max(F.struct("decision_offset", "marker_offset")).over(earlier))
+        .filter(F.col("decision_offset") < F.col("latest.decision_offset"))
+        .join(decisions, key, "left")
+        .join(
+            decisions.select(
+                F.col("decision_partition").alias("latest_partition"),
+                F.col("decision_offset").alias("latest_decision"),
+                F.col("epochs").alias("latest_epochs"),
+            ),
+            (F.col("decision_partition") == F.col("latest_partition"))
+            & (F.col("latest.decision_offset") == F.col("latest_decision")),
+            "left",
+        )
+    )
+    return _rows(
+        stale,
+        "stale_markers_fenced",
+        F.format_string(
+            "%s marker at offset %d (producer %d, epoch %d) for decision %d of "
+            "__transaction_state-%d (%s, coordinator epochs %s), after the marker at offset %d "
+            "for the later decision %d (coordinator epochs %s)",
+            F.when(F.col("commit") == 1, "commit").otherwise("abort"),
+            "marker_offset",
+            "producer_id",
+            "producer_epoch",
+            "decision_offset",
+            "decision_partition",
+            F.coalesce("transactional_id", F.lit("not recorded")),
+            _listed("epochs"),
+            "latest.marker_offset",
+            "latest.decision_offset",
+            _listed("latest_epochs"),
+        ),
+    )
+
+
+def _listed(values: str) -> Column:
+    """An array column as `a,b,c`, `-` when absent (no such record)."""
+    listed = F.concat_ws(",", F.col(values).cast("array<string>"))
+    return F.when(F.col(values).isNull(), F.lit("-")).otherwise(listed)
+
+
 def _configurations(ev: DataFrame) -> DataFrame:
     """Each committed configuration entry of a partition's Raft group once (every node that
     learned of its commit recorded it), with `until`: the offset of the next committed one
@@ -583,6 +662,7 @@ INVARIANTS: dict[str, Check] = {
         offset_for_leader_epoch_agrees,
         replica_epoch_caches_agree,
         transactions_whole,
+        stale_markers_fenced,
         acknowledged_on_configuration_majorities,
     )
 }

@@ -599,6 +599,57 @@ def test_a_decision_recorded_both_ways_breaks_it_and_a_given_up_marker_counts(sp
     assert broken(spark, h, "epochs_increase") == []  # the given-up marker's term is not t-1's
 
 
+STALE = "stale_markers_fenced"
+
+
+def carried_out(
+    h: History, decision: int, epoch: int, at: int, commit: int = 1, node: int = 2, pid: int = 42
+) -> History:
+    """Decision `decision` of __transaction_state-4, recorded by its coordinator of `epoch`
+    (node 1 + epoch - 3), and its marker on t-0 at offset `at`, committed under node `node`'s
+    lead (term 2)."""
+    return h.add(
+        TxnDecision(T0 + at, epoch - 2, *TXN, epoch, "tx", pid, 0, commit, decision, ["t:0"]),
+        TxnMarker(T0 + at, node, *TP, 2, pid, 0, commit, at, 4, decision),
+    )
+
+
+def test_markers_in_the_order_of_their_decisions_hold_stale_markers_fenced(spark, tmp_path):
+    """The coordinator of epoch 3 decides 17 and writes its marker; the one of epoch 4 loads
+    the decision and writes it again (a no-op), then carries out 30 and 40 (markers recorded
+    by two leaders of t-0); the old one's retry of 17 is given up (-1, not in the log). A
+    second producer's markers are their own sequence."""
+    h = sound(History(tmp_path))
+    carried_out(h, 17, 3, 150)
+    carried_out(h, 17, 4, 152)
+    carried_out(h, 30, 4, 155)
+    carried_out(h, 40, 4, 160, commit=0, node=3)
+    h.add(TxnMarker(T0 + 170, 1, *TP, 3, 42, 0, 1, -1, 4, 17))
+    carried_out(h, 9, 3, 165, pid=43)
+    assert broken(spark, h, STALE) == []
+
+
+def test_a_deposed_coordinators_marker_after_a_later_decisions_breaks_it(spark, tmp_path):
+    """Seed 2123 on t-0: decision 17 (epoch 3, finished again by epoch 4) is carried out, then
+    30 (epoch 4); the producer's next transaction writes 156-157, and the epoch-3 coordinator's
+    retried commit of 17 lands at 158, before epoch 4's abort of 31: the aborted records are
+    read as committed. transactions_whole misses it (the marker agrees with its decision)."""
+    h = sound(History(tmp_path))
+    carried_out(h, 17, 3, 150)
+    carried_out(h, 17, 4, 151)
+    carried_out(h, 30, 4, 155)
+    h.add(TxnMarker(T0 + 158, 3, *TP, 2, 42, 0, 1, 158, 4, 17))
+    carried_out(h, 31, 4, 159, commit=0)
+    (row,) = broken(spark, h, STALE)
+    assert (row["topic"], row["partition"], row["node"], row["term"]) == ("t", 0, 3, 2)
+    assert row["detail"] == (
+        "commit marker at offset 158 (producer 42, epoch 0) for decision 17 of "
+        "__transaction_state-4 (tx, coordinator epochs 3,4), after the marker at offset 155 "
+        "for the later decision 30 (coordinator epochs 4)"
+    )
+    assert broken(spark, h, "transactions_whole") == []
+
+
 # ------------------------------------------------------------------ configuration changes
 
 ACKED_ON_MAJORITIES = "acknowledged_on_configuration_majorities"
