@@ -389,14 +389,16 @@ def transactions_whole(i: Inputs, d: Derived) -> DataFrame:
 
 def stale_markers_fenced(i: Inputs, d: Derived) -> DataFrame:
     """A partition takes no marker from a transaction coordinator older than one whose marker
-    it already holds for the producer (Kafka's checkCoordinatorEpoch). Along a partition's
-    log, a producer's markers carry out its decisions in the order they were taken (their
-    offsets in its `__transaction_state` partition), so a marker of an earlier decision after
-    a later one's is a deposed coordinator's retry: it ends whatever transaction the producer
+    it already holds for the producer (Kafka's checkCoordinatorEpoch): along a partition's
+    log, no marker of a producer comes from a lower coordinator epoch than an earlier one's,
+    or carries out an earlier decision (its offset in the producer's `__transaction_state`
+    partition: decisions are taken one after the other) than an earlier one did. Such a
+    marker is a deposed coordinator's retry, and it ends whatever transaction the producer
     has open there by then (seed 2123: an aborted one read as committed). A decision's marker
     written again (its coordinator's retry, or a new coordinator finishing its predecessor's
     decision) holds; markers are recorded once committed, so one cut by Raft is not compared;
-    an admin's abort writes no record."""
+    an admin's abort writes no record. Histories written before markers recorded their
+    coordinator epoch are checked by decision only."""
     key = ["decision_partition", "decision_offset"]
     decisions = (
         i.events.filter(F.col("kind") == "txn_decision")
@@ -411,21 +413,19 @@ def stale_markers_fenced(i: Inputs, d: Derived) -> DataFrame:
         .orderBy("marker_offset")
         .rowsBetween(Window.unboundedPreceding, -1)
     )
+    marker_columns = ["producer_id", "producer_epoch", "commit", "marker_offset"]
+    older = F.coalesce(F.col("decision_offset") < F.col("latest.decision_offset"), F.lit(False))
+    fenced = F.coalesce(
+        F.col("coordinator_epoch") < F.col("newest.coordinator_epoch"), F.lit(False)
+    )
     stale = (
         i.events.filter((F.col("kind") == "txn_marker") & (F.col("marker_offset") >= 0))
-        .select(
-            *TP,
-            "node",
-            "term",
-            "time_ms",
-            "producer_id",
-            "producer_epoch",
-            "commit",
-            "marker_offset",
-            *key,
-        )
+        .select(*TP, "node", "term", "time_ms", *marker_columns, *key, "coordinator_epoch")
         .withColumn("latest", F.max(F.struct("decision_offset", "marker_offset")).over(earlier))
-        .filter(F.col("decision_offset") < F.col("latest.decision_offset"))
+        .withColumn("newest", F.max(F.struct("coordinator_epoch", "marker_offset")).over(earlier))
+        .filter(older | fenced)
+        .withColumn("older", older)
+        .withColumn("fenced", fenced)
         .join(decisions, key, "left")
         .join(
             decisions.select(
@@ -438,24 +438,37 @@ def stale_markers_fenced(i: Inputs, d: Derived) -> DataFrame:
             "left",
         )
     )
+    marker = F.format_string(
+        "%s marker at offset %d (producer %d, epoch %d, coordinator epoch %s) for decision %d "
+        "of __transaction_state-%d (%s, coordinator epochs %s)",
+        F.when(F.col("commit") == 1, "commit").otherwise("abort"),
+        "marker_offset",
+        "producer_id",
+        "producer_epoch",
+        F.coalesce(F.col("coordinator_epoch").cast("string"), F.lit("not recorded")),
+        "decision_offset",
+        "decision_partition",
+        F.coalesce("transactional_id", F.lit("not recorded")),
+        _listed("epochs"),
+    )
+    after_decision = F.format_string(
+        ", after the marker at offset %d for the later decision %d (coordinator epochs %s)",
+        "latest.marker_offset",
+        "latest.decision_offset",
+        _listed("latest_epochs"),
+    )
+    after_epoch = F.format_string(
+        ", after coordinator epoch %d's marker at offset %d",
+        "newest.coordinator_epoch",
+        "newest.marker_offset",
+    )
     return _rows(
         stale,
         "stale_markers_fenced",
-        F.format_string(
-            "%s marker at offset %d (producer %d, epoch %d) for decision %d of "
-            "__transaction_state-%d (%s, coordinator epochs %s), after the marker at offset %d "
-            "for the later decision %d (coordinator epochs %s)",
-            F.when(F.col("commit") == 1, "commit").otherwise("abort"),
-            "marker_offset",
-            "producer_id",
-            "producer_epoch",
-            "decision_offset",
-            "decision_partition",
-            F.coalesce("transactional_id", F.lit("not recorded")),
-            _listed("epochs"),
-            "latest.marker_offset",
-            "latest.decision_offset",
-            _listed("latest_epochs"),
+        F.concat(
+            marker,
+            F.when(F.col("older"), after_decision).otherwise(""),
+            F.when(F.col("fenced"), after_epoch).otherwise(""),
         ),
     )
 

@@ -144,8 +144,10 @@ class TxnDecision(Record):
 class TxnMarker(Record):
     """This node, leading `topic`/`partition` in `term`, has a transaction's marker committed at
     `marker_offset`, written for the decision at `decision_offset` of `__transaction_state`
-    partition `decision_partition`. `marker_offset` -1: the coordinator (this node, `term` its
-    own) gave the marker up, the partition gone or its producer fenced there since."""
+    partition `decision_partition` by its coordinator of `coordinator_epoch` (the term in
+    which that node led the decision's partition). `marker_offset` -1: the coordinator (this
+    node, `term` its own) gave the marker up, the partition gone or its producer fenced there
+    since."""
 
     kind: ClassVar[str] = "txn_marker"
     term: int
@@ -155,6 +157,7 @@ class TxnMarker(Record):
     marker_offset: int
     decision_partition: int
     decision_offset: int
+    coordinator_epoch: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,7 @@ class TransactionCalls:
                 marker_offset=offset,
                 decision_partition=marker.decision_partition,
                 decision_offset=marker.decision_offset,
+                coordinator_epoch=marker.coordinator_epoch,
             )
         )
 

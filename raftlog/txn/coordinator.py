@@ -471,6 +471,7 @@ class TxnCoordinator:
                     marker_offset=-1,
                     decision_partition=shard.index,
                     decision_offset=decided_at,
+                    coordinator_epoch=marker.coordinator_epoch,
                     data_partition=(marker.topic, marker.partition),
                 )
         while shard.attached:

@@ -184,7 +184,7 @@ def test_every_record_kind_reads_back_as_written(spark, tmp_path):
         LogStart(T0, 1, *TP, 3, 25, "delete_records"),
         EpochAnswer(T0, 1, *TP, 3, 2, 2, 7),
         TxnDecision(T0, 1, "__transaction_state", 4, 3, "tx", 42, 0, 1, 17, ["t:0", "t:1"]),
-        TxnMarker(T0, 1, *TP, 3, 42, 0, 1, 88, 4, 17),
+        TxnMarker(T0, 1, *TP, 3, 42, 0, 1, 88, 4, 17, 3),
         TxnComplete(T0, 1, "__transaction_state", 4, 3, "tx", 17),
         ConfAppended(T0, 1, *TP, 3, 9, 3, 40, [1, 2, 4], [1, 2, 3], [5]),
         ConfCommitted(T0, 1, *TP, 3, 9, 3, 40, [1, 2, 4], [1, 2, 3], []),
@@ -548,7 +548,7 @@ def decided(h: History, commit: int, offset: int = 17, node: int = 1, *parts: st
 
 
 def marker(h: History, partition: int, commit: int, at: int, offset: int = 17) -> History:
-    return h.add(TxnMarker(T0 + 5, 2, "t", partition, 2, 42, 0, commit, at, 4, offset))
+    return h.add(TxnMarker(T0 + 5, 2, "t", partition, 2, 42, 0, commit, at, 4, offset, 3))
 
 
 def test_markers_that_carry_out_their_decision_hold_transactions_whole(spark, tmp_path):
@@ -592,7 +592,7 @@ def test_a_decision_recorded_both_ways_breaks_it_and_a_given_up_marker_counts(sp
     decided(h, 0, 17, 3)
     marker(h, 0, 1, 150)
     h.add(Election(T0 + 1, 1, "t", 1, 5, 0, 0))  # node 1 led t-1 in term 5 before
-    h.add(TxnMarker(T0 + 6, 1, "t", 1, 3, 42, 0, 1, -1, 4, 17))  # given up, in its term 3
+    h.add(TxnMarker(T0 + 6, 1, "t", 1, 3, 42, 0, 1, -1, 4, 17, 3))  # given up, in its term 3
     h.add(TxnComplete(T0 + 9, 1, *TXN, 3, "tx", 17))
     (row,) = broken(spark, h, "transactions_whole")
     assert row["detail"].endswith("recorded as both commit and abort")
@@ -603,15 +603,31 @@ STALE = "stale_markers_fenced"
 
 
 def carried_out(
-    h: History, decision: int, epoch: int, at: int, commit: int = 1, node: int = 2, pid: int = 42
+    h: History,
+    decision: int,
+    epoch: int,
+    at: int,
+    commit: int = 1,
+    node: int = 2,
+    pid: int = 42,
+    by: int | None = None,
 ) -> History:
     """Decision `decision` of __transaction_state-4, recorded by its coordinator of `epoch`
-    (node 1 + epoch - 3), and its marker on t-0 at offset `at`, committed under node `node`'s
-    lead (term 2)."""
+    (node 1 + epoch - 3), and its marker on t-0 at offset `at`, sent by that coordinator (or
+    the one of epoch `by`) and committed under node `node`'s lead (term 2)."""
     return h.add(
         TxnDecision(T0 + at, epoch - 2, *TXN, epoch, "tx", pid, 0, commit, decision, ["t:0"]),
-        TxnMarker(T0 + at, node, *TP, 2, pid, 0, commit, at, 4, decision),
+        TxnMarker(T0 + at, node, *TP, 2, pid, 0, commit, at, 4, decision, by or epoch),
     )
+
+
+def unversioned(h: History, node: int) -> History:
+    """Node's markers as written before they recorded their coordinator epoch."""
+    h.raw[node] = [
+        json.dumps({k: v for k, v in json.loads(line).items() if k != "coordinator_epoch"})
+        for line in h.raw[node]
+    ]
+    return h
 
 
 def test_markers_in_the_order_of_their_decisions_hold_stale_markers_fenced(spark, tmp_path):
@@ -624,30 +640,65 @@ def test_markers_in_the_order_of_their_decisions_hold_stale_markers_fenced(spark
     carried_out(h, 17, 4, 152)
     carried_out(h, 30, 4, 155)
     carried_out(h, 40, 4, 160, commit=0, node=3)
-    h.add(TxnMarker(T0 + 170, 1, *TP, 3, 42, 0, 1, -1, 4, 17))
+    h.add(TxnMarker(T0 + 170, 1, *TP, 3, 42, 0, 1, -1, 4, 17, 3))
     carried_out(h, 9, 3, 165, pid=43)
     assert broken(spark, h, STALE) == []
 
 
-def test_a_deposed_coordinators_marker_after_a_later_decisions_breaks_it(spark, tmp_path):
-    """Seed 2123 on t-0: decision 17 (epoch 3, finished again by epoch 4) is carried out, then
-    30 (epoch 4); the producer's next transaction writes 156-157, and the epoch-3 coordinator's
-    retried commit of 17 lands at 158, before epoch 4's abort of 31: the aborted records are
-    read as committed. transactions_whole misses it (the marker agrees with its decision)."""
-    h = sound(History(tmp_path))
+def seed_2123(h: History) -> History:
+    """On t-0: decision 17 (epoch 3, finished again by epoch 4) is carried out, then 30
+    (epoch 4); the producer's next transaction writes 156-157, and the epoch-3 coordinator's
+    retried commit of 17 lands at 158 (recorded by node 3, leading t-0 in term 2 too),
+    before epoch 4's abort of 31: the aborted records are read as committed."""
     carried_out(h, 17, 3, 150)
     carried_out(h, 17, 4, 151)
     carried_out(h, 30, 4, 155)
-    h.add(TxnMarker(T0 + 158, 3, *TP, 2, 42, 0, 1, 158, 4, 17))
-    carried_out(h, 31, 4, 159, commit=0)
-    (row,) = broken(spark, h, STALE)
+    h.add(TxnMarker(T0 + 158, 3, *TP, 2, 42, 0, 1, 158, 4, 17, 3))
+    return carried_out(h, 31, 4, 159, commit=0)
+
+
+def test_a_deposed_coordinators_marker_after_a_later_decisions_breaks_it(spark, tmp_path):
+    """transactions_whole misses it: the marker agrees with its own decision. A history
+    written before markers recorded their coordinator epoch shows it by its decision."""
+    (row,) = broken(spark, seed_2123(sound(History(tmp_path))), STALE)
     assert (row["topic"], row["partition"], row["node"], row["term"]) == ("t", 0, 3, 2)
     assert row["detail"] == (
-        "commit marker at offset 158 (producer 42, epoch 0) for decision 17 of "
-        "__transaction_state-4 (tx, coordinator epochs 3,4), after the marker at offset 155 "
-        "for the later decision 30 (coordinator epochs 4)"
+        "commit marker at offset 158 (producer 42, epoch 0, coordinator epoch 3) for decision "
+        "17 of __transaction_state-4 (tx, coordinator epochs 3,4), after the marker at offset "
+        "155 for the later decision 30 (coordinator epochs 4), after coordinator epoch 4's "
+        "marker at offset 155"
+    )
+    h = seed_2123(sound(History(tmp_path / "old")))
+    for node in (2, 3):
+        unversioned(h, node)
+    (row,) = broken(spark, h, STALE)
+    assert row["detail"] == (
+        "commit marker at offset 158 (producer 42, epoch 0, coordinator epoch not recorded) "
+        "for decision 17 of __transaction_state-4 (tx, coordinator epochs 3,4), after the "
+        "marker at offset 155 for the later decision 30 (coordinator epochs 4)"
     )
     assert broken(spark, h, "transactions_whole") == []
+
+
+def test_a_deposed_coordinators_marker_of_the_decision_its_successor_finished_breaks_it(
+    spark, tmp_path
+):
+    """The epoch-3 coordinator's retry of 17 lands after epoch 4 finished 17 and the producer's
+    next transaction wrote 152-153: it commits them, whatever 30 says. Only the coordinator
+    epoch shows it (the decision is the latest one); recorded without it, it is not seen."""
+    h = sound(History(tmp_path))
+    carried_out(h, 17, 3, 150)
+    carried_out(h, 17, 4, 151)
+    carried_out(h, 17, 4, 154, by=3)
+    carried_out(h, 30, 4, 155, commit=0)
+    (row,) = broken(spark, h, STALE)
+    assert row["detail"] == (
+        "commit marker at offset 154 (producer 42, epoch 0, coordinator epoch 3) for decision "
+        "17 of __transaction_state-4 (tx, coordinator epochs 3,4), after coordinator epoch 4's "
+        "marker at offset 151"
+    )
+    h.root = tmp_path / "old"
+    assert broken(spark, unversioned(h, 2), STALE) == []
 
 
 # ------------------------------------------------------------------ configuration changes

@@ -223,6 +223,37 @@ async def test_decisions_and_completions_go_to_the_history_with_where_they_are(c
     assert set(markers.decisions) == {(0, decision.decision_offset)}
 
 
+async def test_a_marker_given_up_goes_to_the_history_with_its_coordinator_epoch(clock):
+    """t-1 was deleted before its marker: the coordinator records the marker given up
+    (offset -1, in its own term, with the coordinator epoch it was sent with) and completes."""
+    markers, log = Markers(), ListLog()
+    journal: list[history.Record] = []
+    ids = iter(range(100, 200))
+
+    async def allocate() -> int:
+        return next(ids)
+
+    async def write(marker: MarkerWrite) -> E:
+        if marker.partition == 1:
+            return E.unknown_topic_or_partition
+        return await markers.write(marker)
+
+    c = TxnCoordinator(1, allocate, write, TxnSettings(), clock, node_id=3, journal=journal.append)
+    c.attach(0, log)
+    pid, epoch = await started(c)
+    assert await c.end_transaction(TXN, pid, epoch, False) == E.none
+    decision, given_up, complete = journal
+    assert isinstance(given_up, history.TxnMarker)
+    assert (given_up.topic, given_up.partition, given_up.term, given_up.marker_offset) == (
+        "t",
+        1,
+        7,
+        -1,
+    )
+    assert (given_up.coordinator_epoch, given_up.commit, given_up.producer_id) == (7, 0, pid)
+    assert given_up.decision_offset == decision.decision_offset == complete.decision_offset
+
+
 async def test_an_idle_id_expires_and_its_producer_must_initialise_again(clock):
     """transactional.id.expiration.ms: an id unused that long, with no transaction open, is
     forgotten with a tombstone (so a later leader forgets it too); one in a transaction is

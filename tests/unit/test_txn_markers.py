@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from support.clock import ManualClock
 
+from epoch import history
 from raftlog.api.values import ProduceResult
 from raftlog.common.errors import ErrorCode as E
 from raftlog.common.mesh_calls import MeshCalls
+from raftlog.node.transactions import TransactionCalls
 from raftlog.txn.markers import Markers, MarkerWrite
 
 ME = 1
@@ -44,17 +46,22 @@ class Answering:
 
     async def write_marker(self, *_args: object) -> ProduceResult:
         self.writes += 1
-        return ProduceResult(self.error)
+        return ProduceResult(self.error, 3690 if self.error == E.none else -1)
 
 
-def markers(clock: ManualClock, partition: Answering, coordinating: list[bool]) -> Markers:
+def markers(
+    clock: ManualClock,
+    partition: Answering,
+    coordinating: list[bool],
+    written: Any = lambda _marker, _offset, _term: None,
+) -> Markers:
     return Markers(
         ME,
         MeshCalls(NoPeers(), clock),
         lambda _topic, _index: partition,
         lambda _topic, _index: ME,
         lambda _topic, _index: True,
-        lambda _marker, _offset, _term: None,
+        written,
         lambda index, epoch: (index, epoch) == (10, 13) and coordinating[0],
         clock,
     )
@@ -88,3 +95,28 @@ async def test_a_node_that_no_longer_coordinates_stops_retrying(
         assert writing.done() and writing.result() == E.not_coordinator
     assert partition.writes == 3
     assert all(r.levelno < logging.WARNING for r in caplog.records)
+
+
+async def test_a_committed_marker_is_recorded_with_the_coordinator_epoch_that_sent_it(
+    tmp_path: Any,
+) -> None:
+    """The epoch audit (stale_markers_fenced) compares the coordinator epochs of a producer's
+    markers along a partition: the node's history record of a marker carries it, besides the
+    partition's term and the decision."""
+    calls = TransactionCalls()
+    calls.node_id = ME
+    calls.history = history.HistoryJournal(tmp_path, ME)
+    clock, partition = ManualClock(), Answering(E.none)
+    written = markers(clock, partition, [True], calls._marker_written)
+    assert await clock.run(written.write(MARKER)) == E.none
+    calls.history.close()
+    (line,) = (tmp_path / history.HistoryJournal.FILE_NAME).read_text().splitlines()
+    record = history.parse(line)
+    assert isinstance(record, history.TxnMarker)
+    assert (record.node, record.topic, record.partition, record.term) == (ME, "t", 0, 5)
+    assert (record.marker_offset, record.decision_partition, record.decision_offset) == (
+        3690,
+        10,
+        3990,
+    )
+    assert (record.producer_id, record.commit, record.coordinator_epoch) == (7, 1, 13)
