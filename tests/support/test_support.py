@@ -1,9 +1,10 @@
 """Self-tests of the e2e helpers that need no raftlog node: port picking, process
-handling, the raw wire client (against an in-process fake broker), the segment reader
+handling, the loop-hold watch, the raw wire client (against an in-process fake broker), the segment reader
 and the log checker. A checker that cannot fail is worse than none."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import random
@@ -23,6 +24,7 @@ from kio.serial import entity_reader, entity_writer
 
 from support import cluster as C
 from support import history as H
+from support import loop_holds as LH
 from support import node_logs as L
 from support import records as R
 from support import segments as S
@@ -521,3 +523,57 @@ def test_history_reader_and_term_check(tmp_path):
     assert H.leaders_per_term(hist) == []
     clash = hist + [{"kind": "election", "node": 3, "topic": "t", "partition": 0, "term": 3}]
     assert H.leaders_per_term(clash) == ["t-0 term 3: elected [2, 3]"]
+
+
+# --------------------------------------------------------------------------- loop holds
+
+HOG = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+time.sleep(0.1)
+end = time.perf_counter() + 0.3
+while time.perf_counter() < end:
+    pass
+"""
+
+
+def test_loop_holds_counts_work_and_blocking_on_the_loop():
+    async def held(hold) -> float:
+        async with LH.LoopHolds() as holds:
+            await asyncio.sleep(0.01)
+            hold()
+            await asyncio.sleep(0.01)
+        return holds.longest
+
+    def spin() -> None:  # 0.2 s of the thread's own CPU, however busy the machine is
+        end = time.thread_time() + 0.2
+        while time.thread_time() < end:
+            pass
+
+    assert 0.19 < asyncio.run(held(spin)) < 0.3
+    assert 0.19 < asyncio.run(held(lambda: time.sleep(0.2))) < 0.3
+    assert asyncio.run(held(lambda: None)) < 0.05
+
+
+def test_loop_holds_leaves_out_what_another_process_had_of_the_cpu():
+    """A real-time process on the loop thread's only CPU takes it for 0.3 s: the thread waits
+    that long, runnable, and that is not a hold."""
+    core = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})  # this thread only: the loop's
+
+    async def main() -> tuple[float, float]:
+        async with LH.LoopHolds() as holds:
+            waited = LH._cpu_wait()
+            hog = subprocess.Popen([sys.executable, "-c", HOG, str(core)])
+            await asyncio.sleep(0.6)
+            hog.wait(timeout=10)
+            return holds.longest, LH._cpu_wait() - waited
+
+    try:
+        longest, waited = asyncio.run(main())
+    finally:
+        os.sched_setaffinity(0, before)
+    assert waited > 0.25  # the hog had the CPU
+    assert longest < 0.05

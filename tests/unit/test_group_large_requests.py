@@ -13,8 +13,6 @@ long-lived objects frozen as a node freezes its own (raftlog/common/heap.py)."""
 from __future__ import annotations
 
 import asyncio
-import gc
-import time
 import uuid
 from types import SimpleNamespace
 from typing import Any
@@ -25,6 +23,7 @@ from kio.static.constants import EntityType
 from support.answers import client_reads
 from support.broker_stub import BrokerStub
 from support.clock import settle
+from support.loop_holds import LoopHolds
 
 from kafka_api.codec import build, encode_response
 from kafka_api.context import RequestContext
@@ -135,30 +134,10 @@ async def handled(module: Any, version: int, req: Any, broker: Any) -> tuple[Any
     """(the answer as a client reads it, the longest the loop was held), the answer encoded
     as the server encodes one on the loop when the handler did not."""
     ctx = RequestContext(broker, version, "c", "10.0.0.1", principal="User:alice")
-    longest = 0.0
-    done = False
-
-    async def watch() -> None:
-        nonlocal longest
-        last = time.perf_counter()
-        while not done:
-            await asyncio.sleep(0.0005)
-            now = time.perf_counter()
-            longest, last = max(longest, now - last), now
-
-    gc.collect()
-    gc.freeze()
-    try:
-        watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0.002)
-        longest = 0.0
+    async with LoopHolds() as holds:
         response = await module.handle(ctx, req)
         b"".join(encode_response(7, response))
-        done = True
-        await watcher
-    finally:
-        gc.unfreeze()
-    return client_reads(response, module.API_KEY, version), longest
+    return client_reads(response, module.API_KEY, version), holds.longest
 
 
 async def test_offset_fetch_of_10000_groups() -> None:

@@ -12,7 +12,6 @@ for 0.17-2.2 s."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
 import time
 from datetime import timedelta
@@ -25,6 +24,7 @@ from kio.static.constants import EntityType
 from support.answers import client_reads
 from support.broker_stub import BrokerStub
 from support.clock import ManualClock, settle
+from support.loop_holds import LoopHolds
 from support.txn_log import ListLog
 
 from kafka_api import entry_work
@@ -274,32 +274,12 @@ async def handled(
     """(answer, process CPU seconds, longest the loop was held) of one request, the answer
     encoded as the server encodes one on the loop when the handler did not."""
     ctx = RequestContext(cluster, version, "c", "10.0.0.1", principal="User:alice")
-    longest = 0.0
-    done = False
-
-    async def watch() -> None:
-        nonlocal longest
-        last = time.perf_counter()
-        while not done:
-            await asyncio.sleep(0.0005)
-            now = time.perf_counter()
-            longest, last = max(longest, now - last), now
-
-    gc.collect()
-    gc.freeze()
-    try:
-        watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0.002)
-        longest = 0.0
+    async with LoopHolds() as holds:
         cpu = time.process_time()
         response = await module.handle(ctx, req)
         b"".join(encode_response(7, response))
         cpu = time.process_time() - cpu
-        done = True
-        await watcher
-    finally:
-        gc.unfreeze()
-    return response, cpu, longest
+    return response, cpu, holds.longest
 
 
 async def steady(module: Any, version: int, req: Any, cluster: Cluster) -> tuple[Any, float, float]:
