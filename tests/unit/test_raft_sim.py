@@ -604,6 +604,35 @@ def test_what_a_held_node_reads_right_after_its_hold_counts_from_the_holds_start
     assert detect(11, HELD, lease=True)[0] == "isolate"
 
 
+@pytest.mark.parametrize("held", [6, 12])
+def test_a_healthy_leader_held_late_in_its_leases_cycle_leads_on(held: int) -> None:
+    """A leader renews its lease only when it runs out (`check_quorum`), so when its node is
+    held the lease it last renewed may be 8 ticks old though its followers answered a tick
+    ago. Its grace after the hold counts from when they last answered (Raft.age_answers):
+    the answers that waited through the hold, and those to its first heartbeat after it,
+    count from the hold's start, and it must last till the next heartbeat's. Counted from
+    that old renewal, the grace was a tick or two, and a leader whose followers all answered
+    stepped down after a hold of 0.3 s."""
+    sim = scripted(3, quiesce_ticks=0, seed=1)
+    _elect(sim, 1)
+    core = sim.core(1)
+    lease = core.lease_ticks()
+    while not (
+        core.ticks - core.lease_from >= lease - 2
+        and core.heartbeat_elapsed + 1 >= core.cfg.heartbeat_tick
+    ):
+        sim.act(1, lambda c: c.tick())
+        sim.hops()
+    sim.act(1, lambda c: c.tick())  # a heartbeat
+    sim.hop()  # its followers answer; the answers wait through the hold
+    assert core.ticks - core.lease_from == lease - 1
+    sim.act(1, lambda c: c.resume(held))
+    for _ in range(2 * core.cfg.election_tick):
+        sim.hops()
+        sim.act(1, lambda c: c.tick())
+        assert core.role == Role.LEADER
+
+
 def test_a_leader_woken_with_its_lease_spent_steps_down_at_once() -> None:
     """A quiet leader held and cut off during its hold is woken by its keepalive (its
     followers found silent) with its lease long spent; left to step down at its next tick,

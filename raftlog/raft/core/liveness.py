@@ -135,7 +135,7 @@ class Liveness(Votes):
         that grace."""
         if self.role != Role.LEADER or self.quiet or missed <= 0:
             return
-        grace = self._hold_grace(self.ticks - self.lease_from)
+        grace = self._hold_grace(self.ticks - self.age_answers(missed))
         self.ticks += missed
         floor = self.ticks - self.lease_ticks() + grace
         self.lease_from = max(self.lease_from, floor)
@@ -144,6 +144,26 @@ class Liveness(Votes):
             # The throttle is a rate per second, not per tick run: a busy node whose ticks
             # came a few hundred ms apart sent its learner a sixth of it (issue 44).
             self._refill_learners(missed)
+
+    def age_answers(self, missed: int) -> int:
+        """FORK 5 (`resume`, its node held `missed` ticks from now): a follower's answer read
+        before this leader's second tick after the hold counts as heard when the hold began.
+        It answered what this leader sent before the hold (it may have waited in the socket
+        through it), or was read with those (the first heartbeat after the hold goes out at
+        the first tick, and what is read after that tick may still be what waited): its
+        follower's timer on this leader runs from before the hold. Counted as heard when read,
+        a leader held 0.3 s, cut off meanwhile, renewed its lease from them and led past its
+        grace while its followers elected another (the simulation's held detection schedules
+        with awake leaders, seed 705). Answers to its next heartbeat renew it as before.
+        Returns the tick its lease ran from when the hold began: from when a majority was last
+        heard (its next check would renew it from there), not the `lease_from` of its last
+        check, up to a lease old. Without the first heartbeat's answers, a healthy leader
+        held near the end of that lease's cycle kept too short a grace to hear the next."""
+        if not self.rules.held_answers_aged:
+            return self.lease_from
+        self.aged_at = self.ticks
+        self.aged_until = self.ticks + missed + 1
+        return max(self.lease_from, self._quorum_heard())
 
     def _quorum_heard(self) -> int:
         """The latest tick by which a majority (this leader counting itself) was heard. A

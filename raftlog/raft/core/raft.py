@@ -145,7 +145,10 @@ class Raft(Liveness):
         if m.type != MsgType.APP_RESP or m.src not in self.progress:
             return
         pr = self.progress[m.src]
-        self._heard(m.src, self.ticks)
+        at = self.ticks
+        if at <= self.aged_until:  # read right after this node's hold (`resume`)
+            at = self.aged_at
+        self._heard(m.src, at)
         if m.reject:
             self.handle_reject(pr, m)
             return

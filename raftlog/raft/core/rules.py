@@ -22,6 +22,7 @@ class Rules:
     check_quorum: bool = True  # 5: a leader without a majority's answers steps down
     lease_inside_timers: bool = True  # 5: its lease ends before a follower's timer can
     woken_lease_checked: bool = True  # 5: a leader woken with its lease spent steps down at once
+    held_answers_aged: bool = True  # 5: answers read right after a hold count from its start
     no_forwarding: bool = True  # 6
     conflict_hint: bool = True  # 8: a refused append names and cuts what is divergent
     leader_commit_own_term: bool = True  # Raft 5.4.2: count replicas only in own term

@@ -54,6 +54,10 @@ class State:
         self.ticks = 0
         self.heard_at: dict[int, int] = {}
         self.lease_from = 0
+        # FORK 5: a follower's answer stepped up to tick `aged_until` (the first after a hold,
+        # `resume`) counts as heard at `aged_at`, the tick the hold began.
+        self.aged_at = 0
+        self.aged_until = -1
         self.votes: dict[int, bool] = {}
         self.lead_transferee = NONE
         # FORK 7: a snapshot this follower is installing; its log is the caller's until then.
