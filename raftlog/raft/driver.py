@@ -242,6 +242,8 @@ class Link(Protocol):
 
     def hold_ago(self) -> tuple[float, float]: ...
 
+    def loop_held(self, seconds: float) -> None: ...
+
     @property
     def on_peer_change(self) -> list[Callable[[str, bool], None]]: ...
 
@@ -396,12 +398,16 @@ class Driver:
         hear their majority again. A follower's missed ticks are dropped, as etcd's ticker
         drops them: the stall was its own node's, not its leader's silence, and the leader's
         frames that waited meanwhile are still to be read (one of 1 MB takes several reads).
-        Nor is a group that was quiet then charged them: its timers did not run."""
+        Nor is a group that was quiet then charged them: its timers did not run. The mesh is
+        told of the hold (`Link.loop_held`): what is read right after it, the answers and pings
+        that waited through it, counts as heard when it began (FORK 5), as do the answers a
+        resumed leader steps before its second tick after it (`Raft.age_answers`)."""
         now = self._clock()
-        behind = int((now - self._ticked_at) / TICK_SECONDS) - 1
-        missed = max(0, min(behind, self._longest_timeout))
+        gap = now - self._ticked_at
         self._ticked_at = now
+        missed = max(0, min(int(gap / TICK_SECONDS) - 1, self._longest_timeout))
         if missed:
+            self._link.loop_held(gap)  # what is read right after counts from the last tick
             for name, group in list(self._awake.items()):
                 try:
                     group.raft.resume(missed)

@@ -90,7 +90,8 @@ class Mesh:
         self._failures = FailureLog(log)
         self._dialing: set[str] = set()
         self._last_round = clock()  # the keepalive's last round
-        self._hold = (0.0, 0.0)  # the loop's last hold a round found (keepalive.last_hold)
+        # the loop's last hold a round found (keepalive.last_hold), or the driver (`loop_held`)
+        self._hold = (0.0, 0.0)
         self._peer_lost: dict[str, asyncio.Event] = {}  # set when the peer's connection goes
         # Peers dropped for silence: (when last heard, messages to them dropped since). Their
         # loss is logged once, and their return once, with the count.
@@ -196,6 +197,17 @@ class Mesh:
         now = self.clock()
         hold = last_hold(now, self._last_round, self._hold)
         return {p: now - heard_at(c.last_received, hold) for p, c in self._connections.items()}
+
+    def loop_held(self, seconds: float) -> None:
+        """The Raft driver's tick came `seconds` after the one before, a tick or more late:
+        this node's loop was held (SIGSTOP, a long turn) from then till now, and what it reads
+        right after counts as heard when the hold began (`silences`), as after a hold the
+        keepalive finds. Its rounds find only holds over about half a second (a round late by
+        half the silence, `judges`): read as heard when read, the pings that waited through a
+        hold of 0.25 s renewed a cut-off leader's lease while its followers elected another
+        (FORK 5; the Raft simulation's held detection schedules, seed 258)."""
+        now = self.clock()
+        self._hold = (now - seconds, now)
 
     def hold_ago(self) -> tuple[float, float]:
         """How long this node's loop was last held and how long ago that ended, in seconds

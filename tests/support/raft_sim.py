@@ -163,6 +163,9 @@ class SimConfig:
     # False: what a node reads right after its own hold counts as heard when read, not when
     # the hold began (keepalive.heard_at, in Mesh.silences).
     hold_ages_heard: bool = True
+    # False: only the keepalive's late rounds find a node's hold (over about 0.5 s), not its
+    # driver's first tick after it (Driver.tick's gap, Mesh.loop_held).
+    tick_holds: bool = True
     # False: a peer's message wakes a quiet leader with a lease from now (Raft.step's own
     # wake), not from its followers' nodes' silences (Driver.receive's wake_to_lead).
     wake_to_step: bool = True
@@ -208,6 +211,7 @@ class Replica:
         self.held: tuple[int, int] | None = None  # (since, until): its node is stalled
         self.stopped = False  # (cfg.latency) its node's tick loop stopped: its group was quiet
         self.woke = -1  # (cfg.latency) the turn its stopped loop started again
+        self.ticked = 0.0  # when its node's driver last ticked (Sim.clock)
         self.durable_base: Membership | None = None  # the configuration at durable_first
 
 
@@ -312,6 +316,7 @@ class Sim:
         config = replace(config, applied=snapshot)
         rng = random.Random(self.rng.getrandbits(32))
         r.stopped = False  # a node's loop runs from its start
+        r.ticked = self.clock
         if self.storage is not None:
             self.start_on_disk(r, config, rng)
             return
@@ -415,6 +420,7 @@ class Sim:
             return
         since, r.held = r.held[0], None
         if r.core is not None:
+            self.loop_held(i)
             r.core.resume(self.time - since)
             self.note(f"resume {i}")
             self.process(i)
@@ -424,6 +430,18 @@ class Sim:
                 self.deliver_until(self.time + 1e-9)
                 if self.on_resume is not None:
                     self.on_resume(i)
+
+    def loop_held(self, i: int) -> None:
+        """Node i's driver ticks for the first time after its node's hold: if it ticked through
+        it (a group awake), a tick a tick or more late tells the mesh of the hold (Driver.tick,
+        Mesh.loop_held)."""
+        r = self.replicas[i]
+        if not self.cfg.tick_holds or r.core is None or r.core.quiet:
+            return
+        gap = self.clock - r.ticked
+        if int(gap) - 1 >= 1:  # the driver's missed ticks
+            now = self.now()
+            self.holds[i] = (now - gap * TICK_SECONDS, now)
 
     def process(self, i: int) -> None:
         """Take a Ready if there is one; sync it now or leave it pending for a later turn."""
@@ -767,6 +785,7 @@ class Sim:
         r = self.replicas[i]
         r.stopped = False
         r.woke = self.time
+        r.ticked = self.clock
         self.phase[i] = self.clock % 1.0
 
     # ---- the schedule ------------------------------------------------------------------------
@@ -827,8 +846,10 @@ class Sim:
 
     def tick_node(self, i: int) -> None:
         """Node i's turn: its replica's chores, then its tick (unless its node is held)."""
-        if self.replicas[i].held is not None:
+        r = self.replicas[i]
+        if r.held is not None:
             return
+        r.ticked = self.clock
         rng = self.rng
         if self.cfg.compact and rng.random() < self.cfg.compact:
             self.compact(i)

@@ -173,6 +173,10 @@ class NetMesh:
     def heard_from(self, within: float) -> set[str]:
         return {p for p, silent in self.silences().items() if silent <= within}
 
+    def loop_held(self, seconds: float) -> None:
+        now = self._net.clock()
+        self._hold = (now - seconds, now)
+
     def hold_ago(self) -> tuple[float, float]:
         now = self._net.clock()
         return hold_ago(now, last_hold(now, self._last_round, self._hold))

@@ -262,6 +262,26 @@ async def test_what_a_node_reads_right_after_its_loop_was_held_counts_from_the_h
         await b.close()
 
 
+async def test_a_hold_the_raft_driver_found_ages_what_is_read_right_after_it(listener) -> None:
+    """The driver's tick found the loop held 0.3 s (too short for the keepalive's late round
+    to find): what was read in it and right after counts from the hold's start, and
+    `hold_ago` says how long it was; a ping read once its peers could hear this node again
+    counts from its reading."""
+    a, port = listener
+    b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
+    await b.start()
+    try:
+        await until(lambda: a.connected("2"), "the connection")
+        await until(lambda: a.silences()["2"] < 0.05, "a ping just read")
+        a.loop_held(0.3)
+        held, since = a.hold_ago()
+        assert a.silences()["2"] >= 0.3 and held == pytest.approx(0.3) and since < 0.05
+        await asyncio.sleep(keepalive.HOLD_ECHO)
+        await until(lambda: a.silences()["2"] < keepalive.PING_INTERVAL, "a fresh ping")
+    finally:
+        await b.close()
+
+
 def _tls(directory, authority=None, name="node"):
     from raftlog.security.tls import TlsSettings
     from raftlog_app.dev_certs import Authority

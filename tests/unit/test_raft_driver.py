@@ -33,6 +33,7 @@ class Link:
         self.frames: list[tuple[str, list[Any], int]] = []
         self.on_peer_change: list[Callable[[str, bool], None]] = []
         self.on_peer_silent: list[Callable[[str], None]] = []
+        self.holds: list[float] = []  # the holds the driver's late ticks found (Mesh.loop_held)
 
     def send_core(self, peer_id: str, items: list[Any]) -> bool:
         self.frames.append((peer_id, items, self.durability.durable))
@@ -54,6 +55,9 @@ class Link:
 
     def hold_ago(self) -> tuple[float, float]:
         return self.held, 0.0
+
+    def loop_held(self, seconds: float) -> None:
+        self.holds.append(seconds)
 
 
 class Clocked:
@@ -371,6 +375,21 @@ async def test_a_leader_keeps_its_lease_through_a_stall_shorter_than_an_election
     await asyncio.sleep(0.05)  # the catch-up of the missed ticks
     assert group.is_leader
     link.durability.close()
+
+
+def test_a_tick_a_tick_late_tells_the_mesh_the_loop_was_held() -> None:
+    """FORK 5: the driver's tick is the finest clock of the node's loop. One that comes a
+    tick or more late (the ticks it missed are `Raft.resume`'s) tells the mesh how long
+    since the last one (`Link.loop_held`): what is read right after counts as heard from
+    then. One on time, or under a tick late, says nothing."""
+    link = Link()
+    clock = Clocked(link)
+    clock.tick()
+    clock.tick(1.9 * TICK_SECONDS)
+    assert link.holds == []
+    clock.tick(0.3)
+    clock.tick()
+    assert link.holds == [pytest.approx(0.3)]
 
 
 async def test_a_follower_does_not_stand_for_its_own_nodes_stall(tmp_path: Path) -> None:
