@@ -579,11 +579,12 @@ def test_a_leaders_lease_ends_before_a_followers_timer_can_on_a_lan() -> None:
 
 def test_a_quiet_group_whose_leader_is_held_through_the_fault_is_led_again_in_time() -> None:
     """The detection schedules with the old leader's node held (SIGSTOP, a long turn) for up
-    to two election timeouts through the fault, its group quiet then: what its peers sent
-    and its clients' writes wait; when it runs again it reads the frames first, then answers
-    the writes, then its timers run (uvloop's order). Every schedule elects another within
-    5 s, and a cut-off leader has stopped by then and took no write meanwhile, but for
-    Raft.resume's grace after the hold (FORK 5's allowance, half an election timeout).
+    to two election timeouts through the fault, its group quiet then or, in half of them,
+    woken by a client's write just before: what its peers sent and its clients' writes
+    wait; when it runs again it reads the frames first, then answers the writes, then its
+    timers run (uvloop's order). Every schedule elects another within 5 s, and a cut-off
+    leader has stopped by the moment another is elected and took no write meanwhile, but
+    for Raft.resume's grace after the hold (FORK 5's allowance, half an election timeout).
     RAFTLOG_SIM_DETECT_SEEDS=N runs more; detect(seed, HELD, lease=True) replays one."""
     faults = {detect(seed, HELD, lease=True)[0] for seed in range(DETECT_SEEDS)}
     assert faults == set(FAULTS)
@@ -593,15 +594,48 @@ def test_what_a_held_node_reads_right_after_its_hold_counts_from_the_holds_start
     """A quiet leader's node is held; its followers' pings wait in its socket, then it is cut
     off. Run again, it read them as heard that instant and led, quiet, a lease on from its
     reading while its followers, whose timers on it had run since the hold began, elected
-    another (seed 11: held at 32 for 14 ticks, cut at 41, its followers woken at 40-43,
-    another elected at 52; 90 of the first 1,000 such schedules, 58 past Raft.resume's
-    grace). Counted from the hold's start (keepalive.heard_at, Mesh.silences), its lease
-    is spent: the next write or wake stops it."""
+    another (seed 36: held at 23 for 10 ticks, its followers woken at 31, cut at 32,
+    written to at 33, another elected at 41; seed 11 until half the held schedules had a
+    write wake their leader first; 90 of the first 1,000 such schedules, 58 past
+    Raft.resume's grace). Counted from the hold's start (keepalive.heard_at, Mesh.silences),
+    its lease is spent: the next write or wake stops it."""
     with pytest.raises(
-        SimFailure, match=r"^5, cut off, still leads term 1; 1 was elected .*seed=11;"
+        SimFailure, match=r"^3, cut off, still leads term 1; 4 was elected .*seed=36;"
     ):
-        detect(11, replace(HELD, hold_ages_heard=False), lease=True)
-    assert detect(11, HELD, lease=True)[0] == "isolate"
+        detect(36, replace(HELD, hold_ages_heard=False), lease=True)
+    assert detect(36, HELD, lease=True)[0] == "isolate"
+
+
+def test_answers_a_held_leader_reads_right_after_its_hold_count_from_the_holds_start() -> None:
+    """An awake leader (a client's write woke it) is held 0.3 s, under what the keepalive's
+    late rounds find, and cut off meanwhile. Run again, it stepped its followers' answers to
+    what it sent before the hold, which had waited in its socket, as heard that tick, and
+    renewed its lease from them: it led 7 ticks past its resume, past Raft.resume's grace,
+    while its followers, whose timers on it ran from before the hold, elected another
+    (seed 705: written to at 24, held at 26 for 6 ticks, cut at 28, another elected at 39;
+    39 of the first 3,000 held schedules). Raft.age_answers (Rules.held_answers_aged): what
+    it steps before its second tick after the hold counts as heard when the hold began."""
+    with pytest.raises(
+        SimFailure, match=r"^3, cut off, still leads term 1; 2 was elected .*seed=705;"
+    ):
+        detect(705, replace(HELD, rules=Rules(held_answers_aged=False)), lease=True)
+    assert detect(705, HELD, lease=True)[0] == "isolate"
+
+
+def test_a_late_tick_tells_the_mesh_its_node_was_held() -> None:
+    """A leader a write woke is held 0.25 s and cut off meanwhile: too short for its
+    keepalive's late round to find (a round over half a second late), so the pings that
+    waited through the hold counted as heard when read, and the lease its node's last words
+    renew (FORK 10) ran a tick past another's election (seed 258: written to and held at
+    22 for 5 ticks, cut at 23, another elected at 33.1, it stopped at 33.7; 16 of the first
+    3,000 held schedules, none when checked at the end of each tick only). The driver's
+    first tick after the hold comes a tick or more late: it tells the mesh (Driver.tick,
+    Mesh.loop_held), and what is read right after counts from the hold's start."""
+    with pytest.raises(
+        SimFailure, match=r"^2, cut off, still leads term 1; 3 was elected .*seed=258;"
+    ):
+        detect(258, replace(HELD, tick_holds=False), lease=True)
+    assert detect(258, HELD, lease=True)[0] == "isolate"
 
 
 @pytest.mark.parametrize("held", [6, 12])
