@@ -1,20 +1,17 @@
 """One Kafka client connection: framing, per-connection ordering, limits.
 
-Each connection is a BufferedProtocol, so the socket is read straight into a buffer we own and
-reuse, made when the connection is (after its TLS handshake). It grows only as a frame's bytes
-arrive (doubling, never past the frame's size), so a size prefix alone reserves nothing, and
-only while the node's request memory has room (kafka_api/request_memory.py: what it grew counts
-there until it is dropped); it is kept for reuse up to MAX_READ_BUFFER_BYTES and dropped back
-to READ_BUFFER_BYTES after a larger frame. Before a SASL connection has authenticated, no frame
-may be larger than sasl.server.max.receive.size (Kafka's bound, 512 KiB). Frames are decoded in
-place from read-only views: kio copies what it keeps, so a request's bytes are copied once, into
-the decoded request; one over DECODE_OFF_LOOP_BYTES is copied and decoded in a thread. Requests
-start in arrival order (a task each, and the loop runs new tasks FIFO, so Produce proposals
-keep the connection's order) and may then run concurrently; responses are written strictly in
-request order, large record sets in slices so they go to the socket rather than into the
-transport's buffer. A handler's last step hands its answer to the transport itself (no
-done-callback turn), with every answer after it that is ready too, all in one writelines: one
-system call where each part was one.
+A connection the node's caps admit (connection_caps.py) is a BufferedProtocol: the socket is
+read straight into a buffer we own and reuse, made when the connection is (after its TLS
+handshake). It grows only as a frame's bytes arrive (doubling, never past the frame's size),
+so a size prefix alone reserves nothing, and only while the node's request memory has room
+(request_memory.py: what it grew counts there until it is dropped); it is kept up to
+MAX_READ_BUFFER_BYTES, else dropped back to READ_BUFFER_BYTES after a larger frame. Before
+SASL authentication no frame may be larger than sasl.server.max.receive.size (Kafka's 512 KiB).
+Frames are decoded in place from read-only views (kio copies what it keeps); one over
+DECODE_OFF_LOOP_BYTES is copied and decoded in a thread. Requests start in arrival order (a
+task each, run FIFO by the loop, so Produce proposals keep the connection's order) and may
+then run concurrently; answers are written in request order, large record sets in slices, a
+handler's own answer with every later one ready too in one writelines (one system call).
 """
 
 from __future__ import annotations
@@ -81,7 +78,10 @@ class Listener(Protocol):
     sasl_mechanisms: tuple[str, ...] | None
     sasl_max_receive_bytes: int
     auth_failures: FailureLog
-    _connections: set[Connection]
+
+    def admit(self, conn: Connection, host: str) -> bool: ...  # connection_caps.py
+    def active(self, conn: Connection) -> float: ...  # the client sent something: now
+    def release(self, conn: Connection) -> None: ...
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -128,14 +128,15 @@ class Connection(asyncio.BufferedProtocol):
         if isinstance(peer, tuple):
             self._host = str(peer[0])
             self._peer = f"{peer[0]}:{peer[1]}"
+        if not self._server.admit(self, self._host):
+            self.close()  # nothing made for it: no buffer, no task
+            return
         tls = transport.get_extra_info("ssl_object")
         if tls is not None and self._sasl is None:
             # SSL listener: a verified client certificate names the principal (Kafka's
             # default); without one (ssl.client.auth none/requested) it is ANONYMOUS.
             self._principal = certificate_principal(tls.getpeercert(binary_form=True)) or ANONYMOUS
         self._use_buffer(bytearray(READ_BUFFER_BYTES))
-        self._server._connections.add(self)
-        self._server.metrics.connections_opened += 1
         self.update_reading()  # a node at its request budget reads no new client either
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -153,8 +154,7 @@ class Connection(asyncio.BufferedProtocol):
         # runs them in order): what the client acknowledged is applied before its share
         # sessions end here and the rest of what they hold goes back.
         self._scope.close()
-        self._server._connections.discard(self)
-        self._server.metrics.connections_closed += 1
+        self._server.release(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._end == len(self._view):
@@ -163,7 +163,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._end += nbytes
-        self._last_active = self._server.clock()
+        self._last_active = self._server.active(self)
         self._process()
 
     def idle_for(self, now: float) -> float:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from kafka_api.auth_failures import FailureLog
 from kafka_api.connection import SASL_MAX_RECEIVE_BYTES, Connection
+from kafka_api.connection_caps import ConnectionCaps
 from kafka_api.request_memory import RequestMemory
 from raftlog.api.broker import Broker
 from raftlog.node.listener_metrics import KafkaMetrics
@@ -38,10 +39,12 @@ class KafkaServer:
         sasl_mechanisms: tuple[str, ...] | None = None,
         sasl_max_receive_bytes: int = SASL_MAX_RECEIVE_BYTES,
         metrics: KafkaMetrics | None = None,
+        caps: ConnectionCaps | None = None,
     ) -> None:
         """`tls`: serve TLS (SSL, SASL_SSL listeners); `sasl_mechanisms`: require SASL
         authentication with one of them (SASL_PLAINTEXT, SASL_SSL); `memory`: the node's
-        request memory, shared by its listeners (a budget of this listener's own if None)."""
+        request memory, shared by its listeners (a budget of this listener's own if None);
+        `caps`: the node's connection caps, likewise."""
         self.broker = broker
         self.host = host
         self.tls = tls
@@ -54,6 +57,7 @@ class KafkaServer:
         self.memory.watch(self._memory_changed)
         self.clock = clock
         self.metrics = metrics or KafkaMetrics()  # served by the node's /metrics
+        self.caps = caps or ConnectionCaps(metrics=self.metrics)
         self._requested_port = port
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
@@ -91,6 +95,26 @@ class KafkaServer:
 
         interval = min(self.max_idle_seconds / 4, 30.0)
         self._sweeper = asyncio.get_running_loop().call_later(interval, sweep)
+
+    def admit(self, conn: Connection, host: str) -> bool:
+        """A new connection, counted in by the node's caps; False: it is to be closed."""
+        if not self.caps.admit(conn, host):
+            return False
+        self._connections.add(conn)
+        self.metrics.connections_opened += 1
+        return True
+
+    def active(self, conn: Connection) -> float:
+        """The client sent something: its place in the caps' eviction line, and the time."""
+        self.caps.active(conn)
+        return self.clock()
+
+    def release(self, conn: Connection) -> None:
+        """A connection closed (once counted in; one refused never was)."""
+        if conn in self._connections:
+            self._connections.discard(conn)
+            self.caps.release(conn)
+            self.metrics.connections_closed += 1
 
     @property
     def port(self) -> int:

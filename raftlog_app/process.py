@@ -11,9 +11,11 @@ import sys
 
 from consume_proxy.http import ProxyServer
 from consume_proxy.service import ConsumeProxy
+from kafka_api.connection_caps import ConnectionCaps
 from kafka_api.request_memory import RequestMemory
 from kafka_api.server import KafkaServer
 from raftlog.broker.facade import BrokerFacade
+from raftlog.common import limits
 from raftlog.common.http_listener import HttpStats
 from raftlog.config.node_config import NodeConfig
 from raftlog.node.admin import AdminServer
@@ -41,6 +43,18 @@ class NodeProcess:
         cfg = self.config
         await self.node.start()
         kafka_metrics = KafkaMetrics()  # every listener's, served by the node's /metrics
+        http_limits = cfg.http_limits()
+        caps = ConnectionCaps(  # every listener's connections together, as Kafka counts them
+            limits.connection_cap(
+                int(cfg.broker_setting("max.connections")),
+                self.node.open_files,
+                self.node.budget.replicas,
+                2 * http_limits.max_connections,  # the admin port and the consume proxy
+            ),
+            int(cfg.broker_setting("max.connections.per.ip")),
+            kafka_metrics,
+        )
+        log.info("node %d: at most %d Kafka connections", cfg.node_id, caps.max_connections)
         for listener in cfg.listeners:
             server = KafkaServer(
                 BrokerFacade(self.node, listener.name),
@@ -53,6 +67,7 @@ class NodeProcess:
                 tls=_listener_tls(cfg, listener),
                 sasl_mechanisms=cfg.sasl_mechanisms if listener.sasl else None,
                 metrics=kafka_metrics,
+                caps=caps,
             )
             await server.start()
             self.kafka.append(server)
@@ -65,7 +80,6 @@ class NodeProcess:
                 listener.protocol,
             )
         admin_tls = cfg.tls.server_context() if cfg.admin_tls and cfg.tls is not None else None
-        http_limits = cfg.http_limits()
         admin_http, proxy_http = HttpStats(), HttpStats()  # served by the node's /metrics
         self.admin = AdminServer(
             self.node,

@@ -27,6 +27,12 @@ RESERVED_FDS = 1024
 # but a leader's kill -9 then takes about 11 s to heal.
 CAPACITY_REPLICAS = 1100
 
+# Kept out of what Kafka client connections may take of a node's descriptors: the past segments
+# open for reads (256), the peers, the controller, the log and the history journal.
+OTHER_FDS = 512
+# Kafka client connections a node holds at least, however few descriptors it has.
+MIN_CONNECTIONS = 64
+
 # Kafka's controller bounds one user operation at 10,000 metadata records
 # (QuorumController.MAX_RECORDS_PER_USER_OP): partitions created, topics deleted, configs
 # changed. A request over it is refused whole (POLICY_VIOLATION) before anything is proposed.
@@ -81,3 +87,13 @@ def replica_budget(configured: int, open_files: int) -> ReplicaBudget:
         return ReplicaBudget(configured, 0)
     by_files = max(0, (open_files - RESERVED_FDS) // FDS_PER_REPLICA)
     return ReplicaBudget(min(by_files, CAPACITY_REPLICAS), open_files)
+
+
+def connection_cap(configured: int, open_files: int, replicas: int, http_connections: int) -> int:
+    """max.connections (kafka_api/connection_caps.py): as configured (above 0), or what the
+    node's descriptors leave after its partition replicas, its HTTP listeners' connections
+    and OTHER_FDS (19,950 connections from one client once took every descriptor of a node)."""
+    if configured > 0:
+        return configured
+    spare = open_files - replicas * FDS_PER_REPLICA - http_connections - OTHER_FDS
+    return max(MIN_CONNECTIONS, spare)

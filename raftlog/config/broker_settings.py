@@ -72,6 +72,12 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # every other node observes (raftlog/controller/voters.py).
     "controller.quorum.size": 3,
     "connections.max.idle.ms": 600000,
+    # Kafka client connections a node holds open over its Kafka listeners, and from one client
+    # address (Kafka's names; kafka_api/connection_caps.py). -1: what the node's file
+    # descriptors leave after its partition replicas and HTTP listeners
+    # (raftlog/common/limits.py); Kafka's default is no cap, and for one address so is raftlog's.
+    "max.connections": -1,
+    "max.connections.per.ip": 2147483647,
     # What every listener of a node holds of requests, complete and half-read (Kafka's name;
     # Kafka's default is unbounded), and the largest frame before SASL authentication.
     "queued.max.request.bytes": 268435456,
@@ -199,6 +205,7 @@ BROKER_POSITIVE = frozenset(
         "http.header.read.timeout.ms",
         "http.max.connections",
         "http.max.connections.per.ip",
+        "max.connections.per.ip",
         "transactional.id.expiration.ms",
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         "transactional.id.max.per.partition",

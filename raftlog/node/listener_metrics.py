@@ -147,6 +147,9 @@ class KafkaMetrics:
         self.apis: dict[int, ApiStats] = {}
         self.connections_opened = 0
         self.connections_closed = 0
+        # closed at once, by cap (kafka_api/connection_caps.py), and closed to make room
+        self.connections_refused = {"node": 0, "address": 0}
+        self.connections_evicted = 0
         self.authentication_failures = 0
 
     def api(self, api_key: int) -> ApiStats:
@@ -183,6 +186,16 @@ class KafkaMetrics:
             for code, count in stats.errors.items():
                 errors.add([name, error_name(code)], count)
             latency.add([name], stats.latency.read())
+        refused = Family(
+            COUNTER,
+            "raftlog_kafka_connections_refused_total",
+            "Kafka connections closed at once: the client's address had max.connections.per.ip "
+            "open (cap address), or the node max.connections, each with a request in progress "
+            "(cap node).",
+            ["cap"],
+        )
+        for cap, count in sorted(self.connections_refused.items()):
+            refused.add([cap], count)
         return [
             requests,
             errors,
@@ -193,6 +206,13 @@ class KafkaMetrics:
             Family(
                 COUNTER, "raftlog_kafka_connections_total", "Kafka client connections accepted."
             ).add([], self.connections_opened),
+            refused,
+            Family(
+                COUNTER,
+                "raftlog_kafka_connections_evicted_total",
+                "Kafka connections quiet longest closed to let a new one in, the node having "
+                "max.connections open.",
+            ).add([], self.connections_evicted),
             Family(
                 COUNTER,
                 "raftlog_kafka_authentication_failures_total",

@@ -54,7 +54,7 @@ PROCESS_SERIES = 6  # prometheus_client's ProcessCollector on Linux
 NODE_SERIES = 2 + 4 + 1 + len(COMMIT_BUCKETS) + 3 + len(STALL_BUCKETS) + 3 + 1
 # Raft groups that raised and were restarted: none on a healthy node, at most this many.
 GROUP_FAILURE_SERIES = FAILURE_SERIES + 1  # the first groups that failed, then OTHER
-KAFKA_SERIES = 3  # connections open and total, authentication failures
+KAFKA_SERIES = 6  # connections open, total, refused by either cap, evicted; failed logins
 # each HTTP listener (admin, consume proxy): connections open, accepted, refused by either cap,
 # evicted; malformed requests by status
 SERIES_PER_HTTP_LISTENER = 5 + len(BAD_REQUEST_STATUSES)

@@ -108,9 +108,9 @@ class Node(TransactionCalls, LocalReplicas):
 
     async def start(self) -> None:
         cfg = self.config
+        self.open_files = limits.raise_open_files_limit()
         self.budget = limits.replica_budget(
-            int(cfg.broker_setting("max.partition.replicas.per.node")),
-            limits.raise_open_files_limit(),
+            int(cfg.broker_setting("max.partition.replicas.per.node")), self.open_files
         )
         log.info("node %d: %s", self.node_id, self.budget.describe())
         if self.authorizer is None:

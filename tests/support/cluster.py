@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -25,6 +26,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -555,9 +557,16 @@ class Cluster:
                 node.popen.wait(timeout=5)
         reap(node.pid)
 
-    def restart(self, node_id: int, wait: bool = True, timeout: float = 90.0) -> Node:
+    def restart(
+        self,
+        node_id: int,
+        wait: bool = True,
+        timeout: float = 90.0,
+        open_files: int | None = None,
+    ) -> Node:
         """Start a stopped node again: `raftlog serve --config <its config>`, detached, its
-        stdout/stderr appended to the node's log file. Waits for readiness if `wait`."""
+        stdout/stderr appended to the node's log file. Waits for readiness if `wait`.
+        `open_files`: its RLIMIT_NOFILE, soft and hard (`ulimit -n`)."""
         node = self.nodes[node_id]
         if pid_alive(node.pid):
             raise ClusterError(f"node {node_id} is still running (pid {node.pid})")
@@ -576,6 +585,7 @@ class Cluster:
                 cwd=node.data_dir if node.data_dir.exists() else self.workdir,
                 env=self.env,
                 start_new_session=True,
+                preexec_fn=None if open_files is None else partial(_limit_files, open_files),
             )
         node.pid = node.popen.pid
         if wait:
@@ -893,6 +903,11 @@ def with_broker_settings(config_text: str, settings: dict[str, Any]) -> str:
             continue
         keep.append(line)
     return "\n".join([*lines[: start + 1], *new, *keep, *lines[end:]]) + "\n"
+
+
+def _limit_files(count: int) -> None:
+    """In a node's child process before it runs raftlog: its descriptors' limit."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
 
 
 def wait_port_free(port: int, timeout: float = 10.0) -> None:
