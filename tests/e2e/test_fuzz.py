@@ -10,18 +10,27 @@ ApiVersions on a new connection at every check, and at the end the records ackno
 before the run are all still there and a real client produces and reads back; no node logs
 an ERROR.
 
+The node's other ports get the same treatment: the Raft port (before a peer proves it holds
+the cluster secret) generated msgpack frames and junk, and the HTTP consume proxy and admin
+port generated paths and JSON bodies, well-formed ones with absurd values among them.
+
 `RAFTLOG_FUZZ_EXAMPLES` sets the number of requests (`make fuzz` runs many more).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import resource
+import socket
+import urllib.parse
+import urllib.request
 from collections import Counter
 from typing import Any
 
+import msgpack
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -34,6 +43,7 @@ from support.cluster import Cluster
 
 from kafka_api.codec import request_schema
 from kafka_api.handlers import HANDLERS
+from raftlog.raft.mesh_frames import AUTH, HELLO, WELCOME
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -136,11 +146,195 @@ def test_generated_and_mutated_requests_keep_every_node_serving(fuzzed) -> None:
     assert len(after.acked) == 30, after.failed[:3]
 
 
+# --------------------------------------------------------------------------- the other ports
+
+EXTREME_INTS = [0, -1, 1, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63), 2**64 - 1, 10**30]
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)  # what msgpack can hold
+    | st.sampled_from([i for i in EXTREME_INTS if -(2**63) <= i < 2**64])
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20)
+)
+PACKABLE = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.text(max_size=5) | st.integers(0, 9), inner, max_size=5)
+    ),
+    max_leaves=20,
+)
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.sampled_from(EXTREME_INTS)
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5)
+    ),
+    max_leaves=20,
+)
+NAMES = st.sampled_from([TOPIC, "__consumer_offsets", "", "ü" * 300, "a" * 256]) | st.text(
+    max_size=12
+)
+
+
+@st.composite
+def mesh_bytes(draw: Any) -> bytes:
+    """What a stranger sends the Raft port: junk, a generated msgpack tree, or handshake
+    frames with generated fields (a claimed peer id, nonce, address, MAC)."""
+    how = draw(st.sampled_from(["junk", "tree", "handshake"]))
+    if how == "junk":
+        return draw(st.binary(min_size=1, max_size=600))
+    if how == "tree":
+        return msgpack.packb(draw(PACKABLE), use_bin_type=True)
+    frames = draw(
+        st.lists(
+            st.tuples(st.sampled_from([HELLO, WELCOME, AUTH, 99]), st.lists(PACKABLE, max_size=4)),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    return b"".join(msgpack.packb([kind, *rest], use_bin_type=True) for kind, rest in frames)
+
+
+@st.composite
+def proxy_request(draw: Any) -> tuple[str, bytes]:
+    """(path, body) for the consume proxy: a generated group and action, and a body that is
+    junk, any JSON, or a read or settle with absurd values."""
+    group = urllib.parse.quote(draw(st.text(max_size=300)), safe="")
+    action = draw(st.sampled_from(["read", "acknowledge", "cancel", "nothing"]))
+    shape = draw(st.sampled_from(["junk", "json", "read", "settle", "batch"]))
+    if shape == "junk":
+        return f"/v1/share/{group}/{action}", draw(st.binary(max_size=300))
+    if shape == "json":
+        body: Any = draw(JSON_VALUES)
+    elif shape == "read":
+        body = {
+            "topic": draw(NAMES),
+            "max_records": draw(st.sampled_from(EXTREME_INTS) | JSON_VALUES),
+            "timeout_ms": draw(st.sampled_from([0, 1, 100, -1, 2**31 - 1, 10**30])),
+            "pending_timeout_ms": draw(st.sampled_from(EXTREME_INTS) | JSON_VALUES),
+            "text": draw(JSON_VALUES),
+        }
+    else:
+        record = st.fixed_dictionaries(
+            {
+                "topic": NAMES,
+                "partition": st.sampled_from(EXTREME_INTS) | st.integers(0, 3),
+                "offset": st.sampled_from(EXTREME_INTS) | st.integers(0, 100),
+            }
+        )
+        body = (
+            draw(record)
+            if shape == "settle"
+            else {"records": draw(st.lists(record, max_size=draw(st.sampled_from([3, 1001]))))}
+        )
+    return f"/v1/share/{group}/{action}", json.dumps(body).encode()
+
+
+def _http(address: str, method: str, path: str, body: bytes = b"") -> None:
+    """Sends one request as raw bytes (any path) and reads what comes back within a second."""
+    host, port = address.rsplit(":", 1)
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(head.encode("latin-1", "replace") + body)
+        _read_briefly(s)
+
+
+def _read_briefly(s: socket.socket) -> None:
+    s.settimeout(1.0)
+    try:
+        while s.recv(65536):
+            pass
+    except OSError:
+        pass  # no answer within the second (a long poll, a handshake waiting): left open
+
+
+def test_the_raft_and_http_ports_keep_every_node_serving(fuzzed) -> None:
+    cluster, _ = fuzzed
+    outcomes: Counter[str] = Counter()
+    rng = random.Random(EXAMPLES + 2)
+
+    @st.composite
+    def traffic(draw: Any) -> tuple[str, Any]:
+        port = draw(st.sampled_from(["raft", "proxy", "admin"]))
+        if port == "raft":
+            return port, draw(mesh_bytes())
+        if port == "proxy":
+            return port, draw(proxy_request())
+        segment = urllib.parse.quote(draw(st.text(max_size=40)), safe="")
+        path = draw(
+            st.sampled_from(
+                [
+                    f"/v1/partitions/{segment}/{segment}/epochs",
+                    f"/v1/partitions/{TOPIC}/{segment}/epochs",
+                    f"/v1/share-groups/{segment}",
+                    f"/v1/users/{segment}",
+                    "/metrics",
+                    "/v1/status",
+                ]
+            )
+        )
+        return port, (draw(st.sampled_from(["GET", "POST", "DELETE"])), path)
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    @given(traffic())
+    def send(sent: tuple[str, Any]) -> None:
+        port, what = sent
+        node = cluster.node(rng.choice(cluster.node_ids))
+        if port == "raft":
+            host, number = node.raft.rsplit(":", 1)
+            with socket.create_connection((host, int(number)), timeout=5) as s:
+                s.sendall(what)
+                _read_briefly(s)
+        elif port == "proxy":
+            _http(node.proxy, "POST", *what)
+        else:
+            _http(node.admin, *what)
+        outcomes[port] += 1
+        total = sum(outcomes.values())
+        if total % CHECK_EVERY == 0:
+            _all_serving(cluster, f"after request {total} ({port}: {what!r:.300})")
+
+    send()
+    _all_serving(cluster, "after the run")
+    _no_errors_logged(cluster)
+    print(f"\nfuzz, Raft and HTTP ports: {dict(outcomes)}; nodes lost: 0")
+    # The peers still talk (a produce is replicated), and the proxy still serves a read.
+    produced = R.produce_confluent(cluster.bootstrap, TOPIC, R.make_records("ports", 30, 3))
+    assert len(produced.acked) == 30, produced.failed[:3]
+    request = urllib.request.Request(
+        f"http://{cluster.node(1).proxy}/v1/share/fuzz-check/read",
+        data=json.dumps({"topic": TOPIC, "timeout_ms": 100}).encode(),
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 200
+
+
 def _all_serving(cluster: Any, when: str) -> None:
     for n in cluster.node_ids:
         assert cluster.is_alive(n), f"node {n} died {when}\n{cluster.log_tails([n])}"
         with W.KafkaWire(cluster.node(n).kafka, timeout=10) as w:
             assert W.PRODUCE in w.api_versions(), f"node {n} stopped answering {when}"
+        node = cluster.node(n)
+        for url in (f"http://{node.admin}/v1/status", f"http://{node.proxy}/v1/openapi.json"):
+            with urllib.request.urlopen(url, timeout=10) as answer:  # (raises past a 2xx)
+                assert answer.status == 200, f"node {n}: {url} {when}"
 
 
 def _no_errors_logged(cluster: Any) -> None:
