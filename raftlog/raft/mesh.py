@@ -42,6 +42,11 @@ RECONNECT_DELAY = 0.3
 CONGESTED_BYTES = 8 * 1024 * 1024
 # A rejected connection's address is logged at most this often (a port scanner's flood).
 REJECT_LOG_INTERVAL = 60.0
+# Accepted connections in their handshake at once; a new one past them takes the place of the
+# oldest. A peer's handshake takes a round trip; a stranger's connection is closed after
+# HANDSHAKE_TIMEOUT, but nothing bounded how many there were: one client opening 1,500 a
+# second held 12,600 of a node's file descriptors through them.
+MAX_HANDSHAKES = 64
 
 
 class Endpoint(Protocol):
@@ -80,6 +85,7 @@ class Mesh:
         self._secret = secret
         self._loop = asyncio.get_event_loop()
         self._rejected_logged: dict[str, float] = {}  # host -> when it was last logged
+        self._handshakes: dict[Connection, None] = {}  # accepted, not yet in, oldest first
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[str, Connection] = {}
         self._endpoints: dict[str, Endpoint] = {}
@@ -266,7 +272,16 @@ class Mesh:
         if handler is not None:
             handler(peer_id, payload)
 
+    def _accepted(self, conn: Connection) -> None:
+        handshakes = self._handshakes
+        if len(handshakes) >= MAX_HANDSHAKES:
+            oldest = next(iter(handshakes))
+            del handshakes[oldest]
+            oldest.reject(f"{MAX_HANDSHAKES} handshakes in progress: the oldest made room")
+        handshakes[conn] = None
+
     def _established(self, conn: Connection) -> None:
+        self._handshakes.pop(conn, None)
         peer = conn.peer_id
         assert peer is not None  # the handshake named the peer before proving it
         old = self._connections.get(peer)
@@ -311,6 +326,7 @@ class Mesh:
             log.warning("rejected Raft connection from %s: %s", remote, reason)
 
     def _lost(self, conn: Connection) -> None:
+        self._handshakes.pop(conn, None)
         if conn.peer_id is not None and self._connections.get(conn.peer_id) is conn:
             del self._connections[conn.peer_id]
             lost = self._peer_lost.get(conn.peer_id)

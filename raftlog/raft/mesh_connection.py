@@ -59,6 +59,8 @@ class MeshSide(Protocol):
 
     def _control(self, peer_id: str, kind: str, payload: Any) -> None: ...
 
+    def _accepted(self, conn: Connection) -> None: ...
+
     def _established(self, conn: Connection) -> None: ...
 
     def _log_rejected(self, remote: str, reason: str) -> None: ...
@@ -119,6 +121,8 @@ class Connection(asyncio.Protocol):
         self._mesh._loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_deadline)
         if self._dial_peer is not None:
             self.write([HELLO, self._mesh.node_id, self._nonce, self._mesh.address])
+        else:
+            self._mesh._accepted(self)
 
     def data_received(self, data: bytes) -> None:
         self.last_received = self._mesh.clock()
@@ -181,6 +185,10 @@ class Connection(asyncio.Protocol):
             return
         if not self._paused and self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
+
+    def reject(self, reason: str) -> None:
+        """Closes a connection still in its handshake, saying why (rate-limited)."""
+        self._reject(reason)
 
     def _reject(self, reason: str) -> None:
         """Closes the connection; one log line, and at most one per REJECT_LOG_INTERVAL for

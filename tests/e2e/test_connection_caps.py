@@ -8,13 +8,22 @@ quiet longest is closed to let the new one in. Here node 1 runs under ulimit -n 
 Kafka connections' share is a few hundred) and one client opens 1,600 connections to it and
 holds them: the node still takes new clients, creates and leads new replicas, serves
 produce and fetch, and logs no ERROR.
+
+The Raft port likewise: a stranger's connection is closed after 5 s without a handshake, but
+nothing bounded how many were in their handshake at once: one client (1,500 connections a
+second) held 12,600 of a node's descriptors through it. A node now holds 64 handshakes at
+once, a new connection past them taking the place of the oldest. Here a client keeps 1,600
+connections to node 1's Raft port open, opening a new one as each is closed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import resource
 import socket
+import threading
+import time
 import urllib.request
 
 import pytest
@@ -25,6 +34,47 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 OPEN_FILES = 1500
 FLOOD = 1600
+RAFT_FLOOD = 3000  # (each is closed after 5 s and opened again)
+
+
+class Flood:
+    """`count` connections to `address` kept open from a thread of their own: each the node
+    closes is opened again, until stop()."""
+
+    def __init__(self, address: str, count: int) -> None:
+        host, port = address.rsplit(":", 1)
+        self._address, self._count = (host, int(port)), count
+        self._stopping = threading.Event()
+        self.opened = 0
+        self._thread = threading.Thread(target=asyncio.run, args=(self._run(),), daemon=True)
+
+    def __enter__(self) -> Flood:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
+        self._thread.join(30)
+
+    async def _run(self) -> None:
+        await asyncio.gather(*(self._hold() for _ in range(self._count)))
+
+    async def _hold(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(*self._address), 2)
+            except (OSError, TimeoutError):
+                await asyncio.sleep(0.1)
+                continue
+            self.opened += 1
+            while not self._stopping.is_set() and not reader.at_eof():
+                try:
+                    await asyncio.wait_for(reader.read(4096), 0.2)
+                except TimeoutError:
+                    pass
+                except OSError:
+                    break
+            writer.close()
 
 
 def _evicted(cluster, node: int) -> int:
@@ -68,6 +118,37 @@ def test_a_flood_of_idle_connections_leaves_a_node_its_descriptors_and_its_clien
     finally:
         for s in flood:
             s.close()
+    assert cluster.is_alive(1), cluster.log_tails([1])
+    found = cluster.logged_errors()
+    assert not found, found
+
+
+def test_a_flood_of_handshakes_on_the_raft_port_leaves_a_node_its_descriptors(
+    cluster_factory,
+) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < RAFT_FLOOD + 1000:
+        pytest.skip(f"this process may open {hard} files, the flood needs {RAFT_FLOOD + 1000}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, RAFT_FLOOD + 1000), hard))
+    cluster = cluster_factory(broker={"max.partition.replicas.per.node": 40})
+    cluster.kill(1)
+    cluster.restart(1, open_files=OPEN_FILES)
+    cluster.wait_all_ready()
+    with Flood(cluster.node(1).raft, RAFT_FLOOD) as flood:
+        for _ in range(100):  # until the flood has opened them all
+            if flood.opened >= RAFT_FLOOD:
+                break
+            time.sleep(0.1)
+        with W.KafkaWire(cluster.node(1).kafka, timeout=10) as w:
+            assert W.PRODUCE in w.api_versions(), "node 1 stopped answering new clients"
+        cluster.create_topic("during-flood", partitions=3, replication_factor=3)
+        produced = R.produce_confluent(
+            cluster.bootstrap, "during-flood", R.make_records("flood", 60, 3), timeout=60
+        )
+        assert len(produced.acked) == 60, produced.failed[:3]
+    ends = W.end_offsets(cluster.bootstrap, "during-flood")
+    got = R.consume_confluent(cluster.bootstrap, "during-flood", ends, timeout=60)
+    R.check_log(produced.acked, got).raise_if_failed()
     assert cluster.is_alive(1), cluster.log_tails([1])
     found = cluster.logged_errors()
     assert not found, found

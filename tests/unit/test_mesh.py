@@ -100,6 +100,32 @@ async def test_a_peer_with_the_wrong_secret_is_refused(
             await b.close()
 
 
+async def test_past_max_handshakes_the_oldest_stranger_makes_room_and_a_peer_still_gets_in(
+    listener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Strangers that connect and say nothing were each held HANDSHAKE_TIMEOUT, as many as
+    came: a flood held most of a node's descriptors. Now the oldest of MAX_HANDSHAKES is
+    closed for a new one (logged once), and a peer's handshake still completes."""
+    a, port = listener
+    with caplog.at_level(logging.WARNING, logger=mesh_module.__name__):
+        strangers = [
+            await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(mesh_module.MAX_HANDSHAKES + 1)
+        ]
+        assert await asyncio.wait_for(strangers[0][0].read(), 5) == b""  # the oldest
+        await until(lambda: len(a._handshakes) == mesh_module.MAX_HANDSHAKES, "the rest held")
+        b = Mesh("2", ("127.0.0.1", 0), {"1": ("127.0.0.1", port)}, b"secret")
+        await b.start()
+        try:
+            await until(lambda: a.connected("2") and b.connected("1"), "the peer's handshake")
+        finally:
+            await b.close()
+    for _, writer in strangers:
+        writer.close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "handshakes in progress" in lines[0], lines
+
+
 async def test_a_groups_messages_wait_for_its_own_raft_state_save_only(listener, tmp_path) -> None:
     """A vote must be on disk before the peer hears of it. Three hundred saves of group g's
     term go to disk as one batch (concurrent fsyncs); g's messages sent after them leave only
