@@ -102,6 +102,10 @@ class Connection(asyncio.Protocol):
         self._pending_bytes = 0
         self._beats: list[Beat] | None = None  # the last of _pending, while beats are added to it
         self._flushing: asyncio.Handle | None = None  # the _flush queued for the turn's end
+        # Cancelled when the connection goes: it kept a closed one, and its reader's 40 KB
+        # (msgpack's stack), for the whole HANDSHAKE_TIMEOUT; a stranger reconnecting as fast as
+        # it could grew a node by 1.3 GB in 20 s.
+        self._deadline: asyncio.TimerHandle | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
@@ -118,7 +122,7 @@ class Connection(asyncio.Protocol):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._mesh._loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_deadline)
+        self._deadline = self._mesh._loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_deadline)
         if self._dial_peer is not None:
             self.write([HELLO, self._mesh.node_id, self._nonce, self._mesh.address])
         else:
@@ -200,6 +204,8 @@ class Connection(asyncio.Protocol):
         self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
         self._mesh._lost(self)
 
     # --- frames ----------------------------------------------------------------------------

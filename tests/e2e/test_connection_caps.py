@@ -29,6 +29,7 @@ import urllib.request
 import pytest
 from support import records as R
 from support import wire as W
+from support.cluster import rss_kb
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -152,3 +153,22 @@ def test_a_flood_of_handshakes_on_the_raft_port_leaves_a_node_its_descriptors(
     assert cluster.is_alive(1), cluster.log_tails([1])
     found = cluster.logged_errors()
     assert not found, found
+
+
+def test_strangers_on_the_raft_port_leave_no_memory_behind(module_cluster) -> None:
+    """Each connection's 5 s handshake deadline kept it, closed or not, with the 40 KB of its
+    msgpack reader: one client reconnecting as fast as it could for 20 s grew a node by
+    1.2 GB (and as much again every 20 s). Now a closed connection cancels its deadline."""
+    cluster = module_cluster
+    pid = cluster.node(1).pid
+    before = peak = rss_kb(pid) or 0
+    with Flood(cluster.node(1).raft, 500) as flood:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            peak = max(peak, rss_kb(pid) or 0)
+            time.sleep(0.2)
+    growth_mb = (peak - before) // 1024
+    print(f"\n{flood.opened} stranger connections: RSS {before // 1024} MB, peak +{growth_mb} MB")
+    assert flood.opened > 5000, flood.opened
+    assert growth_mb < 100, f"{flood.opened} connections grew node 1 by {growth_mb} MB"
+    assert cluster.is_alive(1)
