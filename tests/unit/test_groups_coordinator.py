@@ -18,6 +18,7 @@ from raftlog.groups import records as R
 from raftlog.groups.coordinator import GroupConfig, GroupCoordinator
 from raftlog.groups.metadata_manager import java_string_hash
 from raftlog.groups.offsets_log import LogRecord
+from raftlog.groups.rebalance import PENDING_MEMBER_MAX_MS
 from raftlog.groups.results import CommitOffset, JoinResult, LeavingMember
 
 E = ErrorCode
@@ -362,6 +363,15 @@ async def test_pending_member_that_never_rejoins_is_forgotten(clock):
     assert first.error is E.member_id_required and first.member_id.startswith("c-")
     assert coord.describe_group("g").error is E.none  # waiting for it
     await clock.advance(0.15)
+    assert coord.describe_group("g").error is E.group_id_not_found
+
+
+async def test_a_pending_member_is_forgotten_within_seconds_whatever_its_session(clock):
+    # 30 min: one client's joins that never came back were each kept that long
+    coord, _ = await coordinator(clock, max_session_timeout_ms=1_800_000)
+    first = await coord.join_group("g", "", None, "consumer", RANGE, 1_800_000, 100, "c", HOST)
+    assert first.error is E.member_id_required
+    await clock.advance(PENDING_MEMBER_MAX_MS / 1000 + 0.01)
     assert coord.describe_group("g").error is E.group_id_not_found
 
 
