@@ -30,8 +30,10 @@ CAPACITY_REPLICAS = 1100
 # Kept out of what Kafka client connections may take of a node's descriptors: the past segments
 # open for reads (256), the peers, the controller, the log and the history journal.
 OTHER_FDS = 512
-# Kafka client connections a node holds at least, however few descriptors it has.
-MIN_CONNECTIONS = 64
+# The share of a node's descriptors its Kafka client connections get at least, when its
+# replicas' budget leaves them less (max.partition.replicas.per.node set past what its
+# descriptors hold, as the bench's scale runs do).
+MIN_CONNECTIONS_SHARE = 8  # an eighth
 
 # Kafka's controller bounds one user operation at 10,000 metadata records
 # (QuorumController.MAX_RECORDS_PER_USER_OP): partitions created, topics deleted, configs
@@ -92,8 +94,9 @@ def replica_budget(configured: int, open_files: int) -> ReplicaBudget:
 def connection_cap(configured: int, open_files: int, replicas: int, http_connections: int) -> int:
     """max.connections (kafka_api/connection_caps.py): as configured (above 0), or what the
     node's descriptors leave after its partition replicas, its HTTP listeners' connections
-    and OTHER_FDS (19,950 connections from one client once took every descriptor of a node)."""
+    and OTHER_FDS, and at least an eighth of them (19,950 connections from one client once
+    took every descriptor of a node)."""
     if configured > 0:
         return configured
     spare = open_files - replicas * FDS_PER_REPLICA - http_connections - OTHER_FDS
-    return max(MIN_CONNECTIONS, spare)
+    return max(open_files // MIN_CONNECTIONS_SHARE, spare)

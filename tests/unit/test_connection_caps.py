@@ -124,5 +124,6 @@ async def test_past_max_connections_per_ip_a_new_one_is_closed() -> None:
 def test_the_default_cap_is_what_the_descriptors_leave() -> None:
     # 20,000 descriptors, 1,100 replicas at 5, two HTTP listeners of 256, 512 kept aside
     assert limits.connection_cap(-1, 20_000, 1_100, 512) == 20_000 - 5_500 - 512 - 512
-    assert limits.connection_cap(-1, 1_024, 0, 512) == limits.MIN_CONNECTIONS
+    assert limits.connection_cap(-1, 1_024, 0, 512) == 128  # an eighth, at least
+    assert limits.connection_cap(-1, 20_000, 10_000, 512) == 2_500  # replicas set past the files
     assert limits.connection_cap(300, 20_000, 1_100, 512) == 300
