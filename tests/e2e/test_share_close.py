@@ -61,10 +61,15 @@ class Refusals(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
+        self.lines: list[str] = []  # the first few, to tell which request it was
 
     def emit(self, record: logging.LogRecord) -> None:
         if NOT_FOUND in record.getMessage():
             self.count += 1
+            if len(self.lines) < 5:
+                self.lines.append(
+                    f"{time.strftime('%H:%M:%S', time.gmtime())} UTC: {record.getMessage()}"
+                )
 
 
 @dataclass
@@ -200,7 +205,8 @@ def test_acknowledgements_sent_as_a_share_consumer_closes_are_never_lost(
         )
     again = [line for ledger in ledgers for line in ledger.again]
     assert again == [], "\n".join(again[:20])
-    assert [ledger.refusals.count for ledger in ledgers] == [0, 0]  # the symptom
+    refused = [line for ledger in ledgers for line in ledger.refusals.lines]
+    assert [ledger.refusals.count for ledger in ledgers] == [0, 0], refused  # the symptom
     if errors:
         raise errors[0]
     for n in cluster.node_ids:
