@@ -104,6 +104,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def preemptions(pid: int) -> int:
+    """Times the process's threads were switched out while they could still have run
+    (nonvoluntary_ctxt_switches; threads that exited no longer count). Each costs the
+    process its caches: on a machine shared with the clients, the clients' threads take the
+    core whenever an answer wakes them."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that exited meanwhile
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("nonvoluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
+
+
 def tail(path: Path, lines: int = 20) -> str:
     try:
         text = path.read_bytes()[-16384:].decode(errors="replace")

@@ -109,6 +109,15 @@ METRICS = [
         False,
         Target(bound=0.35),
     ),
+    # Why a server's CPU per record rises with the clients on its cores: each preemption
+    # costs the process its caches (issue 45: raftlog1x2's brokers, 0.7-0.9 per record).
+    Metric(
+        "small",
+        "server_preempted",
+        "small requests: server processes preempted per record",
+        "",
+        False,
+    ),
     Metric(
         "spread",
         "mb_s",
@@ -352,7 +361,9 @@ def notes(settings: dict, runs: int, values: str, summary: dict | None = None) -
         f"memory: VmRSS once {s['memory_mb']:g} MB were written in total.",
         f"idle CPU: {s['idle_partitions']} partitions, no clients, over {s['idle_seconds']:g} s.",
         f"small requests: 16 producers, each one 100-byte acks=all record in flight, over 12 "
-        f"partitions, for {s.get('small_seconds', 0):g} s; server CPU = all broker processes.",
+        f"partitions, for {s.get('small_seconds', 0):g} s; server CPU = all broker processes; "
+        "preempted = their threads' involuntary context switches (the clients share the "
+        "cores).",
         f"spread: {s['scale_records']:,} records, produce's settings, round-robin over one "
         f"topic of {SPREAD_PARTITIONS:,} partitions on a fresh instance (raftlog's nodes with "
         "max.partition.replicas.per.node=10000, as scale).",

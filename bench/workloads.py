@@ -24,7 +24,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from bench.procs import BenchError, cpu_seconds, rss_mb, wait_until
+from bench.procs import BenchError, cpu_seconds, preemptions, rss_mb, wait_until
 from bench.systems import System
 
 MB = 1e6  # throughput and sizes are in MB = 10^6 bytes of record values
@@ -299,10 +299,12 @@ def small_requests(system: System, seconds: float) -> dict:
     time.sleep(min(3.0, seconds / 4))  # connections warm, leaders found
     pids = system.pids()
     cpu_before = sum(cpu_seconds(pid) for pid in pids.values())
+    preempted_before = sum(preemptions(pid) for pid in pids.values())
     counted, start = sum(counts), time.monotonic()
     time.sleep(seconds)
     records, elapsed = sum(counts) - counted, time.monotonic() - start
     cpu = sum(cpu_seconds(pid) for pid in pids.values()) - cpu_before
+    preempted = sum(preemptions(pid) for pid in pids.values()) - preempted_before
     stop.set()
     for t in threads:
         t.join(60)
@@ -311,6 +313,7 @@ def small_requests(system: System, seconds: float) -> dict:
     return {
         "records_s": records / elapsed,
         "server_cpu_ms": 1000 * cpu / records,
+        "server_preempted": preempted / records,
         "producers": SMALL_PRODUCERS,
         "partitions": SMALL_PARTITIONS,
     }
