@@ -188,6 +188,12 @@ KEYS = 5  # distinct record keys with key_compaction: most records are supersede
 
 
 def replay_hint(seed: int, cfg: SimConfig | None = None) -> str:
+    if cfg is not None and cfg.latency:  # a failure-detection schedule (`detect`)
+        family = "HELD" if cfg.hold else "DETECTION"
+        return (
+            f"seed={seed}; replay: support.raft_sim.detect({seed}, {family}, lease=True), "
+            "with the test's rules if it switched any"
+        )
     if cfg is not None and cfg.storage:
         return (
             f"seed={seed}; replay: RAFTLOG_SIM_REPLAY={seed} pytest tests/unit/test_raft_sim.py "

@@ -168,6 +168,9 @@ def test_a_failure_names_its_seed_and_replay(monkeypatch: pytest.MonkeyPatch) ->
     sim = Sim(7)
     with pytest.raises(SimFailure, match=r"seed=7; replay: RAFTLOG_SIM_REPLAY=7"):
         sim.fail("example")
+    held = Sim(9, HELD)
+    with pytest.raises(SimFailure, match=r"seed=9; replay: support.raft_sim.detect\(9, HELD,"):
+        held.fail("example")
 
     def broken(self: Raft, *args: object, **kwargs: object) -> None:
         raise IndexError("a bug in the core")
