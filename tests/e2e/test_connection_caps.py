@@ -25,11 +25,12 @@ import socket
 import threading
 import time
 import urllib.request
+from typing import Any
 
 import pytest
 from support import records as R
 from support import wire as W
-from support.cluster import rss_kb
+from support.cluster import Cluster, rss_kb
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -86,17 +87,24 @@ def _evicted(cluster, node: int) -> int:
     return int(float(found.group(1))) if found else 0
 
 
-def test_a_flood_of_idle_connections_leaves_a_node_its_descriptors_and_its_clients(
-    cluster_factory,
-) -> None:
+def _node_1_short_of_files(cluster_factory: Any, flood: int) -> Cluster:
+    """A cluster whose node 1 runs under ulimit -n OPEN_FILES, and this process room for a
+    flood of `flood` connections."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < FLOOD + 1000:
-        pytest.skip(f"this process may open {hard} files, the flood needs {FLOOD + 1000}")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, FLOOD + 1000), hard))
-    cluster = cluster_factory(broker={"max.partition.replicas.per.node": 40})
+    if hard != resource.RLIM_INFINITY and hard < flood + 1000:
+        pytest.skip(f"this process may open {hard} files, the flood needs {flood + 1000}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, flood + 1000), hard))
+    cluster: Cluster = cluster_factory(broker={"max.partition.replicas.per.node": 40})
     cluster.kill(1)
     cluster.restart(1, open_files=OPEN_FILES)
     cluster.wait_all_ready()
+    return cluster
+
+
+def test_a_flood_of_idle_connections_leaves_a_node_its_descriptors_and_its_clients(
+    cluster_factory,
+) -> None:
+    cluster = _node_1_short_of_files(cluster_factory, FLOOD)
     flood: list[socket.socket] = []
     try:
         for _ in range(FLOOD):
@@ -128,14 +136,7 @@ def test_a_flood_of_idle_connections_leaves_a_node_its_descriptors_and_its_clien
 def test_a_flood_of_handshakes_on_the_raft_port_leaves_a_node_its_descriptors(
     cluster_factory,
 ) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < RAFT_FLOOD + 1000:
-        pytest.skip(f"this process may open {hard} files, the flood needs {RAFT_FLOOD + 1000}")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, RAFT_FLOOD + 1000), hard))
-    cluster = cluster_factory(broker={"max.partition.replicas.per.node": 40})
-    cluster.kill(1)
-    cluster.restart(1, open_files=OPEN_FILES)
-    cluster.wait_all_ready()
+    cluster = _node_1_short_of_files(cluster_factory, RAFT_FLOOD)
     with Flood(cluster.node(1).raft, RAFT_FLOOD) as flood:
         for _ in range(100):  # until the flood has opened them all
             if flood.opened >= RAFT_FLOOD:

@@ -48,6 +48,14 @@ from raftlog.raft.mesh_frames import AUTH, HELLO, WELCOME
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 EXAMPLES = int(os.environ.get("RAFTLOG_FUZZ_EXAMPLES", "400"))
+# Every run's settings: generated only (a lost node is reported with its request, not shrunk).
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
 ADDRESS_SPACE = 4 * 1024**3
 CHECK_EVERY = 25
 TOPIC = "fuzz"
@@ -105,13 +113,7 @@ def test_generated_and_mutated_requests_keep_every_node_serving(fuzzed) -> None:
     per_api: Counter[int] = Counter()
     rng = random.Random(EXAMPLES)
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        phases=[Phase.generate],  # a lost node is reported with its request, not shrunk
-        suppress_health_check=list(HealthCheck),
-        database=None,
-    )
+    @FUZZ
     @given(requests())
     def send(request: tuple[int, int, bytes]) -> None:
         key, version, frame = request
@@ -285,13 +287,7 @@ def test_the_raft_and_http_ports_keep_every_node_serving(fuzzed) -> None:
         )
         return port, (draw(st.sampled_from(["GET", "POST", "DELETE"])), path)
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-        database=None,
-    )
+    @FUZZ
     @given(traffic())
     def send(sent: tuple[str, Any]) -> None:
         port, what = sent
@@ -400,13 +396,7 @@ def test_the_secured_apis_and_the_sasl_listener_keep_every_node_serving(secured)
             frame = draw(st.sampled_from(EXTREMES + [b"\x00\x08\x00\x01"])) + frame[4:]
         return "SASL_PLAINTEXT", frame
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-        database=None,
-    )
+    @FUZZ
     @given(traffic())
     def send(sent: tuple[str, bytes]) -> None:
         listener, frame = sent
