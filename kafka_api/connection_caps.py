@@ -11,7 +11,7 @@ request in progress, is closed to let the new one in: a flood of idle connection
 real clients out. Only when the EVICTION_SCAN least recently active ones all have requests in
 progress is the new one closed at once. A new connection past max.connections.per.ip from one
 address is closed at once (Kafka's default is no such cap, and so is raftlog's). Each is
-counted (/metrics) and reported in at most one log line per REPORT_INTERVAL_SECONDS.
+counted (/metrics) and reported in at most one log line per REPORT_INTERVAL_SECONDS (log_reports.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
+from raftlog.common.log_reports import Reports
 from raftlog.node.listener_metrics import KafkaMetrics
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 # Connections looked at, least recently active first, for one to close at the cap: the work
 # of one accept stays bounded however many connections are open.
 EVICTION_SCAN = 64
-REPORT_INTERVAL_SECONDS = 10.0
 NO_CAP = 2**31 - 1  # Kafka's default of both settings
 BY_NODE, BY_ADDRESS = "node", "address"
 
@@ -58,7 +58,7 @@ class ConnectionCaps:
         self._clock = clock
         self._open: OrderedDict[Capped, str] = OrderedDict()  # -> the client's address
         self._by_address: dict[str, int] = {}
-        self._reported: dict[str, tuple[float, int]] = {}  # kind -> (last logged, unlogged)
+        self._reports = Reports(log, clock)
 
     @property
     def open(self) -> int:
@@ -77,8 +77,9 @@ class ConnectionCaps:
                 self._refuse(BY_NODE, address, "max.connections", len(self._open))
                 return False
             self.metrics.connections_evicted += 1
-            self._report(
+            self._reports.report(
                 "evicted",
+                logging.WARNING,
                 "%d Kafka connections open (max.connections): closed the one quiet longest, "
                 "from %s, to let one from %s in",
                 len(self._open),
@@ -117,24 +118,12 @@ class ConnectionCaps:
     def _refuse(self, cap: str, address: str, setting: str, count: int) -> None:
         self.metrics.connections_refused[cap] += 1
         where = "open" if cap == BY_NODE else "open from that address"
-        self._report(
+        self._reports.report(
             f"refused {cap}",
+            logging.WARNING,
             "closed a new Kafka connection from %s at once: %d connections %s (%s)",
             address,
             count,
             where,
             setting,
         )
-
-    def _report(self, kind: str, message: str, *args: object) -> None:
-        """One WARNING per kind and REPORT_INTERVAL_SECONDS, with the count of the others."""
-        now = self._clock()
-        logged, unlogged = self._reported.get(kind, (-REPORT_INTERVAL_SECONDS, 0))
-        if now - logged < REPORT_INTERVAL_SECONDS:
-            self._reported[kind] = (logged, unlogged + 1)
-            return
-        self._reported[kind] = (now, 0)
-        if unlogged:
-            log.warning(message + " (and %d more since the last report)", *args, unlogged)
-        else:
-            log.warning(message, *args)

@@ -11,7 +11,7 @@ answered an over-long URL or header with a 400 and an ERROR line with a tracebac
   one past `max_connections` on the listener takes the place of the oldest connection that
   is waiting for a request head (closed), and is closed at once only when every connection
   has a request in progress; each is counted and reported in at most one log
-  line per REPORT_INTERVAL_SECONDS;
+  line per REPORT_INTERVAL_SECONDS (log_reports.py);
 - a URL over MAX_URL_BYTES is a 414, a header line over MAX_FIELD_BYTES or more than
   MAX_HEADERS of them a 431, any other malformed head a 400: the connection is closed after
   the answer, with a rate-limited INFO line and no traceback (a client's bad input is not
@@ -37,6 +37,8 @@ from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 
+from raftlog.common.log_reports import Reports
+
 log = logging.getLogger(__name__)
 
 # aiohttp raises the same error for a URL and a header line that is too long, with the limit
@@ -44,7 +46,6 @@ log = logging.getLogger(__name__)
 MAX_URL_BYTES = 8192
 MAX_FIELD_BYTES = 8190  # a header's name and value (Apache's LimitRequestFieldSize)
 MAX_HEADERS = 32  # so a head is at most about 256 KiB
-REPORT_INTERVAL_SECONDS = 10.0
 REFUSED_BY_LISTENER, REFUSED_BY_ADDRESS = "listener", "address"
 BAD_REQUEST_STATUSES = (400, 414, 431)
 
@@ -72,27 +73,6 @@ class HttpStats:
         self.bad_requests = dict.fromkeys(BAD_REQUEST_STATUSES, 0)
 
 
-class _Reports:
-    """One log line per kind of event and REPORT_INTERVAL_SECONDS at most, with the count of
-    those not reported: a client that repeats an event cannot flood the log."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self._kinds: dict[str, tuple[float, int]] = {}  # kind -> (last logged, unlogged)
-
-    def report(self, kind: str, level: int, message: str, *args: object) -> None:
-        now = self._clock()
-        logged, unlogged = self._kinds.get(kind, (-REPORT_INTERVAL_SECONDS, 0))
-        if now - logged < REPORT_INTERVAL_SECONDS:
-            self._kinds[kind] = (logged, unlogged + 1)
-            return
-        self._kinds[kind] = (now, 0)
-        if unlogged:
-            log.log(level, message + " (and %d more since the last report)", *args, unlogged)
-        else:
-            log.log(level, message, *args)
-
-
 class HttpListener:
     """One aiohttp application on one address, within HttpLimits."""
 
@@ -114,7 +94,7 @@ class HttpListener:
         self.stats = stats or HttpStats()
         self._host, self._port, self._tls = host, port, tls
         self._runner = web.AppRunner(app, access_log=None)
-        self._reports = _Reports(clock)
+        self._reports = Reports(log, clock)
         self._connections: dict[_Handler, str] = {}  # the admitted, oldest first: their address
         self._by_address: dict[str, int] = {}
         self._server: asyncio.Server | None = None

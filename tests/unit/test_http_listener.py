@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from aiohttp import web
 
-from raftlog.common.http_listener import REPORT_INTERVAL_SECONDS, HttpLimits, HttpListener
+from raftlog.common.http_listener import HttpLimits, HttpListener
+from raftlog.common.log_reports import REPORT_INTERVAL_SECONDS
 
 
 class Clock:
