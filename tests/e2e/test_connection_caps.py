@@ -101,6 +101,19 @@ def _node_1_short_of_files(cluster_factory: Any, flood: int) -> Cluster:
     return cluster
 
 
+def _serves_a_new_topic(cluster: Cluster, topic: str) -> None:
+    """A new topic of three replicas (one on node 1) is made and led, and 60 records written
+    to it acks=all are read back whole."""
+    cluster.create_topic(topic, partitions=3, replication_factor=3)
+    produced = R.produce_confluent(
+        cluster.bootstrap, topic, R.make_records("flood", 60, 3), timeout=60
+    )
+    assert len(produced.acked) == 60, produced.failed[:3]
+    ends = W.end_offsets(cluster.bootstrap, topic)
+    got = R.consume_confluent(cluster.bootstrap, topic, ends, timeout=60)
+    R.check_log(produced.acked, got).raise_if_failed()
+
+
 def test_a_flood_of_idle_connections_leaves_a_node_its_descriptors_and_its_clients(
     cluster_factory,
 ) -> None:
@@ -117,14 +130,7 @@ def test_a_flood_of_idle_connections_leaves_a_node_its_descriptors_and_its_clien
             assert W.PRODUCE in w.api_versions(), "node 1 stopped answering new clients"
         assert _evicted(cluster, 1) > 0
         # Its partitions' files still open: a new topic's replicas on it are made and led.
-        cluster.create_topic("after-flood", partitions=3, replication_factor=3)
-        produced = R.produce_confluent(
-            cluster.bootstrap, "after-flood", R.make_records("flood", 60, 3), timeout=60
-        )
-        assert len(produced.acked) == 60, produced.failed[:3]
-        ends = W.end_offsets(cluster.bootstrap, "after-flood")
-        got = R.consume_confluent(cluster.bootstrap, "after-flood", ends, timeout=60)
-        R.check_log(produced.acked, got).raise_if_failed()
+        _serves_a_new_topic(cluster, "after-flood")
     finally:
         for s in flood:
             s.close()
@@ -144,14 +150,7 @@ def test_a_flood_of_handshakes_on_the_raft_port_leaves_a_node_its_descriptors(
             time.sleep(0.1)
         with W.KafkaWire(cluster.node(1).kafka, timeout=10) as w:
             assert W.PRODUCE in w.api_versions(), "node 1 stopped answering new clients"
-        cluster.create_topic("during-flood", partitions=3, replication_factor=3)
-        produced = R.produce_confluent(
-            cluster.bootstrap, "during-flood", R.make_records("flood", 60, 3), timeout=60
-        )
-        assert len(produced.acked) == 60, produced.failed[:3]
-    ends = W.end_offsets(cluster.bootstrap, "during-flood")
-    got = R.consume_confluent(cluster.bootstrap, "during-flood", ends, timeout=60)
-    R.check_log(produced.acked, got).raise_if_failed()
+        _serves_a_new_topic(cluster, "during-flood")
     assert cluster.is_alive(1), cluster.log_tails([1])
     found = cluster.logged_errors()
     assert not found, found
